@@ -1,0 +1,236 @@
+package ctxstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// Tier is what the store needs from a node's tier stack (the DRAM tier alone
+// on a bare node; the tier manager once lower tiers exist). Implementations
+// must be safe for concurrent use.
+type Tier interface {
+	// Put stores data under key. data has already been verified against sum.
+	// A key that exists with the same bytes succeeds; with other bytes it is
+	// block.ErrConflict and nothing changes.
+	Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error
+	// Get returns a leased reference to the verified bytes.
+	Get(ctx context.Context, key block.Key) (*block.Ref, error)
+	// Stat returns metadata without touching recency.
+	Stat(ctx context.Context, key block.Key) (block.Info, error)
+	// Contains reports presence without touching recency or verifying bytes.
+	Contains(key block.Key) bool
+	// Delete removes key (evicts it); block.ErrNotFound if absent.
+	Delete(ctx context.Context, key block.Key) error
+	// Pin protects key from eviction until the given time (extending, never shortening).
+	Pin(ctx context.Context, key block.Key, until time.Time) error
+}
+
+// Config configures a Store.
+type Config struct {
+	// PinMaxTTL caps any pin's TTL, so a forgotten pin cannot hold memory forever.
+	PinMaxTTL time.Duration
+}
+
+// DefaultConfig returns the defaults: pins last at most 24 h.
+func DefaultConfig() Config { return Config{PinMaxTTL: 24 * time.Hour} }
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.PinMaxTTL <= 0 {
+		return fmt.Errorf("%w: PinMaxTTL must be positive", block.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Store is the single entry point of the domain: every wire surface calls it.
+type Store struct {
+	cfg     Config
+	catalog Catalog
+	tier    Tier
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// New builds a store over a catalog and a tier stack.
+func New(cfg Config, catalog Catalog, tier Tier, log *slog.Logger) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Store{cfg: cfg, catalog: catalog, tier: tier, log: log, now: time.Now}, nil
+}
+
+// Catalog exposes the namespace catalog.
+func (s *Store) Catalog() Catalog { return s.catalog }
+
+// Namespace returns a namespace's definition or block.ErrUnknownNamespace.
+func (s *Store) Namespace(name string) (block.Namespace, error) { return s.catalog.Namespace(name) }
+
+// CreateNamespace validates and adds a namespace (idempotent for an identical definition).
+func (s *Store) CreateNamespace(ctx context.Context, ns block.Namespace) error {
+	return s.catalog.CreateNamespace(ctx, ns)
+}
+
+// Namespaces lists all namespaces.
+func (s *Store) Namespaces() []block.Namespace { return s.catalog.Namespaces() }
+
+// Put stores one block. See Tier.Put for the immutability contract.
+func (s *Store) Put(ctx context.Context, key block.Key, data []byte, opts block.PutOptions) error {
+	ns, err := s.catalog.Namespace(key.Namespace)
+	if err != nil {
+		return err
+	}
+	if len(data) < block.MinBlockSize {
+		return fmt.Errorf("%w: %s: empty block", block.ErrInvalidArgument, key)
+	}
+	if int64(len(data)) > ns.MaxBlockSize {
+		return fmt.Errorf("%w: %s: %d bytes exceeds namespace %q max_block_size %d", block.ErrTooLarge, key, len(data), ns.Name, ns.MaxBlockSize)
+	}
+	sum := block.Checksum(data)
+	if opts.HasSum && opts.Sum != sum {
+		return fmt.Errorf("%w: %s: sender says %08x, bytes are %08x", block.ErrChecksum, key, opts.Sum, sum)
+	}
+	if !opts.HasPriority {
+		opts.Priority, opts.HasPriority = ns.Priority, true
+	}
+	if opts.Priority > block.MaxPriority {
+		return fmt.Errorf("%w: priority %d above %d", block.ErrInvalidArgument, opts.Priority, block.MaxPriority)
+	}
+	if opts.PinTTL < 0 {
+		return fmt.Errorf("%w: negative pin TTL", block.ErrInvalidArgument)
+	}
+	opts.PinTTL = min(opts.PinTTL, s.cfg.PinMaxTTL)
+	if ttl := ns.TTL(); ttl > 0 {
+		opts.Expires = s.now().Add(ttl)
+	}
+	opts.Sum, opts.HasSum = sum, true
+	return s.tier.Put(ctx, key, data, sum, opts)
+}
+
+// Get returns a leased reference to a block's verified bytes; the caller must
+// Release it.
+func (s *Store) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
+		return nil, err
+	}
+	return s.tier.Get(ctx, key)
+}
+
+// Stat returns a block's metadata.
+func (s *Store) Stat(ctx context.Context, key block.Key) (block.Info, error) {
+	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
+		return block.Info{}, err
+	}
+	return s.tier.Stat(ctx, key)
+}
+
+// Exists reports whether a block is present in any tier.
+func (s *Store) Exists(_ context.Context, key block.Key) (bool, error) {
+	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
+		return false, err
+	}
+	return s.tier.Contains(key), nil
+}
+
+// Delete evicts a block.
+func (s *Store) Delete(ctx context.Context, key block.Key) error {
+	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
+		return err
+	}
+	return s.tier.Delete(ctx, key)
+}
+
+// Pin protects a block from eviction for ttl (capped by Config.PinMaxTTL).
+func (s *Store) Pin(ctx context.Context, key block.Key, ttl time.Duration) error {
+	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
+		return err
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: pin TTL must be positive", block.ErrInvalidArgument)
+	}
+	return s.tier.Pin(ctx, key, s.now().Add(min(ttl, s.cfg.PinMaxTTL)))
+}
+
+// Lookup returns how many leading keys are present, stopping at the first
+// miss: the prefix an engine can fetch instead of recompute. All keys must be
+// in known namespaces.
+func (s *Store) Lookup(_ context.Context, keys []block.Key) (int, error) {
+	last := ""
+	for i, k := range keys {
+		if k.Namespace != last {
+			if _, err := s.catalog.Namespace(k.Namespace); err != nil {
+				return 0, err
+			}
+			last = k.Namespace
+		}
+		if !s.tier.Contains(k) {
+			return i, nil
+		}
+	}
+	return len(keys), nil
+}
+
+// PutItem is one element of a batch put.
+type PutItem struct {
+	Key  block.Key
+	Data []byte
+	Opts block.PutOptions
+}
+
+// PutBatch puts each item and returns one error (or nil) per item.
+func (s *Store) PutBatch(ctx context.Context, items []PutItem) []error {
+	errs := make([]error, len(items))
+	for i, it := range items {
+		if err := ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		errs[i] = s.Put(ctx, it.Key, it.Data, it.Opts)
+	}
+	return errs
+}
+
+// GetBatch gets each key; refs[i] is nil where errs[i] is not. The caller
+// releases every non-nil ref.
+func (s *Store) GetBatch(ctx context.Context, keys []block.Key) ([]*block.Ref, []error) {
+	refs := make([]*block.Ref, len(keys))
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		refs[i], errs[i] = s.Get(ctx, k)
+	}
+	return refs, errs
+}
+
+// ExistsBatch reports presence of each key.
+func (s *Store) ExistsBatch(ctx context.Context, keys []block.Key) ([]bool, []error) {
+	out := make([]bool, len(keys))
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		out[i], errs[i] = s.Exists(ctx, k)
+	}
+	return out, errs
+}
+
+// DeleteBatch deletes each key.
+func (s *Store) DeleteBatch(ctx context.Context, keys []block.Key) []error {
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		errs[i] = s.Delete(ctx, k)
+	}
+	return errs
+}
+
+// PinBatch pins each key for ttl.
+func (s *Store) PinBatch(ctx context.Context, keys []block.Key, ttl time.Duration) []error {
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		errs[i] = s.Pin(ctx, k, ttl)
+	}
+	return errs
+}

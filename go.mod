@@ -1,0 +1,3 @@
+module github.com/ctxtier/ctxtier
+
+go 1.26
