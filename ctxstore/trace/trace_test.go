@@ -1,0 +1,55 @@
+package trace
+
+import (
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestReadAndBound(t *testing.T) {
+	in := `{"timestamp": 0, "input_length": 1024, "output_length": 5, "hash_ids": [1, 2]}
+
+{"timestamp": 10, "input_length": 1536, "output_length": 5, "hash_ids": [1, 2, 3]}
+{"timestamp": 20, "input_length": 1024, "output_length": 5, "hash_ids": [9, 2]}
+`
+	reqs, err := Read(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) != 3 || reqs[1].TimestampMs != 10 || len(reqs[1].HashIDs) != 3 {
+		t.Fatalf("parsed %+v", reqs)
+	}
+	// Hits: request 2 hits 1,2 (3 misses); request 3 misses 9 so 2 does not count.
+	if got, want := InfiniteCacheHitRatio(reqs), 2.0/7.0; math.Abs(got-want) > 1e-12 {
+		t.Fatalf("bound %v, want %v", got, want)
+	}
+}
+
+func TestReadRejectsMalformedLine(t *testing.T) {
+	_, err := Read(strings.NewReader("{\"timestamp\": 0}\n{not json\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("want a line-2 error, got %v", err)
+	}
+}
+
+// TestSharedTraceBounds checks the published bounds of the shared traces
+// (36.6% and 64.0%), when ../shared is present.
+func TestSharedTraceBounds(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		bound float64
+	}{{"conversation_trace.jsonl", 0.366}, {"synthetic_trace.jsonl", 0.640}} {
+		path := "../../../shared/traces/" + tc.file
+		if _, err := os.Stat(path); err != nil {
+			t.Skipf("shared trace %s not present (a user's clone has no ../shared): %v", path, err)
+		}
+		reqs, err := ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := InfiniteCacheHitRatio(reqs); math.Abs(got-tc.bound) > 0.001 {
+			t.Errorf("%s: bound %.4f, want %.3f", tc.file, got, tc.bound)
+		}
+	}
+}
