@@ -1,0 +1,540 @@
+// Package dram is the DRAM tier: blocks live in a fixed-capacity arena outside
+// the Go heap (a shared mmap of a memory file, so co-located clients can later
+// map it read-only), carved into 4 KiB pages by a coalescing good-fit
+// allocator. Capacity is a hard bound. When full it evicts by the configured
+// replacement policy (LRU within priority class by default), skipping blocks
+// that are pinned or under a read lease. Every block carries a CRC-32C that is
+// verified on every read; a block that fails is dropped and reported as a miss,
+// never served.
+package dram
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/tiers/policy"
+)
+
+// PageSize is the arena's allocation unit (and the alignment of every block).
+const PageSize = 4096
+
+// Config configures the DRAM tier.
+type Config struct {
+	// Capacity is the arena size in bytes: a hard bound on resident block bytes.
+	Capacity int64
+	// MemFile is the path of the memory file backing the arena. Empty means an
+	// anonymous memfd (shared with co-located clients through /proc/PID/fd/N).
+	// A path (for example under /dev/shm or a hugetlbfs mount) is created,
+	// truncated, and removed on Close.
+	MemFile string
+	// MaxBlockSize bounds one block.
+	MaxBlockSize int64
+	// Policy builds the replacement policy; nil means policy.NewLRU.
+	Policy policy.Factory
+	// SweepInterval is how often expired blocks are dropped by Run.
+	SweepInterval time.Duration
+}
+
+// DefaultConfig returns 1 GiB of arena, 64 MiB blocks, LRU.
+func DefaultConfig() Config {
+	return Config{
+		Capacity:      1 << 30,
+		MaxBlockSize:  block.DefaultMaxBlockSize,
+		SweepInterval: 10 * time.Second,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.Capacity < PageSize:
+		return fmt.Errorf("%w: dram capacity %d below one page (%d)", block.ErrInvalidArgument, c.Capacity, PageSize)
+	case c.Capacity/PageSize > 1<<32-1:
+		return fmt.Errorf("%w: dram capacity %d above 16 TiB", block.ErrInvalidArgument, c.Capacity)
+	case c.MaxBlockSize < 1 || c.MaxBlockSize > block.HardMaxBlockSize:
+		return fmt.Errorf("%w: dram max block size %d out of range", block.ErrInvalidArgument, c.MaxBlockSize)
+	case c.SweepInterval <= 0:
+		return fmt.Errorf("%w: dram sweep interval must be positive", block.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// entry is one resident (or being-written) block. Entries live in a slice
+// indexed by handle; the policy keeps its own state per handle.
+type entry struct {
+	key      block.Key
+	page     uint32 // first page
+	pages    uint32
+	size     int64
+	sum      uint32
+	priority uint8
+	leases   int32
+	live     bool  // indexed and tracked by the policy
+	doomed   bool  // removed from the index while leased; freed at last release
+	pinUntil int64 // unix nanoseconds
+	expires  int64 // unix nanoseconds, 0 = never
+	created  int64
+	access   int64
+}
+
+// Tier is the DRAM tier. It is safe for concurrent use.
+type Tier struct {
+	cfg   Config
+	log   *slog.Logger
+	file  *os.File
+	path  string
+	arena []byte
+	now   func() time.Time
+
+	mu      sync.Mutex
+	alloc   *allocator
+	index   map[block.Key]uint32
+	entries []entry
+	free    []uint32 // free handles
+	policy  policy.Policy
+	closed  bool
+
+	st stats
+}
+
+type stats struct {
+	residentBytes atomic.Int64
+	blocks        atomic.Int64
+	hits          atomic.Uint64
+	misses        atomic.Uint64
+	puts          atomic.Uint64
+	evictions     atomic.Uint64
+	evictedBytes  atomic.Uint64
+	expirations   atomic.Uint64
+	corruptions   atomic.Uint64
+	noSpace       atomic.Uint64
+}
+
+// Stats is a snapshot of the tier's counters.
+type Stats struct {
+	Capacity      int64
+	ResidentBytes int64 // payload bytes of resident blocks
+	AllocatedB    int64 // bytes of allocated pages (>= ResidentBytes)
+	Blocks        int64
+	Hits, Misses  uint64
+	Puts          uint64
+	Evictions     uint64
+	EvictedBytes  uint64
+	Expirations   uint64
+	Corruptions   uint64
+	NoSpace       uint64
+}
+
+// New maps the arena and returns an empty tier.
+func New(cfg Config, log *slog.Logger) (*Tier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	size := (cfg.Capacity / PageSize) * PageSize
+	var (
+		f    *os.File
+		path string
+	)
+	if cfg.MemFile == "" {
+		fd, err := unix.MemfdCreate("ctxtier-dram", unix.MFD_CLOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("dram: memfd_create: %w", err)
+		}
+		f = os.NewFile(uintptr(fd), "ctxtier-dram")
+		path = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd)
+	} else {
+		var err error
+		f, err = os.OpenFile(cfg.MemFile, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+		if err != nil {
+			return nil, fmt.Errorf("dram: %w", err)
+		}
+		path = cfg.MemFile
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("dram: size memory file to %d: %w", size, err)
+	}
+	arena, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("dram: mmap %d bytes: %w", size, err)
+	}
+	pf := cfg.Policy
+	if pf == nil {
+		pf = policy.NewLRU
+	}
+	expected := int(min(size/(256<<10), 1<<20)) // sized for 256 KiB blocks, a hint only
+	t := &Tier{
+		cfg: cfg, log: log, file: f, path: path, arena: arena, now: time.Now,
+		alloc:  newAllocator(uint32(size / PageSize)),
+		index:  make(map[block.Key]uint32, expected),
+		policy: pf(expected),
+	}
+	log.Info("dram tier ready", "capacity", size, "memfile", path)
+	return t, nil
+}
+
+// Close unmaps the arena. Outstanding Refs must have been released.
+func (t *Tier) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	err := unix.Munmap(t.arena)
+	t.arena = nil
+	if cerr := t.file.Close(); err == nil {
+		err = cerr
+	}
+	if t.cfg.MemFile != "" {
+		if rerr := os.Remove(t.cfg.MemFile); err == nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = rerr
+		}
+	}
+	return err
+}
+
+// MemFile is the path a co-located process can open to map the arena.
+func (t *Tier) MemFile() string { return t.path }
+
+func (t *Tier) bytesOf(e *entry) []byte {
+	off := int64(e.page) * PageSize
+	return t.arena[off : off+e.size : off+e.size]
+}
+
+func (t *Tier) newHandle() uint32 {
+	if n := len(t.free); n > 0 {
+		h := t.free[n-1]
+		t.free = t.free[:n-1]
+		return h
+	}
+	t.entries = append(t.entries, entry{})
+	return uint32(len(t.entries) - 1)
+}
+
+// evictable reports whether handle h may be evicted now.
+func (t *Tier) evictableAt(now int64) func(policy.Handle) bool {
+	return func(h policy.Handle) bool {
+		e := &t.entries[h]
+		return e.leases == 0 && e.pinUntil <= now
+	}
+}
+
+// unindexLocked removes a live entry from the index and the policy, and frees
+// its pages unless it is leased (then the last Release frees them).
+func (t *Tier) unindexLocked(h uint32) {
+	e := &t.entries[h]
+	delete(t.index, e.key)
+	t.policy.Remove(policy.Handle(h))
+	e.live = false
+	t.st.residentBytes.Add(-e.size)
+	t.st.blocks.Add(-1)
+	if e.leases > 0 {
+		e.doomed = true
+		return
+	}
+	t.releaseLocked(h)
+}
+
+func (t *Tier) releaseLocked(h uint32) {
+	e := &t.entries[h]
+	t.alloc.free(e.page, e.pages)
+	*e = entry{}
+	t.free = append(t.free, h)
+}
+
+// reserveLocked allocates pages for size bytes, evicting as the policy says.
+func (t *Tier) reserveLocked(size int64) (uint32, uint32, error) {
+	pages := uint32((size + PageSize - 1) / PageSize)
+	if int64(pages) > int64(t.alloc.npages) {
+		return 0, 0, fmt.Errorf("%w: block of %d bytes exceeds the dram capacity", block.ErrTooLarge, size)
+	}
+	now := t.now().UnixNano()
+	ev := t.evictableAt(now)
+	for {
+		if p, ok := t.alloc.alloc(pages); ok {
+			return p, pages, nil
+		}
+		v, ok := t.policy.Victim(ev)
+		if !ok {
+			t.st.noSpace.Add(1)
+			return 0, 0, fmt.Errorf("%w: need %d bytes, every resident block is pinned or leased", block.ErrNoSpace, size)
+		}
+		e := &t.entries[v]
+		t.st.evictions.Add(1)
+		t.st.evictedBytes.Add(uint64(e.size))
+		t.unindexLocked(uint32(v))
+	}
+}
+
+// Put stores data under key. data must already match sum. A key that is
+// present with identical bytes succeeds (and may extend its pin); a key with
+// other bytes is block.ErrConflict.
+func (t *Tier) Put(_ context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	size := int64(len(data))
+	if size == 0 {
+		return fmt.Errorf("%w: empty block", block.ErrInvalidArgument)
+	}
+	if size > t.cfg.MaxBlockSize {
+		return fmt.Errorf("%w: %s: %d bytes exceeds the dram tier's max block size %d", block.ErrTooLarge, key, size, t.cfg.MaxBlockSize)
+	}
+	now := t.now()
+	pinUntil := int64(0)
+	if opts.PinTTL > 0 {
+		pinUntil = now.Add(opts.PinTTL).UnixNano()
+	}
+
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return block.ErrClosed
+	}
+	if h, ok := t.index[key]; ok {
+		err := t.samePutLocked(h, data, sum, pinUntil)
+		t.mu.Unlock()
+		return err
+	}
+	page, pages, err := t.reserveLocked(size)
+	if err != nil {
+		t.mu.Unlock()
+		return err
+	}
+	t.mu.Unlock()
+
+	// Copy outside the lock: the pages are ours and invisible until indexed.
+	off := int64(page) * PageSize
+	copy(t.arena[off:off+size], data)
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return block.ErrClosed
+	}
+	if h, ok := t.index[key]; ok { // a concurrent put of the same key won
+		t.alloc.free(page, pages)
+		return t.samePutLocked(h, data, sum, pinUntil)
+	}
+	h := t.newHandle()
+	ns := now.UnixNano()
+	e := &t.entries[h]
+	*e = entry{
+		key: key, page: page, pages: pages, size: size, sum: sum,
+		priority: min(opts.Priority, block.MaxPriority), live: true,
+		pinUntil: pinUntil, created: ns, access: ns,
+	}
+	if !opts.Expires.IsZero() {
+		e.expires = opts.Expires.UnixNano()
+	}
+	t.index[key] = h
+	t.policy.Insert(policy.Handle(h), policy.Meta{
+		Hash: key.Hash, Parent: opts.Parent, HasParent: opts.HasParent,
+		Size: size, Priority: e.priority,
+	})
+	t.st.residentBytes.Add(size)
+	t.st.blocks.Add(1)
+	t.st.puts.Add(1)
+	return nil
+}
+
+// samePutLocked handles a put of a key that is already resident.
+func (t *Tier) samePutLocked(h uint32, data []byte, sum uint32, pinUntil int64) error {
+	e := &t.entries[h]
+	if e.size != int64(len(data)) || e.sum != sum || !bytes.Equal(t.bytesOf(e), data) {
+		return fmt.Errorf("%w: %s: resident block has %d bytes, crc32c %08x; put has %d bytes, crc32c %08x",
+			block.ErrConflict, e.key, e.size, e.sum, len(data), sum)
+	}
+	e.pinUntil = max(e.pinUntil, pinUntil)
+	return nil
+}
+
+// lookupLocked returns the live, unexpired handle of key, dropping it if expired.
+func (t *Tier) lookupLocked(key block.Key, now int64) (uint32, bool) {
+	h, ok := t.index[key]
+	if !ok {
+		return 0, false
+	}
+	if e := &t.entries[h]; e.expires != 0 && e.expires <= now {
+		t.st.expirations.Add(1)
+		t.unindexLocked(h)
+		return 0, false
+	}
+	return h, true
+}
+
+// Get returns a leased view of the block's verified bytes.
+func (t *Tier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, block.ErrClosed
+	}
+	h, ok := t.lookupLocked(key, now)
+	if !ok {
+		t.mu.Unlock()
+		t.st.misses.Add(1)
+		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	e := &t.entries[h]
+	e.leases++
+	e.access = now
+	t.policy.Touch(policy.Handle(h))
+	data, sum := t.bytesOf(e), e.sum
+	t.mu.Unlock()
+
+	// Verify outside the lock; the lease keeps the bytes in place.
+	if got := block.Checksum(data); got != sum {
+		t.st.corruptions.Add(1)
+		t.st.misses.Add(1)
+		t.log.Error("dram block failed its checksum; dropped", "key", key.String(), "want", sum, "got", got)
+		t.mu.Lock()
+		if t.entries[h].live && t.index[key] == h {
+			t.unindexLocked(h)
+		}
+		t.mu.Unlock()
+		t.releaseLease(h)
+		return nil, fmt.Errorf("%w: %s failed verification at rest and was dropped", block.ErrNotFound, key)
+	}
+	t.st.hits.Add(1)
+	return block.NewRef(data, sum, block.TierDRAM, func() { t.releaseLease(h) }), nil
+}
+
+func (t *Tier) releaseLease(h uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := &t.entries[h]
+	e.leases--
+	if e.leases == 0 && e.doomed {
+		t.releaseLocked(h)
+	}
+}
+
+// Stat returns a resident block's metadata without touching its recency.
+func (t *Tier) Stat(_ context.Context, key block.Key) (block.Info, error) {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.lookupLocked(key, now)
+	if !ok {
+		return block.Info{}, fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	e := &t.entries[h]
+	info := block.Info{
+		Key: key, Size: e.size, Sum: e.sum, Tier: block.TierDRAM, Priority: e.priority,
+		Created: time.Unix(0, e.created), LastAccess: time.Unix(0, e.access),
+	}
+	if e.pinUntil > now {
+		info.PinnedUntil = time.Unix(0, e.pinUntil)
+	}
+	return info, nil
+}
+
+// Contains reports whether key is resident (and unexpired).
+func (t *Tier) Contains(key block.Key) bool {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	_, ok := t.lookupLocked(key, now)
+	t.mu.Unlock()
+	return ok
+}
+
+// Delete evicts key now (its pages are freed once any read lease ends).
+func (t *Tier) Delete(_ context.Context, key block.Key) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.index[key]
+	if !ok {
+		return fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	t.unindexLocked(h)
+	return nil
+}
+
+// Pin protects key from eviction until the given time (never shortening a pin).
+func (t *Tier) Pin(_ context.Context, key block.Key, until time.Time) error {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.lookupLocked(key, now)
+	if !ok {
+		return fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	e := &t.entries[h]
+	e.pinUntil = max(e.pinUntil, until.UnixNano())
+	return nil
+}
+
+// Sweep drops every expired block and returns how many it dropped.
+func (t *Tier) Sweep() int {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for h := range t.entries {
+		if e := &t.entries[h]; e.live && e.expires != 0 && e.expires <= now {
+			t.unindexLocked(uint32(h))
+			n++
+		}
+	}
+	t.st.expirations.Add(uint64(n))
+	return n
+}
+
+// Run sweeps expired blocks every SweepInterval until ctx ends.
+func (t *Tier) Run(ctx context.Context) {
+	tk := time.NewTicker(t.cfg.SweepInterval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			if n := t.Sweep(); n > 0 {
+				t.log.Debug("dram expired blocks dropped", "count", n)
+			}
+		}
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (t *Tier) Stats() Stats {
+	t.mu.Lock()
+	allocated := int64(t.alloc.npages-t.alloc.freePages) * PageSize
+	t.mu.Unlock()
+	return Stats{
+		Capacity:      int64(len(t.arena)),
+		ResidentBytes: t.st.residentBytes.Load(),
+		AllocatedB:    allocated,
+		Blocks:        t.st.blocks.Load(),
+		Hits:          t.st.hits.Load(),
+		Misses:        t.st.misses.Load(),
+		Puts:          t.st.puts.Load(),
+		Evictions:     t.st.evictions.Load(),
+		EvictedBytes:  t.st.evictedBytes.Load(),
+		Expirations:   t.st.expirations.Load(),
+		Corruptions:   t.st.corruptions.Load(),
+		NoSpace:       t.st.noSpace.Load(),
+	}
+}
+
+// LargestFree is the longest free run of the arena in bytes. It scans the free
+// extents, so it is for tests and diagnostics, not for scrapes.
+func (t *Tier) LargestFree() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return int64(t.alloc.largestFree()) * PageSize
+}
