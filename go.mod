@@ -2,7 +2,11 @@ module github.com/ctxtier/ctxtier
 
 go 1.26.0
 
-require github.com/prometheus/client_golang v1.25.0
+require (
+	github.com/prometheus/client_golang v1.25.0
+	golang.org/x/sys v0.50.0
+	sigs.k8s.io/yaml v1.6.0
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -11,6 +15,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -27,6 +27,9 @@ type Tier interface {
 	Delete(ctx context.Context, key block.Key) error
 	// Pin protects key from eviction until the given time (extending, never shortening).
 	Pin(ctx context.Context, key block.Key, until time.Time) error
+	// List returns up to limit blocks of namespace ns whose object names
+	// start with prefix and sort after `after`, in object-name order.
+	List(ctx context.Context, ns, prefix, after string, limit int) ([]block.Info, error)
 }
 
 // Config configures a Store.
@@ -155,6 +158,34 @@ func (s *Store) Pin(ctx context.Context, key block.Key, ttl time.Duration) error
 		return fmt.Errorf("%w: pin TTL must be positive", block.ErrInvalidArgument)
 	}
 	return s.tier.Pin(ctx, key, s.now().Add(min(ttl, s.cfg.PinMaxTTL)))
+}
+
+// List returns up to limit blocks of a namespace in object-name order (an
+// administrative scan, for S3 listings and ctxctl).
+func (s *Store) List(ctx context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
+	if _, err := s.catalog.Namespace(ns); err != nil {
+		return nil, err
+	}
+	return s.tier.List(ctx, ns, prefix, after, limit)
+}
+
+// DeleteNamespace removes an empty namespace; block.ErrNamespaceNotEmpty while
+// it holds blocks.
+func (s *Store) DeleteNamespace(ctx context.Context, name string) error {
+	if _, err := s.catalog.Namespace(name); err != nil {
+		return err
+	}
+	if infos, err := s.tier.List(ctx, name, "", "", 1); err != nil {
+		return err
+	} else if len(infos) > 0 {
+		return fmt.Errorf("%w: %q still holds blocks", block.ErrNamespaceNotEmpty, name)
+	}
+	return s.catalog.DeleteNamespace(ctx, name)
+}
+
+// UpdateNamespace changes a namespace's policy knobs (not its key-defining fields).
+func (s *Store) UpdateNamespace(ctx context.Context, ns block.Namespace) error {
+	return s.catalog.UpdateNamespace(ctx, ns)
 }
 
 // Lookup returns how many leading keys are present, stopping at the first

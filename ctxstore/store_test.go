@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +197,59 @@ func TestCatalogPersists(t *testing.T) {
 	}
 	if err := c2.DeleteNamespace(context.Background(), block.DefaultNamespace); !errors.Is(err, block.ErrInvalidArgument) {
 		t.Fatalf("deleting default: %v", err)
+	}
+}
+
+func TestStoreListAndDeleteNamespace(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateNamespace(ctx, block.Namespace{Name: "lst"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []uint64{0x30, 0x10, 0x20, 0x1f} {
+		if err := s.Put(ctx, block.NewKey("lst", h), []byte{1}, block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Put(ctx, block.NewKey("lst", 0x10).WithPart(2), []byte{2}, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	names := func(infos []block.Info) string {
+		var out []string
+		for _, i := range infos {
+			out = append(out, i.Key.ObjectName()[14:])
+		}
+		return strings.Join(out, ",")
+	}
+	cases := []struct {
+		prefix, after string
+		limit         int
+		want          string
+	}{
+		{"", "", 0, "10,10.2,1f,20,30"},
+		{"", "", 2, "10,10.2"},
+		{"", "0000000000000010.2", 2, "1f,20"},
+		{"000000000000001", "", 0, "10,10.2,1f"},
+	}
+	for _, tc := range cases {
+		got, err := s.List(ctx, "lst", tc.prefix, tc.after, tc.limit)
+		if err != nil || names(got) != tc.want {
+			t.Errorf("List(%q,%q,%d) = %s, %v; want %s", tc.prefix, tc.after, tc.limit, names(got), err, tc.want)
+		}
+	}
+	if err := s.DeleteNamespace(ctx, "lst"); !errors.Is(err, block.ErrNamespaceNotEmpty) {
+		t.Fatalf("delete non-empty: %v", err)
+	}
+	infos, _ := s.List(ctx, "lst", "", "", 0)
+	for _, i := range infos {
+		if err := s.Delete(ctx, i.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteNamespace(ctx, "lst"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Namespace("lst"); !errors.Is(err, block.ErrUnknownNamespace) {
+		t.Fatalf("namespace still there: %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -432,15 +434,7 @@ func (t *Tier) Stat(_ context.Context, key block.Key) (block.Info, error) {
 	if !ok {
 		return block.Info{}, fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
-	e := &t.entries[h]
-	info := block.Info{
-		Key: key, Size: e.size, Sum: e.sum, Tier: block.TierDRAM, Priority: e.priority,
-		Created: time.Unix(0, e.created), LastAccess: time.Unix(0, e.access),
-	}
-	if e.pinUntil > now {
-		info.PinnedUntil = time.Unix(0, e.pinUntil)
-	}
-	return info, nil
+	return t.infoLocked(&t.entries[h], now), nil
 }
 
 // Contains reports whether key is resident (and unexpired).
@@ -476,6 +470,47 @@ func (t *Tier) Pin(_ context.Context, key block.Key, until time.Time) error {
 	e := &t.entries[h]
 	e.pinUntil = max(e.pinUntil, until.UnixNano())
 	return nil
+}
+
+// List returns the metadata of up to limit resident blocks of namespace ns
+// whose object names sort after `after` and start with prefix, in object-name
+// order (limit <= 0 means all). It scans the index, so it is an
+// administrative call (S3 listings), not a data-path one.
+func (t *Tier) List(_ context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	var out []block.Info
+	for k, h := range t.index {
+		if k.Namespace != ns {
+			continue
+		}
+		e := &t.entries[h]
+		if e.expires != 0 && e.expires <= now {
+			continue
+		}
+		name := k.ObjectName()
+		if name <= after || !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		out = append(out, t.infoLocked(e, now))
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key.ObjectName() < out[j].Key.ObjectName() })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (t *Tier) infoLocked(e *entry, now int64) block.Info {
+	info := block.Info{
+		Key: e.key, Size: e.size, Sum: e.sum, Tier: block.TierDRAM, Priority: e.priority,
+		Created: time.Unix(0, e.created), LastAccess: time.Unix(0, e.access),
+	}
+	if e.pinUntil > now {
+		info.PinnedUntil = time.Unix(0, e.pinUntil)
+	}
+	return info
 }
 
 // Sweep drops every expired block and returns how many it dropped.
