@@ -45,6 +45,12 @@ type Config struct {
 	Policy policy.Factory
 	// SweepInterval is how often expired blocks are dropped by Run.
 	SweepInterval time.Duration
+	// Demote, when set, is offered every evicted block that no lower tier
+	// holds yet (write-back). It runs outside the tier's lock, in the
+	// goroutine whose put needed the space; the block stays readable from
+	// DRAM until it returns. It decides itself whether the block is worth
+	// keeping (admission) and must not call back into this tier.
+	Demote func(ctx context.Context, key block.Key, data []byte, sum uint32, info block.Info)
 }
 
 // DefaultConfig returns 1 GiB of arena, 64 MiB blocks, LRU.
@@ -81,7 +87,9 @@ type entry struct {
 	sum      uint32
 	priority uint8
 	leases   int32
-	live     bool  // indexed and tracked by the policy
+	live     bool  // indexed (visible to readers)
+	tracked  bool  // known to the policy (false while being demoted)
+	clean    bool  // a lower tier already holds it: eviction need not demote
 	doomed   bool  // removed from the index while leased; freed at last release
 	pinUntil int64 // unix nanoseconds
 	expires  int64 // unix nanoseconds, 0 = never
@@ -241,7 +249,10 @@ func (t *Tier) evictableAt(now int64) func(policy.Handle) bool {
 func (t *Tier) unindexLocked(h uint32) {
 	e := &t.entries[h]
 	delete(t.index, e.key)
-	t.policy.Remove(policy.Handle(h))
+	if e.tracked {
+		t.policy.Remove(policy.Handle(h))
+		e.tracked = false
+	}
 	e.live = false
 	t.st.residentBytes.Add(-e.size)
 	t.st.blocks.Add(-1)
@@ -260,33 +271,64 @@ func (t *Tier) releaseLocked(h uint32) {
 }
 
 // reserveLocked allocates pages for size bytes, evicting as the policy says.
-func (t *Tier) reserveLocked(size int64) (uint32, uint32, error) {
+// It may release and retake t.mu while a victim is being demoted.
+func (t *Tier) reserveLocked(ctx context.Context, size int64) (uint32, uint32, error) {
 	pages := uint32((size + PageSize - 1) / PageSize)
 	if int64(pages) > int64(t.alloc.npages) {
 		return 0, 0, fmt.Errorf("%w: block of %d bytes exceeds the dram capacity", block.ErrTooLarge, size)
 	}
-	now := t.now().UnixNano()
-	ev := t.evictableAt(now)
 	for {
+		if t.closed {
+			return 0, 0, block.ErrClosed
+		}
 		if p, ok := t.alloc.alloc(pages); ok {
 			return p, pages, nil
 		}
-		v, ok := t.policy.Victim(ev)
+		now := t.now().UnixNano()
+		v, ok := t.policy.Victim(t.evictableAt(now))
 		if !ok {
 			t.st.noSpace.Add(1)
-			return 0, 0, fmt.Errorf("%w: need %d bytes, every resident block is pinned or leased", block.ErrNoSpace, size)
+			return 0, 0, fmt.Errorf("%w: need %d bytes, every resident block is pinned, leased or being demoted", block.ErrNoSpace, size)
 		}
-		e := &t.entries[v]
+		h := uint32(v)
+		e := &t.entries[h]
 		t.st.evictions.Add(1)
 		t.st.evictedBytes.Add(uint64(e.size))
-		t.unindexLocked(uint32(v))
+		if t.cfg.Demote == nil || e.clean {
+			t.unindexLocked(h)
+			continue
+		}
+		// Write-back: hand the block to the lower tier without holding the
+		// lock. It stays indexed (readable) and leased, but leaves the policy
+		// so no one picks it again.
+		e.leases++
+		t.policy.Remove(v)
+		e.tracked = false
+		key, data, sum, info := e.key, t.bytesOf(e), e.sum, t.infoLocked(e, now)
+		t.mu.Unlock()
+		t.cfg.Demote(ctx, key, data, sum, info)
+		t.mu.Lock()
+		e = &t.entries[h]
+		if e.live && t.index[key] == h {
+			t.unindexLocked(h)
+		}
+		e.leases--
+		if e.leases == 0 && e.doomed {
+			t.releaseLocked(h)
+		}
 	}
 }
 
 // Put stores data under key. data must already match sum. A key that is
 // present with identical bytes succeeds (and may extend its pin); a key with
 // other bytes is block.ErrConflict.
-func (t *Tier) Put(_ context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+func (t *Tier) Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	return t.PutClean(ctx, key, data, sum, opts, false)
+}
+
+// PutClean is Put for a block that a lower tier already holds (written
+// through, or promoted from below): evicting it later needs no demotion.
+func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions, clean bool) error {
 	size := int64(len(data))
 	if size == 0 {
 		return fmt.Errorf("%w: empty block", block.ErrInvalidArgument)
@@ -310,8 +352,15 @@ func (t *Tier) Put(_ context.Context, key block.Key, data []byte, sum uint32, op
 		t.mu.Unlock()
 		return err
 	}
-	page, pages, err := t.reserveLocked(size)
+	page, pages, err := t.reserveLocked(ctx, size)
 	if err != nil {
+		t.mu.Unlock()
+		return err
+	}
+	// A concurrent put of the same key may have won while a demotion had the lock released.
+	if h, ok := t.index[key]; ok {
+		t.alloc.free(page, pages)
+		err := t.samePutLocked(h, data, sum, pinUntil)
 		t.mu.Unlock()
 		return err
 	}
@@ -335,7 +384,7 @@ func (t *Tier) Put(_ context.Context, key block.Key, data []byte, sum uint32, op
 	e := &t.entries[h]
 	*e = entry{
 		key: key, page: page, pages: pages, size: size, sum: sum,
-		priority: min(opts.Priority, block.MaxPriority), live: true,
+		priority: min(opts.Priority, block.MaxPriority), live: true, tracked: true, clean: clean,
 		pinUntil: pinUntil, created: ns, access: ns,
 	}
 	if !opts.Expires.IsZero() {
@@ -361,6 +410,15 @@ func (t *Tier) samePutLocked(h uint32, data []byte, sum uint32, pinUntil int64) 
 	}
 	e.pinUntil = max(e.pinUntil, pinUntil)
 	return nil
+}
+
+// MarkClean records that a lower tier now holds key, so evicting it needs no demotion.
+func (t *Tier) MarkClean(key block.Key) {
+	t.mu.Lock()
+	if h, ok := t.index[key]; ok {
+		t.entries[h].clean = true
+	}
+	t.mu.Unlock()
 }
 
 // lookupLocked returns the live, unexpired handle of key, dropping it if expired.
@@ -394,7 +452,9 @@ func (t *Tier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
 	e := &t.entries[h]
 	e.leases++
 	e.access = now
-	t.policy.Touch(policy.Handle(h))
+	if e.tracked {
+		t.policy.Touch(policy.Handle(h))
+	}
 	data, sum := t.bytesOf(e), e.sum
 	t.mu.Unlock()
 

@@ -388,3 +388,71 @@ func TestConcurrentMixedLoad(t *testing.T) {
 		t.Fatalf("leaked pages after deleting everything: %+v", s)
 	}
 }
+
+func TestDemoteOnEvictionWriteBack(t *testing.T) {
+	const bs = 8 << 10
+	cfg := DefaultConfig()
+	cfg.Capacity = 4 * bs
+	var (
+		mu       sync.Mutex
+		demoted  = map[block.Key][]byte{}
+		tr       *Tier
+		readable = true
+	)
+	cfg.Demote = func(ctx context.Context, k block.Key, data []byte, sum uint32, info block.Info) {
+		if block.Checksum(data) != sum || info.Size != int64(len(data)) {
+			t.Errorf("demote %s: bytes do not match their checksum", k)
+		}
+		// While being demoted the block is still readable from DRAM.
+		done := make(chan bool)
+		go func() {
+			ref, err := tr.Get(ctx, k)
+			if err == nil {
+				ref.Release()
+			}
+			done <- err == nil
+		}()
+		ok := <-done
+		mu.Lock()
+		readable = readable && ok
+		demoted[k] = append([]byte(nil), data...)
+		mu.Unlock()
+	}
+	var err error
+	tr, err = New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx := context.Background()
+	// Block 0 is clean (a lower tier has it): evicting it must not demote.
+	if err := tr.PutClean(ctx, key(0), payload(0, bs), block.Checksum(payload(0, bs)), block.PutOptions{}, true); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 10; i++ {
+		if err := put(t, tr, key(i), payload(uint64(i), bs), block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 10 blocks through a 4-block tier: 6 evicted, block 0 clean, so 1..5 demoted.
+	if len(demoted) != 5 {
+		t.Fatalf("demoted %d blocks, want 5", len(demoted))
+	}
+	if _, ok := demoted[key(0)]; ok {
+		t.Fatal("a clean block was demoted")
+	}
+	for i := 1; i <= 5; i++ {
+		if string(demoted[key(i)]) != string(payload(uint64(i), bs)) {
+			t.Fatalf("block %d demoted with wrong bytes", i)
+		}
+		if tr.Contains(key(i)) {
+			t.Fatalf("block %d still resident after demotion", i)
+		}
+	}
+	if !readable {
+		t.Fatal("a block was unreadable while being demoted")
+	}
+	if s := tr.Stats(); s.AllocatedB > s.Capacity || s.Blocks != 4 {
+		t.Fatalf("stats %+v", s)
+	}
+}
