@@ -104,6 +104,9 @@ func (n Namespace) Chainer() (Chainer, error) {
 	if err != nil {
 		return Chainer{}, fmt.Errorf("namespace %q: %w", n.Name, err)
 	}
+	if n.VLLMHashSeed != "" {
+		c = c.WithVLLMHashSeed(n.VLLMHashSeed)
+	}
 	return c, nil
 }
 

@@ -51,6 +51,9 @@ type Namespace struct {
 	// TenantSalt, when set, is mixed into the first block of every chain
 	// computed from tokens, so the same prompt yields different keys per tenant.
 	TenantSalt string `json:"tenant_salt,omitempty" yaml:"tenant_salt,omitempty"`
+	// VLLMHashSeed is the PYTHONHASHSEED the vLLM engines run with; it fixes
+	// the parent hash of block 0 (vLLM's NONE_HASH). Empty means "0".
+	VLLMHashSeed string `json:"vllm_hash_seed,omitempty" yaml:"vllm_hash_seed,omitempty"`
 	// MaxBlockSize bounds one block's bytes (default 64 MiB).
 	MaxBlockSize int64 `json:"max_block_size" yaml:"max_block_size"`
 	// Priority is the eviction class: lower classes are evicted first.
@@ -123,6 +126,8 @@ func (n Namespace) Validate() error {
 		return bad("write_mode %q is not %q or %q", n.WriteMode, WriteBack, WriteThrough)
 	case n.DataShards < 1 || n.ParityShards < 0 || n.DataShards+n.ParityShards > 32:
 		return bad("data_shards %d / parity_shards %d: need k>=1, m>=0, k+m<=32", n.DataShards, n.ParityShards)
+	case len(n.VLLMHashSeed) > 64:
+		return bad("vllm_hash_seed longer than 64 bytes")
 	case len(n.TenantSalt) > 256:
 		return bad("tenant_salt longer than 256 bytes")
 	}
