@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -455,4 +456,43 @@ func TestDemoteOnEvictionWriteBack(t *testing.T) {
 	if s := tr.Stats(); s.AllocatedB > s.Capacity || s.Blocks != 4 {
 		t.Fatalf("stats %+v", s)
 	}
+}
+
+func TestDescriptorReadsThroughMemFile(t *testing.T) {
+	tr := newTier(t, 1<<20)
+	data := payload(11, 3*PageSize+17)
+	if err := put(t, tr, key(11), payload(10, 100), block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(t, tr, key(12), data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d, release, err := tr.Descriptor(context.Background(), key(12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Offset%PageSize != 0 || d.Length != int64(len(data)) {
+		t.Fatalf("descriptor %+v", d)
+	}
+	// A co-located reader opens the memory file by path and reads the range.
+	f, err := os.Open(d.MemFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, d.Length)
+	if _, err := f.ReadAt(buf, d.Offset); err != nil {
+		t.Fatal(err)
+	}
+	if string(buf) != string(data) || block.Checksum(buf) != d.Sum {
+		t.Fatal("descriptor points at the wrong bytes")
+	}
+	// The lease blocks eviction and deletion frees only after release.
+	if err := tr.Delete(context.Background(), key(12)); err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.Stats(); s.AllocatedB < d.Length {
+		t.Fatal("leased extent freed before release")
+	}
+	release()
 }
