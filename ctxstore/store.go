@@ -113,6 +113,7 @@ func (s *Store) Put(ctx context.Context, key block.Key, data []byte, opts block.
 		opts.Expires = s.now().Add(ttl)
 	}
 	opts.Sum, opts.HasSum = sum, true
+	opts.WriteThrough = ns.WriteMode == block.WriteThrough
 	return s.tier.Put(ctx, key, data, sum, opts)
 }
 

@@ -72,6 +72,9 @@ type PutOptions struct {
 	// known (HasParent); policies use it to keep chain heads.
 	Parent    uint64
 	HasParent bool
+	// WriteThrough writes the block to the tier below DRAM before the put is
+	// acknowledged (resolved by the store from the namespace's write mode).
+	WriteThrough bool
 	// Expires is when the block lapses (the namespace's TTL, resolved by the
 	// store); zero for never.
 	Expires time.Time

@@ -1,0 +1,295 @@
+// Package tiers is a node's storage stack: the tier manager that puts blocks
+// into DRAM, moves them down to a lower tier (NVMe) when DRAM evicts them
+// (write-back) or at put time (write-through, per namespace), reads DRAM
+// first and then the lower tier, and promotes blocks that are read again.
+// The tiers themselves live in tiers/dram and tiers/nvme, the replacement and
+// admission policies in tiers/policy.
+package tiers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/tiers/dram"
+)
+
+// Lower is a tier below DRAM. tiers/nvme implements it. Its Put has the same
+// immutability contract as DRAM's: identical bytes succeed, different bytes
+// are block.ErrConflict.
+type Lower interface {
+	Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error
+	Get(ctx context.Context, key block.Key) (*block.Ref, error)
+	Stat(ctx context.Context, key block.Key) (block.Info, error)
+	Contains(key block.Key) bool
+	Delete(ctx context.Context, key block.Key) error
+	Pin(ctx context.Context, key block.Key, until time.Time) error
+	List(ctx context.Context, ns, prefix, after string, limit int) ([]block.Info, error)
+}
+
+// Admitter decides whether a block deserves a place in a tier: on demotion
+// (is this evicted block worth writing to NVMe?) and on promotion (is this
+// NVMe hit worth a DRAM copy?). Record is called on every access.
+type Admitter interface {
+	Record(hash uint64)
+	Admit(hash uint64) bool
+}
+
+// AdmitAll admits everything.
+type AdmitAll struct{}
+
+// Record implements Admitter.
+func (AdmitAll) Record(uint64) {}
+
+// Admit implements Admitter.
+func (AdmitAll) Admit(uint64) bool { return true }
+
+// Config configures the manager.
+type Config struct {
+	// DemoteAdmission filters blocks evicted from DRAM before they are written
+	// to the lower tier; nil admits all (every evicted block is kept).
+	DemoteAdmission Admitter
+	// PromoteAdmission filters lower-tier hits before they are copied into
+	// DRAM; nil admits all.
+	PromoteAdmission Admitter
+	// DemoteTimeout bounds one demotion write.
+	DemoteTimeout time.Duration
+}
+
+// DefaultConfig admits everything and gives a demotion 5 s.
+func DefaultConfig() Config { return Config{DemoteTimeout: 5 * time.Second} }
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.DemoteTimeout <= 0 {
+		return fmt.Errorf("%w: tiers: DemoteTimeout must be positive", block.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Manager is the per-node tier stack. It implements ctxstore.Tier.
+type Manager struct {
+	cfg   Config
+	dram  *dram.Tier
+	lower Lower // nil when the node has only DRAM
+	log   *slog.Logger
+
+	promotions, promoteSkipped     atomic.Uint64
+	demotions, demoteSkipped       atomic.Uint64
+	demoteErrors, demotedBytes     atomic.Uint64
+	lowerHits, lowerMisses, writes atomic.Uint64
+}
+
+// New builds the DRAM tier from dcfg (installing the demotion hook) over an
+// optional lower tier.
+func New(cfg Config, dcfg dram.Config, lower Lower, log *slog.Logger) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.DemoteAdmission == nil {
+		cfg.DemoteAdmission = AdmitAll{}
+	}
+	if cfg.PromoteAdmission == nil {
+		cfg.PromoteAdmission = AdmitAll{}
+	}
+	m := &Manager{cfg: cfg, lower: lower, log: log}
+	if lower != nil {
+		dcfg.Demote = m.demote
+	}
+	d, err := dram.New(dcfg, log)
+	if err != nil {
+		return nil, err
+	}
+	m.dram = d
+	return m, nil
+}
+
+// DRAM is the manager's DRAM tier.
+func (m *Manager) DRAM() *dram.Tier { return m.dram }
+
+// Close closes the DRAM tier (the lower tier belongs to the caller).
+func (m *Manager) Close() error { return m.dram.Close() }
+
+// demote is the DRAM tier's write-back hook.
+func (m *Manager) demote(ctx context.Context, key block.Key, data []byte, sum uint32, info block.Info) {
+	if !m.cfg.DemoteAdmission.Admit(key.Hash) {
+		m.demoteSkipped.Add(1)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.DemoteTimeout)
+	defer cancel()
+	opts := block.PutOptions{Sum: sum, HasSum: true, Priority: info.Priority, HasPriority: true}
+	if !info.PinnedUntil.IsZero() {
+		opts.PinTTL = time.Until(info.PinnedUntil)
+	}
+	if err := m.lower.Put(ctx, key, data, sum, opts); err != nil && !errors.Is(err, block.ErrConflict) {
+		m.demoteErrors.Add(1)
+		m.log.Warn("demotion to the lower tier failed; block dropped", "key", key.String(), "err", err)
+		return
+	}
+	m.demotions.Add(1)
+	m.demotedBytes.Add(uint64(len(data)))
+}
+
+// Put stores a block in DRAM, and in the lower tier first when the namespace
+// writes through. A key the lower tier already holds with other bytes is a
+// conflict even when DRAM does not hold it.
+func (m *Manager) Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	m.writes.Add(1)
+	m.cfg.DemoteAdmission.Record(key.Hash)
+	if m.lower == nil {
+		return m.dram.Put(ctx, key, data, sum, opts)
+	}
+	if opts.WriteThrough {
+		if err := m.lower.Put(ctx, key, data, sum, opts); err != nil {
+			return err
+		}
+		return m.dram.PutClean(ctx, key, data, sum, opts, true)
+	}
+	if !m.dram.Contains(key) {
+		if info, err := m.lower.Stat(ctx, key); err == nil {
+			if info.Size != int64(len(data)) || info.Sum != sum {
+				return fmt.Errorf("%w: %s: the lower tier holds %d bytes, crc32c %08x; put has %d bytes, crc32c %08x",
+					block.ErrConflict, key, info.Size, info.Sum, len(data), sum)
+			}
+			// Identical bytes already below: the put is idempotent; keep a
+			// clean DRAM copy since the block is evidently in use again.
+			return m.dram.PutClean(ctx, key, data, sum, opts, true)
+		}
+	}
+	return m.dram.Put(ctx, key, data, sum, opts)
+}
+
+// Get reads DRAM, then the lower tier, promoting lower-tier hits that the
+// promotion admission accepts.
+func (m *Manager) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+	m.cfg.DemoteAdmission.Record(key.Hash)
+	ref, err := m.dram.Get(ctx, key)
+	if err == nil || m.lower == nil || !errors.Is(err, block.ErrNotFound) {
+		return ref, err
+	}
+	ref, err = m.lower.Get(ctx, key)
+	if err != nil {
+		m.lowerMisses.Add(1)
+		return nil, err
+	}
+	m.lowerHits.Add(1)
+	m.cfg.PromoteAdmission.Record(key.Hash)
+	if !m.cfg.PromoteAdmission.Admit(key.Hash) {
+		m.promoteSkipped.Add(1)
+		return ref, nil
+	}
+	info, serr := m.lower.Stat(ctx, key)
+	opts := block.PutOptions{}
+	if serr == nil {
+		opts.Priority, opts.HasPriority = info.Priority, true
+	}
+	if perr := m.dram.PutClean(ctx, key, ref.Data, ref.Sum, opts, true); perr == nil {
+		m.promotions.Add(1)
+	} else if !errors.Is(perr, block.ErrNoSpace) {
+		m.log.Warn("promotion to dram failed", "key", key.String(), "err", perr)
+	}
+	return ref, nil
+}
+
+// Stat returns the metadata of the hottest copy.
+func (m *Manager) Stat(ctx context.Context, key block.Key) (block.Info, error) {
+	info, err := m.dram.Stat(ctx, key)
+	if err == nil || m.lower == nil || !errors.Is(err, block.ErrNotFound) {
+		return info, err
+	}
+	return m.lower.Stat(ctx, key)
+}
+
+// Contains reports presence in any tier.
+func (m *Manager) Contains(key block.Key) bool {
+	return m.dram.Contains(key) || (m.lower != nil && m.lower.Contains(key))
+}
+
+// Delete removes key from every tier; ErrNotFound only if no tier had it.
+func (m *Manager) Delete(ctx context.Context, key block.Key) error {
+	err := m.dram.Delete(ctx, key)
+	if m.lower == nil {
+		return err
+	}
+	lerr := m.lower.Delete(ctx, key)
+	notFound := func(e error) bool { return e == nil || errors.Is(e, block.ErrNotFound) }
+	switch {
+	case !notFound(err):
+		return err
+	case !notFound(lerr):
+		return lerr
+	case err == nil || lerr == nil:
+		return nil
+	default:
+		return err
+	}
+}
+
+// Pin pins the block wherever it is resident.
+func (m *Manager) Pin(ctx context.Context, key block.Key, until time.Time) error {
+	err := m.dram.Pin(ctx, key, until)
+	if m.lower == nil {
+		return err
+	}
+	lerr := m.lower.Pin(ctx, key, until)
+	if err == nil || lerr == nil {
+		return nil
+	}
+	return err
+}
+
+// List merges the tiers' listings in object-name order, each block once.
+func (m *Manager) List(ctx context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
+	a, err := m.dram.List(ctx, ns, prefix, after, limit)
+	if err != nil || m.lower == nil {
+		return a, err
+	}
+	b, err := m.lower.List(ctx, ns, prefix, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]block.Info, 0, len(a)+len(b))
+	for i, j := 0, 0; i < len(a) || j < len(b); {
+		switch {
+		case j == len(b) || i < len(a) && a[i].Key.ObjectName() < b[j].Key.ObjectName():
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j].Key.ObjectName() < a[i].Key.ObjectName():
+			out = append(out, b[j])
+			j++
+		default: // in both: report the DRAM copy
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Stats are the manager's own counters (each tier has its own too).
+type Stats struct {
+	Promotions, PromoteSkipped             uint64
+	Demotions, DemoteSkipped, DemoteErrors uint64
+	DemotedBytes                           uint64
+	LowerHits, LowerMisses                 uint64
+}
+
+// Stats returns a snapshot of the counters.
+func (m *Manager) Stats() Stats {
+	return Stats{
+		Promotions: m.promotions.Load(), PromoteSkipped: m.promoteSkipped.Load(),
+		Demotions: m.demotions.Load(), DemoteSkipped: m.demoteSkipped.Load(), DemoteErrors: m.demoteErrors.Load(),
+		DemotedBytes: m.demotedBytes.Load(),
+		LowerHits:    m.lowerHits.Load(), LowerMisses: m.lowerMisses.Load(),
+	}
+}

@@ -1,0 +1,259 @@
+package tiers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/tiers/dram"
+)
+
+// memLower is an in-memory stand-in for the NVMe tier (unit tests only).
+type memLower struct {
+	mu     sync.Mutex
+	blocks map[block.Key][]byte
+	puts   int
+	fail   error
+}
+
+func newMemLower() *memLower { return &memLower{blocks: map[block.Key][]byte{}} }
+
+func (l *memLower) Put(_ context.Context, k block.Key, data []byte, sum uint32, _ block.PutOptions) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return l.fail
+	}
+	l.puts++
+	if old, ok := l.blocks[k]; ok {
+		if string(old) != string(data) {
+			return block.ErrConflict
+		}
+		return nil
+	}
+	l.blocks[k] = append([]byte(nil), data...)
+	return nil
+}
+
+func (l *memLower) Get(_ context.Context, k block.Key) (*block.Ref, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.blocks[k]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, k)
+	}
+	return block.NewRef(d, block.Checksum(d), block.TierNVMe, nil), nil
+}
+
+func (l *memLower) Stat(_ context.Context, k block.Key) (block.Info, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.blocks[k]
+	if !ok {
+		return block.Info{}, block.ErrNotFound
+	}
+	return block.Info{Key: k, Size: int64(len(d)), Sum: block.Checksum(d), Tier: block.TierNVMe}, nil
+}
+
+func (l *memLower) Contains(k block.Key) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.blocks[k]
+	return ok
+}
+
+func (l *memLower) Delete(_ context.Context, k block.Key) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.blocks[k]; !ok {
+		return block.ErrNotFound
+	}
+	delete(l.blocks, k)
+	return nil
+}
+
+func (l *memLower) Pin(context.Context, block.Key, time.Time) error { return nil }
+
+func (l *memLower) List(_ context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []block.Info
+	for k, d := range l.blocks {
+		if n := k.ObjectName(); k.Namespace == ns && n > after {
+			out = append(out, block.Info{Key: k, Size: int64(len(d)), Tier: block.TierNVMe})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key.ObjectName() < out[j].Key.ObjectName() })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+const bs = 8 << 10
+
+func data(i int) []byte {
+	b := make([]byte, bs)
+	for j := range b {
+		b[j] = byte(i*31 + j)
+	}
+	return b
+}
+
+func k(i int) block.Key { return block.NewKey("default", uint64(i)) }
+
+func newManager(t *testing.T, lower Lower, blocks int) *Manager {
+	t.Helper()
+	dc := dram.DefaultConfig()
+	dc.Capacity = int64(blocks) * bs
+	m, err := New(DefaultConfig(), dc, lower, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func put(t *testing.T, m *Manager, i int, opts block.PutOptions) error {
+	t.Helper()
+	d := data(i)
+	return m.Put(context.Background(), k(i), d, block.Checksum(d), opts)
+}
+
+func TestWriteBackDemotesAndPromotes(t *testing.T) {
+	low := newMemLower()
+	m := newManager(t, low, 4)
+	ctx := context.Background()
+	for i := range 10 {
+		if err := put(t, m, i, block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Six evicted blocks went down; all ten are visible and readable.
+	if st := m.Stats(); st.Demotions != 6 || len(low.blocks) != 6 {
+		t.Fatalf("demotions %d, lower holds %d", st.Demotions, len(low.blocks))
+	}
+	for i := range 10 {
+		if !m.Contains(k(i)) {
+			t.Fatalf("block %d lost", i)
+		}
+		ref, err := m.Get(ctx, k(i))
+		if err != nil {
+			t.Fatalf("get %d: %v", i, err)
+		}
+		if string(ref.Data) != string(data(i)) {
+			t.Fatalf("block %d: wrong bytes", i)
+		}
+		ref.Release()
+	}
+	st := m.Stats()
+	if st.LowerHits == 0 || st.Promotions == 0 {
+		t.Fatalf("no lower-tier hits or promotions: %+v", st)
+	}
+	// A promoted block is clean: evicting it again writes nothing new.
+	puts := low.puts
+	for i := 100; i < 104; i++ {
+		if err := put(t, m, i, block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if low.puts-puts > 4 {
+		t.Fatalf("clean promoted blocks were rewritten: %d lower puts for 4 new blocks", low.puts-puts)
+	}
+}
+
+func TestWriteThroughAndConflictAcrossTiers(t *testing.T) {
+	low := newMemLower()
+	m := newManager(t, low, 4)
+	ctx := context.Background()
+	if err := put(t, m, 1, block.PutOptions{WriteThrough: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !low.Contains(k(1)) {
+		t.Fatal("write-through put did not reach the lower tier before acking")
+	}
+	// A block that lives only below: a different-bytes put is a conflict, an
+	// identical put is idempotent.
+	low.blocks[k(7)] = data(7)
+	other := data(8)
+	if err := m.Put(ctx, k(7), other, block.Checksum(other), block.PutOptions{}); !errors.Is(err, block.ErrConflict) {
+		t.Fatalf("conflict with a lower-tier block: got %v", err)
+	}
+	if err := put(t, m, 7, block.PutOptions{}); err != nil {
+		t.Fatalf("idempotent re-put of a lower-tier block: %v", err)
+	}
+	// Write-through failure fails the put and stores nothing.
+	low.fail = block.ErrUnavailable
+	if err := put(t, m, 9, block.PutOptions{WriteThrough: true}); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("got %v", err)
+	}
+	if m.Contains(k(9)) {
+		t.Fatal("failed write-through left the block in DRAM")
+	}
+}
+
+func TestDeleteAndListAcrossTiers(t *testing.T) {
+	low := newMemLower()
+	m := newManager(t, low, 2)
+	ctx := context.Background()
+	for i := range 5 {
+		if err := put(t, m, i, block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	infos, err := m.List(ctx, "default", "", "", 0)
+	if err != nil || len(infos) != 5 {
+		t.Fatalf("list: %d, %v", len(infos), err)
+	}
+	for i := 1; i < len(infos); i++ {
+		if infos[i-1].Key.ObjectName() >= infos[i].Key.ObjectName() {
+			t.Fatal("list not in order")
+		}
+	}
+	if got, _ := m.List(ctx, "default", "", "", 3); len(got) != 3 {
+		t.Fatalf("limit: %d", len(got))
+	}
+	for i := range 5 {
+		if err := m.Delete(ctx, k(i)); err != nil {
+			t.Fatalf("delete %d: %v", i, err)
+		}
+		if m.Contains(k(i)) {
+			t.Fatalf("block %d still present", i)
+		}
+	}
+	if err := m.Delete(ctx, k(0)); !errors.Is(err, block.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+type denyAll struct{}
+
+func (denyAll) Record(uint64)     {}
+func (denyAll) Admit(uint64) bool { return false }
+
+func TestDemoteAdmissionFilters(t *testing.T) {
+	low := newMemLower()
+	dc := dram.DefaultConfig()
+	dc.Capacity = 2 * bs
+	cfg := DefaultConfig()
+	cfg.DemoteAdmission = denyAll{}
+	m, err := New(cfg, dc, low, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 5 {
+		if err := put(t, m, i, block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := m.Stats(); st.DemoteSkipped != 3 || len(low.blocks) != 0 {
+		t.Fatalf("admission ignored: %+v, lower %d", st, len(low.blocks))
+	}
+}
