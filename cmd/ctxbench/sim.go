@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/tiers/policy"
+	"github.com/ctxtier/ctxtier/tiers/policy/sim"
+)
+
+func init() {
+	register("sim", "replay a trace offline through a tier policy (hit ratio vs LRU, Belady, bound)", runSim)
+}
+
+var errSimUsage = errors.New("bad sim arguments")
+
+type simArgs struct {
+	tracePath      string
+	capacityTokens int64
+	blockTokens    int
+	policyName     string
+	sweep          bool
+	sweepTokens    []int64
+	plotPath       string
+	protect        bool
+}
+
+func parseSimArgs(args []string) (simArgs, error) {
+	var a simArgs
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.StringVar(&a.tracePath, "trace", "", "Mooncake-format trace (JSON lines)")
+	fs.Int64Var(&a.capacityTokens, "capacity-tokens", 3_000_000, "tier capacity in tokens")
+	fs.IntVar(&a.blockTokens, "block-tokens", trace.MooncakeBlockTokens, "tokens per block (capacity in blocks = capacity-tokens / block-tokens)")
+	fs.StringVar(&a.policyName, "policy", "segmented", "policy: "+strings.Join(policy.Names(), ", "))
+	fs.BoolVar(&a.sweep, "sweep", false, "sweep capacities and plot hit ratio against capacity")
+	sweepList := fs.String("sweep-tokens", "500000,1000000,2000000,3000000,5000000,7500000,10000000,15000000,20000000,30000000", "comma-separated capacities (tokens) for --sweep")
+	fs.StringVar(&a.plotPath, "plot", "sim_sweep.png", "PNG file written by --sweep")
+	fs.BoolVar(&a.protect, "protect-request", false, "do not let a request evict its own blocks while it is processed")
+	if err := fs.Parse(args); err != nil {
+		return a, fmt.Errorf("%w: %v", errSimUsage, err)
+	}
+	if a.tracePath == "" {
+		return a, fmt.Errorf("%w: --trace is required", errSimUsage)
+	}
+	if a.blockTokens < 1 {
+		return a, fmt.Errorf("%w: --block-tokens must be positive", errSimUsage)
+	}
+	if a.capacityTokens < int64(a.blockTokens) {
+		return a, fmt.Errorf("%w: --capacity-tokens %d is below one block of %d tokens", errSimUsage, a.capacityTokens, a.blockTokens)
+	}
+	if _, err := policy.Lookup(a.policyName); err != nil {
+		return a, fmt.Errorf("%w: %v", errSimUsage, err)
+	}
+	for _, f := range strings.Split(*sweepList, ",") {
+		v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || v < int64(a.blockTokens) {
+			return a, fmt.Errorf("%w: --sweep-tokens entry %q is not a capacity of at least one block", errSimUsage, f)
+		}
+		a.sweepTokens = append(a.sweepTokens, v)
+	}
+	return a, nil
+}
+
+func runSim(ctx context.Context, args []string) error {
+	a, err := parseSimArgs(args)
+	if err != nil {
+		return err
+	}
+	reqs, err := trace.ReadFile(a.tracePath)
+	if err != nil {
+		return err
+	}
+	if !a.sweep {
+		row, err := simulate(ctx, reqs, a.policyName, int(a.capacityTokens/int64(a.blockTokens)), a.protect)
+		if err != nil {
+			return err
+		}
+		printSimRow(os.Stdout, a, row)
+		return nil
+	}
+	rows, err := simSweep(ctx, reqs, a)
+	if err != nil {
+		return err
+	}
+	printSimSweep(os.Stdout, a, rows)
+	if err := writeSweepPNG(a.plotPath, a.tracePath, a.policyName, rows); err != nil {
+		return err
+	}
+	fmt.Printf("plot: %s\n", a.plotPath)
+	return nil
+}
+
+// simRow is one capacity's outcome for the chosen policy, LRU and Belady.
+type simRow struct {
+	tokens, blocks int64
+	bound          float64
+	policy         sim.Result
+	lru            sim.Result
+	belady         sim.Result
+}
+
+func simulate(ctx context.Context, reqs []trace.Request, name string, blocks int, protect bool) (simRow, error) {
+	f, err := policy.Lookup(name)
+	if err != nil {
+		return simRow{}, err
+	}
+	opt := sim.Options{ProtectRequest: protect}
+	row := simRow{blocks: int64(blocks), bound: trace.InfiniteCacheHitRatio(reqs)}
+	if row.policy, err = sim.Run(reqs, blocks, name, f, opt); err != nil {
+		return row, err
+	}
+	if err := ctx.Err(); err != nil {
+		return row, err
+	}
+	if row.lru, err = sim.Run(reqs, blocks, "lru", policy.NewLRU, opt); err != nil {
+		return row, err
+	}
+	if row.belady, err = sim.Belady(reqs, blocks, opt); err != nil {
+		return row, err
+	}
+	return row, ctx.Err()
+}
+
+func simSweep(ctx context.Context, reqs []trace.Request, a simArgs) ([]simRow, error) {
+	rows := make([]simRow, 0, len(a.sweepTokens))
+	for _, tok := range a.sweepTokens {
+		row, err := simulate(ctx, reqs, a.policyName, int(tok/int64(a.blockTokens)), a.protect)
+		if err != nil {
+			return nil, err
+		}
+		row.tokens = tok
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func frac(r sim.Result, bound float64) float64 {
+	if bound == 0 {
+		return 0
+	}
+	return r.HitRatio() / bound
+}
+
+func printSimRow(w io.Writer, a simArgs, r simRow) {
+	fmt.Fprintf(w, "trace %s, capacity %d tokens = %d blocks of %d tokens\n", a.tracePath, a.capacityTokens, r.blocks, a.blockTokens)
+	fmt.Fprintf(w, "infinite-cache bound  %.4f\n", r.bound)
+	for _, res := range []sim.Result{r.policy, r.lru, r.belady} {
+		fmt.Fprintf(w, "%-22s hit ratio %.4f  = %5.1f%% of bound\n", res.Policy, res.HitRatio(), 100*frac(res, r.bound))
+	}
+}
+
+func printSimSweep(w io.Writer, a simArgs, rows []simRow) {
+	fmt.Fprintf(w, "trace %s, %d tokens per block; hit ratio (%% of bound %.4f)\n", a.tracePath, a.blockTokens, rows[0].bound)
+	fmt.Fprintf(w, "%12s %8s  %-16s %-16s %-16s\n", "tokens", "blocks", a.policyName, "lru", "belady")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%12d %8d  %.4f (%5.1f%%)  %.4f (%5.1f%%)  %.4f (%5.1f%%)\n", r.tokens, r.blocks,
+			r.policy.HitRatio(), 100*frac(r.policy, r.bound), r.lru.HitRatio(), 100*frac(r.lru, r.bound),
+			r.belady.HitRatio(), 100*frac(r.belady, r.bound))
+	}
+}

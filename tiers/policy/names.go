@@ -1,0 +1,46 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+)
+
+// ErrUnknownPolicy reports a policy name that Lookup does not know.
+var ErrUnknownPolicy = fmt.Errorf("policy: unknown policy")
+
+func segmentedWith(mod func(*SegmentedConfig)) Factory {
+	c := DefaultSegmentedConfig()
+	mod(&c)
+	return c.Factory()
+}
+
+// named lists the policies by name: the production ones and the ablations
+// of Segmented that docs/policy.md measures.
+var named = map[string]Factory{
+	"lru":                  NewLRU,
+	"segmented":            NewSegmented,
+	"segmented-noghost":    segmentedWith(func(c *SegmentedConfig) { c.Ghost = false }),
+	"segmented-nochain":    segmentedWith(func(c *SegmentedConfig) { c.ChainOrder = false }),
+	"segmented-notail":     segmentedWith(func(c *SegmentedConfig) { c.TailDemote = false }),
+	"segmented-static":     segmentedWith(func(c *SegmentedConfig) { c.Adaptive = false }),
+	"segmented-static-0.8": segmentedWith(func(c *SegmentedConfig) { c.Adaptive = false; c.ProtectedFraction = 0.8 }),
+}
+
+// Lookup returns the factory of the policy called name.
+func Lookup(name string) (Factory, error) {
+	f, ok := named[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownPolicy, name, Names())
+	}
+	return f, nil
+}
+
+// Names lists the known policy names, sorted.
+func Names() []string {
+	out := make([]string, 0, len(named))
+	for n := range named {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,351 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// ErrConfig reports an invalid policy configuration.
+var ErrConfig = errors.New("policy: invalid config")
+
+// SegmentedConfig selects the mechanisms of the Segmented policy. Each one
+// can be switched off, which is how docs/policy.md measures its ablation.
+type SegmentedConfig struct {
+	// Ghost remembers, in a frequency sketch of past insertions, the blocks
+	// that were resident before. A block inserted again after eviction has
+	// proved it comes back, so it enters the protected segment directly
+	// instead of probation (the ghost list of ARC / S3-FIFO, TinyLFU-sized).
+	Ghost bool
+	// ChainOrder places a block touched or inserted right after its parent
+	// (when the parent was the previous operation) just behind the parent
+	// in recency order instead of at the front, so within a request the
+	// chain's tail is older than its head and is evicted first: a block
+	// without its parent is useless for prefix reuse.
+	ChainOrder bool
+	// TailDemote moves the last block of a chain walk (the block operated on
+	// just before an operation that does not continue its chain, if it has
+	// no child) to the eviction end of probation: the tail of a request is
+	// the block least likely to be extended by a later request.
+	TailDemote bool
+	// Adaptive tunes ProtectedFraction online by hill climbing on the
+	// observed hit ratio (Touch versus Insert), as Caffeine tunes its window:
+	// the policy drifts towards LRU where recency wins and towards a large
+	// protected segment where frequency wins.
+	Adaptive bool
+	// ProtectedFraction is the share of tracked blocks the protected
+	// segment may hold (the initial share when Adaptive), in [0, 1).
+	ProtectedFraction float64
+}
+
+// DefaultSegmentedConfig enables every mechanism.
+func DefaultSegmentedConfig() SegmentedConfig {
+	return SegmentedConfig{Ghost: true, ChainOrder: true, TailDemote: true, Adaptive: true, ProtectedFraction: 0}
+}
+
+// Validate reports whether c is usable.
+func (c SegmentedConfig) Validate() error {
+	if !(c.ProtectedFraction >= 0 && c.ProtectedFraction < 1) {
+		return fmt.Errorf("%w: ProtectedFraction %v not in [0, 1)", ErrConfig, c.ProtectedFraction)
+	}
+	return nil
+}
+
+// Factory returns a Factory building Segmented policies with c; c must be
+// valid.
+func (c SegmentedConfig) Factory() Factory {
+	return func(expectedBlocks int) Policy { return newSegmented(c, expectedBlocks) }
+}
+
+// NewSegmented returns a Segmented policy with the default configuration.
+func NewSegmented(expectedBlocks int) Policy {
+	return newSegmented(DefaultSegmentedConfig(), expectedBlocks)
+}
+
+const (
+	probation = 0
+	protected = 1
+
+	flagProtected = 1 << 0
+	flagHasChild  = 1 << 1
+	flagHasParent = 1 << 2
+)
+
+const (
+	climbMinStep  = 0.01
+	climbMaxFrac  = 0.95
+	climbInitStep = 0.0625
+	climbDecay    = 0.98
+)
+
+// Segmented is a segmented LRU (probation and protected) within each
+// priority class, made for prefix caches; see SegmentedConfig for its
+// mechanisms and docs/policy.md for their measured effect.
+//
+// Per block it keeps 18 bytes (two 32-bit links, 32-bit fingerprints of
+// the block's and its parent's hash, the priority class and a flag byte), plus the ghost sketch's 8 bytes per
+// expected block. Insert, Touch and Remove are O(1) amortized; Victim is
+// O(skipped) for non-evictable blocks, like LRU's.
+type Segmented struct {
+	cfg        SegmentedConfig
+	prev, next []uint32
+	fp, pfp    []uint32 // fingerprints of the block's and its parent's hash
+	class      []uint8
+	flags      []uint8
+	head, tail [block.MaxPriority + 1][2]uint32
+	count      [block.MaxPriority + 1][2]int
+	n          int
+	nProt      int
+	last       uint32 // handle of the previous Insert/Touch
+	ghost      *Sketch
+
+	frac                  float64
+	step                  float64
+	hits, misses          int
+	prevRatio             float64
+	havePrev              bool
+	periodOps, periodSize int
+}
+
+func newSegmented(cfg SegmentedConfig, expectedBlocks int) *Segmented {
+	s := &Segmented{
+		cfg:        cfg,
+		prev:       make([]uint32, 0, expectedBlocks),
+		next:       make([]uint32, 0, expectedBlocks),
+		fp:         make([]uint32, 0, expectedBlocks),
+		pfp:        make([]uint32, 0, expectedBlocks),
+		class:      make([]uint8, 0, expectedBlocks),
+		flags:      make([]uint8, 0, expectedBlocks),
+		last:       nilHandle,
+		frac:       cfg.ProtectedFraction,
+		step:       climbInitStep,
+		periodSize: max(expectedBlocks/4, 512),
+	}
+	for c := range s.head {
+		for g := range s.head[c] {
+			s.head[c][g], s.tail[c][g] = nilHandle, nilHandle
+		}
+	}
+	if cfg.Ghost {
+		s.ghost = NewSketch(expectedBlocks)
+	}
+	return s
+}
+
+// ProtectedFraction is the current protected share (it moves when Adaptive).
+func (s *Segmented) ProtectedFraction() float64 { return s.frac }
+
+func (s *Segmented) grow(h Handle) {
+	for int(h) >= len(s.prev) {
+		s.prev = append(s.prev, nilHandle)
+		s.next = append(s.next, nilHandle)
+		s.fp = append(s.fp, 0)
+		s.pfp = append(s.pfp, 0)
+		s.class = append(s.class, 0)
+		s.flags = append(s.flags, 0)
+	}
+}
+
+func (s *Segmented) seg(h uint32) int { return int(s.flags[h] & flagProtected) }
+
+func (s *Segmented) unlink(h uint32) {
+	c, g := s.class[h], s.seg(h)
+	p, n := s.prev[h], s.next[h]
+	if p != nilHandle {
+		s.next[p] = n
+	} else {
+		s.head[c][g] = n
+	}
+	if n != nilHandle {
+		s.prev[n] = p
+	} else {
+		s.tail[c][g] = p
+	}
+	s.prev[h], s.next[h] = nilHandle, nilHandle
+	s.count[c][g]--
+	if g == protected {
+		s.nProt--
+	}
+}
+
+// link adds h to its list: at the front, at the back, or right after a.
+func (s *Segmented) link(h uint32, after uint32, atBack bool) {
+	c, g := s.class[h], s.seg(h)
+	switch {
+	case after != nilHandle:
+		n := s.next[after]
+		s.prev[h], s.next[h] = after, n
+		s.next[after] = h
+		if n != nilHandle {
+			s.prev[n] = h
+		} else {
+			s.tail[c][g] = h
+		}
+	case atBack:
+		t := s.tail[c][g]
+		s.prev[h], s.next[h] = t, nilHandle
+		if t != nilHandle {
+			s.next[t] = h
+		} else {
+			s.head[c][g] = h
+		}
+		s.tail[c][g] = h
+	default:
+		f := s.head[c][g]
+		s.prev[h], s.next[h] = nilHandle, f
+		if f != nilHandle {
+			s.prev[f] = h
+		} else {
+			s.tail[c][g] = h
+		}
+		s.head[c][g] = h
+	}
+	s.count[c][g]++
+	if g == protected {
+		s.nProt++
+	}
+}
+
+func (s *Segmented) setSeg(h uint32, g int) {
+	s.flags[h] = s.flags[h]&^flagProtected | uint8(g)
+}
+
+// place links h (already unlinked, segment set) as the most recent block,
+// applying chain order and tail demotion.
+func (s *Segmented) place(h uint32) {
+	last := s.last
+	extends := last != nilHandle && last != h && s.flags[h]&flagHasParent != 0 && s.pfp[h] == s.fp[last]
+	if s.cfg.TailDemote && last != nilHandle && last != h && !extends && s.flags[last]&(flagHasChild|flagProtected) == 0 {
+		s.unlink(last)
+		s.link(last, nilHandle, true)
+	}
+	after := uint32(nilHandle)
+	if s.cfg.ChainOrder && extends && s.class[last] == s.class[h] && s.seg(last) == s.seg(h) {
+		after = last
+	}
+	s.link(h, after, false)
+	s.last = h
+}
+
+// balance demotes protected blocks, least recent first and lowest class
+// first, until the protected segment is within its share.
+func (s *Segmented) balance() {
+	limit := int(s.frac * float64(s.n))
+	for c := 0; s.nProt > limit && c < len(s.tail); {
+		t := s.tail[c][protected]
+		if t == nilHandle {
+			c++
+			continue
+		}
+		s.unlink(t)
+		s.setSeg(t, probation)
+		s.link(t, nilHandle, false)
+	}
+}
+
+// climb is the hill climber: once per period it compares the period's hit
+// ratio with the previous one and keeps moving the protected share in the
+// same direction while the ratio improves, reversing when it worsens, with
+// a step that decays towards climbMinStep.
+func (s *Segmented) climb() {
+	s.periodOps++
+	if s.periodOps < s.periodSize {
+		return
+	}
+	ratio := float64(s.hits) / float64(s.hits+s.misses)
+	if s.havePrev && ratio < s.prevRatio {
+		s.step = -s.step
+	}
+	s.havePrev, s.prevRatio = true, ratio
+	s.frac = min(max(s.frac+s.step, 0), climbMaxFrac)
+	if a := s.step * climbDecay; a > climbMinStep || a < -climbMinStep {
+		s.step = a
+	}
+	s.hits, s.misses, s.periodOps = 0, 0, 0
+	s.periodSize = max(s.n/4, 512)
+}
+
+// Insert implements Policy.
+func (s *Segmented) Insert(h Handle, m Meta) {
+	s.grow(h)
+	u := uint32(h)
+	s.class[u] = min(m.Priority, block.MaxPriority)
+	s.flags[u] = probation
+	s.fp[u] = fingerprint(m.Hash)
+	s.pfp[u] = 0
+	if m.HasParent {
+		s.flags[u] |= flagHasParent
+		s.pfp[u] = fingerprint(m.Parent)
+		if l := s.last; l != nilHandle && s.fp[l] == s.pfp[u] {
+			s.flags[l] |= flagHasChild
+		}
+	}
+	if s.ghost != nil {
+		if s.ghost.Estimate(m.Hash) > 0 {
+			s.setSeg(u, protected)
+		}
+		s.ghost.Record(m.Hash)
+	}
+	s.place(u)
+	s.n++
+	s.misses++
+	if s.cfg.Adaptive {
+		s.climb()
+	}
+	s.balance()
+}
+
+// Touch implements Policy.
+func (s *Segmented) Touch(h Handle) {
+	u := uint32(h)
+	s.unlink(u)
+	s.setSeg(u, protected)
+	s.place(u)
+	s.hits++
+	if s.cfg.Adaptive {
+		s.climb()
+	}
+	s.balance()
+}
+
+// fingerprint is a 32-bit digest of a block hash; the policy compares a
+// block's parent fingerprint with the previous block's own to recognise a
+// chain walk, which survives eviction and handle reuse where a stored parent
+// handle would go stale.
+func fingerprint(hash uint64) uint32 {
+	h := hash * 0x9E3779B97F4A7C15
+	return uint32(h >> 32)
+}
+
+// Remove implements Policy.
+func (s *Segmented) Remove(h Handle) {
+	u := uint32(h)
+	s.unlink(u)
+	s.flags[u] = 0
+	s.n--
+	if s.last == u {
+		s.last = nilHandle
+	}
+}
+
+// Victim implements Policy: the least recent evictable block of probation,
+// then of protected, in the lowest priority class that has one.
+func (s *Segmented) Victim(evictable func(Handle) bool) (Handle, bool) {
+	for c := range s.tail {
+		for g := probation; g <= protected; g++ {
+			for range s.count[c][g] {
+				h := s.tail[c][g]
+				if evictable == nil || evictable(Handle(h)) {
+					return Handle(h), true
+				}
+				s.unlink(h)
+				s.link(h, nilHandle, false)
+			}
+		}
+	}
+	return 0, false
+}
+
+// Len implements Policy.
+func (s *Segmented) Len() int { return s.n }

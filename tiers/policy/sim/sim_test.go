@@ -1,0 +1,168 @@
+package sim
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/tiers/policy"
+)
+
+func reqs(chains ...[]uint64) []trace.Request {
+	out := make([]trace.Request, len(chains))
+	for i, c := range chains {
+		out[i] = trace.Request{HashIDs: c}
+	}
+	return out
+}
+
+func TestPrefixSemantics(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		reqs     []trace.Request
+		capacity int
+		hits     int64
+	}{
+		{"repeat fits", reqs([]uint64{1, 2, 3}, []uint64{1, 2, 3}), 3, 3},
+		// Block 1 is evicted by 4's insertion (LRU), so the third request
+		// misses at its head and its resident blocks do not count.
+		{"miss stops the prefix", reqs([]uint64{1, 2, 3}, []uint64{4}, []uint64{1, 2, 3}), 3, 0},
+		{"shared head", reqs([]uint64{1, 2}, []uint64{1, 3}, []uint64{1, 2}), 8, 3},
+		{"request larger than tier", reqs([]uint64{1, 2, 3, 4, 5}, []uint64{1, 2}), 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Run(tc.reqs, tc.capacity, "lru", policy.NewLRU, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Hits != tc.hits {
+				t.Fatalf("hits %d, want %d (total %d)", r.Hits, tc.hits, r.Total)
+			}
+			b, _ := Belady(tc.reqs, tc.capacity, Options{})
+			if b.Hits < r.Hits {
+				t.Fatalf("belady %d hits below lru %d", b.Hits, r.Hits)
+			}
+		})
+	}
+	if _, err := Run(nil, 0, "lru", policy.NewLRU, Options{}); err == nil {
+		t.Fatal("capacity 0 must be rejected")
+	}
+}
+
+// agentic generates sessions that grow a context turn by turn on top of a
+// few shared system prompts (tool-using agents), interleaved, with a share
+// of one-shot requests: a workload family unlike the Mooncake traces.
+func agentic(seed uint64, sessions, prompts, promptBlocks int) []trace.Request {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	next := uint64(1 << 40)
+	fresh := func() uint64 { next++; return next }
+	sys := make([][]uint64, prompts)
+	for i := range sys {
+		for range promptBlocks {
+			sys[i] = append(sys[i], fresh())
+		}
+	}
+	type sess struct {
+		ctx   []uint64
+		turns int
+	}
+	live := []*sess{}
+	var out []trace.Request
+	for started := 0; started < sessions || len(live) > 0; {
+		if started < sessions && (len(live) < 16 || rng.IntN(4) == 0) {
+			s := &sess{ctx: append([]uint64(nil), sys[rng.IntN(prompts)]...), turns: 1 + rng.IntN(12)}
+			live = append(live, s)
+			started++
+		}
+		if rng.IntN(5) == 0 { // a one-shot request sharing only the prompt
+			c := append([]uint64(nil), sys[rng.IntN(prompts)]...)
+			for range 1 + rng.IntN(6) {
+				c = append(c, fresh())
+			}
+			out = append(out, trace.Request{HashIDs: c})
+		}
+		i := rng.IntN(len(live))
+		s := live[i]
+		for range 1 + rng.IntN(3) {
+			s.ctx = append(s.ctx, fresh())
+		}
+		out = append(out, trace.Request{HashIDs: append([]uint64(nil), s.ctx...)})
+		if s.turns--; s.turns == 0 {
+			live = append(live[:i], live[i+1:]...)
+		}
+	}
+	return out
+}
+
+// TestSegmentedOnOtherWorkloads checks that Segmented does not collapse on a
+// workload family it was not developed on: agentic sessions with long shared
+// prompts, at several capacities (block sizes only rescale the capacity in
+// blocks, so capacities from small to large stand in for them).
+func TestSegmentedOnOtherWorkloads(t *testing.T) {
+	for _, w := range []struct {
+		name              string
+		sessions, prompts int
+		promptBlocks      int
+	}{{"few long prompts", 400, 3, 16}, {"many short prompts", 400, 40, 2}} {
+		rs := agentic(1, w.sessions, w.prompts, w.promptBlocks)
+		bound := trace.InfiniteCacheHitRatio(rs)
+		for _, capacity := range []int{64, 256, 1024, 4096} {
+			l, _ := Run(rs, capacity, "lru", policy.NewLRU, Options{})
+			s, _ := Run(rs, capacity, "segmented", policy.NewSegmented, Options{})
+			t.Logf("%s cap %d: bound %.3f lru %.3f segmented %.3f", w.name, capacity, bound, l.HitRatio(), s.HitRatio())
+			if s.HitRatio() < 0.95*l.HitRatio() {
+				t.Errorf("%s cap %d: segmented %.3f collapses below LRU %.3f", w.name, capacity, s.HitRatio(), l.HitRatio())
+			}
+		}
+	}
+}
+
+// sharedTraces finds ../shared/traces beside the repository root, or the
+// directory named by CTXTIER_SHARED_TRACES.
+func sharedTraces(t *testing.T) string {
+	if d := os.Getenv("CTXTIER_SHARED_TRACES"); d != "" {
+		return d
+	}
+	d := filepath.Join("..", "..", "..", "..", "shared", "traces")
+	if _, err := os.Stat(d); err != nil {
+		t.Skipf("shared traces not found at %s (a clone without ../shared); set CTXTIER_SHARED_TRACES to run", d)
+	}
+	return d
+}
+
+// TestSharedTraces replays the Mooncake traces. It asserts what the policy
+// achieves (see docs/policy.md): never below LRU by more than 0.5 points of
+// the bound at any swept capacity, and the measured floors at 3M and 10M
+// tokens. The targets (60% of the bound at 3M, 90% at 10M) are NOT
+// reached; the floors below record the measured result instead.
+func TestSharedTraces(t *testing.T) {
+	dir := sharedTraces(t)
+	for _, tc := range []struct {
+		file            string
+		floor3, floor10 float64 // fraction of the bound
+	}{
+		{"conversation_trace.jsonl", 0.41, 0.80},
+		{"synthetic_trace.jsonl", 0.49, 0.90},
+	} {
+		rs, err := trace.ReadFile(filepath.Join(dir, tc.file))
+		if err != nil {
+			t.Skipf("shared trace %s unreadable: %v", tc.file, err)
+		}
+		bound := trace.InfiniteCacheHitRatio(rs)
+		for _, tokens := range []int{1_000_000, 3_000_000, 5_000_000, 10_000_000, 20_000_000} {
+			capacity := tokens / trace.MooncakeBlockTokens
+			l, _ := Run(rs, capacity, "lru", policy.NewLRU, Options{})
+			s, _ := Run(rs, capacity, "segmented", policy.NewSegmented, Options{})
+			sf, lf := s.HitRatio()/bound, l.HitRatio()/bound
+			t.Logf("%s %dM tokens: segmented %.1f%% of bound, lru %.1f%%", tc.file, tokens/1_000_000, 100*sf, 100*lf)
+			if sf < lf-0.005 {
+				t.Errorf("%s %d tokens: segmented %.3f below lru %.3f", tc.file, tokens, sf, lf)
+			}
+			if tokens == 3_000_000 && sf < tc.floor3 || tokens == 10_000_000 && sf < tc.floor10 {
+				t.Errorf("%s %d tokens: %.3f of bound, below the measured floor", tc.file, tokens, sf)
+			}
+		}
+	}
+}
