@@ -123,14 +123,14 @@ func (f *fakeTier) data(k block.Key) []byte {
 
 // env is a server over a fake tier, served by httptest.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	tier *fakeTier
 	srv  *Server
 	ts   *httptest.Server
 	reg  *prometheus.Registry
 }
 
-func newEnv(t *testing.T, mod func(*Config), opts ...Option) *env {
+func newEnv(t testing.TB, mod func(*Config), opts ...Option) *env {
 	t.Helper()
 	cat, err := ctxstore.OpenFileCatalog("")
 	if err != nil {
