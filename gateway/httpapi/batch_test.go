@@ -89,7 +89,7 @@ func TestLookupTokens(t *testing.T) {
 }
 
 func TestBatchExistsDelete(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.MaxBatchItems = 3 })
+	e := newEnv(t, func(c *Config) { c.MaxBatchItems = 3; c.MaxJSONBytes = 1024 })
 	e.put(h1, []byte("a"), nil)
 	e.put(h2, []byte("b"), nil)
 	st, _, body := e.postJSON("/v1/namespaces/default/batch/exists", `{"hashes":["`+h1+`","`+h3+`","`+h2+`"]}`)
@@ -121,6 +121,12 @@ func TestBatchExistsDelete(t *testing.T) {
 			}
 		})
 	}
+	// JSON bodies over MaxJSONBytes: 413 by Content-Length and, chunked, by the reader limit.
+	big := `{"hashes":["` + strings.Repeat("0", 2000) + `"]}`
+	st, hdr, body := e.postJSON("/v1/namespaces/default/batch/delete", big)
+	wantError(t, st, hdr, body, 413, "TooLarge")
+	st, hdr, body = e.do("POST", "/v1/namespaces/default/batch/delete", nil, io.MultiReader(strings.NewReader(big)))
+	wantError(t, st, hdr, body, 413, "TooLarge")
 	st, _, body = e.postJSON("/v1/namespaces/default/batch/delete", `{"hashes":["`+h1+`","`+h3+`"]}`)
 	var br httpwire.BatchResponse
 	if st != 200 || json.Unmarshal(body, &br) != nil || br.Failed != 1 || br.Results[0].Code != "OK" || br.Results[1].Code != "NotFound" || br.Results[1].Hash != h3 {
