@@ -1,0 +1,206 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// fakeTier is an in-memory ctxstore.Tier that counts outstanding leases, so
+// tests can check every Ref the server took was released.
+type fakeTier struct {
+	mu     sync.Mutex
+	blocks map[block.Key]*fakeBlock
+	leases atomic.Int64
+}
+
+type fakeBlock struct {
+	data  []byte
+	sum   uint32
+	prio  uint8
+	pin   time.Time
+	added time.Time
+}
+
+func newFakeTier() *fakeTier { return &fakeTier{blocks: map[block.Key]*fakeBlock{}} }
+
+func (f *fakeTier) Put(_ context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b, ok := f.blocks[key]; ok {
+		if !bytes.Equal(b.data, data) {
+			return fmt.Errorf("%w: %s", block.ErrConflict, key)
+		}
+		return nil
+	}
+	b := &fakeBlock{data: bytes.Clone(data), sum: sum, prio: opts.Priority, added: time.Now()}
+	if opts.PinTTL > 0 {
+		b.pin = time.Now().Add(opts.PinTTL)
+	}
+	f.blocks[key] = b
+	return nil
+}
+
+func (f *fakeTier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.blocks[key]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	f.leases.Add(1)
+	return block.NewRef(b.data, b.sum, block.TierDRAM, func() { f.leases.Add(-1) }), nil
+}
+
+func (f *fakeTier) Stat(_ context.Context, key block.Key) (block.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.blocks[key]
+	if !ok {
+		return block.Info{}, fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	return block.Info{Key: key, Size: int64(len(b.data)), Sum: b.sum, Tier: block.TierDRAM, Priority: b.prio, Created: b.added, PinnedUntil: b.pin}, nil
+}
+
+func (f *fakeTier) Contains(key block.Key) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.blocks[key]
+	return ok
+}
+
+func (f *fakeTier) Delete(_ context.Context, key block.Key) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.blocks[key]; !ok {
+		return fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	delete(f.blocks, key)
+	return nil
+}
+
+func (f *fakeTier) Pin(_ context.Context, key block.Key, until time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.blocks[key]
+	if !ok {
+		return fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	if until.After(b.pin) {
+		b.pin = until
+	}
+	return nil
+}
+
+func (f *fakeTier) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.blocks)
+}
+
+func (f *fakeTier) data(k block.Key) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b, ok := f.blocks[k]; ok {
+		return b.data
+	}
+	return nil
+}
+
+// env is a server over a fake tier, served by httptest.
+type env struct {
+	t    testing.TB
+	tier *fakeTier
+	srv  *Server
+	ts   *httptest.Server
+	reg  *prometheus.Registry
+}
+
+func newEnv(t testing.TB, mod func(*Config), opts ...Option) *env {
+	t.Helper()
+	cat, err := ctxstore.OpenFileCatalog("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier := newFakeTier()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := ctxstore.New(ctxstore.DefaultConfig(), cat, tier, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.MaxBlockSize = 1 << 20
+	if mod != nil {
+		mod(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	s := New(cfg, st, reg, log, opts...)
+	ts := httptest.NewServer(s.Handler())
+	e := &env{t: t, tier: tier, srv: s, ts: ts, reg: reg}
+	t.Cleanup(func() {
+		ts.Close()
+		if n := tier.leases.Load(); n != 0 {
+			t.Errorf("%d block leases never released", n)
+		}
+	})
+	return e
+}
+
+// do sends a request and returns status, headers and body.
+func (e *env) do(method, path string, hdr map[string]string, body io.Reader) (int, http.Header, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.ts.URL+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+func (e *env) put(hash string, data []byte, hdr map[string]string) (int, []byte) {
+	e.t.Helper()
+	st, _, b := e.do("PUT", "/v1/namespaces/default/blocks/"+hash, hdr, bytes.NewReader(data))
+	return st, b
+}
+
+// wantError checks a JSON error response's status and code.
+func wantError(t *testing.T, status int, hdr http.Header, body []byte, wantStatus int, wantCode string) {
+	t.Helper()
+	if status != wantStatus {
+		t.Fatalf("status %d, want %d (body %s)", status, wantStatus, body)
+	}
+	if got := hdr.Get("X-Ctxtier-Error-Code"); got != wantCode {
+		t.Fatalf("error code header %q, want %q (body %s)", got, wantCode, body)
+	}
+	if len(body) > 0 && !strings.Contains(string(body), `"code":"`+wantCode+`"`) {
+		t.Fatalf("body %s lacks code %s", body, wantCode)
+	}
+}

@@ -1,0 +1,312 @@
+// Package httpapi is ctxd's HTTP/1.1 API: block put/get/head/delete/pin
+// with raw bodies, prefix lookup, batch endpoints (JSON and multipart/mixed),
+// namespace management, /metrics, /healthz and /readyz, all over a
+// *ctxstore.Store. Wire details (headers, JSON bodies, batch framing) live in
+// the httpwire subpackage, shared with the Go client; docs/api.md is the
+// reference with curl examples.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/gateway/metrics"
+)
+
+// proto is the protocol label of this surface's metrics.
+const proto = "http"
+
+// Config configures the HTTP server.
+type Config struct {
+	// Addr is the listen address (used by cmd/ctxd; Serve takes a listener).
+	Addr string
+	// MaxBlockSize caps one block's body on top of each namespace's
+	// max_block_size: the smaller of the two applies.
+	MaxBlockSize int64
+	// MaxBatchItems bounds the items of one batch request.
+	MaxBatchItems int
+	// MaxBatchBytes bounds the block bytes of one batch put or batch get.
+	MaxBatchBytes int64
+	// MaxLookupBlocks bounds the blocks of one lookup (hashes, or tokens
+	// divided by block_tokens).
+	MaxLookupBlocks int
+	// MaxJSONBytes bounds a JSON request body.
+	MaxJSONBytes int64
+	// MaxHeaderBytes bounds request headers.
+	MaxHeaderBytes int
+	// ReadHeaderTimeout bounds reading request headers (slow clients).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout and WriteTimeout bound a whole request and response; 0 is
+	// no limit. They must allow the largest body at the slowest client.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections.
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds the graceful drain when Serve's context ends.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults: 64 MiB blocks, batches of up to 1024
+// items and 256 MiB, lookups of up to 65536 blocks, 16 MiB JSON bodies.
+func DefaultConfig() Config {
+	return Config{
+		Addr:              ":8080",
+		MaxBlockSize:      block.DefaultMaxBlockSize,
+		MaxBatchItems:     1024,
+		MaxBatchBytes:     256 << 20,
+		MaxLookupBlocks:   1 << 16,
+		MaxJSONBytes:      16 << 20,
+		MaxHeaderBytes:    64 << 10,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ShutdownTimeout:   10 * time.Second,
+	}
+}
+
+// Validate checks the configuration; errors wrap block.ErrInvalidArgument.
+func (c Config) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: httpapi: %s", block.ErrInvalidArgument, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.MaxBlockSize < block.MinBlockSize || c.MaxBlockSize > block.HardMaxBlockSize:
+		return bad("MaxBlockSize %d out of range 1..%d", c.MaxBlockSize, block.HardMaxBlockSize)
+	case c.MaxBatchItems < 1:
+		return bad("MaxBatchItems %d must be positive", c.MaxBatchItems)
+	case c.MaxBatchBytes < 1:
+		return bad("MaxBatchBytes %d must be positive", c.MaxBatchBytes)
+	case c.MaxLookupBlocks < 1:
+		return bad("MaxLookupBlocks %d must be positive", c.MaxLookupBlocks)
+	case c.MaxJSONBytes < 1024:
+		return bad("MaxJSONBytes %d must be at least 1024", c.MaxJSONBytes)
+	case c.MaxHeaderBytes < 4096:
+		return bad("MaxHeaderBytes %d must be at least 4096", c.MaxHeaderBytes)
+	case c.ReadHeaderTimeout <= 0:
+		return bad("ReadHeaderTimeout must be positive")
+	case c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.ShutdownTimeout < 0:
+		return bad("timeouts must not be negative")
+	}
+	return nil
+}
+
+// Option adjusts a Server at construction.
+type Option func(*Server)
+
+// WithMetrics makes the server record into m instead of registering its own
+// request metrics on the registry; use it when another surface (the native
+// protocol) already registered gateway/metrics on the same registry.
+func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics = m } }
+
+// WithReady sets the readiness check behind /readyz: nil error is ready. The
+// default reports ready whenever the process serves.
+func WithReady(ready func() error) Option { return func(s *Server) { s.ready = ready } }
+
+// Server serves the HTTP API over a store.
+type Server struct {
+	cfg     Config
+	store   *ctxstore.Store
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	ready   func() error
+	mux     *http.ServeMux
+	srv     *http.Server
+}
+
+// New builds a server. cfg must be valid (see Validate); reg is the private
+// registry /metrics exposes and, unless WithMetrics is given, where the
+// request metrics are registered (a nil reg gets a fresh one).
+func New(cfg Config, store *ctxstore.Store, reg *prometheus.Registry, log *slog.Logger, opts ...Option) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, store: store, log: log.With("component", "httpapi"), reg: reg, mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.metrics == nil {
+		s.metrics = metrics.New(reg)
+	}
+	s.routes()
+	s.srv = &http.Server{
+		Addr:              cfg.Addr,
+		Handler:           s.mux,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	return s
+}
+
+func (s *Server) routes() {
+	const blk = "/v1/namespaces/{ns}/blocks/{hash}"
+	s.handle("PUT "+blk, "put", s.putBlock)
+	s.handle("GET "+blk, "get", s.getBlock)
+	s.handle("HEAD "+blk, "head", s.headBlock)
+	s.handle("DELETE "+blk, "delete", s.deleteBlock)
+	s.handle("POST "+blk+"/pin", "pin", s.pinBlock)
+	s.handle("POST /v1/namespaces/{ns}/lookup", "lookup", s.lookup)
+	s.handle("POST /v1/namespaces/{ns}/batch/exists", "batch_exists", s.batchExists)
+	s.handle("POST /v1/namespaces/{ns}/batch/delete", "batch_delete", s.batchDelete)
+	s.handle("POST /v1/namespaces/{ns}/batch/get", "batch_get", s.batchGet)
+	s.handle("POST /v1/namespaces/{ns}/batch/put", "batch_put", s.batchPut)
+	s.handle("POST /v1/namespaces", "ns_create", s.createNamespace)
+	s.handle("GET /v1/namespaces", "ns_list", s.listNamespaces)
+	s.handle("GET /v1/namespaces/{ns}", "ns_get", s.getNamespace)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	s.handle("GET /readyz", "readyz", s.readyz)
+}
+
+// Handler is the server's root handler (for tests and for embedding).
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Mount registers h for a Go 1.22 ServeMux pattern ("[METHOD ]/v1/..."),
+// for surfaces the lead adds later (routing, KV events). The path must be
+// under /v1/. Like http.ServeMux.Handle it panics on a bad or conflicting
+// pattern; call it before Serve.
+func (s *Server) Mount(pattern string, h http.Handler) {
+	path := pattern
+	if i := strings.IndexByte(pattern, ' '); i >= 0 {
+		path = strings.TrimLeft(pattern[i+1:], " \t")
+	}
+	if !strings.HasPrefix(path, "/v1/") {
+		panic(fmt.Sprintf("httpapi: Mount(%q): path must be under /v1/", pattern))
+	}
+	s.mux.Handle(pattern, h)
+}
+
+// Serve serves on ln until ctx ends (then drains for up to
+// Config.ShutdownTimeout) or Shutdown is called. It returns nil after a
+// graceful stop.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.log.Info("http api serving", "addr", ln.Addr().String())
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+			defer cancel()
+			if err := s.srv.Shutdown(sctx); err != nil {
+				s.log.Warn("http api shutdown", "err", err)
+				_ = s.srv.Close()
+			}
+		case <-done:
+		}
+	}()
+	err := s.srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests
+// until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// handlerFunc serves one operation; a returned error becomes the JSON error
+// response, unless the response was already started (errStarted).
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// errStarted wraps an error met after the response status was sent: it is
+// counted and logged, but nothing more can be written.
+type errStarted struct{ err error }
+
+func (e errStarted) Error() string { return e.err.Error() }
+func (e errStarted) Unwrap() error { return e.err }
+
+// statusError overrides the HTTP status of an error (501 for missing features).
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e statusError) Error() string { return e.err.Error() }
+func (e statusError) Unwrap() error { return e.err }
+
+func (s *Server) handle(pattern, op string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		err := h(w, r)
+		code := errcode.Of(err)
+		var started errStarted
+		switch {
+		case err == nil:
+		case errors.As(err, &started):
+			s.log.Warn("response aborted", "op", op, "path", r.URL.Path, "err", err)
+		default:
+			s.writeError(w, r, err)
+		}
+		s.metrics.Request(proto, op, code, time.Since(start))
+	})
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := errcode.Of(err)
+	status := code.HTTPStatus()
+	var se statusError
+	if errors.As(err, &se) {
+		status = se.status
+	}
+	if code == errcode.Internal {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	} else {
+		s.log.Debug("request failed", "method", r.Method, "path", r.URL.Path, "code", code.String(), "err", err)
+	}
+	writeErrorBody(w, r.Method, status, code, err.Error())
+}
+
+func writeErrorBody(w http.ResponseWriter, method string, status int, code errcode.Code, msg string) {
+	h := w.Header()
+	for _, k := range []string{"Content-Length", "Content-Range", "ETag", "Last-Modified"} {
+		h.Del(k)
+	}
+	h.Set("Content-Type", jsonType)
+	h.Set(headerErrorCode, code.String())
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	if method != http.MethodHead {
+		_ = writeJSONBody(w, errorBody{Code: code.String(), Message: msg})
+	}
+}
+
+// bodyErr classifies an error of reading a request body: over its limit is
+// block.ErrTooLarge, a short or broken body is block.ErrInvalidArgument.
+func bodyErr(err error) error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return fmt.Errorf("%w: request body over the limit of %d bytes", block.ErrTooLarge, mbe.Limit)
+	case errors.Is(err, block.ErrTooLarge), errors.Is(err, block.ErrInvalidArgument), errors.Is(err, block.ErrInvalidKey):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	default:
+		return fmt.Errorf("%w: reading request body: %v", block.ErrInvalidArgument, err)
+	}
+}
