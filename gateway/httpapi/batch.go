@@ -13,17 +13,6 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
-// chainKeys turns token ids into the namespace's chain of block keys. It is
-// nil until block.Namespace.ChainKeys lands on main; the lead then sets it to
-// block.Namespace.ChainKeys. While nil, lookups by token ids answer 501.
-var chainKeys func(ns block.Namespace, tokens []uint32) ([]block.Key, error)
-
-// errNoTokenLookup is the 501 answer while chainKeys is unset.
-var errNoTokenLookup = statusError{
-	status: http.StatusNotImplemented,
-	err:    fmt.Errorf("%w: lookup by token ids is not available in this build (no hash-scheme implementation); send block hashes", errcode.ErrInternal),
-}
-
 // decodeJSONRequest decodes a JSON body of at most Config.MaxJSONBytes.
 func (s *Server) decodeJSONRequest(w http.ResponseWriter, r *http.Request, v any) error {
 	if r.ContentLength > s.cfg.MaxJSONBytes {
@@ -64,13 +53,10 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
 	case req.Hashes != nil && req.Tokens != nil:
 		return fmt.Errorf("%w: send either hashes or tokens, not both", block.ErrInvalidArgument)
 	case req.Tokens != nil:
-		if chainKeys == nil {
-			return errNoTokenLookup
-		}
 		if limit := s.cfg.MaxLookupBlocks * ns.BlockTokens; len(req.Tokens) > limit {
 			return fmt.Errorf("%w: %d tokens exceed the lookup limit of %d (%d blocks of %d tokens)", block.ErrTooLarge, len(req.Tokens), limit, s.cfg.MaxLookupBlocks, ns.BlockTokens)
 		}
-		if keys, err = chainKeys(ns, req.Tokens); err != nil {
+		if keys, err = ns.ChainKeys(req.Tokens); err != nil {
 			return err
 		}
 		resp.Hashes = httpwire.ObjectNames(keys)

@@ -58,25 +58,20 @@ func TestLookup(t *testing.T) {
 
 func TestLookupTokens(t *testing.T) {
 	e := newEnv(t, nil)
-	// Without a hash-scheme implementation, token input is 501.
-	saved := chainKeys
-	t.Cleanup(func() { chainKeys = saved })
-	chainKeys = nil
-	st, hdr, body := e.postJSON("/v1/namespaces/default/lookup", `{"tokens":[1,2,3]}`)
-	if st != http.StatusNotImplemented || !strings.Contains(string(body), "token ids") || hdr.Get("X-Ctxtier-Error-Code") == "" {
-		t.Fatalf("token lookup without chainKeys: %d %s", st, body)
-	}
-	// With one (a stand-in: block i's hash is i+1), the server maps tokens to keys.
-	chainKeys = func(ns block.Namespace, tokens []uint32) ([]block.Key, error) {
-		keys := make([]block.Key, len(tokens)/ns.BlockTokens)
-		for i := range keys {
-			keys[i] = block.NewKey(ns.Name, uint64(i+1))
-		}
-		return keys, nil
-	}
-	e.put(h1, []byte("a"), nil)
+	// The server chains tokens with the namespace's scheme (Dynamo for
+	// default): the keys it reports are exactly block.ChainHashes'.
 	toks := strings.TrimSuffix(strings.Repeat("7,", 3*512), ",")
-	st, _, body = e.postJSON("/v1/namespaces/default/lookup", `{"tokens":[`+toks+`]}`)
+	ids := make([]uint32, 3*512)
+	for i := range ids {
+		ids[i] = 7
+	}
+	hashes, err := block.ChainHashes(block.SchemeDynamo, 512, "", ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1 := block.FormatHash(hashes[0])
+	e.put(h1, []byte("a"), nil)
+	st, hdr, body := e.postJSON("/v1/namespaces/default/lookup", `{"tokens":[`+toks+`]}`)
 	var resp httpwire.LookupResponse
 	if st != 200 || json.Unmarshal(body, &resp) != nil {
 		t.Fatalf("token lookup: %d %s", st, body)

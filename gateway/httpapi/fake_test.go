@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,4 +204,20 @@ func wantError(t *testing.T, status int, hdr http.Header, body []byte, wantStatu
 	if len(body) > 0 && !strings.Contains(string(body), `"code":"`+wantCode+`"`) {
 		t.Fatalf("body %s lacks code %s", body, wantCode)
 	}
+}
+
+func (f *fakeTier) List(_ context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []block.Info
+	for k, b := range f.blocks {
+		if n := k.ObjectName(); k.Namespace == ns && n > after && strings.HasPrefix(n, prefix) {
+			out = append(out, block.Info{Key: k, Size: int64(len(b.data)), Sum: b.sum, Tier: block.TierDRAM})
+		}
+	}
+	slices.SortFunc(out, func(a, b block.Info) int { return strings.Compare(a.Key.ObjectName(), b.Key.ObjectName()) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
