@@ -76,7 +76,6 @@ func DefaultNamespaceConfig() Namespace {
 		BlockTokens:  512,
 		HashScheme:   SchemeDynamo,
 		MaxBlockSize: DefaultMaxBlockSize,
-		Priority:     1,
 		WriteMode:    WriteBack,
 		DataShards:   1,
 	}
