@@ -52,17 +52,19 @@ type jsonEnvelope struct {
 }
 
 type jsonEvent struct {
-	Type        string     `json:"type"`
-	BlockHashes []jsonHash `json:"block_hashes"`
-	Parent      *jsonHash  `json:"parent_block_hash"`
-	BlockSize   int        `json:"block_size"`
-	Medium      *string    `json:"medium"`
-	GroupIdx    *int       `json:"group_idx"`
+	Type        string  `json:"type"`
+	BlockHashes []Hash  `json:"block_hashes"`
+	Parent      *Hash   `json:"parent_block_hash"`
+	BlockSize   int     `json:"block_size"`
+	Medium      *string `json:"medium"`
+	GroupIdx    *int    `json:"group_idx"`
 }
 
-type jsonHash uint64
+// Hash is a block hash in JSON: an integer (exact, up to 64 bits; negative
+// values keep their 64-bit pattern) or a string of 16 lowercase hex digits.
+type Hash uint64
 
-func (h *jsonHash) UnmarshalJSON(b []byte) error {
+func (h *Hash) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
@@ -72,19 +74,19 @@ func (h *jsonHash) UnmarshalJSON(b []byte) error {
 		if err != nil {
 			return err
 		}
-		*h = jsonHash(v)
+		*h = Hash(v)
 		return nil
 	}
 	s := string(b)
 	if v, err := strconv.ParseUint(s, 10, 64); err == nil {
-		*h = jsonHash(v)
+		*h = Hash(v)
 		return nil
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return fmt.Errorf("hash %s is not a 64-bit integer or a 16-hex-digit string", s)
 	}
-	*h = jsonHash(uint64(v))
+	*h = Hash(uint64(v))
 	return nil
 }
 
