@@ -21,6 +21,7 @@ func (idx *Index) maybeEvict() {
 		}
 		w.mu.Lock()
 		n := idx.evictLocked(w, idx.cfg.EvictBatch)
+		idx.publishLocked(w)
 		w.mu.Unlock()
 		if n > 0 {
 			idle = 0

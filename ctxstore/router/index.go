@@ -21,8 +21,10 @@ type IndexConfig struct {
 	// LowWater is the fraction of MaxBytes eviction brings usage down to.
 	LowWater float64
 	// BytesPerKey and BytesPerResidency are what one (position, hash) entry of
-	// the shared map and one (worker, hash, medium) residency cost, as
-	// measured by ctxbench router-bench (heap bytes per entry, Go 1.26, amd64).
+	// the shared map and one (worker, hash, medium) residency are accounted
+	// at. ctxbench router-bench measured 138-238 heap bytes per residency
+	// (Go 1.26, amd64, Mooncake conversation trace, 100-1000 workers); the
+	// defaults, 64 + 160, account 0.8-1.5x of the measured heap.
 	BytesPerKey       int64
 	BytesPerResidency int64
 	// EvictBatch is how many entries eviction takes from one worker before it
@@ -36,7 +38,7 @@ func DefaultIndexConfig() IndexConfig {
 		MaxBytes:          1 << 30,
 		LowWater:          0.9,
 		BytesPerKey:       64,
-		BytesPerResidency: 48,
+		BytesPerResidency: 160,
 		EvictBatch:        256,
 	}
 }
@@ -99,6 +101,8 @@ type workerState struct {
 	seq     uint32
 	headTik atomic.Uint32 // tick of queue[qhead], for the evictor's choice
 	resid   atomic.Int64  // residencies this worker holds
+	dres    int64         // residency and key deltas not yet published (under mu)
+	dkeys   int64
 
 	stale atomic.Bool
 
@@ -115,7 +119,7 @@ type Index struct {
 	shards [1 << shardBits]shard
 	start  time.Time
 
-	wmu     sync.Mutex
+	wmu     sync.RWMutex
 	byName  map[string]*workerState
 	workers atomic.Pointer[[]*workerState] // by id; copy on write
 
@@ -159,16 +163,19 @@ func (idx *Index) tick() uint32 { return uint32(time.Since(idx.start) / time.Mil
 
 // worker returns the state for name, creating it when create is set.
 func (idx *Index) worker(name string, create bool) *workerState {
+	idx.wmu.RLock()
+	w := idx.byName[name]
+	idx.wmu.RUnlock()
+	if w != nil || !create {
+		return w
+	}
 	idx.wmu.Lock()
 	defer idx.wmu.Unlock()
 	if w, ok := idx.byName[name]; ok {
 		return w
 	}
-	if !create {
-		return nil
-	}
 	old := *idx.workers.Load()
-	w := &workerState{id: uint32(len(old)), name: name, blocks: map[uint64]wentry{}}
+	w = &workerState{id: uint32(len(old)), name: name, blocks: map[uint64]wentry{}}
 	w.headTik.Store(^uint32(0))
 	next := make([]*workerState, len(old)+1)
 	copy(next, old)
@@ -203,6 +210,7 @@ func (idx *Index) Apply(worker string, evs []Event) (ApplyStats, error) {
 	for i := range evs {
 		idx.applyLocked(w, &evs[i], &st)
 	}
+	idx.publishLocked(w)
 	w.mu.Unlock()
 	idx.maybeEvict()
 	return st, nil
@@ -251,9 +259,10 @@ func (idx *Index) storeLocked(w *workerState, h uint64, pos uint32, m Medium, tk
 	bit := uint8(1) << m
 	added := false
 	if !ok || e.media&bit == 0 {
-		idx.addHolder(posKey{h, pos}, mkHolder(w.id, m))
-		w.resid.Add(1)
-		idx.resid.Add(1)
+		if idx.addHolder(posKey{h, pos}, mkHolder(w.id, m)) {
+			w.dkeys++
+		}
+		w.dres++
 		added = true
 	}
 	w.seq++
@@ -292,9 +301,10 @@ func (idx *Index) removeLocked(w *workerState, h uint64, m Medium) bool {
 	if !ok || e.media&bit == 0 {
 		return false
 	}
-	idx.delHolder(posKey{h, e.pos}, mkHolder(w.id, m))
-	w.resid.Add(-1)
-	idx.resid.Add(-1)
+	if idx.delHolder(posKey{h, e.pos}, mkHolder(w.id, m)) {
+		w.dkeys--
+	}
+	w.dres--
 	e.media &^= bit
 	if e.media == 0 {
 		delete(w.blocks, h)
@@ -309,12 +319,13 @@ func (idx *Index) dropEntryLocked(w *workerState, h uint64, e wentry) int {
 	n := 0
 	for m := Medium(0); m < NumMedia; m++ {
 		if e.media&(1<<m) != 0 {
-			idx.delHolder(posKey{h, e.pos}, mkHolder(w.id, m))
+			if idx.delHolder(posKey{h, e.pos}, mkHolder(w.id, m)) {
+				w.dkeys--
+			}
 			n++
 		}
 	}
-	w.resid.Add(int64(-n))
-	idx.resid.Add(int64(-n))
+	w.dres -= int64(n)
 	return n
 }
 
@@ -330,28 +341,46 @@ func (idx *Index) clearLocked(w *workerState) int {
 	return n
 }
 
-func (idx *Index) addHolder(k posKey, x holder) {
+// addHolder adds x to k's holder set and reports whether k is a new key.
+func (idx *Index) addHolder(k posKey, x holder) bool {
 	s := idx.shardFor(k.hash, k.pos)
 	s.mu.Lock()
 	hs, ok := s.m[k]
 	if !ok {
-		idx.keys.Add(1)
 		hs = make([]uint32, 0, 2)
 	}
 	s.m[k] = hsetAdd(hs, x)
 	s.mu.Unlock()
+	return !ok
 }
 
-func (idx *Index) delHolder(k posKey, x holder) {
+// delHolder removes x from k's holder set and reports whether k is gone.
+func (idx *Index) delHolder(k posKey, x holder) bool {
 	s := idx.shardFor(k.hash, k.pos)
 	s.mu.Lock()
-	if hs, ok := hsetDel(s.m[k], x); ok {
+	hs, ok := hsetDel(s.m[k], x)
+	if ok {
 		s.m[k] = hs
 	} else {
 		delete(s.m, k)
-		idx.keys.Add(-1)
 	}
 	s.mu.Unlock()
+	return !ok
+}
+
+// publishLocked makes the worker's residency and key deltas visible to the
+// index's totals: once per call, not per block, to keep writers off shared
+// cache lines.
+func (idx *Index) publishLocked(w *workerState) {
+	if w.dres != 0 {
+		w.resid.Add(w.dres)
+		idx.resid.Add(w.dres)
+		w.dres = 0
+	}
+	if w.dkeys != 0 {
+		idx.keys.Add(w.dkeys)
+		w.dkeys = 0
+	}
 }
 
 // ClearWorker drops all of a worker's entries and its stale mark (the worker
@@ -364,6 +393,7 @@ func (idx *Index) ClearWorker(worker string) int {
 	w.mu.Lock()
 	n := idx.clearLocked(w)
 	w.stale.Store(false)
+	idx.publishLocked(w)
 	w.mu.Unlock()
 	return n
 }
@@ -388,6 +418,7 @@ func (idx *Index) ReplaceWorker(worker string, dump []Event) (ApplyStats, error)
 		idx.applyLocked(w, &dump[i], &st)
 	}
 	w.stale.Store(false)
+	idx.publishLocked(w)
 	w.mu.Unlock()
 	idx.maybeEvict()
 	return st, nil

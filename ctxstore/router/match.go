@@ -64,6 +64,11 @@ func (idx *Index) Match(hashes []uint64, dst []Match) []Match {
 	sc.grow(len(ws))
 	W := uint32(len(ws))
 	walked := len(hashes)
+	// [lo, hi) is the word range that can still hold live workers; it is
+	// set at position 0 and only shrinks, so sparse matches among many
+	// workers touch few words.
+	lo, hi := 0, nw
+	lo0, hi0 := 0, 0
 
 	for i, h := range hashes {
 		pos := uint32(i)
@@ -73,9 +78,15 @@ func (idx *Index) Match(hashes []uint64, dst []Match) []Match {
 		var hv [NumMedia][]uint32
 		list := !isBits(hs)
 		if list {
+			if i == 0 {
+				lo, hi = nw, 0
+			}
 			for _, x := range hs {
 				if w := x >> 2; w < W {
 					sc.have[x&3][w>>5] |= 1 << (w & 31)
+					if i == 0 {
+						lo, hi = min(lo, int(w>>5)), max(hi, int(w>>5)+1)
+					}
 				}
 			}
 			for m := range NumMedia {
@@ -87,8 +98,8 @@ func (idx *Index) Match(hashes []uint64, dst []Match) []Match {
 				hv[m] = hs[2+m*hnw : 2+m*hnw+min(hnw, nw)]
 			}
 		}
-		any := uint32(0)
-		for k := range nw {
+		nlo, nhi := hi, lo
+		for k := lo; k < hi; k++ {
 			d, hh, dk := word(hv[Device], k), word(hv[Host], k), word(hv[Disk], k)
 			lv := [NumMedia]uint32{d, d | hh, d | hh | dk}
 			if i == 0 {
@@ -108,7 +119,9 @@ func (idx *Index) Match(hashes []uint64, dst []Match) []Match {
 				}
 				sc.live[l][k] = cur
 			}
-			any |= sc.live[Disk][k]
+			if sc.live[Disk][k] != 0 {
+				nlo, nhi = min(nlo, k), max(nhi, k+1)
+			}
 		}
 		if list {
 			for _, x := range hs {
@@ -119,24 +132,28 @@ func (idx *Index) Match(hashes []uint64, dst []Match) []Match {
 		}
 		s.mu.RUnlock()
 		if i == 0 {
-			copy(sc.first, sc.live[Disk][:nw])
+			lo0, hi0 = lo, hi
+			if lo < hi {
+				copy(sc.first[lo:hi], sc.live[Disk][lo:hi])
+			}
 		}
-		if any == 0 {
+		if nlo >= nhi {
 			walked = -1 // everyone's depth was set when they dropped
 			break
 		}
+		lo, hi = nlo, nhi
 	}
 	if walked > 0 {
 		for l := range NumMedia {
-			for k, b := range sc.live[l][:nw] {
-				for ; b != 0; b &= b - 1 {
+			for k := lo; k < hi; k++ {
+				for b := sc.live[l][k]; b != 0; b &= b - 1 {
 					sc.depth[k<<5|bits.TrailingZeros32(b)][l] = uint32(walked)
 				}
 			}
 		}
 	}
-	for k, b := range sc.first[:nw] {
-		for ; b != 0; b &= b - 1 {
+	for k := lo0; k < hi0; k++ {
+		for b := sc.first[k]; b != 0; b &= b - 1 {
 			id := k<<5 | bits.TrailingZeros32(b)
 			d := &sc.depth[id]
 			w := ws[id]
