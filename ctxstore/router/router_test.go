@@ -1,0 +1,226 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// fakeTier holds a set of keys and records pins.
+type fakeTier struct {
+	have   map[uint64]bool
+	pinned map[uint64]time.Duration
+	err    error
+}
+
+func (f *fakeTier) Lookup(_ context.Context, keys []block.Key) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	for i, k := range keys {
+		if !f.have[k.Hash] {
+			return i, nil
+		}
+	}
+	return len(keys), nil
+}
+
+func (f *fakeTier) PinBatch(_ context.Context, keys []block.Key, ttl time.Duration) []error {
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		if !f.have[k.Hash] {
+			errs[i] = block.ErrNotFound
+			continue
+		}
+		f.pinned[k.Hash] = ttl
+	}
+	return errs
+}
+
+type fakeNS struct{}
+
+func (fakeNS) Namespace(name string) (block.Namespace, error) {
+	ns := block.DefaultNamespaceConfig()
+	switch name {
+	case "m":
+		ns.Name, ns.BlockTokens = name, 100
+	case "t":
+		ns.Name, ns.BlockTokens = name, 4
+	default:
+		return block.Namespace{}, block.ErrUnknownNamespace
+	}
+	return ns, nil
+}
+
+// sumHash is a stand-in hash scheme: block i's hash is the running sum of tokens + 1000*(i+1).
+func sumHash(ns block.Namespace, toks []uint32) ([]uint64, error) {
+	var out []uint64
+	var acc uint64
+	for i := 0; i+ns.BlockTokens <= len(toks); i += ns.BlockTokens {
+		for _, t := range toks[i : i+ns.BlockTokens] {
+			acc += uint64(t)
+		}
+		out = append(out, acc+1000*uint64(len(out)+1))
+	}
+	return out, nil
+}
+
+func newRouter(t *testing.T, tier *fakeTier) *Router {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Cost = testCost
+	cfg.Seed = 1
+	r, err := New(cfg, Deps{Tier: tier, Pinner: tier, Namespaces: fakeNS{}, Hash: sumHash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestRoutePrefersCacheAndTier(t *testing.T) {
+	tier := &fakeTier{have: map[uint64]bool{1: true, 2: true, 3: true}, pinned: map[uint64]time.Duration{}}
+	r := newRouter(t, tier)
+	ctx := context.Background()
+	if _, err := r.Apply("m", "hot", []Event{stored(Device, nil, 1, 2, 3, 4)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Apply("m", "cold", []Event{stored(Device, nil, 9)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Route(ctx, Query{Namespace: "m", BlockHashes: []uint64{1, 2, 3, 4, 5}, Hints: Hints{PinTTL: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Recommended != "hot" || res.TierDepth != 3 || res.BlockTokens != 100 {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Workers[0].Worker != "hot" || res.Workers[0].Device != 4 || res.Workers[1].Device != 0 {
+		t.Fatalf("workers %+v", res.Workers)
+	}
+	// cold fetches 3 blocks from the tier and recomputes 2.
+	if c := res.Workers[1].Cost; c.FetchBlocks != 3 || c.RecomputeBlocks != 2 {
+		t.Fatalf("cold cost %+v", c)
+	}
+	if res.Pinned != 3 || tier.pinned[1] != time.Minute || len(tier.pinned) != 3 {
+		t.Fatalf("pinned %d %v", res.Pinned, tier.pinned)
+	}
+
+	// Load on hot outweighs its cache: 20 queued prefill blocks = 2 s.
+	if err := r.ReportLoad("m", "hot", Load{PrefillBlocks: 20}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Route(ctx, Query{Namespace: "m", BlockHashes: []uint64{1, 2, 3, 4, 5}})
+	if err != nil || res.Recommended != "cold" {
+		t.Fatalf("loaded: %+v %v", res, err)
+	}
+
+	// A tier failure is reported and routing goes on without it.
+	tier.err = errors.New("tier down")
+	res, err = r.Route(ctx, Query{Namespace: "m", BlockHashes: []uint64{1}})
+	if err != nil || res.TierError == "" || res.TierDepth != 0 || res.Recommended == "" {
+		t.Fatalf("tier down: %+v %v", res, err)
+	}
+}
+
+func TestRouteTokensAndCommit(t *testing.T) {
+	tier := &fakeTier{have: map[uint64]bool{}, pinned: map[uint64]time.Duration{}}
+	r := newRouter(t, tier)
+	ctx := context.Background()
+	toks := []uint32{1, 1, 1, 1, 2, 2, 2, 2, 3} // two whole blocks
+	hs, _ := sumHash(block.Namespace{BlockTokens: 4}, toks)
+	for _, w := range []string{"a", "b"} {
+		if err := r.ReportLoad("t", w, Load{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Apply("t", "b", []Event{stored(Host, nil, hs...)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Route(ctx, Query{Namespace: "t", TokenIDs: toks, Commit: true, Hints: Hints{ExpectedOutputTokens: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Blocks != 2 || res.Recommended != "b" || res.Workers[0].Host != 2 {
+		t.Fatalf("%+v", res)
+	}
+	// Commit added b's predicted load: 2 prefill (loaded) blocks, 2+2 decode blocks.
+	for _, wi := range r.Workers("t") {
+		if wi.Worker == "b" && (wi.Load != Load{PrefillBlocks: 2, DecodeBlocks: 4}) {
+			t.Fatalf("b load %+v", wi.Load)
+		}
+	}
+	// A load report replaces the prediction.
+	_ = r.ReportLoad("t", "b", Load{DecodeBlocks: 1})
+	for _, wi := range r.Workers("t") {
+		if wi.Worker == "b" && (wi.Load != Load{DecodeBlocks: 1}) {
+			t.Fatalf("b load after report %+v", wi.Load)
+		}
+	}
+	// Token queries need the namespace's scheme.
+	if _, err := r.Route(ctx, Query{Namespace: "other", TokenIDs: toks}); !errors.Is(err, block.ErrInvalidArgument) {
+		t.Fatalf("unknown namespace token query: %v", err)
+	}
+}
+
+func TestRouteTemperatureSpreads(t *testing.T) {
+	r := newRouter(t, &fakeTier{have: map[uint64]bool{}, pinned: map[uint64]time.Duration{}})
+	ctx := context.Background()
+	_, _ = r.Apply("m", "a", []Event{stored(Device, nil, 1, 2)})
+	_, _ = r.Apply("m", "b", []Event{stored(Device, nil, 1)})
+	temp := 2.0
+	seen := map[string]int{}
+	for range 200 {
+		res, err := r.Route(ctx, Query{Namespace: "m", BlockHashes: []uint64{1, 2}, Temperature: &temp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[res.Recommended]++
+	}
+	if seen["a"] <= seen["b"] || seen["b"] == 0 {
+		t.Fatalf("sampling %v", seen)
+	}
+	// Top priority routes greedily whatever the temperature.
+	for range 50 {
+		res, _ := r.Route(ctx, Query{Namespace: "m", BlockHashes: []uint64{1, 2}, Temperature: &temp, Hints: Hints{Priority: block.MaxPriority}})
+		if res.Recommended != "a" {
+			t.Fatalf("priority 7 picked %s", res.Recommended)
+		}
+	}
+}
+
+func TestRouteRejects(t *testing.T) {
+	r := newRouter(t, &fakeTier{have: map[uint64]bool{}, pinned: map[uint64]time.Duration{}})
+	ctx := context.Background()
+	neg := -1.0
+	for name, q := range map[string]Query{
+		"bad namespace": {Namespace: "Bad NS"},
+		"priority":      {Namespace: "m", Hints: Hints{Priority: 9}},
+		"negative ttl":  {Namespace: "m", Hints: Hints{PinTTL: -time.Second}},
+		"temperature":   {Namespace: "m", Temperature: &neg},
+		"too many":      {Namespace: "m", BlockHashes: make([]uint64, 1<<17)},
+	} {
+		if _, err := r.Route(ctx, q); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := r.ReportLoad("m", "w", Load{PrefillBlocks: -1}); err == nil {
+		t.Error("negative load accepted")
+	}
+	if _, err := New(Config{}, Deps{}); err == nil {
+		t.Error("zero config accepted")
+	}
+}
+
+func TestObserveFetch(t *testing.T) {
+	r := newRouter(t, &fakeTier{})
+	before := r.FetchBytesPerSec()
+	for range 50 {
+		r.ObserveFetch(1e9, time.Second) // 1 GB/s measured
+	}
+	if got := r.FetchBytesPerSec(); got <= before || got < 0.99e9 {
+		t.Fatalf("fetch bandwidth %v -> %v", before, got)
+	}
+}

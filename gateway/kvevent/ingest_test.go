@@ -1,0 +1,314 @@
+package kvevent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxtier/ctxtier/ctxstore/router"
+)
+
+// encStored builds a legacy (array_like) one-event batch payload storing
+// hashes after parent (0: none) on medium.
+func encStored(t testing.TB, parent uint64, medium string, hashes ...uint64) []byte {
+	t.Helper()
+	var hs string
+	for _, h := range hashes {
+		hs += fmt.Sprintf("cf %016x", h)
+	}
+	p := "c0"
+	if parent != 0 {
+		p = fmt.Sprintf("cf %016x", parent)
+	}
+	return hx(t, "92 00 91 97", str("BlockStored"), fmt.Sprintf("%02x", 0x90|len(hashes)), hs, p, "90 10 c0", str(medium))
+}
+
+func encCleared(t testing.TB) []byte {
+	return hx(t, "92 00 91 91", str("AllBlocksCleared"))
+}
+
+type env struct {
+	r   *router.Router
+	in  *Ingestor
+	reg *prometheus.Registry
+	src Source
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	r, err := router.New(router.DefaultConfig(), router.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	in, err := New(DefaultConfig(), r, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{r: r, in: in, reg: reg, src: Source{Proto: "zmq", Namespace: "m", Worker: "w0"}}
+}
+
+func (e *env) frame(t testing.TB, seq uint64, payload []byte, rp Replayer) Result {
+	t.Helper()
+	res, err := e.in.IngestFrame(context.Background(), e.src, Frame{Seq: seq, Payload: payload}, rp)
+	if err != nil {
+		t.Fatalf("seq %d: %v", seq, err)
+	}
+	return res
+}
+
+// depth is the worker's Disk-level depth for hashes, and whether it is stale.
+func (e *env) depth(hashes ...uint64) (int, bool) {
+	idx, _ := e.r.Index("m", false)
+	if idx == nil {
+		return 0, false
+	}
+	for _, m := range idx.Match(hashes, nil) {
+		if m.Worker == e.src.Worker {
+			return m.Depth[router.Disk], m.Stale
+		}
+	}
+	return 0, idx.Stale(e.src.Worker)
+}
+
+func TestInOrderAndGapMarksStale(t *testing.T) {
+	e := newEnv(t)
+	e.frame(t, 0, encStored(t, 0, "GPU", 1, 2), nil)
+	if r := e.frame(t, 1, encStored(t, 2, "GPU", 3), nil); r.Verdict != "in_order" {
+		t.Fatalf("verdict %s", r.Verdict)
+	}
+	// Batches 2..4 are lost.
+	r := e.frame(t, 5, encStored(t, 3, "GPU", 4), nil)
+	if r.Verdict != "gap" || r.Missing != 3 || !r.Stale {
+		t.Fatalf("gap result %+v", r)
+	}
+	if d, stale := e.depth(1, 2, 3, 4); d != 4 || !stale {
+		t.Fatalf("depth %d stale %v", d, stale)
+	}
+	if got := counter(t, e.reg, "ctxtier_kvevent_sequence_gaps_total", "w0"); got != 1 {
+		t.Fatalf("gap metric %v", got)
+	}
+	if got := counter(t, e.reg, "ctxtier_kvevent_missed_batches_total", "w0"); got != 3 {
+		t.Fatalf("missed metric %v", got)
+	}
+	// Stays stale through further in-order batches...
+	e.frame(t, 6, encStored(t, 4, "GPU", 5), nil)
+	if _, stale := e.depth(1); !stale {
+		t.Fatal("stale mark lost")
+	}
+	// ...until AllBlocksCleared; fresh stores after it are trusted.
+	e.frame(t, 7, encCleared(t), nil)
+	e.frame(t, 8, encStored(t, 0, "GPU", 1), nil)
+	if d, stale := e.depth(1, 2); d != 1 || stale {
+		t.Fatalf("after clear: depth %d stale %v", d, stale)
+	}
+}
+
+func TestDumpClearsStale(t *testing.T) {
+	e := newEnv(t)
+	e.frame(t, 0, encStored(t, 0, "GPU", 1, 2), nil)
+	e.frame(t, 3, encStored(t, 2, "GPU", 3), nil) // gap
+	dump := Batch{Events: []router.Event{{Kind: router.Stored, Hashes: []uint64{1, 7}, Medium: router.Host}}}
+	res, err := e.in.ApplyDump(e.src, 10, true, "", dump)
+	if err != nil || res.Applied != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if d, stale := e.depth(1, 7); d != 2 || stale {
+		t.Fatalf("after dump: depth %d stale %v", d, stale)
+	}
+	if d, _ := e.depth(1, 2); d != 1 {
+		t.Fatalf("pre-dump entry survived: %d", d)
+	}
+	// The dump's seq is the worker's position: 11 is in order.
+	if r := e.frame(t, 11, encStored(t, 7, "GPU", 8), nil); r.Verdict != "in_order" {
+		t.Fatalf("after dump %s", r.Verdict)
+	}
+	// A dump must hold only stores.
+	if _, err := e.in.ApplyDump(e.src, 0, false, "", Batch{Events: []router.Event{{Kind: router.Cleared}}}); err == nil {
+		t.Fatal("dump with a clear accepted")
+	}
+}
+
+func TestRestartAndDuplicate(t *testing.T) {
+	e := newEnv(t)
+	for seq := range uint64(5) {
+		e.frame(t, seq, encStored(t, seq, "GPU", seq+1), nil)
+	}
+	if d, _ := e.depth(1, 2, 3, 4, 5); d != 5 {
+		t.Fatalf("depth %d", d)
+	}
+	// The last batch again (a retry) changes nothing.
+	if r := e.frame(t, 4, encStored(t, 4, "GPU", 5), nil); r.Verdict != "duplicate" || r.Applied != 0 {
+		t.Fatalf("duplicate: %+v", r)
+	}
+	// The sequence starts over: the engine restarted with an empty cache.
+	if r := e.frame(t, 0, encStored(t, 0, "GPU", 9), nil); r.Verdict != "restart" {
+		t.Fatalf("restart: %+v", r)
+	}
+	if d, _ := e.depth(1); d != 0 {
+		t.Fatalf("pre-restart entries kept: %d", d)
+	}
+	if d, stale := e.depth(9); d != 1 || stale {
+		t.Fatalf("post-restart: %d %v", d, stale)
+	}
+	// A new publisher stream id is a restart too, whatever the number.
+	res, err := e.in.IngestFrame(context.Background(), e.src, Frame{Seq: 1, Stream: "new-stream-id-16", Payload: encStored(t, 0, "GPU", 10)}, nil)
+	if err != nil || res.Verdict != "restart" {
+		t.Fatalf("stream change: %+v %v", res, err)
+	}
+	if got := counter(t, e.reg, "ctxtier_kvevent_worker_restarts_total", "w0"); got != 2 {
+		t.Fatalf("restart metric %v", got)
+	}
+}
+
+// fakeReplayer serves stored frames from a sequence on.
+type fakeReplayer struct {
+	frames []Frame
+	err    error
+	asked  []uint64
+}
+
+func (f *fakeReplayer) Replay(_ context.Context, from uint64) ([]Frame, error) {
+	f.asked = append(f.asked, from)
+	var out []Frame
+	for _, fr := range f.frames {
+		if fr.Seq >= from {
+			out = append(out, fr)
+		}
+	}
+	return out, f.err
+}
+
+func TestGapHealedByReplay(t *testing.T) {
+	e := newEnv(t)
+	rp := &fakeReplayer{frames: []Frame{
+		{Seq: 1, Payload: encStored(t, 1, "GPU", 2)},
+		{Seq: 2, Payload: encStored(t, 2, "GPU", 3)},
+		{Seq: 3, Payload: encStored(t, 3, "GPU", 4)}, // the batch that revealed the gap: not reapplied
+	}}
+	e.frame(t, 0, encStored(t, 0, "GPU", 1), rp)
+	r := e.frame(t, 3, encStored(t, 3, "GPU", 4), rp)
+	if r.Verdict != "gap" || r.Missing != 2 || r.Replayed != 2 || r.Stale {
+		t.Fatalf("%+v", r)
+	}
+	if fmt.Sprint(rp.asked) != "[1]" {
+		t.Fatalf("asked %v", rp.asked)
+	}
+	// Replayed batches came in order before batch 3, so 4's parent was known.
+	if d, stale := e.depth(1, 2, 3, 4); d != 4 || stale {
+		t.Fatalf("depth %d stale %v", d, stale)
+	}
+	if got := counter(t, e.reg, "ctxtier_kvevent_gaps_healed_total", "w0"); got != 1 {
+		t.Fatalf("healed metric %v", got)
+	}
+
+	// A replay that falls short (the publisher's buffer moved on) leaves the worker stale.
+	e2 := newEnv(t)
+	short := &fakeReplayer{frames: []Frame{{Seq: 2, Payload: encStored(t, 2, "GPU", 3)}}}
+	e2.frame(t, 0, encStored(t, 0, "GPU", 1), short)
+	if r := e2.frame(t, 3, encStored(t, 3, "GPU", 4), short); r.Replayed != 0 || !r.Stale {
+		t.Fatalf("short replay %+v", r)
+	}
+	// And a failing one too.
+	e3 := newEnv(t)
+	bad := &fakeReplayer{err: errors.New("no route")}
+	e3.frame(t, 0, encStored(t, 0, "GPU", 1), bad)
+	if r := e3.frame(t, 2, encStored(t, 1, "GPU", 2), bad); !r.Stale {
+		t.Fatalf("failed replay %+v", r)
+	}
+}
+
+func TestMalformedBatchMarksStale(t *testing.T) {
+	e := newEnv(t)
+	e.frame(t, 0, encStored(t, 0, "GPU", 1), nil)
+	if _, err := e.in.IngestFrame(context.Background(), e.src, Frame{Seq: 1, Payload: []byte{0xc1}}, nil); err == nil {
+		t.Fatal("malformed payload accepted")
+	}
+	if d, stale := e.depth(1); d != 1 || !stale {
+		t.Fatalf("depth %d stale %v", d, stale)
+	}
+	// The bad batch consumed its number: 2 is in order.
+	if r := e.frame(t, 2, encStored(t, 1, "GPU", 2), nil); r.Verdict != "in_order" {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestDecodeJSON(t *testing.T) {
+	body := `{"namespace":"m","worker":"w0","seq":7,"ts":1.5,"data_parallel_rank":0,
+	  "events":[
+	    {"type":"BlockStored","block_hashes":[18446744073709551615,"00000000000000ff",-2],
+	     "parent_block_hash":null,"token_ids":[1,2],"block_size":16,"lora_id":null,"medium":"GPU"},
+	    {"type":"BlockRemoved","block_hashes":[1],"medium":"CPU"},
+	    {"type":"SomethingNew"},
+	    {"type":"AllBlocksCleared"}],
+	  "load":{"active_prefill_blocks":3,"active_decode_blocks":9}}`
+	env, err := DecodeJSON(strings.NewReader(body), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Worker != "w0" || env.Namespace != "m" || !env.HasSeq || env.Seq != 7 || env.Batch.Skipped != 1 ||
+		env.Load == nil || env.Load.DecodeBlocks != 9 {
+		t.Fatalf("%+v", env)
+	}
+	evs := env.Batch.Events
+	if len(evs) != 3 || fmt.Sprint(evs[0].Hashes) != fmt.Sprint([]uint64{^uint64(0), 255, ^uint64(1)}) ||
+		evs[1].Medium != router.Host || evs[2].Kind != router.Cleared {
+		t.Fatalf("events %+v", evs)
+	}
+	for name, bad := range map[string]string{
+		"no worker":     `{"events":[]}`,
+		"bad hash":      `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":[1.5]}]}`,
+		"short hex":     `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":["ff"]}]}`,
+		"huge":          `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":[18446744073709551616]}]}`,
+		"bad medium":    `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":[1],"medium":"tape"}]}`,
+		"no type":       `{"worker":"w","events":[{"block_hashes":[1]}]}`,
+		"trailing":      `{"worker":"w"} {}`,
+		"bad namespace": `{"worker":"w","namespace":"Bad NS"}`,
+		"negative rank": `{"worker":"w","data_parallel_rank":-1}`,
+		"not json":      `{`,
+	} {
+		if _, err := DecodeJSON(strings.NewReader(bad), 1<<20); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := DecodeJSON(strings.NewReader(body), 10); err == nil {
+		t.Error("over-size body accepted")
+	}
+}
+
+func FuzzDecodeJSON(f *testing.F) {
+	f.Add(`{"worker":"w","events":[{"type":"BlockStored","block_hashes":[1,"00000000000000ff"],"medium":"GPU"}]}`)
+	f.Add(`{"worker":"w","load":{"active_prefill_blocks":1}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		env, err := DecodeJSON(strings.NewReader(s), 1<<16)
+		if err == nil && env.Worker == "" {
+			t.Fatal("accepted without a worker")
+		}
+	})
+}
+
+// counter reads a counter from reg by name, for the series whose worker label is worker.
+func counter(t *testing.T, reg *prometheus.Registry, name, worker string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "worker" && l.GetValue() == worker {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
