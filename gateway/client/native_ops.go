@@ -271,9 +271,10 @@ func (c *Client) GetBatchInto(ctx context.Context, keys []block.Key, bufs [][]by
 	return sizes, errs, err
 }
 
-// verify checks a received block against the checksum the server sent.
+// verify checks a received block (summed as it was read) against the
+// checksum the server sent.
 func verify(k block.Key, it *wire.ItemResult) error {
-	if got := block.Checksum(it.Data); got != it.Sum {
+	if got := it.DataSum; got != it.Sum {
 		return fmt.Errorf("%w: %s: received bytes are %08x, server says %08x", block.ErrChecksum, k, got, it.Sum)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -21,6 +22,10 @@ type ItemResult struct {
 	Tier    uint8
 	Data    []byte
 	Skipped bool
+	// DataSum is the CRC-32C of Data as received, computed while reading
+	// (each chunk is summed as it lands, while it is still in cache); the
+	// receiver compares it with Sum.
+	DataSum uint32
 }
 
 // Response is a decoded response frame.
@@ -191,7 +196,36 @@ func (b *bodyReader) getItem(i int, it *ItemResult, dest Dest) error {
 		return b.skip(it.Size)
 	}
 	it.Data = dst[:it.Size]
-	return b.read(it.Data)
+	return b.readSum(it)
+}
+
+// readChunk bounds how much block data is read before it is checksummed,
+// so the checksum reads the bytes from cache rather than memory.
+const readChunk = 128 << 10
+
+// readSum reads it.Data and computes it.DataSum chunk by chunk as it arrives.
+func (b *bodyReader) readSum(it *ItemResult) error {
+	p := it.Data
+	if uint64(len(p)) > uint64(b.left) {
+		return fmt.Errorf("%w: response body ends %d bytes early", errcode.ErrMalformedFrame, uint64(len(p))-uint64(b.left))
+	}
+	var sum uint32
+	for off := 0; off < len(p); {
+		n, err := b.r.Read(p[off:min(off+readChunk, len(p))])
+		if n > 0 {
+			sum = block.UpdateChecksum(sum, p[off:off+n])
+			off += n
+		}
+		if err != nil && off < len(p) {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("%w: reading response: %w", errcode.ErrMalformedFrame, err)
+		}
+	}
+	b.left -= uint32(len(p))
+	it.DataSum = sum
+	return nil
 }
 
 func (b *bodyReader) skip(n uint32) error {
