@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -34,11 +35,11 @@ func start(t *testing.T, cfg native.Config, extra ...block.Namespace) (*nativete
 
 func payload(seed uint64, n int) []byte {
 	r := rand.New(rand.NewPCG(seed, 7))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
+	b := make([]byte, n+8)
+	for i := 0; i < n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
 	}
-	return b
+	return b[:n:n]
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -312,4 +313,41 @@ func TestRedialAfterServerDrop(t *testing.T) {
 		}
 	}
 	_ = srv
+}
+
+// corruptTier serves every block with a wrong checksum, as a broken server
+// or a flipped bit on the way would.
+type corruptTier struct{ *nativetest.MapTier }
+
+func (c corruptTier) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
+	ref, err := c.MapTier.Get(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	bad := block.NewRef(ref.Data, ref.Sum^1, ref.Tier, ref.Release)
+	return bad, nil
+}
+
+func TestGetChecksumMismatch(t *testing.T) {
+	mt := nativetest.NewMapTier()
+	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), corruptTier{mt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := Dial(ctx, srv.Addr, Options{Conns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k := block.NewKey("default", 5)
+	if err := c.Put(ctx, k, []byte("bytes")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, k); !errors.Is(err, block.ErrChecksum) {
+		t.Fatalf("Get: %v", err)
+	}
+	if _, err := c.GetInto(ctx, k, make([]byte, 10)); !errors.Is(err, block.ErrChecksum) {
+		t.Fatalf("GetInto: %v", err)
+	}
 }
