@@ -48,7 +48,7 @@ func parseLoadFlags(args []string, errOut io.Writer) (loadConfig, error) {
 	fs.StringVar(&c.Namespace, "namespace", block.DefaultNamespace, "namespace of the blocks")
 	fs.StringVar(&size, "block-size", "2MiB", "block size (bytes, or with a KiB/MiB/GiB or KB/MB/GB suffix)")
 	fs.IntVar(&c.Clients, "clients", 4, "concurrent clients, one connection each")
-	fs.IntVar(&c.Depth, "depth", 2, "requests each client keeps in flight (pipelined on its connection)")
+	fs.IntVar(&c.Depth, "depth", 1, "requests each client keeps in flight (pipelined on its connection)")
 	fs.Float64Var(&c.GetRatio, "get-ratio", 1, "fraction of operations that are gets (the rest are puts), 0..1")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long to run")
 	fs.IntVar(&c.Keys, "keys", 64, "working set: distinct blocks put before and touched during the run")
@@ -170,6 +170,10 @@ func runLoadWith(ctx context.Context, cfg loadConfig, out, progress io.Writer) e
 		rounds = max(1, min(5, int(cfg.Duration/(500*time.Millisecond))))
 	}
 	seg := cfg.Duration / time.Duration(rounds)
+	var raw *rawBaseline
+	if cfg.VsBaseline {
+		raw = newRawBaseline(ws, cfg.Clients, cfg.Keys)
+	}
 	var st loadStats
 	var rawBytes float64
 	var rawTime time.Duration
@@ -183,7 +187,7 @@ func runLoadWith(ctx context.Context, cfg loadConfig, out, progress io.Writer) e
 			return err
 		}
 		if cfg.VsBaseline {
-			gbps, err := rawTCPBaseline(ctx, cfg.BlockSize, cfg.Clients, d)
+			gbps, err := raw.run(ctx, d)
 			if err != nil {
 				return fmt.Errorf("raw TCP baseline: %w", err)
 			}
@@ -216,7 +220,7 @@ func runLoadWith(ctx context.Context, cfg loadConfig, out, progress io.Writer) e
 			fmt.Fprintf(out, "first error: %s\n", res.FirstErr)
 		}
 		if cfg.VsBaseline {
-			fmt.Fprintf(out, "raw tcp: %.3f GB/s (%d connections, %d-byte blocks, no protocol)\n", res.RawGBps, cfg.Clients, cfg.BlockSize)
+			fmt.Fprintf(out, "raw tcp: %.3f GB/s (%d connections, %d distinct %d-byte blocks, no protocol)\n", res.RawGBps, cfg.Clients, len(raw.blocks), cfg.BlockSize)
 		}
 	}
 	if cfg.VsBaseline {

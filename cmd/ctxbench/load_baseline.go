@@ -10,33 +10,54 @@ import (
 	"time"
 )
 
-// rawTCPBaseline measures what loopback TCP alone moves with no protocol: a
-// local listener streams blocks of blockSize over conns connections, the
-// receivers read every block fully into a buffer, for d. It returns GB/s
-// received. This is the ceiling the native protocol is compared against.
-func rawTCPBaseline(ctx context.Context, blockSize, conns int, d time.Duration) (float64, error) {
+// maxBaselineBytes caps the memory the baseline's distinct source blocks take.
+const maxBaselineBytes = 512 << 20
+
+// rawBaseline measures what loopback TCP alone moves with no protocol: a
+// local listener streams blocks over the same number of connections, the
+// receivers read every block fully into a buffer. The senders cycle through
+// as many distinct blocks as the load's working set (up to
+// maxBaselineBytes), so both sides copy from the same memory footprint and
+// the ratio isolates the protocol's cost from the cache's.
+type rawBaseline struct {
+	blockSize int
+	conns     int
+	blocks    [][]byte
+}
+
+func newRawBaseline(ws *workingSet, conns, keys int) *rawBaseline {
+	bs := len(ws.base)
+	n := max(1, min(keys, maxBaselineBytes/bs))
+	b := &rawBaseline{blockSize: bs, conns: conns, blocks: make([][]byte, n)}
+	for i := range b.blocks {
+		b.blocks[i] = make([]byte, bs)
+		ws.fill(b.blocks[i], i)
+	}
+	return b
+}
+
+// run streams for d and returns GB/s received.
+func (b *rawBaseline) run(ctx context.Context, d time.Duration) (float64, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer ln.Close()
 	var senders sync.WaitGroup
+	var accepted atomic.Int64
 	go func() {
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			j := int(accepted.Add(1))
 			senders.Add(1)
 			go func() {
 				defer senders.Done()
 				defer nc.Close()
-				src := make([]byte, blockSize)
-				for i := range src {
-					src[i] = byte(i * 7)
-				}
-				for {
-					if _, err := nc.Write(src); err != nil {
+				for i := j; ; i++ {
+					if _, err := nc.Write(b.blocks[i%len(b.blocks)]); err != nil {
 						return
 					}
 				}
@@ -47,9 +68,9 @@ func rawTCPBaseline(ctx context.Context, blockSize, conns int, d time.Duration) 
 	defer cancel()
 	var total atomic.Int64
 	var wg sync.WaitGroup
-	errc := make(chan error, conns)
+	errc := make(chan error, b.conns)
 	start := time.Now()
-	for range conns {
+	for range b.conns {
 		nc, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			return 0, err
@@ -60,7 +81,7 @@ func rawTCPBaseline(ctx context.Context, blockSize, conns int, d time.Duration) 
 			defer nc.Close()
 			stop := context.AfterFunc(runCtx, func() { nc.SetReadDeadline(time.Unix(1, 0)) })
 			defer stop()
-			buf := make([]byte, blockSize)
+			buf := make([]byte, b.blockSize)
 			for runCtx.Err() == nil {
 				if _, err := io.ReadFull(nc, buf); err != nil {
 					if runCtx.Err() == nil {
@@ -68,7 +89,7 @@ func rawTCPBaseline(ctx context.Context, blockSize, conns int, d time.Duration) 
 					}
 					return
 				}
-				total.Add(int64(blockSize))
+				total.Add(int64(b.blockSize))
 			}
 		}()
 	}

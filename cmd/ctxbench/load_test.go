@@ -65,7 +65,7 @@ func TestLoadAgainstMapTier(t *testing.T) {
 	if v := os.Getenv("CTXBENCH_LOAD_GET_RATIO"); v != "" {
 		ratio = v
 	}
-	args := strings.Fields("--clients 4 --keys 16 --vs-baseline --block-size " + size + " --get-ratio " + ratio + " --duration " + d.String() + " --addr " + srv.Addr)
+	args := strings.Fields("--clients 4 --vs-baseline --keys " + envOr("CTXBENCH_LOAD_KEYS", "16") + " --block-size " + size + " --get-ratio " + ratio + " --duration " + d.String() + " --addr " + srv.Addr)
 	if v := os.Getenv("CTXBENCH_LOAD_DEPTH"); v != "" {
 		args = append(args, "--depth", v)
 	}
@@ -85,7 +85,14 @@ func TestLoadAgainstMapTier(t *testing.T) {
 	if !strings.Contains(out.String(), " 0 errors") {
 		t.Fatalf("errors during the run:\n%s", out.String())
 	}
-	if srv.Tier.Len() != 16 {
+	if srv.Tier.Len() != cfg.Keys {
 		t.Fatalf("working set: %d blocks stored, want 16", srv.Tier.Len())
 	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
 }
