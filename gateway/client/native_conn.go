@@ -1,0 +1,270 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/gateway/native/wire"
+)
+
+const (
+	readBufSize    = 64 << 10
+	flushThreshold = 64 << 10
+)
+
+// nconn is one pipelined connection: callers write request frames under
+// wmu and wait on their call; one reader goroutine reads responses, matches
+// them to calls by request id and decodes GET payloads straight into the
+// callers' buffers.
+type nconn struct {
+	nc     net.Conn
+	br     *bufio.Reader
+	limits wire.Limits
+	wto    time.Duration
+	ids    atomic.Uint64
+
+	wmu     sync.Mutex
+	waiting atomic.Int32 // writers queued on wmu
+	wbuf    []byte       // small frames gathered while other writers wait
+	scratch net.Buffers
+
+	mu      sync.Mutex
+	pending map[uint64]*call
+	err     error // set once the connection is broken
+}
+
+// call states: a waiting call may be abandoned by its caller (context
+// ended); once the reader starts decoding into it, the caller must wait.
+const (
+	callWaiting int32 = iota
+	callReading
+	callAbandoned
+)
+
+type call struct {
+	op    wire.Op
+	count uint32
+	dest  wire.Dest
+	state atomic.Int32
+	done  chan struct{}
+	resp  *wire.Response
+	err   error
+}
+
+func dialConn(ctx context.Context, addr string, opts Options) (*nconn, error) {
+	if opts.DialTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.DialTimeout)
+		defer cancel()
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial %s: %v", block.ErrUnavailable, addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c := &nconn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), wto: opts.WriteTimeout, pending: map[uint64]*call{}}
+	if err := c.handshake(ctx, opts); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	go c.readLoop()
+	return c, nil
+}
+
+func (c *nconn) handshake(ctx context.Context, opts Options) error {
+	if dl, ok := ctx.Deadline(); ok {
+		c.nc.SetDeadline(dl)
+		defer c.nc.SetDeadline(time.Time{})
+	}
+	v := opts.version
+	if v == 0 {
+		v = wire.Version
+	}
+	if _, err := c.nc.Write(wire.AppendHello(nil, v)); err != nil {
+		return fmt.Errorf("%w: handshake: %v", block.ErrUnavailable, err)
+	}
+	var rb [wire.HelloReplySize]byte
+	if _, err := io.ReadFull(c.br, rb[:]); err != nil {
+		return fmt.Errorf("%w: handshake: %v", block.ErrUnavailable, err)
+	}
+	r, err := wire.DecodeHelloReply(rb[:])
+	if err != nil {
+		return err
+	}
+	if r.Code != errcode.OK {
+		return r.Code.Err(fmt.Sprintf("handshake refused: %s (client version %d, server version %d)", r.Code, v, r.Version))
+	}
+	if r.Version != v {
+		return errcode.VersionMismatch.Err(fmt.Sprintf("server speaks protocol version %d, client %d", r.Version, v))
+	}
+	if r.Limits.MaxFrameSize < wire.HeaderSize || r.Limits.MaxResponseSize < wire.HeaderSize || r.Limits.MaxBatch == 0 {
+		return errcode.MalformedFrame.Err("handshake reply announces unusable limits")
+	}
+	c.limits = r.Limits
+	return nil
+}
+
+func (c *nconn) healthy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err == nil
+}
+
+// fail breaks the connection: every pending call fails with an error
+// wrapping cause (block.ErrClosed when the client closes, else
+// block.ErrUnavailable).
+func (c *nconn) fail(cause error) {
+	c.mu.Lock()
+	if c.err == nil {
+		if errcode.Of(cause) == errcode.Closed {
+			c.err = fmt.Errorf("client: %w", cause)
+		} else {
+			c.err = fmt.Errorf("%w: native connection to %s: %v", block.ErrUnavailable, c.nc.RemoteAddr(), cause)
+		}
+	}
+	err := c.err
+	calls := c.pending
+	c.pending = map[uint64]*call{}
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, cl := range calls {
+		cl.err = err
+		close(cl.done)
+	}
+}
+
+// start registers a call and writes its frame. head holds room for the
+// header (filled in here) and every non-payload byte; when the frame carries
+// block payloads (payload bytes in all), segs interleaves slices of head with
+// them and is written with one writev.
+func (c *nconn) start(cl *call, head []byte, segs net.Buffers, payload int64) error {
+	cl.done = make(chan struct{})
+	id := c.ids.Add(1)
+	wire.PutHeader(head, wire.Header{Length: uint32(int64(len(head)-wire.HeaderSize) + payload), Op: cl.op, ID: id, Count: cl.count})
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.pending[id] = cl
+	c.mu.Unlock()
+
+	c.waiting.Add(1)
+	c.wmu.Lock()
+	c.waiting.Add(-1)
+	var err error
+	if segs == nil {
+		c.wbuf = append(c.wbuf, head...)
+		// Gather small frames while other writers wait; the last one writes.
+		if c.waiting.Load() == 0 || len(c.wbuf) >= flushThreshold {
+			err = c.write(net.Buffers{c.wbuf})
+			c.wbuf = c.wbuf[:0]
+		}
+	} else {
+		if len(c.wbuf) > 0 {
+			segs = append(net.Buffers{c.wbuf}, segs...)
+		}
+		err = c.write(segs)
+		c.wbuf = c.wbuf[:0]
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(err) // fails cl too; wait reports it
+	}
+	return nil
+}
+
+func (c *nconn) write(segs net.Buffers) error {
+	if c.wto > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(c.wto))
+	}
+	c.scratch = append(c.scratch[:0], segs...)
+	_, err := c.scratch.WriteTo(c.nc)
+	clear(c.scratch)
+	return err
+}
+
+// wait blocks until cl's response arrived or ctx ended. A call whose
+// response is already being read into the caller's buffers is waited for
+// even after ctx ends, so the buffers are never written after return.
+func (c *nconn) wait(ctx context.Context, cl *call) (*wire.Response, error) {
+	select {
+	case <-cl.done:
+	case <-ctx.Done():
+		if cl.state.CompareAndSwap(callWaiting, callAbandoned) {
+			return nil, ctx.Err()
+		}
+		<-cl.done
+	}
+	if cl.err != nil {
+		return nil, cl.err
+	}
+	return cl.resp, nil
+}
+
+var skipAll = func(int, uint32) []byte { return []byte{} }
+
+func (c *nconn) readLoop() {
+	var hb [wire.HeaderSize]byte
+	for {
+		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+			c.fail(err)
+			return
+		}
+		h, err := wire.DecodeHeader(hb[:], c.limits.MaxResponseSize)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[h.ID]
+		delete(c.pending, h.ID)
+		c.mu.Unlock()
+		if cl == nil {
+			// An answer to no request: the server could not attribute a
+			// fatal error (e.g. a truncated header), or the stream is corrupt.
+			msg := fmt.Sprintf("response for unknown request id %d (code %s)", h.ID, h.Code)
+			if h.Code != errcode.OK {
+				if r, err := wire.ReadResponse(c.br, h, skipAll); err == nil {
+					msg = r.Message
+				}
+				c.fail(h.Code.Err(msg))
+				return
+			}
+			c.fail(errcode.MalformedFrame.Err(msg))
+			return
+		}
+		dest := cl.dest
+		if !cl.state.CompareAndSwap(callWaiting, callReading) {
+			dest = skipAll // abandoned: read past its payloads
+		}
+		if h.Op != cl.op {
+			err = fmt.Errorf("%w: response opcode %s for a %s request", errcode.ErrMalformedFrame, h.Op, cl.op)
+		} else {
+			cl.resp, err = wire.ReadResponse(c.br, h, dest)
+		}
+		if err == nil && h.Code == errcode.OK && cl.resp.Items != nil && len(cl.resp.Items) != int(cl.count) {
+			err = fmt.Errorf("%w: %d results for %d items", errcode.ErrMalformedFrame, len(cl.resp.Items), cl.count)
+		}
+		if err != nil {
+			c.mu.Lock()
+			c.pending[h.ID] = cl // fail answers it with the connection's error
+			c.mu.Unlock()
+			c.fail(err)
+			return
+		}
+		close(cl.done)
+	}
+}

@@ -1,0 +1,52 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// Options configure a Client.
+type Options struct {
+	// Conns is the number of pooled connections; calls are spread over them
+	// round robin and pipelined on each.
+	Conns int
+	// DialTimeout bounds dialing and the handshake of one connection (the
+	// context given to Dial may end it sooner).
+	DialTimeout time.Duration
+	// WriteTimeout bounds writing one request frame (0: none).
+	WriteTimeout time.Duration
+
+	// version overrides the protocol version sent in the handshake (tests).
+	version uint16
+}
+
+// DefaultOptions returns the defaults: 2 connections, 5 s dial timeout, 30 s
+// write timeout.
+func DefaultOptions() Options {
+	return Options{Conns: 2, DialTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
+}
+
+// withDefaults fills zero fields from DefaultOptions.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.Conns == 0 {
+		o.Conns = d.Conns
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = d.DialTimeout
+	}
+	return o
+}
+
+// Validate checks the options (after zero fields took their defaults).
+func (o Options) Validate() error {
+	switch {
+	case o.Conns < 1 || o.Conns > 1024:
+		return fmt.Errorf("%w: client: Conns %d out of range 1..1024", block.ErrInvalidArgument, o.Conns)
+	case o.DialTimeout < 0 || o.WriteTimeout < 0:
+		return fmt.Errorf("%w: client: timeouts must not be negative", block.ErrInvalidArgument)
+	}
+	return nil
+}

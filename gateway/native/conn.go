@@ -1,0 +1,265 @@
+package native
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/gateway/native/wire"
+)
+
+// readBufSize is the bufio size for headers and small frames; larger reads
+// (block payloads) bypass it and go straight into their destination.
+const readBufSize = 64 << 10
+
+// flushThreshold is how many bytes of small responses the writer gathers
+// before a write, when more responses are queued.
+const flushThreshold = 64 << 10
+
+// conn is one client connection: a reader goroutine decodes and executes
+// requests in order and queues their responses; a writer goroutine writes
+// them (small ones gathered, block payloads by writev straight from the
+// tier's memory) and then releases the block leases.
+type conn struct {
+	s  *Server
+	nc net.Conn
+	br *bufio.Reader
+	// out carries responses from reader to writer; its capacity is
+	// Config.MaxInFlight, which bounds the responses (and so the leases)
+	// queued per connection.
+	out chan *response
+
+	mu      sync.Mutex
+	idle    bool // the reader waits for the next frame header
+	closing bool // Shutdown: read no more requests
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), out: make(chan *response, s.cfg.MaxInFlight)}
+}
+
+// stopReading makes the reader stop before the next request; a reader
+// already waiting for a header is woken by an expired deadline.
+func (c *conn) stopReading() {
+	c.mu.Lock()
+	c.closing = true
+	if c.idle {
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+	c.mu.Unlock()
+}
+
+// beginIdle marks the reader as waiting for a header; false means stop.
+func (c *conn) beginIdle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.idle = true
+	return true
+}
+
+func (c *conn) endIdle() (closing bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idle = false
+	return c.closing
+}
+
+func (c *conn) serve() {
+	s := c.s
+	s.met.ConnOpened(Proto)
+	defer s.met.ConnClosed(Proto)
+	defer s.removeConn(c)
+	defer c.nc.Close()
+	if !c.handshake() {
+		return
+	}
+	done := make(chan struct{})
+	go func() { c.writeLoop(); close(done) }()
+	c.readLoop()
+	close(c.out)
+	<-done
+}
+
+func (c *conn) handshake() bool {
+	s := c.s
+	c.nc.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	defer c.nc.SetDeadline(time.Time{})
+	var hb [wire.HelloSize]byte
+	if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+		s.log.Debug("handshake read failed", "remote", c.nc.RemoteAddr(), "err", err)
+		return false
+	}
+	reply := wire.HelloReply{Version: wire.Version, Limits: s.limits}
+	h, err := wire.DecodeHello(hb[:])
+	switch {
+	case err != nil:
+		reply.Code = errcode.Of(err)
+	case h.Version != wire.Version:
+		reply.Code = errcode.VersionMismatch
+		err = errcode.ErrVersionMismatch
+	}
+	if _, werr := c.nc.Write(wire.AppendHelloReply(nil, reply)); werr != nil {
+		return false
+	}
+	if err != nil {
+		s.log.Info("handshake refused", "remote", c.nc.RemoteAddr(), "version", h.Version, "err", err)
+		return false
+	}
+	return true
+}
+
+func (c *conn) readLoop() {
+	s := c.s
+	var hb [wire.HeaderSize]byte
+	for {
+		if !c.beginIdle() {
+			return
+		}
+		if s.cfg.IdleTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		}
+		n, err := io.ReadFull(c.br, hb[:])
+		closing := c.endIdle()
+		if err != nil {
+			switch {
+			case n == 0 && (errors.Is(err, io.EOF) || closing || errors.Is(err, os.ErrDeadlineExceeded)):
+				// A clean end between frames, Shutdown, or the idle timeout.
+			case n > 0 && !errors.Is(err, net.ErrClosed):
+				c.fail(wire.Header{}, time.Now(), errcode.MalformedFrame, "truncated frame header: "+err.Error())
+			}
+			return
+		}
+		start := time.Now()
+		h, err := wire.DecodeHeader(hb[:], s.limits.MaxFrameSize)
+		if err != nil {
+			// The stream cannot be trusted past a bad header: answer and close.
+			c.fail(h, start, errcode.Of(err), err.Error())
+			return
+		}
+		if s.cfg.ReadTimeout > 0 {
+			c.nc.SetReadDeadline(start.Add(s.cfg.ReadTimeout))
+		}
+		var body *[]byte
+		var bb []byte
+		if h.Length > 0 {
+			body = s.bufs.get(int(h.Length))
+			bb = *body
+			if _, err := io.ReadFull(c.br, bb); err != nil {
+				s.bufs.put(body)
+				c.fail(h, start, errcode.MalformedFrame, "truncated frame: "+err.Error())
+				return
+			}
+		}
+		req, err := wire.DecodeRequest(h, bb, s.limits)
+		var r *response
+		if err != nil {
+			r = errorResponse(h, start, errcode.Of(err), err.Error(), false)
+		} else {
+			r = c.execute(req, start)
+		}
+		s.bufs.put(body) // the store copied what it keeps
+		c.out <- r
+	}
+}
+
+// fail queues a final error response for h's request; the connection is
+// closed after it is written.
+func (c *conn) fail(h wire.Header, start time.Time, code errcode.Code, msg string) {
+	c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr(), "code", code, "err", msg)
+	c.out <- errorResponse(h, start, code, msg, true)
+}
+
+func (c *conn) writeLoop() {
+	s := c.s
+	var pending []byte
+	var broken bool
+	var bufs net.Buffers
+	for r := range c.out {
+		if !broken {
+			if r.segs == nil {
+				pending = append(pending, r.buf...)
+				if len(pending) >= flushThreshold || len(c.out) == 0 || r.closeAfter {
+					broken = c.write(net.Buffers{pending}, &bufs) != nil
+					pending = pending[:0]
+				}
+			} else {
+				segs := r.segs
+				if len(pending) > 0 {
+					segs = append(net.Buffers{pending}, segs...)
+				}
+				broken = c.write(segs, &bufs) != nil
+				pending = pending[:0]
+			}
+			if broken {
+				// Wake the reader; the remaining responses are only released.
+				c.nc.Close()
+			}
+		}
+		r.finish(s)
+		if r.closeAfter {
+			c.nc.Close()
+		}
+	}
+}
+
+func (c *conn) write(segs net.Buffers, scratch *net.Buffers) error {
+	if c.s.cfg.WriteTimeout > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	}
+	// WriteTo consumes the slice it is given; keep segs intact for reuse.
+	*scratch = append((*scratch)[:0], segs...)
+	_, err := scratch.WriteTo(c.nc)
+	clear(*scratch)
+	if err != nil {
+		c.s.log.Debug("write failed", "remote", c.nc.RemoteAddr(), "err", err)
+	}
+	return err
+}
+
+// response is one encoded response waiting for the writer.
+type response struct {
+	op    wire.Op
+	code  errcode.Code
+	start time.Time
+	// buf holds the header and every non-payload byte; segs, when not nil,
+	// interleaves slices of buf with block payloads for one writev.
+	buf  []byte
+	segs net.Buffers
+	refs []*block.Ref
+	out  int64
+	// closeAfter closes the connection once this response is written.
+	closeAfter bool
+}
+
+func errorResponse(h wire.Header, start time.Time, code errcode.Code, msg string, closeAfter bool) *response {
+	b := make([]byte, wire.HeaderSize, wire.HeaderSize+2+min(len(msg), wire.MaxMessageLen))
+	b = wire.AppendErrorBody(b, msg)
+	wire.PutHeader(b, wire.Header{Length: uint32(len(b) - wire.HeaderSize), Op: h.Op, Flags: wire.FlagResponse, Code: code, ID: h.ID})
+	return &response{op: h.Op, code: code, start: start, buf: b, closeAfter: closeAfter}
+}
+
+// finish releases the leases and records the request's metrics.
+func (r *response) finish(s *Server) {
+	for i, ref := range r.refs {
+		ref.Release()
+		r.refs[i] = nil
+	}
+	if r.op.Known() {
+		s.met.Request(Proto, r.op.String(), r.code, time.Since(r.start))
+	} else {
+		s.met.Request(Proto, "unknown", r.code, time.Since(r.start))
+	}
+	s.met.Bytes(Proto, 0, r.out)
+}

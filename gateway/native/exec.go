@@ -1,0 +1,177 @@
+package native
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/gateway/native/wire"
+)
+
+// execute runs a decoded request against the store and encodes its response.
+// Nothing is written to the store before the whole frame was read and
+// decoded, so a bad or truncated frame changes nothing.
+func (c *conn) execute(req *wire.Request, start time.Time) *response {
+	s := c.s
+	h := req.Header
+	if h.Op != wire.OpPing {
+		if _, err := s.store.Namespace(req.Namespace); err != nil {
+			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
+		}
+	}
+	r := &response{op: h.Op, start: start}
+	b := make([]byte, wire.HeaderSize, wire.HeaderSize+int(h.Count)*(wire.StatusSize+wire.GetMetaSize))
+	ctx := s.base
+	op := h.Op.String()
+	count := h.Count
+	switch h.Op {
+	case wire.OpPing:
+	case wire.OpPut:
+		var in int64
+		for _, it := range req.Items {
+			err := it.Err
+			if err == nil {
+				err = s.store.Put(ctx, it.Key, it.Data, it.Opts)
+			}
+			code := errcode.Of(err)
+			if code == errcode.OK {
+				in += int64(it.Size)
+			}
+			s.met.Block(Proto, op, code)
+			b = wire.AppendStatus(b, code, errMsg(err))
+		}
+		s.met.Bytes(Proto, in, 0)
+	case wire.OpGet:
+		return c.get(req, r, b)
+	case wire.OpExists:
+		for i, k := range req.Keys {
+			err := keyErr(req, i)
+			var ok bool
+			if err == nil {
+				ok, err = s.store.Exists(ctx, k)
+			}
+			code := errcode.Of(err)
+			s.met.Block(Proto, op, code)
+			b = wire.AppendStatus(b, code, errMsg(err))
+			if code == errcode.OK {
+				p := byte(0)
+				if ok {
+					p = 1
+				}
+				b = append(b, p)
+			}
+		}
+	case wire.OpDelete, wire.OpPin:
+		for i, k := range req.Keys {
+			err := keyErr(req, i)
+			if err == nil {
+				if h.Op == wire.OpDelete {
+					err = s.store.Delete(ctx, k)
+				} else {
+					err = s.store.Pin(ctx, k, req.PinTTL)
+				}
+			}
+			code := errcode.Of(err)
+			s.met.Block(Proto, op, code)
+			b = wire.AppendStatus(b, code, errMsg(err))
+		}
+	case wire.OpLookup:
+		for i := range req.Keys {
+			if err := keyErr(req, i); err != nil {
+				return errorResponse(h, start, errcode.Of(err), fmt.Sprintf("key %d: %v", i, err), false)
+			}
+		}
+		n, err := s.store.Lookup(ctx, req.Keys)
+		if err != nil {
+			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
+		}
+		count = 0
+		b = le32(b, uint32(n))
+	}
+	wire.PutHeader(b, wire.Header{Length: uint32(len(b) - wire.HeaderSize), Op: h.Op, Flags: wire.FlagResponse, ID: h.ID, Count: count})
+	r.buf = b
+	return r
+}
+
+// get leases every block, then lays the response out as one writev: the
+// header and each item's status and metadata from b, each block's bytes
+// straight from the tier's memory. The leases are released by the writer.
+func (c *conn) get(req *wire.Request, r *response, b []byte) *response {
+	s := c.s
+	h := req.Header
+	op := h.Op.String()
+	room := int64(s.limits.MaxResponseSize) - wire.HeaderSize
+	var used int64
+	// cuts[i] is where, in b, block i's payload goes (-1: none).
+	cuts := make([]int, len(req.Keys))
+	refs := make([]*block.Ref, 0, len(req.Keys))
+	for i, k := range req.Keys {
+		cuts[i] = -1
+		err := keyErr(req, i)
+		var ref *block.Ref
+		if err == nil {
+			ref, err = s.store.Get(s.base, k)
+		}
+		if err == nil {
+			need := int64(wire.StatusSize+wire.GetMetaSize) + int64(len(ref.Data))
+			if used+need > room-int64(len(req.Keys)-i-1)*(wire.StatusSize+wire.MaxMessageLen) {
+				ref.Release()
+				ref = nil
+				err = fmt.Errorf("%w: %s: the response would exceed the maximum response size %d; ask for fewer blocks per request", block.ErrTooLarge, k, s.limits.MaxResponseSize)
+			}
+		}
+		code := errcode.Of(err)
+		s.met.Block(Proto, op, code)
+		msg := errMsg(err)
+		b = wire.AppendStatus(b, code, msg)
+		used += int64(wire.StatusLen(code, msg))
+		if code != errcode.OK {
+			continue
+		}
+		b = wire.AppendGetMeta(b, ref.Sum, uint32(len(ref.Data)), ref.Tier)
+		used += wire.GetMetaSize + int64(len(ref.Data))
+		cuts[i] = len(b)
+		refs = append(refs, ref)
+	}
+	wire.PutHeader(b, wire.Header{Length: uint32(used), Op: h.Op, Flags: wire.FlagResponse, ID: h.ID, Count: h.Count})
+	r.buf, r.refs = b, refs
+	segs := make(net.Buffers, 0, 2*len(refs)+1)
+	prev, j := 0, 0
+	for _, cut := range cuts {
+		if cut < 0 {
+			continue
+		}
+		segs = append(segs, b[prev:cut])
+		if d := refs[j].Data; len(d) > 0 {
+			segs = append(segs, d)
+			r.out += int64(len(d))
+		}
+		prev = cut
+		j++
+	}
+	if prev < len(b) {
+		segs = append(segs, b[prev:])
+	}
+	r.segs = segs
+	return r
+}
+
+func keyErr(req *wire.Request, i int) error {
+	if req.KeyErrs == nil {
+		return nil
+	}
+	return req.KeyErrs[i]
+}
+
+func errMsg(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func le32(b []byte, v uint32) []byte {
+	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+}

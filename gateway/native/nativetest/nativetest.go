@@ -1,0 +1,223 @@
+// Package nativetest starts native-protocol servers for tests: an in-memory
+// map tier behind a real ctxstore.Store and a real native.Server on a
+// loopback port, torn down with the test.
+package nativetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/native"
+)
+
+// MapTier is a ctxstore.Tier over a Go map. Put copies the bytes; Get hands
+// out the stored slice itself (like a tier's memory) under a lease that the
+// tier counts, so tests can check that every lease is released.
+type MapTier struct {
+	mu   sync.RWMutex
+	m    map[block.Key]*entry
+	mu2  sync.Mutex
+	open int
+}
+
+type entry struct {
+	data   []byte
+	sum    uint32
+	pinned time.Time
+	info   block.Info
+}
+
+// NewMapTier returns an empty tier.
+func NewMapTier() *MapTier { return &MapTier{m: map[block.Key]*entry{}} }
+
+// Put stores a copy of data.
+func (t *MapTier) Put(_ context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.m[key]; ok {
+		if e.sum == sum && bytes.Equal(e.data, data) {
+			return nil
+		}
+		return fmt.Errorf("%w: %s", block.ErrConflict, key)
+	}
+	now := time.Now()
+	e := &entry{data: bytes.Clone(data), sum: sum, info: block.Info{Key: key, Size: int64(len(data)), Sum: sum, Tier: block.TierDRAM, Priority: opts.Priority, Created: now, LastAccess: now}}
+	if opts.PinTTL > 0 {
+		e.pinned = now.Add(opts.PinTTL)
+	}
+	t.m[key] = e
+	return nil
+}
+
+// Get returns a lease on the stored bytes.
+func (t *MapTier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
+	t.mu.RLock()
+	e, ok := t.m[key]
+	t.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	t.mu2.Lock()
+	t.open++
+	t.mu2.Unlock()
+	return block.NewRef(e.data, e.sum, block.TierDRAM, func() {
+		t.mu2.Lock()
+		t.open--
+		t.mu2.Unlock()
+	}), nil
+}
+
+// Stat returns the block's metadata.
+func (t *MapTier) Stat(_ context.Context, key block.Key) (block.Info, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	e, ok := t.m[key]
+	if !ok {
+		return block.Info{}, fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	info := e.info
+	info.PinnedUntil = e.pinned
+	return info, nil
+}
+
+// Contains reports presence.
+func (t *MapTier) Contains(key block.Key) bool {
+	t.mu.RLock()
+	_, ok := t.m[key]
+	t.mu.RUnlock()
+	return ok
+}
+
+// Delete removes key.
+func (t *MapTier) Delete(_ context.Context, key block.Key) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[key]; !ok {
+		return fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	delete(t.m, key)
+	return nil
+}
+
+// Pin extends key's pin to until.
+func (t *MapTier) Pin(_ context.Context, key block.Key, until time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.m[key]
+	if !ok {
+		return fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	if until.After(e.pinned) {
+		e.pinned = until
+	}
+	return nil
+}
+
+// Len is the number of stored blocks.
+func (t *MapTier) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.m)
+}
+
+// OpenLeases is the number of Refs handed out and not yet released.
+func (t *MapTier) OpenLeases() int {
+	t.mu2.Lock()
+	defer t.mu2.Unlock()
+	return t.open
+}
+
+// PinnedUntil returns key's pin expiry (zero when not pinned or absent).
+func (t *MapTier) PinnedUntil(key block.Key) time.Time {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if e, ok := t.m[key]; ok {
+		return e.pinned
+	}
+	return time.Time{}
+}
+
+// Server is a running native server over a MapTier.
+type Server struct {
+	Addr   string
+	Tier   *MapTier
+	Store  *ctxstore.Store
+	Server *native.Server
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// Start serves a fresh store (catalog with the default namespace plus any
+// extra namespaces) on a loopback port. If tb is not nil the server is shut
+// down when the test ends; otherwise call Close.
+func Start(tb testing.TB, cfg native.Config, extra ...block.Namespace) (*Server, error) {
+	return StartWithTier(tb, cfg, NewMapTier(), extra...)
+}
+
+// StartWithTier is Start over a given tier; Server.Tier is set when tier is
+// a *MapTier.
+func StartWithTier(tb testing.TB, cfg native.Config, tier ctxstore.Tier, extra ...block.Namespace) (*Server, error) {
+	cat, err := ctxstore.OpenFileCatalog("")
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range extra {
+		if err := cat.CreateNamespace(context.Background(), ns); err != nil {
+			return nil, err
+		}
+	}
+	st, err := ctxstore.New(ctxstore.DefaultConfig(), cat, tier, nil)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := native.New(cfg, st, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	mt, _ := tier.(*MapTier)
+	s := &Server{Addr: ln.Addr().String(), Tier: mt, Store: st, Server: srv, done: make(chan error, 1)}
+	go func() { s.done <- srv.Serve(context.Background(), ln) }()
+	if tb != nil {
+		tb.Cleanup(func() { s.Close() })
+	}
+	return s, nil
+}
+
+// Close shuts the server down gracefully (5 s at most) and waits for Serve.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.err = s.Server.Shutdown(ctx)
+		if serr := <-s.done; s.err == nil {
+			s.err = serr
+		}
+	})
+	return s.err
+}
+
+// WaitLeases waits up to d for every lease to be released (a server releases
+// a lease just after writing the response, so a client may see the answer a
+// moment before) and returns how many are still open.
+func (t *MapTier) WaitLeases(d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		n := t.OpenLeases()
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

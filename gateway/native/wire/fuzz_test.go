@@ -1,0 +1,126 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+)
+
+// reencode rebuilds a request body from a successfully decoded request, or
+// returns nil when some item had its own error (those bytes are not canonical).
+func reencode(r *Request) []byte {
+	if r.Op == OpPing {
+		return []byte{}
+	}
+	b := AppendNamespace([]byte{}, r.Namespace)
+	switch r.Op {
+	case OpPut:
+		for _, it := range r.Items {
+			if it.Err != nil {
+				return nil
+			}
+			b = AppendPutItem(b, it.Key, it.Opts.Sum, it.Size, it.Opts)
+			b = append(b, it.Data...)
+		}
+		return b
+	case OpPin:
+		b = binary.LittleEndian.AppendUint64(b, uint64(r.PinTTL.Milliseconds()))
+	}
+	if r.KeyErrs != nil {
+		return nil
+	}
+	for _, k := range r.Keys {
+		b = AppendKey(b, k)
+	}
+	return b
+}
+
+func fuzzSeeds(f *testing.F) {
+	d := []byte("seed block")
+	put := AppendNamespace(nil, "default")
+	put = AppendPutItem(put, block.NewKey("default", 1).WithPart(1), block.Checksum(d), uint32(len(d)), block.PutOptions{PinTTL: 5000})
+	put = append(put, d...)
+	keys := AppendKey(AppendNamespace(nil, "default"), block.NewKey("default", 7))
+	pin := append(AppendNamespace(nil, "default"), 1, 0, 0, 0, 0, 0, 0, 0)
+	pin = AppendKey(pin, block.NewKey("default", 7))
+	for _, s := range []struct {
+		op    Op
+		count uint32
+		body  []byte
+	}{
+		{OpPut, 1, put}, {OpGet, 1, keys}, {OpExists, 1, keys}, {OpLookup, 1, keys},
+		{OpDelete, 1, keys}, {OpPin, 1, pin}, {OpPing, 0, nil}, {OpPut, 2, put}, {99, 0, nil},
+	} {
+		f.Add(append(AppendHeader(nil, Header{Length: uint32(len(s.body)), Op: s.op, ID: 1, Count: s.count}), s.body...))
+	}
+	f.Add([]byte{})
+	f.Add(AppendHeader(nil, Header{Length: 1 << 30}))
+}
+
+// FuzzDecodeFrame feeds arbitrary bytes to the server's frame decoder: it
+// must never panic, never accept a body inconsistent with its header, and a
+// request it accepts must re-encode to exactly the bytes it came from.
+func FuzzDecodeFrame(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := DecodeHeader(b, testLimits.MaxFrameSize)
+		if err != nil {
+			return
+		}
+		body := b[HeaderSize:]
+		if uint64(len(body)) < uint64(h.Length) {
+			return // truncated: the server reports it without decoding
+		}
+		body = body[:h.Length]
+		r, err := DecodeRequest(h, body, testLimits)
+		if err != nil {
+			if errcode.Of(err) == errcode.Internal {
+				t.Fatalf("unmapped error %v", err)
+			}
+			return
+		}
+		if r.Op != OpPut && r.Op != OpPing && len(r.Keys) != int(h.Count) {
+			t.Fatalf("%d keys for count %d", len(r.Keys), h.Count)
+		}
+		if r.Op == OpPut && len(r.Items) != int(h.Count) {
+			t.Fatalf("%d items for count %d", len(r.Items), h.Count)
+		}
+		if re := reencode(r); re != nil && !bytes.Equal(re, body) {
+			t.Fatalf("re-encoded body differs:\n got %x\nwant %x", re, body)
+		}
+	})
+}
+
+// FuzzReadResponse feeds arbitrary bytes to the client's response decoder.
+func FuzzReadResponse(f *testing.F) {
+	d := []byte("data")
+	get := AppendStatus(nil, errcode.OK, "")
+	get = AppendGetMeta(get, block.Checksum(d), uint32(len(d)), block.TierDRAM)
+	get = append(get, d...)
+	get = AppendStatus(get, errcode.NotFound, "missing")
+	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(get)), Op: OpGet, Flags: FlagResponse, Count: 2}), get...))
+	f.Add(append(AppendHeader(nil, Header{Length: 4, Op: OpLookup, Flags: FlagResponse}), 3, 0, 0, 0))
+	f.Add(append(AppendHeader(nil, Header{Length: 5, Op: OpExists, Flags: FlagResponse, Count: 1}), 0, 0, 0, 0, 1))
+	f.Add(append(AppendHeader(nil, Header{Length: 5, Op: OpPut, Flags: FlagResponse, Code: errcode.TooLarge}), AppendErrorBody(nil, "big")...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := DecodeHeader(b, 1<<20)
+		if err != nil {
+			return
+		}
+		r, err := ReadResponse(bytes.NewReader(b[HeaderSize:]), h, nil)
+		if err != nil {
+			return
+		}
+		if uint64(len(b)-HeaderSize) < uint64(h.Length) {
+			t.Fatalf("accepted a body of %d bytes, header says %d", len(b)-HeaderSize, h.Length)
+		}
+		for _, it := range r.Items {
+			if uint32(len(it.Data)) != it.Size && !it.Skipped && it.Code == errcode.OK && h.Op == OpGet {
+				t.Fatalf("item data %d bytes, size %d", len(it.Data), it.Size)
+			}
+		}
+	})
+}

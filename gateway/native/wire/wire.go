@@ -1,0 +1,322 @@
+// Package wire is the codec of ctxtier's native block protocol: the
+// handshake, the 24-byte frame header, and the request and response bodies of
+// every opcode. It only encodes and decodes bytes; the server
+// (gateway/native) and the Go client (gateway/client) own the sockets.
+// docs/protocol.md is the specification this package implements.
+//
+// All integers are little-endian. Decoders never trust a length they have not
+// bounded, and every decode error wraps a sentinel that gateway/errcode maps
+// to a wire code (errcode.ErrMalformedFrame, block.ErrTooLarge,
+// block.ErrInvalidKey, ...).
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+)
+
+// Protocol constants.
+const (
+	// Version is the protocol version this package speaks.
+	Version uint16 = 1
+	// HelloSize is the size of the client's handshake.
+	HelloSize = 16
+	// HelloReplySize is the size of the server's handshake reply.
+	HelloReplySize = 32
+	// HeaderSize is the size of every frame header.
+	HeaderSize = 24
+	// KeySize is the encoded size of one key (GET, EXISTS, LOOKUP, DELETE, PIN items).
+	KeySize = 12
+	// PutItemSize is the encoded size of a PUT item's header (its data follows).
+	PutItemSize = 32
+	// StatusSize is the fixed part of a per-item status (code + message length).
+	StatusSize = 4
+	// GetMetaSize is what follows an OK status in a GET response, before the data.
+	GetMetaSize = 12
+	// MaxMessageLen bounds an error message on the wire.
+	MaxMessageLen = 1024
+	// FrameOverhead is the room a frame needs beyond its block payloads for
+	// one item: header, namespace and item header, rounded up generously.
+	FrameOverhead = 4096
+)
+
+// Magic opens both handshake messages.
+var Magic = [4]byte{'C', 'T', 'X', 'N'}
+
+// Op is a frame's opcode.
+type Op uint8
+
+// Opcodes. Never renumber.
+const (
+	OpPut    Op = 1
+	OpGet    Op = 2
+	OpExists Op = 3
+	OpLookup Op = 4
+	OpDelete Op = 5
+	OpPin    Op = 6
+	OpPing   Op = 7
+)
+
+// Known reports whether o is an opcode of this version.
+func (o Op) Known() bool { return o >= OpPut && o <= OpPing }
+
+// String names the opcode (metrics label and logs).
+func (o Op) String() string {
+	switch o {
+	case OpPut:
+		return "put"
+	case OpGet:
+		return "get"
+	case OpExists:
+		return "exists"
+	case OpLookup:
+		return "lookup"
+	case OpDelete:
+		return "delete"
+	case OpPin:
+		return "pin"
+	case OpPing:
+		return "ping"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Frame flags.
+const (
+	// FlagResponse marks a frame sent by the server.
+	FlagResponse uint8 = 1 << 0
+	flagsKnown         = FlagResponse
+)
+
+// Key flags (byte 10 of a key or put item).
+const (
+	KeyHasPart     uint8 = 1 << 0
+	KeyHasPriority uint8 = 1 << 1 // PUT items only
+	KeyHasParent   uint8 = 1 << 2 // PUT items only
+)
+
+var le = binary.LittleEndian
+
+// Hello is the client's handshake.
+type Hello struct {
+	Version uint16
+}
+
+// AppendHello appends the client handshake for version v.
+func AppendHello(b []byte, v uint16) []byte {
+	b = append(b, Magic[:]...)
+	b = le.AppendUint16(b, v)
+	b = le.AppendUint16(b, 0)    // flags
+	return le.AppendUint64(b, 0) // reserved
+}
+
+// DecodeHello parses a client handshake. A wrong magic or non-zero reserved
+// bytes are ErrMalformedFrame; the version is returned as sent, for the
+// server to accept or refuse.
+func DecodeHello(b []byte) (Hello, error) {
+	if len(b) < HelloSize {
+		return Hello{}, fmt.Errorf("%w: handshake is %d bytes, want %d", errcode.ErrMalformedFrame, len(b), HelloSize)
+	}
+	if [4]byte(b[0:4]) != Magic {
+		return Hello{}, fmt.Errorf("%w: bad handshake magic %q", errcode.ErrMalformedFrame, b[0:4])
+	}
+	if le.Uint16(b[6:]) != 0 || le.Uint64(b[8:]) != 0 {
+		return Hello{}, fmt.Errorf("%w: handshake flags and reserved bytes must be zero", errcode.ErrMalformedFrame)
+	}
+	return Hello{Version: le.Uint16(b[4:])}, nil
+}
+
+// Limits are what the server announces in its handshake reply.
+type Limits struct {
+	// MaxFrameSize bounds a request frame, header included.
+	MaxFrameSize uint32
+	// MaxBlockSize bounds one block's bytes.
+	MaxBlockSize uint32
+	// MaxBatch bounds the items of one request.
+	MaxBatch uint32
+	// MaxInFlight is how many responses the server queues per connection
+	// before it stops reading requests.
+	MaxInFlight uint32
+	// MaxResponseSize bounds a response frame, header included; a GET batch
+	// whose blocks do not fit answers TooLarge for the blocks past the limit.
+	MaxResponseSize uint32
+}
+
+// HelloReply is the server's handshake reply.
+type HelloReply struct {
+	Version uint16
+	Code    errcode.Code
+	Limits  Limits
+}
+
+// AppendHelloReply appends the server's handshake reply.
+func AppendHelloReply(b []byte, r HelloReply) []byte {
+	b = append(b, Magic[:]...)
+	b = le.AppendUint16(b, r.Version)
+	b = le.AppendUint16(b, uint16(r.Code))
+	b = le.AppendUint32(b, r.Limits.MaxFrameSize)
+	b = le.AppendUint32(b, r.Limits.MaxBlockSize)
+	b = le.AppendUint32(b, r.Limits.MaxBatch)
+	b = le.AppendUint32(b, r.Limits.MaxInFlight)
+	b = le.AppendUint32(b, r.Limits.MaxResponseSize)
+	return le.AppendUint32(b, 0)
+}
+
+// DecodeHelloReply parses the server's handshake reply.
+func DecodeHelloReply(b []byte) (HelloReply, error) {
+	if len(b) < HelloReplySize {
+		return HelloReply{}, fmt.Errorf("%w: handshake reply is %d bytes, want %d", errcode.ErrMalformedFrame, len(b), HelloReplySize)
+	}
+	if [4]byte(b[0:4]) != Magic {
+		return HelloReply{}, fmt.Errorf("%w: bad handshake reply magic %q", errcode.ErrMalformedFrame, b[0:4])
+	}
+	r := HelloReply{
+		Version: le.Uint16(b[4:]),
+		Code:    errcode.Code(le.Uint16(b[6:])),
+		Limits: Limits{
+			MaxFrameSize:    le.Uint32(b[8:]),
+			MaxBlockSize:    le.Uint32(b[12:]),
+			MaxBatch:        le.Uint32(b[16:]),
+			MaxInFlight:     le.Uint32(b[20:]),
+			MaxResponseSize: le.Uint32(b[24:]),
+		},
+	}
+	return r, nil
+}
+
+// Header is a frame header. The frame is the 24 header bytes followed by
+// Length body bytes.
+type Header struct {
+	Length uint32       // body bytes after the header
+	Op     Op           // opcode
+	Flags  uint8        // FlagResponse on server frames
+	Code   errcode.Code // request-level result (responses); 0 in requests
+	ID     uint64       // request id, echoed by the response
+	Count  uint32       // items in the body
+}
+
+// AppendHeader appends h's 24 bytes.
+func AppendHeader(b []byte, h Header) []byte {
+	b = le.AppendUint32(b, h.Length)
+	b = append(b, byte(h.Op), h.Flags)
+	b = le.AppendUint16(b, uint16(h.Code))
+	b = le.AppendUint64(b, h.ID)
+	b = le.AppendUint32(b, h.Count)
+	return le.AppendUint32(b, 0)
+}
+
+// PutHeader writes h into b[:HeaderSize].
+func PutHeader(b []byte, h Header) {
+	_ = b[HeaderSize-1]
+	le.PutUint32(b[0:], h.Length)
+	b[4], b[5] = byte(h.Op), h.Flags
+	le.PutUint16(b[6:], uint16(h.Code))
+	le.PutUint64(b[8:], h.ID)
+	le.PutUint32(b[16:], h.Count)
+	le.PutUint32(b[20:], 0)
+}
+
+// DecodeHeader parses a frame header and checks it against maxFrame (the
+// largest frame, header included, the receiver accepts). Errors are fatal
+// for the connection: after a bad header the stream cannot be resynchronised.
+// An unknown opcode is not an error here (the frame can be skipped).
+func DecodeHeader(b []byte, maxFrame uint32) (Header, error) {
+	if len(b) < HeaderSize {
+		return Header{}, fmt.Errorf("%w: header is %d bytes, want %d", errcode.ErrMalformedFrame, len(b), HeaderSize)
+	}
+	h := Header{
+		Length: le.Uint32(b[0:]),
+		Op:     Op(b[4]),
+		Flags:  b[5],
+		Code:   errcode.Code(le.Uint16(b[6:])),
+		ID:     le.Uint64(b[8:]),
+		Count:  le.Uint32(b[16:]),
+	}
+	if h.Flags&^flagsKnown != 0 {
+		return h, fmt.Errorf("%w: unknown header flags %#02x", errcode.ErrMalformedFrame, h.Flags)
+	}
+	if r := le.Uint32(b[20:]); r != 0 {
+		return h, fmt.Errorf("%w: reserved header bytes are %#08x, want 0", errcode.ErrMalformedFrame, r)
+	}
+	if uint64(h.Length)+HeaderSize > uint64(maxFrame) {
+		return h, fmt.Errorf("%w: frame of %d bytes exceeds the maximum frame size %d", block.ErrTooLarge, uint64(h.Length)+HeaderSize, maxFrame)
+	}
+	return h, nil
+}
+
+// AppendKey appends k's hash and part (12 bytes; the namespace travels once per frame).
+func AppendKey(b []byte, k block.Key) []byte {
+	b = le.AppendUint64(b, k.Hash)
+	b = le.AppendUint16(b, k.Part)
+	var f uint8
+	if k.HasPart {
+		f |= KeyHasPart
+	}
+	return append(b, f, 0)
+}
+
+// decodeKey parses a 12-byte key. A part without the part flag, unknown key
+// flags or a non-zero pad byte are ErrInvalidKey.
+func decodeKey(ns string, b []byte) (block.Key, error) {
+	k := block.Key{Namespace: ns, Hash: le.Uint64(b), Part: le.Uint16(b[8:]), HasPart: b[10]&KeyHasPart != 0}
+	if b[10]&^KeyHasPart != 0 || b[11] != 0 {
+		return k, fmt.Errorf("%w: key flags %#02x / pad %#02x (only the part flag is defined)", block.ErrInvalidKey, b[10], b[11])
+	}
+	if !k.HasPart && k.Part != 0 {
+		return k, fmt.Errorf("%w: part %d given without the part flag", block.ErrInvalidKey, k.Part)
+	}
+	return k, nil
+}
+
+// AppendNamespace appends a namespace name (u8 length + bytes).
+func AppendNamespace(b []byte, ns string) []byte {
+	b = append(b, byte(len(ns)))
+	return append(b, ns...)
+}
+
+// PutItem is one block of a PUT request.
+type PutItem struct {
+	Key  block.Key
+	Opts block.PutOptions // Sum is always set on the wire (HasSum true)
+	Size uint32
+	// Data aliases the request body; it is valid only as long as the body buffer.
+	Data []byte
+	// Err is the item's own validation error (bad key, bad flags, too
+	// large); the item must not be stored and answers with errcode.Of(Err).
+	Err error
+}
+
+// AppendPutItem appends a PUT item's 32-byte header (the data is sent after it).
+func AppendPutItem(b []byte, k block.Key, sum uint32, size uint32, o block.PutOptions) []byte {
+	b = le.AppendUint64(b, k.Hash)
+	b = le.AppendUint16(b, k.Part)
+	var f uint8
+	if k.HasPart {
+		f |= KeyHasPart
+	}
+	if o.HasPriority {
+		f |= KeyHasPriority
+	}
+	if o.HasParent {
+		f |= KeyHasParent
+	}
+	b = append(b, f, o.Priority)
+	b = le.AppendUint32(b, sum)
+	b = le.AppendUint32(b, PinTTLMillis(o.PinTTL.Milliseconds()))
+	b = le.AppendUint32(b, size)
+	return le.AppendUint64(b, o.Parent)
+}
+
+// PinTTLMillis clamps a millisecond TTL into the u32 PUT field.
+func PinTTLMillis(ms int64) uint32 {
+	switch {
+	case ms <= 0:
+		return 0
+	case ms > int64(^uint32(0)):
+		return ^uint32(0)
+	}
+	return uint32(ms)
+}

@@ -1,0 +1,160 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+)
+
+var testLimits = Limits{MaxFrameSize: 1<<20 + FrameOverhead, MaxBlockSize: 1 << 20, MaxBatch: 64, MaxInFlight: 8, MaxResponseSize: 4 << 20}
+
+func TestHeaderRoundTrip(t *testing.T) {
+	h := Header{Length: 123, Op: OpGet, Flags: FlagResponse, Code: errcode.NotFound, ID: 1<<63 + 5, Count: 7}
+	b := AppendHeader(nil, h)
+	if len(b) != HeaderSize {
+		t.Fatalf("header is %d bytes", len(b))
+	}
+	got, err := DecodeHeader(b, 1<<20)
+	if err != nil || got != h {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	var p [HeaderSize]byte
+	PutHeader(p[:], h)
+	if !bytes.Equal(p[:], b) {
+		t.Fatal("PutHeader and AppendHeader differ")
+	}
+}
+
+func TestHelloRoundTrip(t *testing.T) {
+	b := AppendHello(nil, Version)
+	h, err := DecodeHello(b)
+	if len(b) != HelloSize || err != nil || h.Version != Version {
+		t.Fatalf("hello %d bytes, %+v, %v", len(b), h, err)
+	}
+	r := HelloReply{Version: Version, Code: errcode.VersionMismatch, Limits: testLimits}
+	rb := AppendHelloReply(nil, r)
+	got, err := DecodeHelloReply(rb)
+	if len(rb) != HelloReplySize || err != nil || got != r {
+		t.Fatalf("reply %d bytes, %+v, %v", len(rb), got, err)
+	}
+}
+
+func TestDecodeHeaderErrors(t *testing.T) {
+	ok := AppendHeader(nil, Header{Length: 10, Op: OpPing})
+	tests := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"short", ok[:10], errcode.ErrMalformedFrame},
+		{"flags", func() []byte { b := bytes.Clone(ok); b[5] = 2; return b }(), errcode.ErrMalformedFrame},
+		{"reserved", func() []byte { b := bytes.Clone(ok); b[23] = 1; return b }(), errcode.ErrMalformedFrame},
+		{"too large", AppendHeader(nil, Header{Length: 1 << 20}), block.ErrTooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := DecodeHeader(tc.b, 1<<20); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecodeRequest(t *testing.T) {
+	k := block.NewKey("ns", 99).WithPart(2)
+	data := []byte("payload")
+	put := AppendNamespace(nil, "ns")
+	put = AppendPutItem(put, k, block.Checksum(data), uint32(len(data)), block.PutOptions{Priority: 3, HasPriority: true, PinTTL: 1500 * time.Millisecond, Parent: 8, HasParent: true})
+	put = append(put, data...)
+	keys := AppendKey(AppendKey(AppendNamespace(nil, "ns"), k), block.NewKey("ns", 1))
+	pin := append(AppendNamespace(nil, "ns"), 0xe8, 3, 0, 0, 0, 0, 0, 0) // 1000 ms
+	pin = AppendKey(pin, k)
+	tests := []struct {
+		name  string
+		op    Op
+		count uint32
+		body  []byte
+		want  error
+		check func(*testing.T, *Request)
+	}{
+		{"put", OpPut, 1, put, nil, func(t *testing.T, r *Request) {
+			it := r.Items[0]
+			if it.Err != nil || it.Key != k || !bytes.Equal(it.Data, data) || it.Opts.Priority != 3 || it.Opts.PinTTL != 1500*time.Millisecond || it.Opts.Parent != 8 || !it.Opts.HasSum {
+				t.Fatalf("item %+v", it)
+			}
+		}},
+		{"get", OpGet, 2, keys, nil, func(t *testing.T, r *Request) {
+			if r.Namespace != "ns" || len(r.Keys) != 2 || r.Keys[0] != k || r.KeyErrs != nil {
+				t.Fatalf("%+v", r)
+			}
+		}},
+		{"pin", OpPin, 1, pin, nil, func(t *testing.T, r *Request) {
+			if r.PinTTL != time.Second || r.Keys[0] != k {
+				t.Fatalf("%+v", r)
+			}
+		}},
+		{"ping", OpPing, 0, nil, nil, nil},
+		{"ping with body", OpPing, 0, []byte{1}, errcode.ErrMalformedFrame, nil},
+		{"unknown op", Op(42), 0, nil, errcode.ErrMalformedFrame, nil},
+		{"no namespace", OpGet, 0, nil, errcode.ErrMalformedFrame, nil},
+		{"namespace past end", OpGet, 0, []byte{9, 'a'}, errcode.ErrMalformedFrame, nil},
+		{"keys short", OpGet, 3, keys, errcode.ErrMalformedFrame, nil},
+		{"put truncated data", OpPut, 1, put[:len(put)-1], errcode.ErrMalformedFrame, nil},
+		{"put trailing", OpPut, 1, append(bytes.Clone(put), 0), errcode.ErrMalformedFrame, nil},
+		{"batch too big", OpGet, 65, keys, block.ErrTooLarge, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := Header{Length: uint32(len(tc.body)), Op: tc.op, Count: tc.count}
+			r, err := DecodeRequest(h, tc.body, testLimits)
+			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if tc.check != nil && err == nil {
+				tc.check(t, r)
+			}
+		})
+	}
+}
+
+func TestReadResponse(t *testing.T) {
+	data := []byte("block bytes")
+	body := AppendStatus(nil, errcode.OK, "ignored")
+	body = AppendGetMeta(body, block.Checksum(data), uint32(len(data)), block.TierNVMe)
+	body = append(body, data...)
+	body = AppendStatus(body, errcode.NotFound, "no such block")
+	h := Header{Length: uint32(len(body)), Op: OpGet, Flags: FlagResponse, Count: 2}
+	r, err := ReadResponse(bytes.NewReader(body), h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := r.Items[0], r.Items[1]
+	if a.Code != errcode.OK || !bytes.Equal(a.Data, data) || a.Sum != block.Checksum(data) || TierName(a.Tier) != block.TierNVMe {
+		t.Fatalf("item 0 %+v", a)
+	}
+	if b.Code != errcode.NotFound || b.Message != "no such block" {
+		t.Fatalf("item 1 %+v", b)
+	}
+	// Into a too-small destination: skipped, and the stream stays aligned.
+	r, err = ReadResponse(bytes.NewReader(body), h, func(int, uint32) []byte { return make([]byte, 3) })
+	if err != nil || !r.Items[0].Skipped || r.Items[1].Code != errcode.NotFound {
+		t.Fatalf("skip: %+v %v", r, err)
+	}
+	// Truncated and padded bodies are malformed.
+	for _, cut := range []int{1, 5, len(body) - 1} {
+		hh := h
+		hh.Length = uint32(cut)
+		if _, err := ReadResponse(bytes.NewReader(body[:cut]), hh, nil); !errors.Is(err, errcode.ErrMalformedFrame) {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+	}
+	hh := h
+	hh.Length++
+	if _, err := ReadResponse(bytes.NewReader(append(bytes.Clone(body), 0)), hh, nil); !errors.Is(err, errcode.ErrMalformedFrame) {
+		t.Fatalf("trailing byte: %v", err)
+	}
+}
