@@ -371,7 +371,7 @@ func (st *loadStats) result() loadResult {
 	slices.Sort(st.lats)
 	res := loadResult{
 		Gets: st.gets.Load(), Puts: st.puts.Load(), Errors: st.errs.Load(), Seconds: st.elapsed.Seconds(),
-		P50us: pct(st.lats, 0.50), P99us: pct(st.lats, 0.99), P999us: pct(st.lats, 0.999),
+		P50us: pctMicros(st.lats, 0.50), P99us: pctMicros(st.lats, 0.99), P999us: pctMicros(st.lats, 0.999),
 	}
 	if v, ok := st.firstErr.Load().(string); ok {
 		res.FirstErr = v
@@ -385,7 +385,7 @@ func (st *loadStats) result() loadResult {
 }
 
 // pct is the q-quantile of sorted durations, in microseconds.
-func pct(sorted []time.Duration, q float64) float64 {
+func pctMicros(sorted []time.Duration, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}

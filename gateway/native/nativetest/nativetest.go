@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -220,4 +222,21 @@ func (t *MapTier) WaitLeases(d time.Duration) int {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// List returns up to limit blocks of ns in object-name order.
+func (t *MapTier) List(_ context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []block.Info
+	for k, e := range t.m {
+		if n := k.ObjectName(); k.Namespace == ns && n > after && strings.HasPrefix(n, prefix) {
+			out = append(out, e.info)
+		}
+	}
+	slices.SortFunc(out, func(a, b block.Info) int { return strings.Compare(a.Key.ObjectName(), b.Key.ObjectName()) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
