@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// Config is everything ctxd can be told. Each field is one setting, reachable
+// three ways with one name: a flag (--dram-capacity), an environment variable
+// (CTXD_DRAM_CAPACITY) and a key in the YAML file (dram_capacity). Flags win
+// over the environment, which wins over the file, which wins over defaults.
+type Config struct {
+	ConfigFile   string
+	DataDir      string
+	Listen       string
+	HTTPListen   string
+	DRAMCapacity int64
+	DRAMMemFile  string
+	MaxBlockSize int64
+	PinMaxTTL    time.Duration
+	LogLevel     string
+	LogFormat    string
+}
+
+// DefaultConfig is what `ctxd` with no flags runs: one node, data in
+// ./ctxd-data, native protocol on 127.0.0.1:7400, HTTP on 127.0.0.1:7401.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:      "./ctxd-data",
+		Listen:       "127.0.0.1:7400",
+		HTTPListen:   "127.0.0.1:7401",
+		DRAMCapacity: 1 << 30,
+		MaxBlockSize: block.DefaultMaxBlockSize,
+		PinMaxTTL:    24 * time.Hour,
+		LogLevel:     "info",
+		LogFormat:    "text",
+	}
+}
+
+// Validate checks the settings that the components do not check themselves.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data-dir must not be empty"))
+	}
+	if c.Listen == "" || c.HTTPListen == "" {
+		errs = append(errs, errors.New("listen and http-listen must not be empty"))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+type sizeValue struct{ p *int64 }
+
+func (v sizeValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return block.FormatSize(*v.p)
+}
+func (v sizeValue) Set(s string) error {
+	n, err := block.ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*v.p = n
+	return nil
+}
+
+// flags binds every setting of c to a flag set.
+func flags(c *Config, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("ctxd", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML config file (keys are the flag names with _ for -)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the node's data")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "native block protocol address")
+	fs.StringVar(&c.HTTPListen, "http-listen", c.HTTPListen, "HTTP API, /metrics and health address")
+	fs.Var(sizeValue{&c.DRAMCapacity}, "dram-capacity", "DRAM tier capacity, a hard bound (e.g. 8GiB)")
+	fs.StringVar(&c.DRAMMemFile, "dram-memfile", c.DRAMMemFile, "memory file backing the DRAM arena (default: an anonymous memfd)")
+	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
+	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	return fs
+}
+
+// envName is the environment variable of a flag: CTXD_ + upper snake case.
+func envName(flagName string) string {
+	return "CTXD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// LoadConfig resolves the configuration from defaults, the YAML file named by
+// --config or CTXD_CONFIG, the environment, and the command line.
+func LoadConfig(args []string, env func(string) (string, bool), out io.Writer) (Config, error) {
+	// Pass 1: find the config file.
+	probe := DefaultConfig()
+	pfs := flags(&probe, io.Discard)
+	if v, ok := env(envName("config")); ok {
+		probe.ConfigFile = v
+	}
+	if err := pfs.Parse(args); err != nil {
+		// Report usage errors with the real output.
+		fs := flags(&probe, out)
+		return Config{}, fs.Parse(args)
+	}
+	cfg := DefaultConfig()
+	fs := flags(&cfg, out)
+	if probe.ConfigFile != "" {
+		if err := applyFile(fs, probe.ConfigFile); err != nil {
+			return Config{}, err
+		}
+	}
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := env(envName(f.Name)); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg.ConfigFile = probe.ConfigFile
+	return cfg, cfg.Validate()
+}
+
+func applyFile(fs *flag.FlagSet, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	for k, v := range m {
+		name := strings.ReplaceAll(k, "_", "-")
+		f := fs.Lookup(name)
+		if f == nil || name == "config" {
+			return fmt.Errorf("config file %s: unknown key %q", path, k)
+		}
+		var s string
+		switch x := v.(type) {
+		case string:
+			s = x
+		case float64:
+			s = strconv.FormatFloat(x, 'f', -1, 64)
+		case bool:
+			s = strconv.FormatBool(x)
+		default:
+			return fmt.Errorf("config file %s: key %q: want a scalar, got %T", path, k, v)
+		}
+		if err := f.Value.Set(s); err != nil {
+			return fmt.Errorf("config file %s: key %q: %w", path, k, err)
+		}
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func newLogger(c Config, w io.Writer) *slog.Logger {
+	lvl, _ := parseLevel(c.LogLevel)
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

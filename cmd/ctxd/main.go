@@ -1,0 +1,130 @@
+// Command ctxd is the ctxtier server: one node of the context memory tier.
+// With no flags it starts a single node with data in ./ctxd-data, the native
+// block protocol on 127.0.0.1:7400 and HTTP (API, /metrics, /healthz, /readyz)
+// on 127.0.0.1:7401. See `ctxd -h` and README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/gateway/httpapi"
+	"github.com/ctxtier/ctxtier/gateway/metrics"
+	"github.com/ctxtier/ctxtier/gateway/native"
+	"github.com/ctxtier/ctxtier/tiers"
+	"github.com/ctxtier/ctxtier/tiers/dram"
+)
+
+func main() {
+	cfg, err := LoadConfig(os.Args[1:], os.LookupEnv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ctxd: %v\n", err)
+		os.Exit(2)
+	}
+	log := newLogger(cfg, os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("ctxd stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run starts every component and blocks until ctx ends, then shuts down
+// gracefully: stop accepting, drain in-flight requests, close the tiers.
+func run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	met := metrics.New(reg)
+
+	catalog, err := ctxstore.OpenFileCatalog(filepath.Join(cfg.DataDir, "namespaces.json"))
+	if err != nil {
+		return err
+	}
+	dcfg := dram.DefaultConfig()
+	dcfg.Capacity = cfg.DRAMCapacity
+	dcfg.MemFile = cfg.DRAMMemFile
+	dcfg.MaxBlockSize = cfg.MaxBlockSize
+	stack, err := tiers.New(tiers.DefaultConfig(), dcfg, nil, log)
+	if err != nil {
+		return err
+	}
+	defer stack.Close()
+	reg.MustRegister(dram.NewCollector(stack.DRAM()))
+
+	scfg := ctxstore.DefaultConfig()
+	scfg.PinMaxTTL = cfg.PinMaxTTL
+	store, err := ctxstore.New(scfg, catalog, stack, log)
+	if err != nil {
+		return err
+	}
+
+	ncfg := native.DefaultConfig()
+	ncfg.Addr = cfg.Listen
+	ncfg.MaxBlockSize = cfg.MaxBlockSize
+	nsrv, err := native.New(ncfg, store, met, log)
+	if err != nil {
+		return err
+	}
+	hcfg := httpapi.DefaultConfig()
+	hcfg.Addr = cfg.HTTPListen
+	hcfg.MaxBlockSize = cfg.MaxBlockSize
+	if err := hcfg.Validate(); err != nil {
+		return err
+	}
+	hsrv := httpapi.New(hcfg, store, reg, log, httpapi.WithMetrics(met))
+
+	nln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("native listener: %w", err)
+	}
+	hln, err := net.Listen("tcp", cfg.HTTPListen)
+	if err != nil {
+		nln.Close()
+		return fmt.Errorf("http listener: %w", err)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go stack.DRAM().Run(runCtx)
+	errc := make(chan error, 2)
+	go func() { errc <- nsrv.Serve(runCtx, nln) }()
+	go func() { errc <- hsrv.Serve(runCtx, hln) }()
+	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(),
+		"data_dir", cfg.DataDir, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile())
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case serveErr = <-errc:
+		log.Error("server failed", "err", serveErr)
+	}
+	shCtx, shCancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer shCancel()
+	err = errors.Join(nsrv.Shutdown(shCtx), hsrv.Shutdown(shCtx))
+	cancel()
+	if serveErr != nil {
+		return serveErr
+	}
+	return err
+}
