@@ -217,6 +217,9 @@ func (t *Tier) checkIndex(sizes map[uint64]int64, rep *Recovery) (uint64, error)
 // scanTail walks s from start while extents verify, indexing those whose key
 // is not indexed yet. It returns the end of the last valid extent.
 func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Recovery) (int64, error) {
+	if start >= size { // the file is shorter than the head says (a lost write): nothing to scan
+		return min(start, alignUp(size)), nil
+	}
 	hdr := t.pool.get(Align)
 	defer t.pool.put(hdr)
 	off := start
