@@ -1,0 +1,245 @@
+package nvme
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// reservation is space for one extent at the end of a segment.
+type reservation struct {
+	seg *segment
+	off int64
+	gen uint64
+}
+
+// reserve finds room for an extent of n bytes, reclaiming segments when the
+// tier is full. A put may fill up to Capacity - SegmentSize; reclamation
+// (forClean) may use the last segment's worth to re-append hot blocks.
+// The caller holds t.wmu.
+func (t *Tier) reserve(ctx context.Context, n int64, forClean bool) (reservation, error) {
+	limit := t.cfg.Capacity - t.cfg.SegmentSize
+	if forClean {
+		limit = t.cfg.Capacity
+	}
+	for rounds := 0; ; rounds++ {
+		t.mu.Lock()
+		if t.used+n <= limit {
+			r, err := t.appendLocked(n)
+			t.mu.Unlock()
+			return r, err
+		}
+		if forClean {
+			t.mu.Unlock()
+			return reservation{}, fmt.Errorf("%w: no headroom left to re-append a block", block.ErrNoSpace)
+		}
+		victim := t.victimLocked()
+		nseg := len(t.segs)
+		t.mu.Unlock()
+		if victim == nil || rounds > nseg+1 {
+			if victim != nil {
+				t.mu.Lock()
+				victim.cleaning = false
+				t.mu.Unlock()
+			}
+			t.st.noSpace.Add(1)
+			return reservation{}, fmt.Errorf("%w: nvme tier full (%d bytes): every reclaimable segment is leased, pinned or being written", block.ErrNoSpace, t.cfg.Capacity)
+		}
+		if err := checkCtx(ctx); err != nil {
+			t.mu.Lock()
+			victim.cleaning = false
+			t.mu.Unlock()
+			return reservation{}, err
+		}
+		if err := t.reclaim(ctx, victim); err != nil {
+			return reservation{}, err
+		}
+	}
+}
+
+// appendLocked reserves n bytes in the active segment, rolling to a new one
+// when it does not fit. The caller holds t.mu.
+func (t *Tier) appendLocked(n int64) (reservation, error) {
+	if t.active == nil || t.active.end+n > t.cfg.SegmentSize {
+		if t.active != nil {
+			t.active.sealed = true
+		}
+		id := t.nextSeg
+		s, err := openSegment(t.segDir, id, t.direct, true)
+		if err != nil {
+			return reservation{}, err
+		}
+		t.nextSeg++
+		t.segs[id] = s
+		t.active = s
+	}
+	s := t.active
+	r := reservation{seg: s, off: s.end, gen: t.nextGen}
+	t.nextGen++
+	s.end += n
+	s.pending++
+	t.used += n
+	return r, nil
+}
+
+// finish ends a reservation's pending state.
+func (t *Tier) finish(r reservation) {
+	t.mu.Lock()
+	r.seg.pending--
+	t.mu.Unlock()
+}
+
+// writeExtent writes header h and payload data as one extent at r. When data
+// is page-aligned in memory (a DRAM-tier arena page, for example) it is
+// written in place with pwritev; otherwise it is copied into a pooled aligned
+// buffer. Either way it is one sequential write.
+func (t *Tier) writeExtent(r reservation, h *header, data []byte) error {
+	n := int64(len(data))
+	ext := extentLen(n)
+	if isAligned(data) && n >= Align {
+		body := n &^ (Align - 1)
+		hdr := t.pool.get(Align)
+		defer t.pool.put(hdr)
+		clear(hdr)
+		h.encode(hdr)
+		iov := [][]byte{hdr, data[:body]}
+		if body < n {
+			tail := t.pool.get(Align)
+			defer t.pool.put(tail)
+			clear(tail[copy(tail, data[body:]):])
+			iov = append(iov, tail)
+		}
+		if err := t.pwritev(r.seg, iov, r.off, ext); err != nil {
+			return err
+		}
+	} else {
+		buf := t.pool.get(int(ext))
+		defer t.pool.put(buf)
+		clear(buf[:Align])
+		h.encode(buf)
+		clear(buf[Align+copy(buf[Align:], data):])
+		if err := t.pwrite(r.seg, buf, r.off); err != nil {
+			return err
+		}
+	}
+	if err := t.syncSeg(r.seg); err != nil {
+		return err
+	}
+	t.st.writeBytes.Add(uint64(ext))
+	return nil
+}
+
+// syncSeg flushes s when SyncWrites is on.
+func (t *Tier) syncSeg(s *segment) error {
+	if !t.cfg.SyncWrites {
+		return nil
+	}
+	if err := s.file.Sync(); err != nil {
+		return fmt.Errorf("nvme: sync %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func (t *Tier) pwrite(s *segment, buf []byte, off int64) error {
+	if _, err := s.file.WriteAt(buf, off); err != nil {
+		return fmt.Errorf("nvme: write %s at %d: %w", s.path, off, err)
+	}
+	return nil
+}
+
+func (t *Tier) pwritev(s *segment, iov [][]byte, off, total int64) error {
+	conn, err := s.file.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("nvme: %w", err)
+	}
+	var n int
+	var werr error
+	if err := conn.Write(func(fd uintptr) bool {
+		n, werr = unix.Pwritev(int(fd), iov, off)
+		return !errors.Is(werr, unix.EAGAIN)
+	}); err != nil {
+		return fmt.Errorf("nvme: write %s at %d: %w", s.path, off, err)
+	}
+	if werr != nil {
+		return fmt.Errorf("nvme: write %s at %d: %w", s.path, off, werr)
+	}
+	if int64(n) != total {
+		return fmt.Errorf("nvme: write %s at %d: %w (%d of %d bytes)", s.path, off, io.ErrShortWrite, n, total)
+	}
+	return nil
+}
+
+// acquire takes a read reference on segment id; nil when it is gone.
+func (t *Tier) acquire(id uint64) *segment {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.segs[id]
+	if s == nil || s.removed {
+		return nil
+	}
+	s.refs++
+	return s
+}
+
+func (t *Tier) releaseSeg(s *segment) {
+	t.mu.Lock()
+	s.refs--
+	closeNow := s.removed && s.refs == 0
+	t.mu.Unlock()
+	if closeNow {
+		s.file.Close()
+	}
+}
+
+// errGone means the segment an entry names no longer exists.
+var errGone = errors.New("segment gone")
+
+// readExtent reads e's whole extent with one aligned read into a pooled
+// buffer and verifies header and payload against e and k. On success the
+// payload is buf[HeaderSize:HeaderSize+e.length]; the caller returns buf to
+// the pool. A verification failure wraps block.ErrChecksum.
+func (t *Tier) readExtent(k block.Key, e entry) ([]byte, error) {
+	s := t.acquire(e.seg)
+	if s == nil {
+		return nil, errGone
+	}
+	ext := e.extent()
+	buf := t.pool.get(int(ext))
+	_, err := s.file.ReadAt(buf, e.off)
+	t.releaseSeg(s)
+	if err != nil {
+		t.pool.put(buf)
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s: extent at %s:%d is beyond the end of the file", block.ErrChecksum, k, s.path, e.off)
+		}
+		return nil, fmt.Errorf("nvme: read %s at %d: %w", s.path, e.off, err)
+	}
+	t.st.readBytes.Add(uint64(ext))
+	if err := verifyExtent(buf, k, e); err != nil {
+		t.pool.put(buf)
+		return nil, fmt.Errorf("%w (%s:%d)", err, s.path, e.off)
+	}
+	return buf, nil
+}
+
+// verifyExtent checks an extent's header against the index entry and its
+// payload against the checksum.
+func verifyExtent(buf []byte, k block.Key, e entry) error {
+	h, err := decodeHeader(buf[:HeaderSize])
+	if err != nil {
+		return fmt.Errorf("%s: %w", k, err)
+	}
+	if h.key != k || h.gen != e.gen || h.length != e.length || h.sum != e.sum {
+		return fmt.Errorf("%w: %s: extent header names %s gen %d len %d crc %08x, index says gen %d len %d crc %08x",
+			block.ErrChecksum, k, h.key, h.gen, h.length, h.sum, e.gen, e.length, e.sum)
+	}
+	if got := block.Checksum(buf[HeaderSize : HeaderSize+e.length]); got != e.sum {
+		return fmt.Errorf("%w: %s: payload crc32c %08x, want %08x", block.ErrChecksum, k, got, e.sum)
+	}
+	return nil
+}
