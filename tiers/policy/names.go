@@ -14,10 +14,21 @@ func segmentedWith(mod func(*SegmentedConfig)) Factory {
 	return c.Factory()
 }
 
+func windowWith(mod func(*WindowConfig)) Factory {
+	c := DefaultWindowConfig()
+	mod(&c)
+	return c.Factory()
+}
+
 // named lists the policies by name: the production ones and the ablations
-// of Segmented that docs/policy.md measures.
+// of Window and Segmented that docs/policy.md measures.
 var named = map[string]Factory{
 	"lru":                  NewLRU,
+	"window":               NewWindow,
+	"window-noghost":       windowWith(func(c *WindowConfig) { c.Ghost = false }),
+	"window-nochain":       windowWith(func(c *WindowConfig) { c.ChainOrder = false }),
+	"window-notail":        windowWith(func(c *WindowConfig) { c.TailDemote = false }),
+	"window-static":        windowWith(func(c *WindowConfig) { c.Adaptive = false }),
 	"segmented":            NewSegmented,
 	"segmented-noghost":    segmentedWith(func(c *SegmentedConfig) { c.Ghost = false }),
 	"segmented-nochain":    segmentedWith(func(c *SegmentedConfig) { c.ChainOrder = false }),

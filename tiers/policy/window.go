@@ -1,0 +1,335 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// WindowConfig selects the mechanisms of the Window policy. Each one can be
+// switched off, which is how docs/policy.md measures its ablation.
+type WindowConfig struct {
+	// Ghost remembers recently evicted blocks (Bloom-filter generations, 2
+	// bytes per remembered block). A block inserted again soon after its
+	// eviction has proved that it comes back, so it enters the main segment
+	// directly instead of the window (the ghost list of ARC and S3-FIFO).
+	Ghost bool
+	// ChainOrder places a block touched or inserted right after its parent
+	// (when the parent was the previous operation) just behind the parent
+	// in recency order, so the tail of a chain is evicted before its head:
+	// a block without its parent is useless for prefix reuse.
+	ChainOrder bool
+	// TailDemote moves the last block of a chain walk (the block operated on
+	// just before an operation that does not continue its chain, if it was
+	// never hit and has no child) to the eviction end of the window: the
+	// last block of a request is the one least likely to be extended.
+	TailDemote bool
+	// Adaptive sizes the window from marginal ghost hits, as ARC sizes its
+	// recency list: a block that comes back shortly after its eviction from
+	// the window (within the last GhostMargin x capacity window evictions)
+	// is a hit that a slightly larger window would have had, and likewise
+	// for main; each such return moves the window target one step towards
+	// the segment that would have caught it.
+	Adaptive bool
+	// WindowFraction is the share of capacity the window may hold (the
+	// initial share when Adaptive), in (0, 1].
+	WindowFraction float64
+	// GhostSpan is how many evictions, in multiples of the capacity, the
+	// admission ghost remembers (between half of it and all of it).
+	GhostSpan float64
+	// GhostMargin is the depth of the marginal ghosts, a fraction of the
+	// capacity: the extra room whose value the adaptation estimates.
+	GhostMargin float64
+	// Step is the adaptation step, a fraction of the capacity.
+	Step float64
+}
+
+// DefaultWindowConfig enables every mechanism.
+func DefaultWindowConfig() WindowConfig {
+	return WindowConfig{
+		Ghost: true, ChainOrder: true, TailDemote: true, Adaptive: true,
+		WindowFraction: 0.1, GhostSpan: 3, GhostMargin: 0.05, Step: 0.0005,
+	}
+}
+
+// Validate reports whether c is usable.
+func (c WindowConfig) Validate() error {
+	switch {
+	case !(c.WindowFraction > 0 && c.WindowFraction <= 1):
+		return fmt.Errorf("%w: WindowFraction %v not in (0, 1]", ErrConfig, c.WindowFraction)
+	case c.Ghost && !(c.GhostSpan > 0 && c.GhostSpan <= 64):
+		return fmt.Errorf("%w: GhostSpan %v not in (0, 64]", ErrConfig, c.GhostSpan)
+	case c.Adaptive && !(c.GhostMargin > 0 && c.GhostMargin <= 1):
+		return fmt.Errorf("%w: GhostMargin %v not in (0, 1]", ErrConfig, c.GhostMargin)
+	case c.Adaptive && !(c.Step > 0 && c.Step <= 1):
+		return fmt.Errorf("%w: Step %v not in (0, 1]", ErrConfig, c.Step)
+	}
+	return nil
+}
+
+// Factory returns a Factory building Window policies with c; c must be
+// valid.
+func (c WindowConfig) Factory() Factory {
+	return func(expectedBlocks int) Policy { return newWindow(c, expectedBlocks) }
+}
+
+// NewWindow returns a Window policy with the default configuration.
+func NewWindow(expectedBlocks int) Policy { return newWindow(DefaultWindowConfig(), expectedBlocks) }
+
+const (
+	segWindow = 0
+	segMain   = 1
+
+	wflagMain     = 1 << 0 // in the main segment (else the window)
+	wflagHasChild = 1 << 1
+	wflagParent   = 1 << 2 // Meta.HasParent
+	wflagHit      = 1 << 3 // touched since insertion
+)
+
+// Window is a two-segment policy for prefix caches, per priority class: new
+// blocks enter a small LRU window; blocks that are hit, or that come back
+// after an eviction the ghost remembers, live in a main LRU. Victims come
+// from the window while it is above its target share, else from main. See
+// WindowConfig for the mechanisms and docs/policy.md for their measured
+// effect.
+//
+// Per block it keeps 18 bytes (two 32-bit links, 32-bit fingerprints of the
+// block's and its parent's hash, the class and a flag byte); the ghosts add
+// about 6.4 bytes per block of capacity with the default configuration
+// (GhostSpan 3: 6 bytes; two marginal ghosts: 0.4). Insert, Touch and Remove
+// are O(1); Victim is O(skipped) for non-evictable blocks, like LRU's.
+type Window struct {
+	cfg        WindowConfig
+	prev, next []uint32
+	fp, pfp    []uint32
+	class      []uint8
+	flags      []uint8
+	head, tail [block.MaxPriority + 1][2]uint32
+	count      [block.MaxPriority + 1][2]int
+	n, nWin    int
+	last       uint32 // handle of the previous Insert/Touch
+
+	capacity int     // blocks, the largest size seen (at least the hint)
+	target   float64 // window target in blocks
+	ghost    *ghostSet
+	margin   [2]*ghostSet // recently evicted from window / from main
+}
+
+func newWindow(cfg WindowConfig, expectedBlocks int) *Window {
+	w := &Window{
+		cfg:      cfg,
+		prev:     make([]uint32, 0, expectedBlocks),
+		next:     make([]uint32, 0, expectedBlocks),
+		fp:       make([]uint32, 0, expectedBlocks),
+		pfp:      make([]uint32, 0, expectedBlocks),
+		class:    make([]uint8, 0, expectedBlocks),
+		flags:    make([]uint8, 0, expectedBlocks),
+		last:     nilHandle,
+		capacity: max(expectedBlocks, 1),
+	}
+	for c := range w.head {
+		for g := range w.head[c] {
+			w.head[c][g], w.tail[c][g] = nilHandle, nilHandle
+		}
+	}
+	w.target = cfg.WindowFraction * float64(w.capacity)
+	if cfg.Ghost {
+		w.ghost = newGhostSet(int(cfg.GhostSpan * float64(w.capacity)))
+	}
+	if cfg.Adaptive {
+		for g := range w.margin {
+			w.margin[g] = newGhostSet(int(2 * cfg.GhostMargin * float64(w.capacity)))
+		}
+	}
+	return w
+}
+
+// WindowTarget is the current window target in blocks (it moves when
+// Adaptive).
+func (w *Window) WindowTarget() float64 { return w.target }
+
+func (w *Window) grow(h Handle) {
+	for int(h) >= len(w.prev) {
+		w.prev = append(w.prev, nilHandle)
+		w.next = append(w.next, nilHandle)
+		w.fp = append(w.fp, 0)
+		w.pfp = append(w.pfp, 0)
+		w.class = append(w.class, 0)
+		w.flags = append(w.flags, 0)
+	}
+}
+
+func (w *Window) seg(h uint32) int { return int(w.flags[h] & wflagMain) }
+
+func (w *Window) unlink(h uint32) {
+	c, g := w.class[h], w.seg(h)
+	p, n := w.prev[h], w.next[h]
+	if p != nilHandle {
+		w.next[p] = n
+	} else {
+		w.head[c][g] = n
+	}
+	if n != nilHandle {
+		w.prev[n] = p
+	} else {
+		w.tail[c][g] = p
+	}
+	w.prev[h], w.next[h] = nilHandle, nilHandle
+	w.count[c][g]--
+	if g == segWindow {
+		w.nWin--
+	}
+}
+
+// link adds h to its segment's list: at the front, at the back, or right
+// after a.
+func (w *Window) link(h uint32, after uint32, atBack bool) {
+	c, g := w.class[h], w.seg(h)
+	switch {
+	case after != nilHandle:
+		n := w.next[after]
+		w.prev[h], w.next[h] = after, n
+		w.next[after] = h
+		if n != nilHandle {
+			w.prev[n] = h
+		} else {
+			w.tail[c][g] = h
+		}
+	case atBack:
+		t := w.tail[c][g]
+		w.prev[h], w.next[h] = t, nilHandle
+		if t != nilHandle {
+			w.next[t] = h
+		} else {
+			w.head[c][g] = h
+		}
+		w.tail[c][g] = h
+	default:
+		f := w.head[c][g]
+		w.prev[h], w.next[h] = nilHandle, f
+		if f != nilHandle {
+			w.prev[f] = h
+		} else {
+			w.tail[c][g] = h
+		}
+		w.head[c][g] = h
+	}
+	w.count[c][g]++
+	if g == segWindow {
+		w.nWin++
+	}
+}
+
+// extends reports whether h's parent is the previous operation's block.
+func (w *Window) extends(h uint32) bool {
+	l := w.last
+	return l != nilHandle && l != h && w.flags[h]&wflagParent != 0 && w.pfp[h] == w.fp[l]
+}
+
+// place links h (unlinked, segment set) as the most recent block of its
+// segment, applying tail demotion and chain order.
+func (w *Window) place(h uint32, ext bool) {
+	l := w.last
+	if w.cfg.TailDemote && !ext && l != nilHandle && l != h &&
+		w.flags[l]&(wflagHasChild|wflagHit|wflagMain) == 0 {
+		w.unlink(l)
+		w.link(l, nilHandle, true)
+	}
+	after := uint32(nilHandle)
+	if w.cfg.ChainOrder && ext && w.class[l] == w.class[h] && w.seg(l) == w.seg(h) {
+		after = l
+	}
+	w.link(h, after, false)
+	w.last = h
+}
+
+// Insert implements Policy.
+func (w *Window) Insert(h Handle, m Meta) {
+	w.grow(h)
+	u := uint32(h)
+	w.class[u] = min(m.Priority, block.MaxPriority)
+	w.flags[u] = 0
+	w.fp[u] = fingerprint(m.Hash)
+	w.pfp[u] = 0
+	if m.HasParent {
+		w.flags[u] |= wflagParent
+		w.pfp[u] = fingerprint(m.Parent)
+	}
+	ext := w.extends(u)
+	if ext {
+		w.flags[w.last] |= wflagHasChild
+	}
+	f := w.fp[u]
+	if w.ghost != nil && w.ghost.contains(f) {
+		w.flags[u] |= wflagMain
+	}
+	if w.cfg.Adaptive {
+		step := max(1, w.cfg.Step*float64(w.capacity))
+		if w.margin[segWindow].contains(f) {
+			w.target = min(w.target+step, float64(w.capacity))
+		}
+		if w.margin[segMain].contains(f) {
+			w.target = max(w.target-step, 0)
+		}
+	}
+	w.place(u, ext)
+	w.n++
+	if w.n > w.capacity {
+		w.capacity = w.n
+	}
+}
+
+// Touch implements Policy: a hit promotes a window block to main.
+func (w *Window) Touch(h Handle) {
+	u := uint32(h)
+	ext := w.extends(u)
+	w.unlink(u)
+	w.flags[u] |= wflagMain | wflagHit
+	w.place(u, ext)
+}
+
+// Remove implements Policy. The tier calls it for evictions and for deletes
+// alike; both are remembered by the ghosts (a deleted block that is written
+// again is rare, and remembering it costs one entry).
+func (w *Window) Remove(h Handle) {
+	u := uint32(h)
+	g := w.seg(u)
+	w.unlink(u)
+	if w.ghost != nil {
+		w.ghost.add(w.fp[u])
+	}
+	if w.cfg.Adaptive {
+		w.margin[g].add(w.fp[u])
+	}
+	w.flags[u] = 0
+	w.n--
+	if w.last == u {
+		w.last = nilHandle
+	}
+}
+
+// Victim implements Policy: within the lowest priority class that has an
+// evictable block, the least recent evictable block of the window while the
+// window is above its target (or main is empty), else of main.
+func (w *Window) Victim(evictable func(Handle) bool) (Handle, bool) {
+	for c := range w.tail {
+		order := [2]int{segMain, segWindow}
+		if float64(w.nWin) > w.target || w.count[c][segMain] == 0 {
+			order = [2]int{segWindow, segMain}
+		}
+		for _, g := range order {
+			for range w.count[c][g] {
+				h := w.tail[c][g]
+				if evictable == nil || evictable(Handle(h)) {
+					return Handle(h), true
+				}
+				w.unlink(h)
+				w.link(h, nilHandle, false)
+			}
+		}
+	}
+	return 0, false
+}
+
+// Len implements Policy.
+func (w *Window) Len() int { return w.n }

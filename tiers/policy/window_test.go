@@ -1,0 +1,144 @@
+package policy
+
+import "testing"
+
+func staticWindow(frac float64) WindowConfig {
+	c := DefaultWindowConfig()
+	c.Adaptive = false
+	c.WindowFraction = frac
+	return c
+}
+
+func TestWindowGhostAdmitsReturningBlock(t *testing.T) {
+	for _, ghost := range []bool{true, false} {
+		c := staticWindow(0.1)
+		c.Ghost = ghost
+		w := c.Factory()(100).(*Window)
+		w.Insert(0, Meta{Hash: 7})
+		w.Remove(0) // evicted: the ghost remembers hash 7
+		w.Insert(1, Meta{Hash: 8})
+		w.Insert(0, Meta{Hash: 7}) // came back
+		if got := w.seg(0) == segMain; got != ghost {
+			t.Fatalf("ghost=%v: returning block in main=%v", ghost, got)
+		}
+		if w.seg(1) != segWindow {
+			t.Fatal("a new block must enter the window")
+		}
+	}
+}
+
+// TestWindowHitPromotes checks that a hit block outlives new blocks while
+// the window is above its target.
+func TestWindowHitPromotes(t *testing.T) {
+	w := staticWindow(0.01).Factory()(100).(*Window)
+	for h := Handle(0); h < 4; h++ {
+		w.Insert(h, Meta{Hash: uint64(100 + h)})
+	}
+	w.Touch(0)
+	if w.seg(0) != segMain {
+		t.Fatal("a hit block must move to main")
+	}
+	for range 2 { // window holds 3 blocks, target 1: two window victims
+		v, _ := w.Victim(nil)
+		if v == 0 {
+			t.Fatal("the hit block was evicted before the window shrank to its target")
+		}
+		w.Remove(v)
+	}
+}
+
+func TestWindowChainTailFirst(t *testing.T) {
+	p := staticWindow(0.5).Factory()(16)
+	p.Insert(0, Meta{Hash: 10})
+	p.Insert(1, Meta{Hash: 11, Parent: 10, HasParent: true})
+	p.Insert(2, Meta{Hash: 12, Parent: 11, HasParent: true})
+	p.Insert(3, Meta{Hash: 20}) // an unrelated request ends the walk
+	var got []Handle
+	for p.Len() > 1 {
+		v, _ := p.Victim(func(h Handle) bool { return h != 3 })
+		got = append(got, v)
+		p.Remove(v)
+	}
+	if got[0] != 2 || got[1] != 1 || got[2] != 0 {
+		t.Fatalf("victims %v, want tail first [2 1 0]", got)
+	}
+}
+
+// TestWindowAdaptation checks the direction of the adaptation: blocks that
+// return right after their eviction from the window grow the window's
+// target; blocks that return right after eviction from main shrink it.
+func TestWindowAdaptation(t *testing.T) {
+	const n = 1000
+	for _, fromMain := range []bool{false, true} {
+		w := NewWindow(n).(*Window)
+		start := w.WindowTarget()
+		for i := range 50 {
+			h := Handle(0)
+			w.Insert(h, Meta{Hash: uint64(1000 + i)})
+			if fromMain {
+				w.Touch(h)
+			}
+			w.Remove(h)
+			w.Insert(h, Meta{Hash: uint64(1000 + i)}) // returns at once
+			w.Remove(h)
+		}
+		end := w.WindowTarget()
+		if fromMain && end >= start || !fromMain && end <= start {
+			t.Errorf("returns from main=%v: target %.0f -> %.0f, wrong direction", fromMain, start, end)
+		}
+	}
+}
+
+func TestGhostSet(t *testing.T) {
+	g := newGhostSet(1000)
+	for i := uint32(0); i < 400; i++ {
+		g.add(i)
+	}
+	for i := uint32(0); i < 400; i++ {
+		if !g.contains(i) {
+			t.Fatalf("fingerprint %d forgotten within the span", i)
+		}
+	}
+	fp := 0
+	for i := uint32(1 << 20); i < 1<<20+10000; i++ {
+		if g.contains(i) {
+			fp++
+		}
+	}
+	if fp > 600 { // the design rate is about 3%
+		t.Fatalf("%d of 10000 unseen fingerprints reported seen", fp)
+	}
+	for i := uint32(10000); i < 11000; i++ { // two generations later
+		g.add(i)
+	}
+	old := 0
+	for i := uint32(0); i < 400; i++ {
+		if g.contains(i) {
+			old++
+		}
+	}
+	if old > 40 {
+		t.Fatalf("%d of 400 fingerprints remembered beyond the span", old)
+	}
+}
+
+func TestWindowConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		mod func(*WindowConfig)
+		ok  bool
+	}{
+		{func(*WindowConfig) {}, true},
+		{func(c *WindowConfig) { c.WindowFraction = 0 }, false},
+		{func(c *WindowConfig) { c.WindowFraction = 1.5 }, false},
+		{func(c *WindowConfig) { c.GhostSpan = 0 }, false},
+		{func(c *WindowConfig) { c.GhostMargin = 2 }, false},
+		{func(c *WindowConfig) { c.Step = 0 }, false},
+		{func(c *WindowConfig) { c.Adaptive = false; c.Step = 0 }, true},
+	} {
+		c := DefaultWindowConfig()
+		tc.mod(&c)
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%+v: err %v, want ok=%v", c, err, tc.ok)
+		}
+	}
+}
