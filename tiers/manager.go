@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/tiers/dram"
+	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
 // Lower is a tier below DRAM. tiers/nvme implements it. Its Put has the same
@@ -31,31 +33,45 @@ type Lower interface {
 	List(ctx context.Context, ns, prefix, after string, limit int) ([]block.Info, error)
 }
 
-// Admitter decides whether a block deserves a place in a tier: on demotion
-// (is this evicted block worth writing to NVMe?) and on promotion (is this
-// NVMe hit worth a DRAM copy?). Record is called on every access.
-type Admitter interface {
-	Record(hash uint64)
-	Admit(hash uint64) bool
-}
-
 // AdmitAll admits everything.
 type AdmitAll struct{}
 
-// Record implements Admitter.
+// Record implements policy.Admitter.
 func (AdmitAll) Record(uint64) {}
 
-// Admit implements Admitter.
+// Admit implements policy.Admitter.
 func (AdmitAll) Admit(uint64) bool { return true }
+
+// LockAdmitter makes an admitter safe for concurrent use (policy admitters
+// are not locked: they are cheap, and their owner usually holds a lock).
+func LockAdmitter(a policy.Admitter) policy.Admitter { return &lockedAdmitter{a: a} }
+
+type lockedAdmitter struct {
+	mu sync.Mutex
+	a  policy.Admitter
+}
+
+func (l *lockedAdmitter) Record(h uint64) {
+	l.mu.Lock()
+	l.a.Record(h)
+	l.mu.Unlock()
+}
+
+func (l *lockedAdmitter) Admit(h uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.a.Admit(h)
+}
 
 // Config configures the manager.
 type Config struct {
 	// DemoteAdmission filters blocks evicted from DRAM before they are written
-	// to the lower tier; nil admits all (every evicted block is kept).
-	DemoteAdmission Admitter
+	// to the lower tier; nil admits all (every evicted block is kept). It must
+	// be safe for concurrent use (see LockAdmitter).
+	DemoteAdmission policy.Admitter
 	// PromoteAdmission filters lower-tier hits before they are copied into
 	// DRAM; nil admits all.
-	PromoteAdmission Admitter
+	PromoteAdmission policy.Admitter
 	// DemoteTimeout bounds one demotion write.
 	DemoteTimeout time.Duration
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
 // Config is everything ctxd can be told. Each field is one setting, reachable
@@ -27,6 +28,12 @@ type Config struct {
 	HTTPListen   string
 	DRAMCapacity int64
 	DRAMMemFile  string
+	DRAMPolicy   string
+	NVMeDir      string
+	NVMeCapacity int64
+	NVMeSegment  int64
+	NVMeSync     bool
+	NVMeAdmit    string
 	MaxBlockSize int64
 	PinMaxTTL    time.Duration
 	LogLevel     string
@@ -41,6 +48,10 @@ func DefaultConfig() Config {
 		Listen:       "127.0.0.1:7400",
 		HTTPListen:   "127.0.0.1:7401",
 		DRAMCapacity: 1 << 30,
+		DRAMPolicy:   "lru",
+		NVMeCapacity: 16 << 30,
+		NVMeSegment:  256 << 20,
+		NVMeAdmit:    "all",
 		MaxBlockSize: block.DefaultMaxBlockSize,
 		PinMaxTTL:    24 * time.Hour,
 		LogLevel:     "info",
@@ -59,6 +70,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := policy.Lookup(c.DRAMPolicy); err != nil {
+		errs = append(errs, fmt.Errorf("dram-policy: %w", err))
+	}
+	if c.NVMeAdmit != "all" && c.NVMeAdmit != "tinylfu" {
+		errs = append(errs, fmt.Errorf("nvme-admission %q: want all or tinylfu", c.NVMeAdmit))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
@@ -93,6 +110,12 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.HTTPListen, "http-listen", c.HTTPListen, "HTTP API, /metrics and health address")
 	fs.Var(sizeValue{&c.DRAMCapacity}, "dram-capacity", "DRAM tier capacity, a hard bound (e.g. 8GiB)")
 	fs.StringVar(&c.DRAMMemFile, "dram-memfile", c.DRAMMemFile, "memory file backing the DRAM arena (default: an anonymous memfd)")
+	fs.StringVar(&c.DRAMPolicy, "dram-policy", c.DRAMPolicy, "DRAM replacement policy: "+strings.Join(policy.Names(), ", "))
+	fs.StringVar(&c.NVMeDir, "nvme-dir", c.NVMeDir, "directory of the NVMe tier (segment files and index); empty disables the tier")
+	fs.Var(sizeValue{&c.NVMeCapacity}, "nvme-capacity", "NVMe tier capacity, a hard bound on its segment files")
+	fs.Var(sizeValue{&c.NVMeSegment}, "nvme-segment-size", "size of one NVMe segment file")
+	fs.BoolVar(&c.NVMeSync, "nvme-sync-writes", c.NVMeSync, "fdatasync every NVMe write (durable against power loss, not only crashes)")
+	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")

@@ -26,7 +26,60 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/tiers"
 	"github.com/ctxtier/ctxtier/tiers/dram"
+	"github.com/ctxtier/ctxtier/tiers/nvme"
+	"github.com/ctxtier/ctxtier/tiers/policy"
 )
+
+// openTiers builds the node's tier stack: DRAM, over NVMe when --nvme-dir is set.
+func openTiers(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*tiers.Manager, func(), error) {
+	factory, err := policy.Lookup(cfg.DRAMPolicy)
+	if err != nil {
+		return nil, nil, err
+	}
+	dcfg := dram.DefaultConfig()
+	dcfg.Capacity = cfg.DRAMCapacity
+	dcfg.MemFile = cfg.DRAMMemFile
+	dcfg.MaxBlockSize = cfg.MaxBlockSize
+	dcfg.Policy = factory
+	tcfg := tiers.DefaultConfig()
+	var lower *nvme.Tier
+	if cfg.NVMeDir != "" {
+		ncfg := nvme.DefaultConfig()
+		ncfg.Dir = cfg.NVMeDir
+		ncfg.Capacity = cfg.NVMeCapacity
+		ncfg.SegmentSize = cfg.NVMeSegment
+		ncfg.MaxBlockSize = cfg.MaxBlockSize
+		ncfg.SyncWrites = cfg.NVMeSync
+		if lower, err = nvme.New(ncfg, log); err != nil {
+			return nil, nil, err
+		}
+		reg.MustRegister(nvme.NewCollector(lower))
+		if cfg.NVMeAdmit == "tinylfu" {
+			blocks := int(max(cfg.NVMeCapacity/(256<<10), 1024))
+			tcfg.DemoteAdmission = tiers.LockAdmitter(policy.NewSketchAdmitter(blocks, 2))
+		}
+	}
+	var lw tiers.Lower
+	if lower != nil {
+		lw = lower
+	}
+	stack, err := tiers.New(tcfg, dcfg, lw, log)
+	if err != nil {
+		if lower != nil {
+			lower.Close()
+		}
+		return nil, nil, err
+	}
+	reg.MustRegister(dram.NewCollector(stack.DRAM()), tiers.NewCollector(stack))
+	return stack, func() {
+		stack.Close()
+		if lower != nil {
+			if err := lower.Close(); err != nil {
+				log.Error("closing the nvme tier", "err", err)
+			}
+		}
+	}, nil
+}
 
 func main() {
 	cfg, err := LoadConfig(os.Args[1:], os.LookupEnv, os.Stderr)
@@ -60,16 +113,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	dcfg := dram.DefaultConfig()
-	dcfg.Capacity = cfg.DRAMCapacity
-	dcfg.MemFile = cfg.DRAMMemFile
-	dcfg.MaxBlockSize = cfg.MaxBlockSize
-	stack, err := tiers.New(tiers.DefaultConfig(), dcfg, nil, log)
+	stack, closeTiers, err := openTiers(cfg, reg, log)
 	if err != nil {
 		return err
 	}
-	defer stack.Close()
-	reg.MustRegister(dram.NewCollector(stack.DRAM()))
+	defer closeTiers()
 
 	scfg := ctxstore.DefaultConfig()
 	scfg.PinMaxTTL = cfg.PinMaxTTL

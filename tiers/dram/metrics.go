@@ -17,14 +17,14 @@ func NewCollector(t *Tier) *Collector {
 	}
 	return &Collector{t: t, descs: map[string]*prometheus.Desc{
 		"capacity":  d("capacity_bytes", "Tier capacity in bytes."),
-		"resident":  d("resident_bytes", "Payload bytes of resident blocks."),
+		"resident":  d("resident_bytes", "Payload bytes of the blocks the tier holds."),
 		"allocated": d("allocated_bytes", "Bytes of allocated arena pages."),
-		"blocks":    d("blocks", "Resident blocks."),
+		"blocks":    d("blocks", "Blocks the tier holds."),
 		"hits":      d("hits_total", "Reads served from the tier."),
 		"misses":    d("misses_total", "Reads that found no (valid) block."),
 		"puts":      d("puts_total", "Blocks stored."),
-		"evictions": d("evictions_total", "Blocks evicted to make room."),
-		"evbytes":   d("evicted_bytes_total", "Bytes evicted to make room."),
+		"evictions": d("evictions_total", "Blocks evicted from the tier to make room."),
+		"evbytes":   d("evicted_bytes_total", "Payload bytes evicted from the tier to make room."),
 		"expired":   d("expirations_total", "Blocks dropped because their TTL passed."),
 		"corrupt":   d("corruptions_total", "Blocks that failed checksum verification and were dropped."),
 		"nospace":   d("no_space_total", "Puts refused because nothing evictable was left."),
