@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	hraft "github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -74,7 +75,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 	if err != nil {
 		return nil, fmt.Errorf("raft metrics: %w", err)
 	}
-	w, err := wal.Open(walDir, wal.WithLogger(hlog.Named("wal")), wal.WithMetricsCollector(wc))
+	// raft-wal's Close does not close its metadata database (a bolt file
+	// holding an exclusive lock), so we own it and close it after the WAL,
+	// or a restart in the same process would wait on the lock for ever.
+	meta := &metadb.BoltMetaDB{}
+	w, err := wal.Open(walDir, wal.WithLogger(hlog.Named("wal")), wal.WithMetricsCollector(wc), wal.WithMetaStore(meta))
 	if err != nil {
 		unWAL()
 		return nil, fmt.Errorf("raft: open wal %s: %w", walDir, err)
@@ -82,12 +87,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 	snaps, err := hraft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "raft"), cfg.SnapshotRetain, hlog.Named("snapshots"))
 	if err != nil {
 		w.Close()
+		meta.Close()
 		unWAL()
 		return nil, fmt.Errorf("raft: snapshot store: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
 		w.Close()
+		meta.Close()
 		unWAL()
 		return nil, fmt.Errorf("%w: raft listen %s: %v", block.ErrUnavailable, cfg.RaftAddr, err)
 	}
@@ -95,16 +102,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 	if err != nil {
 		ln.Close()
 		w.Close()
+		meta.Close()
 		unWAL()
 		return nil, fmt.Errorf("%w: raft advertise %s: %v", block.ErrInvalidArgument, cfg.advertise(), err)
 	}
 	trans := hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
 		Stream: NewStreamLayer(ln, adv, cfg.TLS), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
 	})
-	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: w, Stable: w, Snapshots: snaps, Transport: trans, Closers: []io.Closer{trans, w}})
+	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: w, Stable: w, Snapshots: snaps, Transport: trans, Closers: []io.Closer{trans, w, meta}})
 	if err != nil {
 		trans.Close()
 		w.Close()
+		meta.Close()
 		unWAL()
 		return nil, err
 	}
