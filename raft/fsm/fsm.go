@@ -1,0 +1,467 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	iradix "github.com/hashicorp/go-immutable-radix/v2"
+	hraft "github.com/hashicorp/raft"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// Response is what Apply returns for one command (the value of a Raft
+// ApplyFuture's Response on the node that proposed it).
+type Response struct {
+	// Index is the Raft log index of the command.
+	Index uint64
+	// Results has one element per operation of a CmdIndex command.
+	Results []OpResult
+	// Err is a command-level failure: a rejected member/namespace/credential
+	// change (wrapping a block sentinel), or an undecodable command.
+	Err error
+	// Skipped is set when the command's type was unknown but flagged
+	// ignore-unknown.
+	Skipped bool
+}
+
+// state is one immutable version of everything replicated. Apply builds a new
+// one and swaps it in; readers and snapshots hold whichever they loaded.
+type state struct {
+	index      *iradix.Tree[Entry]
+	members    map[string]Member
+	namespaces map[string]block.Namespace
+	creds      map[string]Credential
+	applied    uint64
+}
+
+func emptyState() *state {
+	return &state{
+		index:      iradix.New[Entry](),
+		members:    map[string]Member{},
+		namespaces: map[string]block.Namespace{block.DefaultNamespace: block.DefaultNamespaceConfig()},
+		creds:      map[string]Credential{},
+	}
+}
+
+// FSM is the replicated state machine. It implements raft.FSM and
+// raft.BatchingFSM; the read methods are safe for concurrent use and take no
+// lock.
+type FSM struct {
+	log   *slog.Logger
+	cur   atomic.Pointer[state]
+	wmu   sync.Mutex // serialises Apply and Restore
+	fault atomic.Pointer[faultErr]
+
+	ops atomic.Uint64 // index operations applied, for metrics
+}
+
+type faultErr struct{ err error }
+
+// New returns an FSM holding only the default namespace.
+func New(log *slog.Logger) *FSM {
+	if log == nil {
+		log = slog.Default()
+	}
+	f := &FSM{log: log}
+	f.cur.Store(emptyState())
+	return f
+}
+
+// Fault returns the first hard apply error: a command of a type this FSM
+// does not know, sent without the ignore-unknown flag, or an undecodable
+// one. Such a node is running older code than its leader and must be
+// upgraded; its state may lag the cluster's. Nil when all is well.
+func (f *FSM) Fault() error {
+	if p := f.fault.Load(); p != nil {
+		return p.err
+	}
+	return nil
+}
+
+// OpsApplied counts index operations applied since start.
+func (f *FSM) OpsApplied() uint64 { return f.ops.Load() }
+
+// Apply applies one committed log entry.
+func (f *FSM) Apply(l *hraft.Log) interface{} {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	s := f.cur.Load()
+	ns := *s
+	r := f.applyOne(&ns, l)
+	f.cur.Store(&ns)
+	return r
+}
+
+// ApplyBatch applies consecutive committed log entries and publishes the
+// resulting state once.
+func (f *FSM) ApplyBatch(logs []*hraft.Log) []interface{} {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	s := f.cur.Load()
+	ns := *s
+	out := make([]interface{}, len(logs))
+	for i, l := range logs {
+		out[i] = f.applyOne(&ns, l)
+	}
+	f.cur.Store(&ns)
+	return out
+}
+
+func (f *FSM) applyOne(s *state, l *hraft.Log) interface{} {
+	if l.Index > s.applied {
+		s.applied = l.Index
+	}
+	if l.Type != hraft.LogCommand {
+		return nil
+	}
+	return f.applyCommand(s, l.Index, l.Data)
+}
+
+// applyCommand decodes and applies data at log index idx onto s (a private
+// copy of the current state whose maps are still shared: they are cloned
+// before any change).
+func (f *FSM) applyCommand(s *state, idx uint64, data []byte) *Response {
+	r := &Response{Index: idx}
+	c, err := DecodeCommand(data)
+	if err != nil {
+		if errors.Is(err, ErrUnknownCommand) && c.IgnoreUnknown {
+			r.Skipped = true
+			f.log.Debug("skipping command of unknown type", "index", idx, "type", c.Type)
+			return r
+		}
+		r.Err = fmt.Errorf("log index %d: %w", idx, err)
+		f.fault.CompareAndSwap(nil, &faultErr{r.Err})
+		f.log.Error("raft command cannot be applied; this node must be upgraded", "index", idx, "err", err)
+		return r
+	}
+	switch c.Type {
+	case CmdIndex:
+		r.Results = f.applyIndex(s, idx, c.Ops)
+	case CmdMember:
+		r.Err = applyMember(s, c.Member)
+	case CmdNamespace:
+		r.Err = applyNamespace(s, c.Namespace)
+	case CmdCredential:
+		r.Err = applyCredential(s, c.Credential)
+	}
+	return r
+}
+
+func (f *FSM) applyIndex(s *state, idx uint64, ops []Op) []OpResult {
+	txn := s.index.Txn()
+	out := make([]OpResult, len(ops))
+	for i, o := range ops {
+		out[i] = applyOp(s, txn, idx, o)
+	}
+	s.index = txn.CommitOnly()
+	f.ops.Add(uint64(len(ops)))
+	return out
+}
+
+func applyOp(s *state, txn *iradix.Txn[Entry], idx uint64, o Op) OpResult {
+	if o.Kind == 0 {
+		return OpResult{Status: StatusSkipped}
+	}
+	if o.Validate() != nil {
+		return OpResult{Status: StatusInvalid}
+	}
+	k := treeKey(o.Key)
+	old, exists := txn.Get(k)
+	switch o.Kind {
+	case OpPut:
+		ns, ok := s.namespaces[o.Key.Namespace]
+		if !ok {
+			return OpResult{Status: StatusUnknownNamespace}
+		}
+		if exists {
+			if old.Sum == o.Sum && old.Size == o.Size {
+				return OpResult{Status: StatusExisted, Generation: old.Generation}
+			}
+			return OpResult{Status: StatusConflict, Generation: old.Generation}
+		}
+		if o.Size > ns.MaxBlockSize {
+			return OpResult{Status: StatusInvalid}
+		}
+		txn.Insert(k, Entry{
+			Size: o.Size, Sum: o.Sum, Placement: slices.Clone(o.Placement), TierHints: o.TierHints,
+			PinUntil: o.PinUntil, Generation: idx, Created: o.Created,
+		})
+		return OpResult{Status: StatusCreated, Generation: idx}
+	case OpDelete:
+		if !exists {
+			return OpResult{Status: StatusNotFound}
+		}
+		if o.IfGeneration != 0 && o.IfGeneration != old.Generation {
+			return OpResult{Status: StatusConflict, Generation: old.Generation}
+		}
+		txn.Delete(k)
+		return OpResult{Status: StatusDeleted, Generation: old.Generation}
+	case OpPin:
+		if !exists {
+			return OpResult{Status: StatusNotFound}
+		}
+		if o.PinUntil.After(old.PinUntil) {
+			old.PinUntil = o.PinUntil
+			txn.Insert(k, old)
+		}
+		return OpResult{Status: StatusPinned, Generation: old.Generation}
+	case OpPlace:
+		if !exists {
+			return OpResult{Status: StatusNotFound}
+		}
+		if old.Sum != o.Sum {
+			return OpResult{Status: StatusConflict, Generation: old.Generation}
+		}
+		old.Placement = slices.Clone(o.Placement)
+		txn.Insert(k, old)
+		return OpResult{Status: StatusUpdated, Generation: old.Generation}
+	}
+	return OpResult{Status: StatusInvalid}
+}
+
+func applyMember(s *state, c MemberCommand) error {
+	m := c.Member
+	switch c.Action {
+	case MemberUpsert:
+		if err := m.Validate(); err != nil {
+			return err
+		}
+		s.members = maps.Clone(s.members)
+		s.members[m.ID] = m
+	case MemberSetState:
+		old, ok := s.members[m.ID]
+		if !ok {
+			return fmt.Errorf("%w: unknown member %q", block.ErrInvalidArgument, m.ID)
+		}
+		if !m.State.valid() {
+			return fmt.Errorf("%w: member state %d", block.ErrInvalidArgument, m.State)
+		}
+		old.State = m.State
+		s.members = maps.Clone(s.members)
+		s.members[m.ID] = old
+	case MemberRemove:
+		if _, ok := s.members[m.ID]; ok {
+			s.members = maps.Clone(s.members)
+			delete(s.members, m.ID)
+		}
+	}
+	return nil
+}
+
+func applyNamespace(s *state, c NamespaceCommand) error {
+	ns := c.Namespace
+	switch c.Action {
+	case NamespaceCreate:
+		ns = ns.WithDefaults()
+		if err := ns.Validate(); err != nil {
+			return err
+		}
+		if old, ok := s.namespaces[ns.Name]; ok {
+			if old == ns {
+				return nil
+			}
+			return fmt.Errorf("%w: %q", block.ErrNamespaceExists, ns.Name)
+		}
+	case NamespaceUpdate:
+		ns = ns.WithDefaults()
+		if err := ns.Validate(); err != nil {
+			return err
+		}
+		old, ok := s.namespaces[ns.Name]
+		if !ok {
+			return fmt.Errorf("%w: %q", block.ErrUnknownNamespace, ns.Name)
+		}
+		if old.BlockTokens != ns.BlockTokens || old.HashScheme != ns.HashScheme || old.TenantSalt != ns.TenantSalt || old.Model != ns.Model {
+			return fmt.Errorf("%w: namespace %q: model, block_tokens, hash_scheme and tenant_salt cannot change", block.ErrInvalidArgument, ns.Name)
+		}
+	case NamespaceDelete:
+		if ns.Name == block.DefaultNamespace {
+			return fmt.Errorf("%w: the default namespace cannot be deleted", block.ErrInvalidArgument)
+		}
+		if _, ok := s.namespaces[ns.Name]; !ok {
+			return fmt.Errorf("%w: %q", block.ErrUnknownNamespace, ns.Name)
+		}
+		it := s.index.Root().Iterator()
+		it.SeekPrefix(nsPrefix(ns.Name))
+		if _, _, ok := it.Next(); ok {
+			return fmt.Errorf("%w: %q", block.ErrNamespaceNotEmpty, ns.Name)
+		}
+		s.namespaces = maps.Clone(s.namespaces)
+		delete(s.namespaces, ns.Name)
+		return nil
+	}
+	s.namespaces = maps.Clone(s.namespaces)
+	s.namespaces[ns.Name] = ns
+	return nil
+}
+
+func applyCredential(s *state, c CredentialCommand) error {
+	switch c.Action {
+	case CredentialPut:
+		if err := c.Credential.Validate(); err != nil {
+			return err
+		}
+		s.creds = maps.Clone(s.creds)
+		s.creds[c.Credential.AccessKeyID] = c.Credential
+	case CredentialDelete:
+		if _, ok := s.creds[c.Credential.AccessKeyID]; ok {
+			s.creds = maps.Clone(s.creds)
+			delete(s.creds, c.Credential.AccessKeyID)
+		}
+	}
+	return nil
+}
+
+// treeKey orders the index by namespace, then hash, then part: the
+// namespace name (which never holds a 0 byte), 0, the hash big-endian, then
+// 0 for a whole block or 1 and the part big-endian.
+func treeKey(k block.Key) []byte {
+	b := make([]byte, 0, len(k.Namespace)+12)
+	b = append(b, k.Namespace...)
+	b = append(b, 0)
+	b = binary.BigEndian.AppendUint64(b, k.Hash)
+	if k.HasPart {
+		b = append(b, 1)
+		b = binary.BigEndian.AppendUint16(b, k.Part)
+	} else {
+		b = append(b, 0)
+	}
+	return b
+}
+
+func nsPrefix(ns string) []byte { return append([]byte(ns), 0) }
+
+func parseTreeKey(b []byte) (block.Key, bool) {
+	i := strings.IndexByte(string(b), 0)
+	if i < 0 || len(b) < i+10 {
+		return block.Key{}, false
+	}
+	k := block.Key{Namespace: string(b[:i]), Hash: binary.BigEndian.Uint64(b[i+1:])}
+	switch rest := b[i+9:]; {
+	case len(rest) == 1 && rest[0] == 0:
+	case len(rest) == 3 && rest[0] == 1:
+		k = k.WithPart(binary.BigEndian.Uint16(rest[1:]))
+	default:
+		return block.Key{}, false
+	}
+	return k, true
+}
+
+// --- reads -----------------------------------------------------------------
+
+// AppliedIndex is the log index of the last entry this FSM has seen.
+func (f *FSM) AppliedIndex() uint64 { return f.cur.Load().applied }
+
+// Len is the number of index entries.
+func (f *FSM) Len() int { return f.cur.Load().index.Len() }
+
+// Lookup returns key's entry.
+func (f *FSM) Lookup(key block.Key) (Entry, bool) {
+	return f.cur.Load().index.Get(treeKey(key))
+}
+
+// LookupPrefix returns how many leading keys are in the index, stopping at
+// the first miss: the prefix of a chain that can be fetched instead of
+// recomputed. All keys are read from one consistent state.
+func (f *FSM) LookupPrefix(keys []block.Key) int {
+	t := f.cur.Load().index
+	for i, k := range keys {
+		if _, ok := t.Get(treeKey(k)); !ok {
+			return i
+		}
+	}
+	return len(keys)
+}
+
+// Scan calls fn for each entry of namespace ns whose object name starts
+// with hexPrefix (0..16 lowercase hex digits; "" for all), in (hash, part)
+// order, until fn returns false. It reads one consistent state.
+func (f *FSM) Scan(ns, hexPrefix string, fn func(block.Key, Entry) bool) error {
+	if len(hexPrefix) > block.HashHexLen {
+		return fmt.Errorf("%w: hash prefix %q longer than %d digits", block.ErrInvalidKey, hexPrefix, block.HashHexLen)
+	}
+	padded := hexPrefix + strings.Repeat("0", block.HashHexLen-len(hexPrefix))
+	h, err := block.ParseHash(padded)
+	if err != nil {
+		return err
+	}
+	var hb [8]byte
+	binary.BigEndian.PutUint64(hb[:], h)
+	prefix := append(nsPrefix(ns), hb[:len(hexPrefix)/2]...)
+	odd := len(hexPrefix)%2 == 1
+	it := f.cur.Load().index.Root().Iterator()
+	it.SeekPrefix(prefix)
+	for {
+		k, e, ok := it.Next()
+		if !ok {
+			return nil
+		}
+		if odd && k[len(prefix)]>>4 != hb[len(hexPrefix)/2]>>4 {
+			continue
+		}
+		key, ok := parseTreeKey(k)
+		if !ok {
+			continue
+		}
+		if !fn(key, e) {
+			return nil
+		}
+	}
+}
+
+// Members lists the members sorted by id.
+func (f *FSM) Members() []Member {
+	m := f.cur.Load().members
+	out := slices.Collect(maps.Values(m))
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Member returns one member.
+func (f *FSM) Member(id string) (Member, bool) {
+	m, ok := f.cur.Load().members[id]
+	return m, ok
+}
+
+// Namespace returns a namespace or block.ErrUnknownNamespace.
+func (f *FSM) Namespace(name string) (block.Namespace, error) {
+	n, ok := f.cur.Load().namespaces[name]
+	if !ok {
+		return block.Namespace{}, fmt.Errorf("%w: %q", block.ErrUnknownNamespace, name)
+	}
+	return n, nil
+}
+
+// Namespaces lists the namespaces sorted by name.
+func (f *FSM) Namespaces() []block.Namespace {
+	out := slices.Collect(maps.Values(f.cur.Load().namespaces))
+	slices.SortFunc(out, func(a, b block.Namespace) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Credential returns the credential of an access key id.
+func (f *FSM) Credential(accessKeyID string) (Credential, bool) {
+	c, ok := f.cur.Load().creds[accessKeyID]
+	return c, ok
+}
+
+// CredentialIDs lists the access key ids, sorted.
+func (f *FSM) CredentialIDs() []string {
+	return slices.Sorted(maps.Keys(f.cur.Load().creds))
+}
+
+// Expired reports whether e has outlived its namespace's TTL at now; the
+// leader's reaper proposes deletes for such entries (the FSM itself never
+// reads a clock).
+func Expired(ns block.Namespace, e Entry, now time.Time) bool {
+	return ns.TTLSeconds > 0 && !e.Created.IsZero() && now.Sub(e.Created) > ns.TTL() && now.After(e.PinUntil)
+}

@@ -1,0 +1,352 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+func apply(t testing.TB, f *FSM, idx uint64, data []byte) *Response {
+	t.Helper()
+	r, ok := f.Apply(&hraft.Log{Index: idx, Type: hraft.LogCommand, Data: data}).(*Response)
+	if !ok {
+		t.Fatalf("Apply returned %T", r)
+	}
+	return r
+}
+
+func testEntry(sum uint32) Entry {
+	return Entry{Size: 100, Sum: sum, Placement: []Shard{{NodeID: "n1", Index: 0}, {NodeID: "n2", Index: 1}}, TierHints: HintDRAM,
+		Created: time.Unix(1700000000, 0).UTC()}
+}
+
+func key(h uint64) block.Key { return block.NewKey(block.DefaultNamespace, h) }
+
+func TestApplyIndexOps(t *testing.T) {
+	pin := time.Unix(1800000000, 0).UTC()
+	tests := []struct {
+		name string
+		ops  []Op
+		want []Status
+	}{
+		{"put new", []Op{PutOp(key(1), testEntry(7))}, []Status{StatusCreated}},
+		{"put same sum existed", []Op{PutOp(key(1), testEntry(7)), PutOp(key(1), testEntry(7))}, []Status{StatusCreated, StatusExisted}},
+		{"put other sum conflict", []Op{PutOp(key(1), testEntry(7)), PutOp(key(1), testEntry(8))}, []Status{StatusCreated, StatusConflict}},
+		{"put unknown namespace", []Op{PutOp(block.NewKey("nope", 1), testEntry(7))}, []Status{StatusUnknownNamespace}},
+		{"put invalid size", []Op{PutOp(key(1), Entry{Size: 0, Sum: 1, Placement: []Shard{{NodeID: "n1"}}})}, []Status{StatusInvalid}},
+		{"put no placement", []Op{PutOp(key(1), Entry{Size: 1, Sum: 1})}, []Status{StatusInvalid}},
+		{"delete absent", []Op{DeleteOp(key(1), 0)}, []Status{StatusNotFound}},
+		{"delete present", []Op{PutOp(key(1), testEntry(7)), DeleteOp(key(1), 0), DeleteOp(key(1), 0)}, []Status{StatusCreated, StatusDeleted, StatusNotFound}},
+		{"delete wrong generation", []Op{PutOp(key(1), testEntry(7)), DeleteOp(key(1), 99)}, []Status{StatusCreated, StatusConflict}},
+		{"pin", []Op{PutOp(key(1), testEntry(7)), PinOp(key(1), pin)}, []Status{StatusCreated, StatusPinned}},
+		{"pin absent", []Op{PinOp(key(1), pin)}, []Status{StatusNotFound}},
+		{"place", []Op{PutOp(key(1), testEntry(7)), PlaceOp(key(1), 7, []Shard{{NodeID: "n3"}})}, []Status{StatusCreated, StatusUpdated}},
+		{"place wrong sum", []Op{PutOp(key(1), testEntry(7)), PlaceOp(key(1), 8, []Shard{{NodeID: "n3"}})}, []Status{StatusCreated, StatusConflict}},
+		{"parts are distinct keys", []Op{PutOp(key(1), testEntry(7)), PutOp(key(1).WithPart(0), testEntry(8)), PutOp(key(1).WithPart(1), testEntry(9))},
+			[]Status{StatusCreated, StatusCreated, StatusCreated}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(nil)
+			r := apply(t, f, 10, EncodeIndex(tc.ops))
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if len(r.Results) != len(tc.want) {
+				t.Fatalf("%d results, want %d", len(r.Results), len(tc.want))
+			}
+			for i, w := range tc.want {
+				if r.Results[i].Status != w {
+					t.Errorf("op %d (%s): %s, want %s", i, tc.ops[i].Kind, r.Results[i].Status, w)
+				}
+			}
+		})
+	}
+}
+
+func TestEntryFieldsAndGeneration(t *testing.T) {
+	f := New(nil)
+	e := testEntry(7)
+	apply(t, f, 42, EncodeIndex([]Op{PutOp(key(1), e)}))
+	got, ok := f.Lookup(key(1))
+	if !ok {
+		t.Fatal("entry missing")
+	}
+	if got.Generation != 42 || got.Sum != 7 || got.Size != 100 || len(got.Placement) != 2 || got.Placement[1].NodeID != "n2" ||
+		!got.Created.Equal(e.Created) || got.TierHints != HintDRAM {
+		t.Fatalf("entry %+v", got)
+	}
+	// Pins only extend.
+	later, earlier := time.Unix(1900000000, 0).UTC(), time.Unix(1800000000, 0).UTC()
+	apply(t, f, 43, EncodeIndex([]Op{PinOp(key(1), later), PinOp(key(1), earlier)}))
+	got, _ = f.Lookup(key(1))
+	if !got.PinUntil.Equal(later) || got.Generation != 42 {
+		t.Fatalf("pin %v gen %d", got.PinUntil, got.Generation)
+	}
+	// Delete + re-put gives a new generation.
+	apply(t, f, 44, EncodeIndex([]Op{DeleteOp(key(1), 42)}))
+	apply(t, f, 45, EncodeIndex([]Op{PutOp(key(1), e)}))
+	got, _ = f.Lookup(key(1))
+	if got.Generation != 45 || !got.PinUntil.IsZero() {
+		t.Fatalf("re-put: %+v", got)
+	}
+	if f.AppliedIndex() != 45 || f.OpsApplied() != 5 {
+		t.Fatalf("applied %d ops %d", f.AppliedIndex(), f.OpsApplied())
+	}
+}
+
+// Replaying a command (a client retrying after ErrLeadershipLost, whose first
+// attempt did commit) leaves the state as one application did.
+func TestReplayIdempotent(t *testing.T) {
+	cmds := [][]byte{
+		EncodeNamespace(NamespaceCommand{Action: NamespaceCreate, Namespace: block.Namespace{Name: "t1", ParityShards: 2}}),
+		EncodeMember(MemberCommand{Action: MemberUpsert, Member: Member{ID: "n1", RaftAddr: "a:1", State: MemberAlive}}),
+		EncodeIndex([]Op{PutOp(key(1), testEntry(1)), PutOp(block.NewKey("t1", 2), testEntry(2)), PinOp(key(1), time.Unix(2e9, 0))}),
+		EncodeIndex([]Op{DeleteOp(key(1), 0), PutOp(key(3), testEntry(3))}),
+	}
+	once, twice := New(nil), New(nil)
+	idx := uint64(1)
+	for _, c := range cmds {
+		apply(t, once, idx, c)
+		r1 := apply(t, twice, idx, c)
+		idx++
+		r2 := apply(t, twice, idx, c) // the retry commits at a later index
+		idx++
+		for i := range r2.Results {
+			if r2.Results[i].Err() != nil && r1.Results[i].Err() == nil && r2.Results[i].Status != StatusNotFound {
+				t.Errorf("retry of op %d: %s after %s", i, r2.Results[i].Status, r1.Results[i].Status)
+			}
+		}
+		if r2.Err != nil {
+			t.Errorf("retry: %v", r2.Err)
+		}
+	}
+	a, b := dump(t, once), dump(t, twice)
+	// Generations differ (log indices differ) but the logical content must not.
+	if len(a) != len(b) {
+		t.Fatalf("once %d entries, twice %d", len(a), len(b))
+	}
+	for k, ea := range a {
+		eb, ok := b[k]
+		if !ok || ea.Sum != eb.Sum || ea.Size != eb.Size || !ea.PinUntil.Equal(eb.PinUntil) {
+			t.Errorf("%s: once %+v twice %+v", k, ea, eb)
+		}
+	}
+	if len(once.Members()) != 1 || len(twice.Members()) != 1 || len(twice.Namespaces()) != 2 {
+		t.Fatal("members/namespaces differ")
+	}
+
+	// Replaying the exact same log entry (same index) is a no-op on the state.
+	f := New(nil)
+	c := EncodeIndex([]Op{PutOp(key(9), testEntry(9))})
+	apply(t, f, 5, c)
+	r := apply(t, f, 5, c)
+	if r.Results[0].Status != StatusExisted || r.Results[0].Generation != 5 {
+		t.Fatalf("replay: %+v", r.Results[0])
+	}
+}
+
+func dump(t *testing.T, f *FSM) map[block.Key]Entry {
+	t.Helper()
+	out := map[block.Key]Entry{}
+	for _, ns := range f.Namespaces() {
+		if err := f.Scan(ns.Name, "", func(k block.Key, e Entry) bool { out[k] = e; return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func TestUnknownCommandFlag(t *testing.T) {
+	f := New(nil)
+	// A newer leader's command type 0x50 with the ignore-unknown flag is skipped.
+	r := apply(t, f, 1, []byte{0x50 | FlagIgnoreUnknown, 1, 9, 9, 9})
+	if !r.Skipped || r.Err != nil || f.Fault() != nil {
+		t.Fatalf("flagged unknown: %+v fault %v", r, f.Fault())
+	}
+	// A known type of an unknown version with the flag is skipped too.
+	r = apply(t, f, 2, []byte{byte(CmdIndex) | FlagIgnoreUnknown, 9})
+	if !r.Skipped {
+		t.Fatalf("flagged unknown version: %+v", r)
+	}
+	// An unknown op inside a known batch, flagged, is skipped; the others apply.
+	b := EncodeIndex([]Op{PutOp(key(1), testEntry(1))})
+	b[2]++ // two ops
+	b = append(b, 0x60|FlagIgnoreUnknown, 3, 1, 2, 3)
+	r = apply(t, f, 3, b)
+	if r.Err != nil || len(r.Results) != 2 || r.Results[0].Status != StatusCreated || r.Results[1].Status != StatusSkipped {
+		t.Fatalf("flagged unknown op: %+v", r)
+	}
+	// Without the flag it is a hard error: nothing changes, Fault is set.
+	before := f.Len()
+	bad := EncodeIndex([]Op{PutOp(key(2), testEntry(2))})
+	bad[2]++
+	bad = append(bad, 0x60, 0)
+	r = apply(t, f, 4, bad)
+	if !errors.Is(r.Err, ErrUnknownCommand) || f.Len() != before {
+		t.Fatalf("unflagged unknown op: %+v len %d", r, f.Len())
+	}
+	r = apply(t, f, 5, []byte{0x50, 1})
+	if !errors.Is(r.Err, ErrUnknownCommand) || !errors.Is(f.Fault(), ErrUnknownCommand) {
+		t.Fatalf("unflagged unknown type: %+v fault %v", r, f.Fault())
+	}
+}
+
+func TestNamespaceCommands(t *testing.T) {
+	f := New(nil)
+	ns := block.Namespace{Name: "t1", Model: "m", ParityShards: 2}
+	steps := []struct {
+		cmd     NamespaceCommand
+		wantErr error
+	}{
+		{NamespaceCommand{NamespaceCreate, ns}, nil},
+		{NamespaceCommand{NamespaceCreate, ns}, nil}, // identical: idempotent
+		{NamespaceCommand{NamespaceCreate, block.Namespace{Name: "t1", Model: "other"}}, block.ErrNamespaceExists},
+		{NamespaceCommand{NamespaceUpdate, block.Namespace{Name: "t1", Model: "other"}}, block.ErrInvalidArgument},
+		{NamespaceCommand{NamespaceUpdate, block.Namespace{Name: "t1", Model: "m", Priority: 3, ParityShards: 2}}, nil},
+		{NamespaceCommand{NamespaceUpdate, block.Namespace{Name: "zz"}}, block.ErrUnknownNamespace},
+		{NamespaceCommand{NamespaceCreate, block.Namespace{Name: "BAD"}}, block.ErrInvalidArgument},
+		{NamespaceCommand{NamespaceDelete, block.Namespace{Name: block.DefaultNamespace}}, block.ErrInvalidArgument},
+	}
+	for i, s := range steps {
+		r := apply(t, f, uint64(i+1), EncodeNamespace(s.cmd))
+		if !errors.Is(r.Err, s.wantErr) || (s.wantErr == nil && r.Err != nil) {
+			t.Errorf("step %d: %v, want %v", i, r.Err, s.wantErr)
+		}
+	}
+	got, err := f.Namespace("t1")
+	if err != nil || got.Priority != 3 || got.ParityShards != 2 || got.BlockTokens != 512 {
+		t.Fatalf("t1 = %+v, %v", got, err)
+	}
+	apply(t, f, 20, EncodeIndex([]Op{PutOp(block.NewKey("t1", 5), testEntry(1))}))
+	if r := apply(t, f, 21, EncodeNamespace(NamespaceCommand{NamespaceDelete, block.Namespace{Name: "t1"}})); !errors.Is(r.Err, block.ErrNamespaceNotEmpty) {
+		t.Fatalf("delete non-empty: %v", r.Err)
+	}
+	apply(t, f, 22, EncodeIndex([]Op{DeleteOp(block.NewKey("t1", 5), 0)}))
+	if r := apply(t, f, 23, EncodeNamespace(NamespaceCommand{NamespaceDelete, block.Namespace{Name: "t1"}})); r.Err != nil {
+		t.Fatalf("delete empty: %v", r.Err)
+	}
+	if _, err := f.Namespace("t1"); !errors.Is(err, block.ErrUnknownNamespace) {
+		t.Fatalf("after delete: %v", err)
+	}
+}
+
+func TestMemberAndCredentialCommands(t *testing.T) {
+	f := New(nil)
+	m := Member{ID: "n1", RaftAddr: "127.0.0.1:1", DataAddr: "127.0.0.1:2", HTTPAddr: "127.0.0.1:3", Zone: "z1", Capacity: 1 << 30, State: MemberAlive}
+	if r := apply(t, f, 1, EncodeMember(MemberCommand{MemberUpsert, m})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := apply(t, f, 2, EncodeMember(MemberCommand{MemberSetState, Member{ID: "n1", State: MemberSuspect}})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := apply(t, f, 3, EncodeMember(MemberCommand{MemberSetState, Member{ID: "nx", State: MemberDead}})); !errors.Is(r.Err, block.ErrInvalidArgument) {
+		t.Fatalf("unknown member: %v", r.Err)
+	}
+	if r := apply(t, f, 4, EncodeMember(MemberCommand{MemberUpsert, Member{ID: "n2"}})); !errors.Is(r.Err, block.ErrInvalidArgument) {
+		t.Fatalf("invalid member: %v", r.Err)
+	}
+	got, ok := f.Member("n1")
+	want := m
+	want.State = MemberSuspect
+	if !ok || got != want {
+		t.Fatalf("member %+v", got)
+	}
+	apply(t, f, 5, EncodeMember(MemberCommand{MemberRemove, Member{ID: "n1"}}))
+	if len(f.Members()) != 0 {
+		t.Fatal("member not removed")
+	}
+
+	blob, err := HashSecret("s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Credential{AccessKeyID: "AK1", Kind: SecretHashed, Secret: blob, Scopes: []Scope{{Namespace: "default", Perms: PermRead | PermWrite}}}
+	if r := apply(t, f, 6, EncodeCredential(CredentialCommand{CredentialPut, c})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	plain := Credential{AccessKeyID: "AK2", Kind: 0, Secret: []byte("plaintext-secret-here")}
+	if r := apply(t, f, 7, EncodeCredential(CredentialCommand{CredentialPut, plain})); !errors.Is(r.Err, block.ErrInvalidArgument) {
+		t.Fatalf("plaintext credential accepted: %v", r.Err)
+	}
+	gc, ok := f.Credential("AK1")
+	if !ok || !VerifySecret(gc.Secret, "s3cret") || VerifySecret(gc.Secret, "wrong") || !gc.Allows("default", PermRead) || gc.Allows("default", PermAdmin) || gc.Allows("other", PermRead) {
+		t.Fatalf("credential %+v", gc)
+	}
+	if ids := f.CredentialIDs(); len(ids) != 1 || ids[0] != "AK1" {
+		t.Fatalf("ids %v", ids)
+	}
+	apply(t, f, 8, EncodeCredential(CredentialCommand{CredentialDelete, Credential{AccessKeyID: "AK1"}}))
+	if _, ok := f.Credential("AK1"); ok {
+		t.Fatal("credential not deleted")
+	}
+}
+
+func TestSealSecret(t *testing.T) {
+	k := bytes.Repeat([]byte{7}, 32)
+	blob, err := SealSecret(k, "AK", "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(blob, []byte("secret")) {
+		t.Fatal("plaintext visible in sealed blob")
+	}
+	if s, err := OpenSecret(k, "AK", blob); err != nil || s != "secret" {
+		t.Fatalf("open: %q %v", s, err)
+	}
+	if _, err := OpenSecret(k, "OTHER", blob); !errors.Is(err, block.ErrUnauthenticated) {
+		t.Fatalf("open under other id: %v", err)
+	}
+}
+
+func TestLookupPrefixAndScan(t *testing.T) {
+	f := New(nil)
+	hashes := []uint64{0x1000000000000001, 0x1000000000000002, 0x1f00000000000000, 0x2000000000000000}
+	var ops []Op
+	for _, h := range hashes {
+		ops = append(ops, PutOp(key(h), testEntry(uint32(h))))
+	}
+	ops = append(ops, PutOp(key(hashes[0]).WithPart(3), testEntry(1)))
+	apply(t, f, 1, EncodeIndex(ops))
+	chain := []block.Key{key(hashes[0]), key(hashes[1]), key(0xdead), key(hashes[2])}
+	if n := f.LookupPrefix(chain); n != 2 {
+		t.Fatalf("LookupPrefix = %d, want 2", n)
+	}
+	tests := []struct {
+		prefix string
+		want   int
+	}{{"", 5}, {"1", 4}, {"10", 3}, {"1f", 1}, {"2", 1}, {"3", 0}, {"1000000000000001", 2}}
+	for _, tc := range tests {
+		n := 0
+		if err := f.Scan(block.DefaultNamespace, tc.prefix, func(block.Key, Entry) bool { n++; return true }); err != nil {
+			t.Fatal(err)
+		}
+		if n != tc.want {
+			t.Errorf("Scan(%q) = %d, want %d", tc.prefix, n, tc.want)
+		}
+	}
+	if err := f.Scan(block.DefaultNamespace, "XYZ", func(block.Key, Entry) bool { return true }); !errors.Is(err, block.ErrInvalidKey) {
+		t.Fatalf("bad prefix: %v", err)
+	}
+}
+
+func TestDecodeRejectsMalformed(t *testing.T) {
+	good := EncodeIndex([]Op{PutOp(key(1), testEntry(1))})
+	for i := 0; i < len(good); i++ {
+		if _, err := DecodeCommand(good[:i]); err == nil {
+			t.Errorf("truncated at %d accepted", i)
+		}
+	}
+	if _, err := DecodeCommand(append(good, 0)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("trailing byte: %v", err)
+	}
+	huge := []byte{byte(CmdIndex), CommandVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}
+	if _, err := DecodeCommand(huge); !errors.Is(err, ErrMalformed) {
+		t.Errorf("huge count: %v", err)
+	}
+}

@@ -1,0 +1,521 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	hraft "github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// Deps are the Raft storage and transport a node runs on. Open builds the
+// production ones; tests pass in-memory ones to OpenWith.
+type Deps struct {
+	Logs      hraft.LogStore
+	Stable    hraft.StableStore
+	Snapshots hraft.SnapshotStore
+	Transport hraft.Transport
+	// Closers are closed, in order, after Raft shuts down.
+	Closers []io.Closer
+}
+
+// Node is one member of the Raft group.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	raft    *hraft.Raft
+	fsm     *fsm.FSM
+	batch   *batcher
+	metrics *nodeMetrics
+	reads   readGate
+	deps    Deps
+
+	unregister []func()
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+// Open starts a node on disk: a raft-wal log and stable store and a file
+// snapshot store under DataDir/raft, and a TCP transport (TLS when
+// cfg.TLS is set) listening on cfg.RaftAddr. Raft, raft-wal and this
+// package's metrics go to reg (nil: none); logs go to log.
+func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("%w: raft config: DataDir is required", block.ErrInvalidArgument)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	hlog := NewHCLog(log, "raft")
+	walDir := filepath.Join(cfg.DataDir, "raft", "wal")
+	if err := os.MkdirAll(walDir, 0o755); err != nil {
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	wc := newWALCollector(cfg.NodeID)
+	unWAL, err := register(reg, wc.all)
+	if err != nil {
+		return nil, fmt.Errorf("raft metrics: %w", err)
+	}
+	// raft-wal's Close does not close its metadata database (a bolt file
+	// holding an exclusive lock), so we own it and close it after the WAL,
+	// or a restart in the same process would wait on the lock for ever.
+	meta := &metadb.BoltMetaDB{}
+	w, err := wal.Open(walDir, wal.WithLogger(hlog.Named("wal")), wal.WithMetricsCollector(wc), wal.WithMetaStore(meta))
+	if err != nil {
+		unWAL()
+		return nil, fmt.Errorf("raft: open wal %s: %w", walDir, err)
+	}
+	snaps, err := hraft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "raft"), cfg.SnapshotRetain, hlog.Named("snapshots"))
+	if err != nil {
+		w.Close()
+		meta.Close()
+		unWAL()
+		return nil, fmt.Errorf("raft: snapshot store: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		w.Close()
+		meta.Close()
+		unWAL()
+		return nil, fmt.Errorf("%w: raft listen %s: %v", block.ErrUnavailable, cfg.RaftAddr, err)
+	}
+	adv, err := net.ResolveTCPAddr("tcp", cfg.advertise())
+	if err != nil {
+		ln.Close()
+		w.Close()
+		meta.Close()
+		unWAL()
+		return nil, fmt.Errorf("%w: raft advertise %s: %v", block.ErrInvalidArgument, cfg.advertise(), err)
+	}
+	trans := hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
+		Stream: NewStreamLayer(ln, adv, cfg.TLS), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
+	})
+	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: w, Stable: w, Snapshots: snaps, Transport: trans, Closers: []io.Closer{trans, w, meta}})
+	if err != nil {
+		trans.Close()
+		w.Close()
+		meta.Close()
+		unWAL()
+		return nil, err
+	}
+	n.unregister = append(n.unregister, unWAL)
+	return n, nil
+}
+
+// OpenWith starts a node on the given storage and transport (tests use
+// raft.NewInmemStore and raft.NewInmemTransport). cfg.DataDir is unused.
+func OpenWith(_ context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer, d Deps) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("node_id", cfg.NodeID)
+	hlog := NewHCLog(log, "raft")
+	n := &Node{cfg: cfg, log: log, fsm: fsm.New(log), deps: d, stop: make(chan struct{})}
+	release, err := attachRaftMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("raft metrics: %w", err)
+	}
+	n.unregister = append(n.unregister, release)
+
+	hasState, err := hraft.HasExistingState(d.Logs, d.Stable, d.Snapshots)
+	if err != nil {
+		n.releaseMetrics()
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	r, err := hraft.NewRaft(cfg.raftConfig(hlog), n.fsm, d.Logs, d.Stable, d.Snapshots, d.Transport)
+	if err != nil {
+		n.releaseMetrics()
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	n.raft = r
+	if cfg.Bootstrap && !hasState {
+		var servers []hraft.Server
+		for _, p := range cfg.InitialPeers {
+			servers = append(servers, hraft.Server{ID: hraft.ServerID(p.ID), Address: hraft.ServerAddress(p.Addr), Suffrage: hraft.Voter})
+		}
+		if len(servers) == 0 {
+			servers = []hraft.Server{{ID: hraft.ServerID(cfg.NodeID), Address: d.Transport.LocalAddr(), Suffrage: hraft.Voter}}
+		}
+		if err := r.BootstrapCluster(hraft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, hraft.ErrCantBootstrap) {
+			r.Shutdown()
+			n.releaseMetrics()
+			return nil, fmt.Errorf("raft bootstrap: %w", err)
+		}
+		log.Info("raft cluster bootstrapped", "voters", len(servers))
+	}
+	n.metrics = newNodeMetrics(cfg.NodeID, n.IsLeader, n.fsm.OpsApplied)
+	unreg, err := register(reg, n.metrics.collectors)
+	if err != nil {
+		r.Shutdown()
+		n.releaseMetrics()
+		return nil, fmt.Errorf("raft metrics: %w", err)
+	}
+	n.unregister = append(n.unregister, unreg)
+	n.batch = newBatcher(cfg.Batch, func(cmd []byte) hraft.ApplyFuture { return r.Apply(cmd, cfg.ApplyTimeout) }, n.mapErr,
+		func(ops int) { n.metrics.batchOps.Observe(float64(ops)); n.metrics.proposedOps.Add(float64(ops)) })
+	n.reads.barrier = func() error { return n.mapErr(r.Barrier(cfg.ApplyTimeout).Error()) }
+	n.wg.Add(1)
+	go n.watchLeadership()
+	return n, nil
+}
+
+func (n *Node) releaseMetrics() {
+	for i := len(n.unregister) - 1; i >= 0; i-- {
+		n.unregister[i]()
+	}
+	n.unregister = nil
+}
+
+// Close shuts Raft down and releases the stores, transport and metrics.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		n.batch.close()
+		n.closeErr = n.raft.Shutdown().Error()
+		n.wg.Wait()
+		for _, c := range n.deps.Closers {
+			if err := c.Close(); err != nil && n.closeErr == nil {
+				n.closeErr = err
+			}
+		}
+		n.releaseMetrics()
+	})
+	return n.closeErr
+}
+
+// FSM is the replicated state, for local reads (no network hop).
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// ID is this node's id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// IsLeader reports whether this node is the leader now.
+func (n *Node) IsLeader() bool { return n.raft.State() == hraft.Leader }
+
+// Leader returns the current leader's id and Raft address ("" when none is
+// known). The gateway forwards writes to the leader's member HTTPAddr.
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// LeaderMember returns the leader's member record, for its HTTP and data
+// addresses.
+func (n *Node) LeaderMember() (fsm.Member, bool) {
+	id, _ := n.Leader()
+	if id == "" {
+		return fsm.Member{}, false
+	}
+	return n.fsm.Member(id)
+}
+
+// WaitLeader blocks until some leader is known (not necessarily this node).
+func (n *Node) WaitLeader(ctx context.Context) (id string, err error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, _ := n.Leader(); id != "" {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w: no raft leader: %v", block.ErrUnavailable, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Propose commits index operations through the group-commit batcher and
+// returns one result per operation, in order. It must run on the leader
+// (else a *NotLeaderError: forward the request). ErrOutcomeUnknown means
+// the operations may have committed: retrying is safe.
+func (n *Node) Propose(ctx context.Context, ops ...fsm.Op) ([]fsm.OpResult, error) {
+	res, _, err := n.batch.propose(ctx, ops)
+	if err != nil {
+		n.metrics.applyErrors.Inc()
+	}
+	return res, err
+}
+
+// Apply commits one encoded command as its own log entry, bypassing the
+// batcher (membership, namespace and credential changes use it).
+func (n *Node) Apply(ctx context.Context, cmd []byte) (*fsm.Response, error) {
+	f := n.raft.Apply(cmd, n.cfg.ApplyTimeout)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			n.metrics.applyErrors.Inc()
+			return nil, n.mapErr(err)
+		}
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+	}
+	resp, ok := f.Response().(*fsm.Response)
+	if !ok {
+		return nil, fmt.Errorf("%w: raft returned %T", block.ErrUnavailable, f.Response())
+	}
+	return resp, nil
+}
+
+func (n *Node) applyErr(ctx context.Context, cmd []byte) error {
+	resp, err := n.Apply(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	return resp.Err
+}
+
+// SetMember adds or replaces a member record.
+func (n *Node) SetMember(ctx context.Context, m fsm.Member) error {
+	return n.applyErr(ctx, fsm.EncodeMember(fsm.MemberCommand{Action: fsm.MemberUpsert, Member: m}))
+}
+
+// SetMemberState changes a member's state (the failure detector marks
+// suspect/dead; a graceful leave marks left).
+func (n *Node) SetMemberState(ctx context.Context, id string, s fsm.MemberState) error {
+	return n.applyErr(ctx, fsm.EncodeMember(fsm.MemberCommand{Action: fsm.MemberSetState, Member: fsm.Member{ID: id, State: s}}))
+}
+
+// PutCredential stores a credential whose secret is already hashed or
+// sealed (fsm.HashSecret, fsm.SealSecret).
+func (n *Node) PutCredential(ctx context.Context, c fsm.Credential) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	return n.applyErr(ctx, fsm.EncodeCredential(fsm.CredentialCommand{Action: fsm.CredentialPut, Credential: c}))
+}
+
+// DeleteCredential removes an access key (absent is not an error).
+func (n *Node) DeleteCredential(ctx context.Context, accessKeyID string) error {
+	return n.applyErr(ctx, fsm.EncodeCredential(fsm.CredentialCommand{Action: fsm.CredentialDelete, Credential: fsm.Credential{AccessKeyID: accessKeyID}}))
+}
+
+// Join adds m as a voter (on the leader) and records its member entry. It
+// is idempotent: joining again with the same address changes nothing, and
+// with a new address updates it.
+func (n *Node) Join(ctx context.Context, m fsm.Member) error {
+	if m.State == 0 {
+		m.State = fsm.MemberAlive
+	}
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return n.mapErr(err)
+	}
+	present := false
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == m.ID && string(s.Address) == m.RaftAddr && s.Suffrage == hraft.Voter {
+			present = true
+		}
+	}
+	if !present {
+		if err := n.wait(ctx, n.raft.AddVoter(hraft.ServerID(m.ID), hraft.ServerAddress(m.RaftAddr), 0, n.cfg.ApplyTimeout)); err != nil {
+			return err
+		}
+		n.log.Info("raft voter added", "member", m.ID, "addr", m.RaftAddr)
+	}
+	return n.SetMember(ctx, m)
+}
+
+// Remove takes a node out of the Raft configuration and marks its member
+// record left (repair then rebuilds its shards elsewhere).
+func (n *Node) Remove(ctx context.Context, id string) error {
+	if err := n.wait(ctx, n.raft.RemoveServer(hraft.ServerID(id), 0, n.cfg.ApplyTimeout)); err != nil {
+		return err
+	}
+	if _, ok := n.fsm.Member(id); ok {
+		return n.SetMemberState(ctx, id, fsm.MemberLeft)
+	}
+	return nil
+}
+
+// TransferLeadership hands leadership to id ("" for the most up-to-date
+// follower).
+func (n *Node) TransferLeadership(ctx context.Context, id string) error {
+	if id == "" {
+		return n.wait(ctx, n.raft.LeadershipTransfer())
+	}
+	for _, s := range n.servers() {
+		if string(s.ID) == id {
+			return n.wait(ctx, n.raft.LeadershipTransferToServer(s.ID, s.Address))
+		}
+	}
+	return fmt.Errorf("%w: %q is not in the raft configuration", block.ErrInvalidArgument, id)
+}
+
+// Server is one entry of the Raft configuration, for status displays.
+type Server struct {
+	ID       string
+	Addr     string
+	Voter    bool
+	Leader   bool
+	Member   fsm.Member // zero when the FSM has no record yet
+	HasState bool       // Member is set
+}
+
+// Servers lists the Raft configuration.
+func (n *Node) Servers() []Server {
+	lid, _ := n.Leader()
+	var out []Server
+	for _, s := range n.servers() {
+		m, ok := n.fsm.Member(string(s.ID))
+		out = append(out, Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == hraft.Voter, Leader: string(s.ID) == lid, Member: m, HasState: ok})
+	}
+	return out
+}
+
+func (n *Node) servers() []hraft.Server {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return nil
+	}
+	return cf.Configuration().Servers
+}
+
+// Stats are hashicorp/raft's counters (term, indices, state).
+func (n *Node) Stats() map[string]string { return n.raft.Stats() }
+
+func (n *Node) wait(ctx context.Context, f hraft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return n.mapErr(err)
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+// ReadLevel chooses how fresh a read must be.
+type ReadLevel uint8
+
+// Read levels.
+const (
+	// ReadLocal reads this node's FSM as it is: no network hop, possibly a
+	// little behind the leader.
+	ReadLocal ReadLevel = iota
+	// ReadLinearizable first confirms, through a Raft barrier on the leader,
+	// that this node's FSM holds every write committed before the call.
+	ReadLinearizable
+)
+
+// Read prepares a read at level and returns the FSM to read from. A
+// linearizable read must run on the leader (else *NotLeaderError);
+// concurrent ones share barriers.
+func (n *Node) Read(ctx context.Context, level ReadLevel) (*fsm.FSM, error) {
+	if level == ReadLinearizable {
+		if !n.IsLeader() {
+			return nil, n.mapErr(hraft.ErrNotLeader)
+		}
+		if err := n.reads.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return n.fsm, nil
+}
+
+// readGate coalesces linearizable reads: each waits for a barrier that
+// started after it arrived, and one barrier serves all who arrived while
+// the previous one ran.
+type readGate struct {
+	barrier func() error
+	mu      sync.Mutex
+	running bool
+	next    *barrierCall
+}
+
+type barrierCall struct {
+	done chan struct{}
+	err  error
+}
+
+func (g *readGate) wait(ctx context.Context) error {
+	g.mu.Lock()
+	if g.next == nil {
+		g.next = &barrierCall{done: make(chan struct{})}
+	}
+	c := g.next
+	if !g.running {
+		g.running = true
+		g.next = nil
+		go g.run(c)
+	}
+	g.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: linearizable read: %v", block.ErrUnavailable, ctx.Err())
+	}
+}
+
+func (g *readGate) run(c *barrierCall) {
+	for c != nil {
+		c.err = g.barrier()
+		close(c.done)
+		g.mu.Lock()
+		c, g.next = g.next, nil
+		if c == nil {
+			g.running = false
+		}
+		g.mu.Unlock()
+	}
+}
+
+// watchLeadership keeps the leader's own member record in the FSM.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	ch := n.raft.LeaderCh()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case leader := <-ch:
+			if !leader {
+				continue
+			}
+			n.log.Info("raft leadership acquired")
+			self := n.cfg.Self
+			self.ID, self.RaftAddr = n.cfg.NodeID, string(n.deps.Transport.LocalAddr())
+			if self.State == 0 {
+				self.State = fsm.MemberAlive
+			}
+			if cur, ok := n.fsm.Member(self.ID); ok && cur == self {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+			if err := n.SetMember(ctx, self); err != nil {
+				n.log.Warn("recording own member entry failed", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+var _ hclog.Logger = (*hclogAdapter)(nil)
