@@ -81,7 +81,9 @@ func TestVerifyHeader(t *testing.T) {
 		{"good", func() *http.Request { return signed(t, "PUT", target, body, testKey.Secret, epoch, nil) }, nil},
 		{"anonymous", func() *http.Request { return httptest.NewRequest("GET", "/", nil) }, ErrAnonymous},
 		{"wrong secret", func() *http.Request { return signed(t, "PUT", target, body, "nope", epoch, nil) }, ErrSignature},
-		{"skewed", func() *http.Request { return signed(t, "PUT", target, body, testKey.Secret, epoch.Add(-16*time.Minute), nil) }, ErrSkewed},
+		{"skewed", func() *http.Request {
+			return signed(t, "PUT", target, body, testKey.Secret, epoch.Add(-16*time.Minute), nil)
+		}, ErrSkewed},
 		{"tampered path", func() *http.Request {
 			r := signed(t, "PUT", target, body, testKey.Secret, epoch, nil)
 			r.URL.Path = "/ns/00000000000000fe.1"
