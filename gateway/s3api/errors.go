@@ -60,6 +60,9 @@ func toAPI(err error) *apiError {
 		return newErr("RequestTimeTooSkewed", http.StatusForbidden, err, "%s", msg)
 	case errors.Is(err, s3auth.ErrExpired):
 		return newErr("AccessDenied", http.StatusForbidden, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrSigV2):
+		// AWS's exact words: s3cmd recognises them and retries with SigV4.
+		return newErr("InvalidRequest", http.StatusBadRequest, err, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
 	case errors.Is(err, s3auth.ErrMalformed):
 		return newErr("AuthorizationHeaderMalformed", http.StatusBadRequest, err, "%s", msg)
 	case errors.Is(err, s3auth.ErrUnsupported):

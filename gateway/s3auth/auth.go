@@ -49,6 +49,8 @@ var (
 	ErrMalformed = fmt.Errorf("%w: malformed authorization", block.ErrInvalidArgument)
 	// ErrUnsupported: a signature version or payload mode this server does not accept.
 	ErrUnsupported = fmt.Errorf("%w: unsupported authorization", block.ErrInvalidArgument)
+	// ErrSigV2: a Signature Version 2 request (header or presigned), which is refused.
+	ErrSigV2 = fmt.Errorf("%w: signature version 2 is not accepted; use SigV4", ErrUnsupported)
 	// ErrUnknownKey: the access key id does not exist (or was revoked).
 	ErrUnknownKey = fmt.Errorf("%w: unknown access key", block.ErrUnauthenticated)
 	// ErrSignature: the signature does not match.
@@ -137,7 +139,7 @@ func (v *Verifier) Verify(r *http.Request) (*Auth, error) {
 		return v.verifyQuery(r)
 	}
 	if r.URL.Query().Has("Signature") || r.URL.Query().Has("AWSAccessKeyId") {
-		return nil, fmt.Errorf("%w: signature version 2 presigned URLs are not accepted; use SigV4", ErrUnsupported)
+		return nil, ErrSigV2
 	}
 	return nil, ErrAnonymous
 }
@@ -184,7 +186,7 @@ func parseAuthorization(h string) (cred, signed, sig string, err error) {
 	alg, rest, ok := strings.Cut(h, " ")
 	if !ok || alg != algorithm {
 		if strings.HasPrefix(h, "AWS ") {
-			return "", "", "", fmt.Errorf("%w: signature version 2 is not accepted; use SigV4", ErrUnsupported)
+			return "", "", "", ErrSigV2
 		}
 		return "", "", "", fmt.Errorf("%w: algorithm must be %s", ErrUnsupported, algorithm)
 	}

@@ -103,7 +103,7 @@ func TestVerifyHeader(t *testing.T) {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.Header.Set("Authorization", "AWS key:sig")
 			return r
-		}, ErrUnsupported},
+		}, ErrSigV2},
 		{"garbage", func() *http.Request {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.Header.Set("Authorization", "AWS4-HMAC-SHA256 junk")
