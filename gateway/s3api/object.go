@@ -245,14 +245,18 @@ func (s *Server) putObject(q *request) error {
 	if cap(data) > cap(*bp) {
 		*bp = data[:0]
 	}
-	opts.Sum, opts.HasSum = block.Checksum(data), true
 	if err := s.store.Put(q.r.Context(), k, data, opts); err != nil {
 		return err
 	}
+	// The store computed the checksum; read it back rather than hash twice.
+	info, err := s.store.Stat(q.r.Context(), k)
+	if err != nil {
+		info.Sum = block.Checksum(data) // evicted already: recompute
+	}
 	h := q.w.Header()
-	h.Set("Etag", etag(opts.Sum))
+	h.Set("Etag", etag(info.Sum))
 	if q.r.Header.Get("X-Amz-Checksum-Crc32c") != "" {
-		h.Set("X-Amz-Checksum-Crc32c", crc32cBase64(opts.Sum))
+		h.Set("X-Amz-Checksum-Crc32c", crc32cBase64(info.Sum))
 	}
 	return q.writeEmpty(http.StatusOK)
 }
