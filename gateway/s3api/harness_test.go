@@ -2,6 +2,7 @@ package s3api
 
 import (
 	"context"
+	"encoding/xml"
 	"log/slog"
 	"net"
 	"os"
@@ -95,3 +96,5 @@ func payload(n int, seed byte) []byte {
 func objName(h uint64) string { return block.FormatHash(h) }
 
 func blockKey(ns string, h uint64) block.Key { return block.NewKey(ns, h) }
+
+func xmlUnmarshal(b []byte, v any) error { return xml.Unmarshal(b, v) }

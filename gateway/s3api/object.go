@@ -3,7 +3,6 @@ package s3api
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -271,9 +270,4 @@ func (s *Server) deleteObject(q *request) error {
 	}
 	// Deleting an absent object succeeds, as in S3.
 	return q.writeEmpty(http.StatusNoContent)
-}
-
-// hexSum renders a checksum for logs and listings.
-func hexSum(sum uint32) string {
-	return hex.EncodeToString(binary.BigEndian.AppendUint32(nil, sum))
 }
