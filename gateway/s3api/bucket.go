@@ -1,0 +1,341 @@
+package s3api
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+type xmlBucket struct {
+	Name         string `xml:"Name"`
+	CreationDate string `xml:"CreationDate"`
+}
+
+type xmlOwner struct {
+	ID          string `xml:"ID"`
+	DisplayName string `xml:"DisplayName"`
+}
+
+type listBucketsResult struct {
+	XMLName xml.Name    `xml:"ListAllMyBucketsResult"`
+	Xmlns   string      `xml:"xmlns,attr"`
+	Owner   xmlOwner    `xml:"Owner"`
+	Buckets []xmlBucket `xml:"Buckets>Bucket"`
+}
+
+// listBuckets lists the namespaces the key's scope covers. Namespaces carry
+// no creation time, so every bucket reports the server's start time.
+func (s *Server) listBuckets(q *request) error {
+	res := listBucketsResult{Xmlns: s3NS, Owner: xmlOwner{ID: "ctxtier", DisplayName: "ctxtier"}, Buckets: []xmlBucket{}}
+	created := s.started.Format(time.RFC3339)
+	for _, ns := range s.store.Namespaces() {
+		if q.auth.Credential.Allows(ns.Name) {
+			res.Buckets = append(res.Buckets, xmlBucket{Name: ns.Name, CreationDate: created})
+		}
+	}
+	return q.writeXML(res)
+}
+
+type createBucketConfig struct {
+	XMLName            xml.Name `xml:"CreateBucketConfiguration"`
+	LocationConstraint string   `xml:"LocationConstraint"`
+}
+
+// createBucket creates a namespace with the default policy. An existing
+// namespace is 409 BucketAlreadyOwnedByYou, whatever its definition.
+func (s *Server) createBucket(q *request) error {
+	if err := block.ValidNamespaceName(q.bucket); err != nil {
+		return newErr("InvalidBucketName", http.StatusBadRequest, err, "%v", err)
+	}
+	body, err := s.readBody(q, s.cfg.MaxXMLBody, nil, false)
+	if err != nil {
+		return err
+	}
+	if len(body) > 0 {
+		var cfg createBucketConfig
+		if err := xml.Unmarshal(body, &cfg); err != nil {
+			return errMalformedXML(err)
+		}
+		if cfg.LocationConstraint != "" && cfg.LocationConstraint != s.cfg.Region {
+			return newErr("InvalidLocationConstraint", http.StatusBadRequest, block.ErrInvalidArgument,
+				"this endpoint serves region %q only", s.cfg.Region)
+		}
+	}
+	if _, err := s.store.Namespace(q.bucket); err == nil {
+		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, block.ErrNamespaceExists, "bucket %q already exists", q.bucket)
+	}
+	ns := block.DefaultNamespaceConfig()
+	ns.Name = q.bucket
+	if err := s.store.CreateNamespace(q.r.Context(), ns); err != nil {
+		return err
+	}
+	q.w.Header().Set("Location", "/"+q.bucket)
+	return q.writeEmpty(http.StatusOK)
+}
+
+func (s *Server) headBucket(q *request) error {
+	if _, err := s.store.Namespace(q.bucket); err != nil {
+		return err
+	}
+	q.w.Header().Set("X-Amz-Bucket-Region", s.cfg.Region)
+	return q.writeEmpty(http.StatusOK)
+}
+
+func (s *Server) deleteBucket(q *request) error {
+	if err := s.store.DeleteNamespace(q.r.Context(), q.bucket); err != nil {
+		return err
+	}
+	return q.writeEmpty(http.StatusNoContent)
+}
+
+type locationResult struct {
+	XMLName xml.Name `xml:"LocationConstraint"`
+	Xmlns   string   `xml:"xmlns,attr"`
+	Region  string   `xml:",chardata"`
+}
+
+func (s *Server) getLocation(q *request) error {
+	if _, err := s.store.Namespace(q.bucket); err != nil {
+		return err
+	}
+	region := s.cfg.Region
+	if region == "us-east-1" {
+		region = "" // S3 spells us-east-1 as an empty constraint
+	}
+	return q.writeXML(locationResult{Xmlns: s3NS, Region: region})
+}
+
+type versioningResult struct {
+	XMLName xml.Name `xml:"VersioningConfiguration"`
+	Xmlns   string   `xml:"xmlns,attr"`
+}
+
+// getVersioning reports versioning as never enabled: blocks are immutable.
+func (s *Server) getVersioning(q *request) error {
+	if _, err := s.store.Namespace(q.bucket); err != nil {
+		return err
+	}
+	return q.writeXML(versioningResult{Xmlns: s3NS})
+}
+
+type listUploadsResult struct {
+	XMLName     xml.Name `xml:"ListMultipartUploadsResult"`
+	Xmlns       string   `xml:"xmlns,attr"`
+	Bucket      string   `xml:"Bucket"`
+	MaxUploads  int      `xml:"MaxUploads"`
+	IsTruncated bool     `xml:"IsTruncated"`
+}
+
+// listUploads always lists none: multipart upload is not supported.
+func (s *Server) listUploads(q *request) error {
+	if _, err := s.store.Namespace(q.bucket); err != nil {
+		return err
+	}
+	return q.writeXML(listUploadsResult{Xmlns: s3NS, Bucket: q.bucket, MaxUploads: 1000})
+}
+
+// ---- DeleteObjects ----
+
+type deleteRequest struct {
+	XMLName xml.Name `xml:"Delete"`
+	Quiet   bool     `xml:"Quiet"`
+	Objects []struct {
+		Key string `xml:"Key"`
+	} `xml:"Object"`
+}
+
+type deletedXML struct {
+	Key string `xml:"Key"`
+}
+
+type deleteErrorXML struct {
+	Key     string `xml:"Key"`
+	Code    string `xml:"Code"`
+	Message string `xml:"Message"`
+}
+
+type deleteResult struct {
+	XMLName xml.Name         `xml:"DeleteResult"`
+	Xmlns   string           `xml:"xmlns,attr"`
+	Deleted []deletedXML     `xml:"Deleted"`
+	Errors  []deleteErrorXML `xml:"Error"`
+}
+
+// maxDeleteObjects is S3's limit on keys per DeleteObjects request.
+const maxDeleteObjects = 1000
+
+// deleteObjects evicts up to 1000 blocks. An absent block counts as deleted
+// (as in S3); an invalid key is reported per key as InvalidArgument.
+func (s *Server) deleteObjects(q *request) error {
+	body, err := s.readBody(q, s.cfg.MaxXMLBody, nil, false)
+	if err != nil {
+		return err
+	}
+	var req deleteRequest
+	if err := xml.Unmarshal(body, &req); err != nil {
+		return errMalformedXML(err)
+	}
+	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteObjects {
+		return errMalformedXML(fmt.Errorf("a Delete request names 1..%d objects, not %d", maxDeleteObjects, len(req.Objects)))
+	}
+	if _, err := s.store.Namespace(q.bucket); err != nil {
+		return err
+	}
+	res := deleteResult{Xmlns: s3NS}
+	for _, o := range req.Objects {
+		k, err := block.ParseObjectName(q.bucket, o.Key)
+		if err == nil {
+			err = s.store.Delete(q.r.Context(), k)
+			if errors.Is(err, block.ErrNotFound) {
+				err = nil
+			}
+		}
+		if err != nil {
+			ae := toAPI(err)
+			res.Errors = append(res.Errors, deleteErrorXML{Key: o.Key, Code: ae.Code, Message: ae.Msg})
+			continue
+		}
+		if !req.Quiet {
+			res.Deleted = append(res.Deleted, deletedXML{Key: o.Key})
+		}
+	}
+	return q.writeXML(res)
+}
+
+// ---- Lifecycle: expiration days set the namespace's TTL ----
+
+type anyElem struct {
+	XMLName xml.Name
+}
+
+type lifecycleFilter struct {
+	Prefix string    `xml:"Prefix"`
+	Other  []anyElem `xml:",any"`
+}
+
+type lifecycleExpiration struct {
+	Days  int       `xml:"Days,omitempty"`
+	Other []anyElem `xml:",any"`
+}
+
+type lifecycleRule struct {
+	ID         string               `xml:"ID,omitempty"`
+	Status     string               `xml:"Status"`
+	Prefix     *string              `xml:"Prefix,omitempty"`
+	Filter     *lifecycleFilter     `xml:"Filter,omitempty"`
+	Expiration *lifecycleExpiration `xml:"Expiration,omitempty"`
+	Other      []anyElem            `xml:",any"`
+}
+
+type lifecycleConfig struct {
+	XMLName xml.Name        `xml:"LifecycleConfiguration"`
+	Xmlns   string          `xml:"xmlns,attr,omitempty"`
+	Rules   []lifecycleRule `xml:"Rule"`
+}
+
+// maxTTLDays keeps TTLSeconds far from overflow.
+const maxTTLDays = 36500
+
+func invalidLifecycle(format string, a ...any) error {
+	return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "lifecycle: "+format, a...)
+}
+
+// ttlFromLifecycle maps a lifecycle configuration to a TTL: one enabled rule
+// covering the whole bucket with Expiration Days sets it; no enabled rule
+// clears it. Anything a namespace cannot express is refused, not ignored.
+func ttlFromLifecycle(cfg lifecycleConfig) (int64, error) {
+	var ttl int64
+	enabled := 0
+	for _, r := range cfg.Rules {
+		switch r.Status {
+		case "Enabled":
+		case "Disabled":
+			continue
+		default:
+			return 0, invalidLifecycle("rule %q: Status must be Enabled or Disabled", r.ID)
+		}
+		for _, o := range r.Other {
+			if o.XMLName.Local != "AbortIncompleteMultipartUpload" {
+				return 0, invalidLifecycle("rule %q: %s is not supported (only Expiration Days)", r.ID, o.XMLName.Local)
+			}
+		}
+		if (r.Prefix != nil && *r.Prefix != "") || (r.Filter != nil && (r.Filter.Prefix != "" || len(r.Filter.Other) > 0)) {
+			return 0, invalidLifecycle("rule %q: a TTL applies to the whole namespace; filters are not supported", r.ID)
+		}
+		if r.Expiration == nil {
+			continue
+		}
+		if len(r.Expiration.Other) > 0 || r.Expiration.Days < 1 || r.Expiration.Days > maxTTLDays {
+			return 0, invalidLifecycle("rule %q: Expiration must be Days in 1..%d", r.ID, maxTTLDays)
+		}
+		enabled++
+		ttl = int64(r.Expiration.Days) * 86400
+	}
+	if enabled > 1 {
+		return 0, invalidLifecycle("%d enabled expiration rules; a namespace has one TTL", enabled)
+	}
+	return ttl, nil
+}
+
+func (s *Server) putLifecycle(q *request) error {
+	body, err := s.readBody(q, s.cfg.MaxXMLBody, nil, false)
+	if err != nil {
+		return err
+	}
+	var cfg lifecycleConfig
+	if err := xml.Unmarshal(body, &cfg); err != nil {
+		return errMalformedXML(err)
+	}
+	ttl, err := ttlFromLifecycle(cfg)
+	if err != nil {
+		return err
+	}
+	ns, err := s.store.Namespace(q.bucket)
+	if err != nil {
+		return err
+	}
+	ns.TTLSeconds = ttl
+	if err := s.store.UpdateNamespace(q.r.Context(), ns); err != nil {
+		return err
+	}
+	return q.writeEmpty(http.StatusOK)
+}
+
+// getLifecycle renders the TTL as one rule. A TTL that is not whole days
+// (set through the namespace config) is rounded up, and the rule's ID names
+// the exact seconds.
+func (s *Server) getLifecycle(q *request) error {
+	ns, err := s.store.Namespace(q.bucket)
+	if err != nil {
+		return err
+	}
+	if ns.TTLSeconds == 0 {
+		return newErr("NoSuchLifecycleConfiguration", http.StatusNotFound, block.ErrNotFound, "the lifecycle configuration does not exist")
+	}
+	days := (ns.TTLSeconds + 86399) / 86400
+	id := "ctxtier-ttl"
+	if ns.TTLSeconds%86400 != 0 {
+		id = "ctxtier-ttl-" + strconv.FormatInt(ns.TTLSeconds, 10) + "s"
+	}
+	empty := ""
+	return q.writeXML(lifecycleConfig{Xmlns: s3NS, Rules: []lifecycleRule{{
+		ID: id, Status: "Enabled", Filter: &lifecycleFilter{Prefix: empty}, Expiration: &lifecycleExpiration{Days: int(days)},
+	}}})
+}
+
+func (s *Server) deleteLifecycle(q *request) error {
+	ns, err := s.store.Namespace(q.bucket)
+	if err != nil {
+		return err
+	}
+	ns.TTLSeconds = 0
+	if err := s.store.UpdateNamespace(q.r.Context(), ns); err != nil {
+		return err
+	}
+	return q.writeEmpty(http.StatusNoContent)
+}

@@ -1,0 +1,112 @@
+package s3api
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/gateway/s3auth"
+)
+
+// apiError is an S3 error response: its code, HTTP status and message. It
+// wraps the sentinel it came from, so errcode (and metrics) see the same
+// cause.
+type apiError struct {
+	Code   string
+	Status int
+	Msg    string
+	err    error
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Msg }
+func (e *apiError) Unwrap() error { return e.err }
+
+func newErr(code string, status int, sentinel error, format string, a ...any) *apiError {
+	return &apiError{Code: code, Status: status, Msg: fmt.Sprintf(format, a...), err: sentinel}
+}
+
+// Errors the S3 layer raises itself.
+func errNotImplemented(what string) *apiError {
+	return newErr("NotImplemented", http.StatusNotImplemented, block.ErrInvalidArgument, "%s is not implemented by ctxtier", what)
+}
+
+func errMalformedXML(err error) *apiError {
+	return newErr("MalformedXML", http.StatusBadRequest, block.ErrInvalidArgument, "the XML you provided was not well-formed: %v", err)
+}
+
+func errAccessDenied(bucket string) *apiError {
+	return newErr("AccessDenied", http.StatusForbidden, block.ErrPermissionDenied, "access denied to bucket %q for this access key", bucket)
+}
+
+// s3Code maps an error to the S3 error response. Auth failures first (they
+// have S3-specific codes), then the store's sentinels through errcode's table.
+func toAPI(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, s3auth.ErrAnonymous):
+		return newErr("AccessDenied", http.StatusForbidden, err, "anonymous access is not allowed; sign requests with SigV4")
+	case errors.Is(err, s3auth.ErrUnknownKey):
+		return newErr("InvalidAccessKeyId", http.StatusForbidden, err, "the access key id you provided does not exist in our records")
+	case errors.Is(err, s3auth.ErrSignature):
+		return newErr("SignatureDoesNotMatch", http.StatusForbidden, err, "the request signature we calculated does not match the signature you provided")
+	case errors.Is(err, s3auth.ErrSkewed):
+		return newErr("RequestTimeTooSkewed", http.StatusForbidden, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrExpired):
+		return newErr("AccessDenied", http.StatusForbidden, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrSigV2):
+		// AWS's exact words: s3cmd recognises them and retries with SigV4.
+		return newErr("InvalidRequest", http.StatusBadRequest, err, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
+	case errors.Is(err, s3auth.ErrMalformed):
+		return newErr("AuthorizationHeaderMalformed", http.StatusBadRequest, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrUnsupported):
+		return newErr("InvalidRequest", http.StatusBadRequest, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrPayloadHash):
+		return newErr("XAmzContentSHA256Mismatch", http.StatusBadRequest, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrChunk):
+		return newErr("IncompleteBody", http.StatusBadRequest, err, "%s", msg)
+	}
+	switch errcode.Of(err) {
+	case errcode.NotFound:
+		return newErr("NoSuchKey", http.StatusNotFound, err, "the specified key does not exist")
+	case errcode.UnknownNamespace:
+		return newErr("NoSuchBucket", http.StatusNotFound, err, "the specified bucket does not exist")
+	case errcode.Conflict:
+		return newErr("BlockConflict", http.StatusConflict, err, "%s (blocks are immutable: a key keeps its first bytes)", msg)
+	case errcode.ChecksumMismatch:
+		return newErr("BadDigest", http.StatusBadRequest, err, "%s", msg)
+	case errcode.TooLarge:
+		return newErr("EntityTooLarge", http.StatusBadRequest, err, "%s", msg)
+	case errcode.InvalidKey, errcode.InvalidArgument:
+		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
+	case errcode.NoSpace:
+		return newErr("InsufficientStorage", http.StatusInsufficientStorage, err, "%s", msg)
+	case errcode.Unavailable, errcode.Closed:
+		return newErr("ServiceUnavailable", http.StatusServiceUnavailable, err, "%s", msg)
+	case errcode.NamespaceExists:
+		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, err, "%s", msg)
+	case errcode.NamespaceNotEmpty:
+		return newErr("BucketNotEmpty", http.StatusConflict, err, "the bucket you tried to delete is not empty")
+	case errcode.Unauthenticated, errcode.PermissionDenied:
+		return newErr("AccessDenied", http.StatusForbidden, err, "access denied")
+	case errcode.Canceled, errcode.DeadlineExceeded:
+		return newErr("RequestTimeout", http.StatusBadRequest, err, "%s", msg)
+	}
+	return newErr("InternalError", http.StatusInternalServerError, errcode.ErrInternal, "we encountered an internal error; please try again")
+}
+
+type xmlError struct {
+	XMLName   xml.Name `xml:"Error"`
+	Code      string   `xml:"Code"`
+	Message   string   `xml:"Message"`
+	Resource  string   `xml:"Resource,omitempty"`
+	RequestID string   `xml:"RequestId"`
+	Key       string   `xml:"Key,omitempty"`
+	Bucket    string   `xml:"BucketName,omitempty"`
+}

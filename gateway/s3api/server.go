@@ -1,0 +1,363 @@
+// Package s3api serves ctxtier over the S3 REST API on its own port, so
+// operators administer the tier with S3 tools and engines' S3 connectors can
+// use it as a data path. A bucket is a namespace; an object is a block, named
+// by its 16-hex-digit sequence hash plus ".N" for tensor-parallel part N.
+// Requests are authenticated with SigV4 (gateway/s3auth) against namespace-
+// scoped access keys (ctxstore/credential). Only path-style addressing is
+// served (http://host:port/bucket/key).
+package s3api
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/gateway/metrics"
+	"github.com/ctxtier/ctxtier/gateway/s3auth"
+)
+
+const proto = "s3"
+
+// Config configures the S3 server.
+type Config struct {
+	// Addr is the listen address (used by ListenAndServe callers; Serve takes a listener).
+	Addr string
+	// Region is the region clients must sign for.
+	Region string
+	// MaxObjectSize bounds a PutObject body, before the namespace's own max_block_size.
+	MaxObjectSize int64
+	// MaxClockSkew bounds the difference between a signed request's time and the server's clock.
+	MaxClockSkew time.Duration
+	// MaxPresignExpiry bounds a presigned URL's X-Amz-Expires.
+	MaxPresignExpiry time.Duration
+	// MaxKeys caps max-keys in listings (and is the default).
+	MaxKeys int
+	// MaxXMLBody bounds request bodies that carry XML (tagging, lifecycle, delete).
+	MaxXMLBody int64
+	// ReadHeaderTimeout and IdleTimeout configure the HTTP server.
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+}
+
+// DefaultConfig returns port 9000, us-east-1, 64 MiB objects, 15 minutes of
+// skew, 7-day presigned URLs and 1000 keys per listing.
+func DefaultConfig() Config {
+	return Config{
+		Addr:              ":9000",
+		Region:            "us-east-1",
+		MaxObjectSize:     block.DefaultMaxBlockSize,
+		MaxClockSkew:      15 * time.Minute,
+		MaxPresignExpiry:  7 * 24 * time.Hour,
+		MaxKeys:           1000,
+		MaxXMLBody:        1 << 20,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	bad := func(f string, a ...any) error {
+		return fmt.Errorf("%w: s3api: %s", block.ErrInvalidArgument, fmt.Sprintf(f, a...))
+	}
+	switch {
+	case c.Region == "":
+		return bad("empty region")
+	case c.MaxObjectSize < 1 || c.MaxObjectSize > block.HardMaxBlockSize:
+		return bad("max object size %d out of range 1..%d", c.MaxObjectSize, block.HardMaxBlockSize)
+	case c.MaxClockSkew <= 0 || c.MaxPresignExpiry <= 0:
+		return bad("clock skew and presign expiry must be positive")
+	case c.MaxKeys < 1:
+		return bad("max keys must be positive")
+	case c.MaxXMLBody < 1024:
+		return bad("max XML body below 1 KiB")
+	case c.ReadHeaderTimeout <= 0 || c.IdleTimeout <= 0:
+		return bad("timeouts must be positive")
+	}
+	return nil
+}
+
+// Server is the S3 endpoint.
+type Server struct {
+	cfg     Config
+	store   *ctxstore.Store
+	verify  *s3auth.Verifier
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	started time.Time
+	reqID   atomic.Uint64
+	bufs    sync.Pool
+
+	mu  sync.Mutex
+	srv *http.Server
+}
+
+// New builds a server over store, authenticating against keys. m may be nil.
+func New(cfg Config, store *ctxstore.Store, keys credential.Lookuper, m *metrics.Metrics, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if store == nil || keys == nil {
+		return nil, fmt.Errorf("%w: s3api needs a store and a credential lookup", block.ErrInvalidArgument)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	acfg := s3auth.DefaultConfig()
+	acfg.Region, acfg.MaxSkew, acfg.MaxPresignExpiry = cfg.Region, cfg.MaxClockSkew, cfg.MaxPresignExpiry
+	v, err := s3auth.New(acfg, keys)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, store: store, verify: v, metrics: m, log: log, started: time.Now().UTC()}, nil
+}
+
+// Verifier exposes the signature verifier (tests set its clock).
+func (s *Server) Verifier() *s3auth.Verifier { return s.verify }
+
+// Serve serves on ln until ctx is done or Shutdown is called. It returns nil
+// after a clean shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				s.metrics.ConnOpened(proto)
+			case http.StateClosed, http.StateHijacked:
+				s.metrics.ConnClosed(proto)
+			}
+		},
+	}
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	defer stop()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting requests and waits for those in flight.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Shutdown(ctx)
+}
+
+// request is one request's routing and accounting state.
+type request struct {
+	w       http.ResponseWriter
+	r       *http.Request
+	id      string
+	bucket  string
+	key     string
+	op      string
+	auth    *s3auth.Auth
+	status  int
+	in, out int64
+}
+
+// ServeHTTP routes, authenticates, authorizes and dispatches one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	q := &request{w: w, r: r, id: strconv.FormatUint(s.reqID.Add(1), 16)}
+	w.Header().Set("X-Amz-Request-Id", q.id)
+	w.Header().Set("Server", "ctxtier")
+	path := strings.TrimPrefix(r.URL.Path, "/")
+	q.bucket, q.key, _ = strings.Cut(path, "/")
+	handler := s.route(q)
+	err := s.serve(q, handler)
+	code := errcode.OK
+	if err != nil {
+		code = errcode.Of(err)
+		s.writeError(q, err)
+	}
+	s.metrics.Request(proto, q.op, code, time.Since(start))
+	s.metrics.Bytes(proto, q.in, q.out)
+}
+
+func (s *Server) serve(q *request, handler func(*request) error) error {
+	a, err := s.verify.Verify(q.r)
+	if err != nil {
+		return err
+	}
+	q.auth = a
+	if q.bucket != "" && !a.Credential.Allows(q.bucket) {
+		// Same answer whether or not the bucket exists: a key cannot probe
+		// namespaces outside its scope.
+		return errAccessDenied(q.bucket)
+	}
+	return handler(q)
+}
+
+// route picks the operation from method, path and query.
+func (s *Server) route(q *request) func(*request) error {
+	r, qs := q.r, q.r.URL.Query()
+	set := func(op string, h func(*request) error) func(*request) error { q.op = op; return h }
+	if q.bucket == "" {
+		if r.Method == http.MethodGet {
+			return set("ListBuckets", s.listBuckets)
+		}
+		return set("Unknown", methodNotAllowed)
+	}
+	if q.key == "" {
+		switch r.Method {
+		case http.MethodGet:
+			switch {
+			case qs.Has("lifecycle"):
+				return set("GetBucketLifecycleConfiguration", s.getLifecycle)
+			case qs.Has("tagging"):
+				return set("GetBucketTagging", s.getTagging)
+			case qs.Has("location"):
+				return set("GetBucketLocation", s.getLocation)
+			case qs.Has("versioning"):
+				return set("GetBucketVersioning", s.getVersioning)
+			case qs.Has("uploads"):
+				return set("ListMultipartUploads", s.listUploads)
+			case qs.Has("acl"), qs.Has("policy"), qs.Has("cors"), qs.Has("website"), qs.Has("logging"),
+				qs.Has("replication"), qs.Has("encryption"), qs.Has("object-lock"), qs.Has("notification"),
+				qs.Has("requestPayment"), qs.Has("accelerate"), qs.Has("ownershipControls"), qs.Has("policyStatus"):
+				return set("GetBucketSubresource", notImplemented)
+			case qs.Get("list-type") == "2":
+				return set("ListObjectsV2", s.listObjectsV2)
+			default:
+				return set("ListObjects", s.listObjectsV1)
+			}
+		case http.MethodPut:
+			switch {
+			case qs.Has("lifecycle"):
+				return set("PutBucketLifecycleConfiguration", s.putLifecycle)
+			case qs.Has("tagging"):
+				return set("PutBucketTagging", s.putTagging)
+			case len(qs) > 0:
+				return set("PutBucketSubresource", notImplemented)
+			}
+			return set("CreateBucket", s.createBucket)
+		case http.MethodHead:
+			return set("HeadBucket", s.headBucket)
+		case http.MethodDelete:
+			switch {
+			case qs.Has("lifecycle"):
+				return set("DeleteBucketLifecycle", s.deleteLifecycle)
+			case qs.Has("tagging"):
+				return set("DeleteBucketTagging", s.deleteTagging)
+			case len(qs) > 0:
+				return set("DeleteBucketSubresource", notImplemented)
+			}
+			return set("DeleteBucket", s.deleteBucket)
+		case http.MethodPost:
+			if qs.Has("delete") {
+				return set("DeleteObjects", s.deleteObjects)
+			}
+		}
+		return set("Unknown", methodNotAllowed)
+	}
+	if qs.Has("uploads") || qs.Has("uploadId") {
+		return set("MultipartUpload", notImplemented)
+	}
+	if qs.Has("tagging") || qs.Has("acl") || qs.Has("retention") || qs.Has("legal-hold") || qs.Has("attributes") {
+		return set("ObjectSubresource", notImplemented)
+	}
+	switch r.Method {
+	case http.MethodGet:
+		return set("GetObject", s.getObject)
+	case http.MethodHead:
+		return set("HeadObject", s.headObject)
+	case http.MethodPut:
+		if r.Header.Get("X-Amz-Copy-Source") != "" {
+			return set("CopyObject", notImplemented)
+		}
+		return set("PutObject", s.putObject)
+	case http.MethodDelete:
+		return set("DeleteObject", s.deleteObject)
+	}
+	return set("Unknown", methodNotAllowed)
+}
+
+func notImplemented(q *request) error {
+	return errNotImplemented(q.op + " (" + q.r.Method + " " + q.r.URL.RawQuery + ")")
+}
+
+func methodNotAllowed(q *request) error {
+	return newErr("MethodNotAllowed", http.StatusMethodNotAllowed, block.ErrInvalidArgument, "%s is not allowed on this resource", q.r.Method)
+}
+
+func (s *Server) writeError(q *request, err error) {
+	ae := toAPI(err)
+	if ae.Status >= 500 {
+		s.log.Warn("s3 request failed", "op", q.op, "bucket", q.bucket, "key", q.key, "err", err)
+	}
+	if q.status != 0 {
+		// The response was already started (a failed body write); nothing more can be said.
+		return
+	}
+	h := q.w.Header()
+	h.Del("Content-Length")
+	h.Del("Etag")
+	q.status = ae.Status
+	if q.r.Method == http.MethodHead {
+		q.w.WriteHeader(ae.Status)
+		return
+	}
+	body, _ := xml.Marshal(xmlError{Code: ae.Code, Message: ae.Msg, Resource: q.r.URL.Path, RequestID: q.id, Key: q.key, Bucket: q.bucket})
+	h.Set("Content-Type", "application/xml")
+	h.Set("Content-Length", strconv.Itoa(len(xml.Header)+len(body)))
+	q.w.WriteHeader(ae.Status)
+	_, _ = q.w.Write([]byte(xml.Header))
+	_, _ = q.w.Write(body)
+}
+
+// writeXML writes a 200 response with v as its XML body.
+func (q *request) writeXML(v any) error {
+	body, err := xml.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errcode.ErrInternal, err)
+	}
+	h := q.w.Header()
+	h.Set("Content-Type", "application/xml")
+	h.Set("Content-Length", strconv.Itoa(len(xml.Header)+len(body)))
+	q.status = http.StatusOK
+	q.w.WriteHeader(http.StatusOK)
+	_, _ = q.w.Write([]byte(xml.Header))
+	_, _ = q.w.Write(body)
+	return nil
+}
+
+// writeEmpty writes a status with no body.
+func (q *request) writeEmpty(status int) error {
+	q.status = status
+	if status != http.StatusNoContent && status != http.StatusNotModified {
+		q.w.Header().Set("Content-Length", "0")
+	}
+	q.w.WriteHeader(status)
+	return nil
+}

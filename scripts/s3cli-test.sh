@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# s3cli-test.sh drives a running ctxtier S3 endpoint with s3cmd (Debian's
+# package): list buckets, make a bucket, put, list, get (byte-compared),
+# a ranged-free re-put, an invalid key, delete, and remove the bucket.
+#
+#   S3_ENDPOINT=127.0.0.1:9000 S3_ACCESS_KEY=CTX... S3_SECRET_KEY=... scripts/s3cli-test.sh
+#
+# Optional: S3_BUCKET (default s3cli-<pid>; created and removed by the script).
+# Installs s3cmd with apt-get when it is missing (needs root, as in CI).
+set -euo pipefail
+
+: "${S3_ENDPOINT:?set S3_ENDPOINT=host:port}"
+: "${S3_ACCESS_KEY:?set S3_ACCESS_KEY}"
+: "${S3_SECRET_KEY:?set S3_SECRET_KEY}"
+BUCKET="${S3_BUCKET:-s3cli-$$}"
+
+if ! command -v s3cmd >/dev/null 2>&1; then
+	echo "s3cli-test: s3cmd missing; installing it with apt-get" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null
+	apt-get install -y -qq s3cmd >/dev/null
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cfg="$work/s3cfg"
+cat >"$cfg" <<CFG
+[default]
+access_key = ${S3_ACCESS_KEY}
+secret_key = ${S3_SECRET_KEY}
+host_base = ${S3_ENDPOINT}
+host_bucket = ${S3_ENDPOINT}
+use_https = False
+signature_v2 = False
+bucket_location = us-east-1
+check_ssl_certificate = False
+CFG
+s3() { s3cmd --config="$cfg" --no-progress "$@"; }
+
+fail() { echo "s3cli-test: FAIL: $*" >&2; exit 1; }
+pass=0
+ok() { pass=$((pass + 1)); echo "s3cli-test: ok: $*"; }
+
+key=00000000c0ffee01
+head -c 2097152 /dev/urandom >"$work/block"
+
+s3 mb "s3://$BUCKET" >/dev/null || fail "mb"
+ok "mb s3://$BUCKET"
+s3 ls >"$work/ls" || fail "ls"
+grep -q "s3://$BUCKET" "$work/ls" || fail "ls does not show the new bucket: $(cat "$work/ls")"
+ok "ls lists buckets"
+s3 put "$work/block" "s3://$BUCKET/$key" >/dev/null || fail "put"
+ok "put 2 MiB block"
+s3 put "$work/block" "s3://$BUCKET/$key" >/dev/null || fail "idempotent re-put"
+ok "idempotent re-put"
+s3 ls "s3://$BUCKET" >"$work/ls" || fail "ls bucket"
+grep -q "2097152 .*s3://$BUCKET/$key" "$work/ls" || fail "ls bucket: $(cat "$work/ls")"
+ok "ls bucket shows the block with its size"
+s3 get "s3://$BUCKET/$key" "$work/back" >/dev/null || fail "get"
+cmp -s "$work/block" "$work/back" || fail "get returned other bytes"
+ok "get returns the same bytes"
+if s3 put "$work/block" "s3://$BUCKET/not-a-block" >"$work/err" 2>&1; then fail "invalid key accepted"; fi
+grep -q "InvalidArgument" "$work/err" || fail "invalid key: $(cat "$work/err")"
+ok "invalid key refused with InvalidArgument"
+if s3 rb "s3://$BUCKET" >"$work/err" 2>&1; then fail "rb of a non-empty bucket succeeded"; fi
+grep -q "BucketNotEmpty" "$work/err" || fail "rb non-empty: $(cat "$work/err")"
+ok "rb refused while not empty"
+s3 del "s3://$BUCKET/$key" >/dev/null || fail "del"
+[ -z "$(s3 ls "s3://$BUCKET")" ] || fail "bucket not empty after del"
+ok "del evicts the block"
+s3 rb "s3://$BUCKET" >/dev/null || fail "rb"
+ok "rb"
+echo "s3cli-test: $pass passed, 0 failed"
