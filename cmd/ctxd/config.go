@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/kvevent"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
@@ -36,6 +37,8 @@ type Config struct {
 	NVMeAdmit    string
 	MaxBlockSize int64
 	PinMaxTTL    time.Duration
+	S3AdminAddr  string
+	KVSubscribe  string
 	LogLevel     string
 	LogFormat    string
 }
@@ -54,6 +57,7 @@ func DefaultConfig() Config {
 		NVMeAdmit:    "all",
 		MaxBlockSize: block.DefaultMaxBlockSize,
 		PinMaxTTL:    24 * time.Hour,
+		S3AdminAddr:  "127.0.0.1:7403",
 		LogLevel:     "info",
 		LogFormat:    "text",
 	}
@@ -76,6 +80,9 @@ func (c Config) Validate() error {
 	}
 	if c.NVMeAdmit != "all" && c.NVMeAdmit != "tinylfu" {
 		errs = append(errs, fmt.Errorf("nvme-admission %q: want all or tinylfu", c.NVMeAdmit))
+	}
+	if _, err := parseSubscriptions(c.KVSubscribe); err != nil {
+		errs = append(errs, err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
@@ -117,6 +124,8 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.NVMeSync, "nvme-sync-writes", c.NVMeSync, "fdatasync every NVMe write (durable against power loss, not only crashes)")
 	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
+	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
+	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
@@ -218,4 +227,40 @@ func newLogger(c Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// parseSubscriptions parses --kv-subscribe.
+func parseSubscriptions(s string) ([]kvevent.SubscriberConfig, error) {
+	var out []kvevent.SubscriberConfig
+	for _, item := range strings.Split(s, ";") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		var sc kvevent.SubscriberConfig
+		for _, kv := range strings.Split(item, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok {
+				return nil, fmt.Errorf("kv-subscribe %q: %q is not key=value", item, kv)
+			}
+			switch k {
+			case "ns":
+				sc.Namespace = v
+			case "worker":
+				sc.Worker = v
+			case "endpoint":
+				sc.Endpoint = v
+			case "replay":
+				sc.ReplayEndpoint = v
+			case "topic":
+				sc.Topic = v
+			default:
+				return nil, fmt.Errorf("kv-subscribe %q: unknown key %q (want ns, worker, endpoint, replay, topic)", item, k)
+			}
+		}
+		if err := sc.Validate(); err != nil {
+			return nil, fmt.Errorf("kv-subscribe %q: %w", item, err)
+		}
+		out = append(out, sc)
+	}
+	return out, nil
 }

@@ -62,6 +62,27 @@ func TestCtxdServesBothProtocols(t *testing.T) {
 			t.Fatalf("/metrics lacks the dram tier gauges")
 		}
 	}
+	// The router is mounted: a query over the block we stored reports the
+	// tier's own prefix depth.
+	resp, err = http.Post("http://"+p.HTTP+"/v1/route/query", "application/json",
+		strings.NewReader(`{"namespace":"default","block_hashes":["cb38de07a0c0bf1c","0000000000000001"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(rb), `"tier_depth":1`) {
+		t.Fatalf("route query: %d %s", resp.StatusCode, rb)
+	}
+	// The S3 admin endpoint answers, and refuses anonymous requests.
+	resp, err = http.Get("http://" + p.S3 + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("anonymous S3 request: %d, want 403", resp.StatusCode)
+	}
 	if err := p.Stop(20 * time.Second); err != nil {
 		t.Fatalf("graceful shutdown: %v", err)
 	}

@@ -21,7 +21,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/httpapi"
+	"github.com/ctxtier/ctxtier/gateway/kvevent"
+	"github.com/ctxtier/ctxtier/gateway/routing"
+	"github.com/ctxtier/ctxtier/gateway/s3api"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/tiers"
@@ -141,6 +147,42 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	hsrv := httpapi.New(hcfg, store, reg, log, httpapi.WithMetrics(met))
 
+	// The router answers "which worker holds this prefix" from engines' KV
+	// events, next to the store, with no network hop.
+	rt, err := router.New(router.DefaultConfig(), router.Deps{
+		Tier: store, Pinner: store, Namespaces: store, Log: log,
+		Hash: func(ns block.Namespace, t []uint32) ([]uint64, error) { return ns.ChainHashes(t) },
+	})
+	if err != nil {
+		return err
+	}
+	ingest, err := kvevent.New(kvevent.DefaultConfig(), rt, reg, log)
+	if err != nil {
+		return err
+	}
+	hsrv.Mount("/v1/route/", routing.Handler("/v1/route", rt, ingest, log))
+	subs, err := parseSubscriptions(cfg.KVSubscribe)
+	if err != nil {
+		return err
+	}
+
+	var s3srv *s3api.Server
+	var s3ln net.Listener
+	if cfg.S3AdminAddr != "" {
+		keys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
+		if err != nil {
+			return err
+		}
+		scfg := s3api.DefaultConfig()
+		scfg.Addr = cfg.S3AdminAddr
+		if s3srv, err = s3api.New(scfg, store, keys, met, log); err != nil {
+			return err
+		}
+		if s3ln, err = net.Listen("tcp", cfg.S3AdminAddr); err != nil {
+			return fmt.Errorf("s3 admin listener: %w", err)
+		}
+	}
+
 	nln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("native listener: %w", err)
@@ -154,10 +196,22 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go stack.DRAM().Run(runCtx)
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- nsrv.Serve(runCtx, nln) }()
 	go func() { errc <- hsrv.Serve(runCtx, hln) }()
-	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(),
+	s3addr := ""
+	if s3srv != nil {
+		s3addr = s3ln.Addr().String()
+		go func() { errc <- s3srv.Serve(runCtx, s3ln) }()
+	}
+	for _, sc := range subs {
+		go func() {
+			if err := ingest.Subscribe(runCtx, sc); err != nil && runCtx.Err() == nil {
+				log.Error("kv event subscription ended", "endpoint", sc.Endpoint, "worker", sc.Worker, "err", err)
+			}
+		}()
+	}
+	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr,
 		"data_dir", cfg.DataDir, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile())
 
 	var serveErr error
@@ -170,6 +224,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	shCtx, shCancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer shCancel()
 	err = errors.Join(nsrv.Shutdown(shCtx), hsrv.Shutdown(shCtx))
+	if s3srv != nil {
+		err = errors.Join(err, s3srv.Shutdown(shCtx))
+	}
 	cancel()
 	if serveErr != nil {
 		return serveErr

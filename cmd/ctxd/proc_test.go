@@ -45,6 +45,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	Native  string
 	HTTP    string
+	S3      string
 	DataDir string
 	mu      sync.Mutex
 	log     bytes.Buffer
@@ -57,7 +58,7 @@ type proc struct {
 func startCtxd(t *testing.T, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, exited: make(chan struct{})}
-	full := []string{"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-format", "json"}
+	full := []string{"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--s3-admin-listen", "127.0.0.1:0", "--log-format", "json"}
 	hasDir := false
 	for i, a := range args {
 		if a == "--data-dir" && i+1 < len(args) {
@@ -77,7 +78,7 @@ func startCtxd(t *testing.T, args ...string) *proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan [2]string, 1)
+	ready := make(chan [3]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -91,7 +92,8 @@ func startCtxd(t *testing.T, args ...string) *proc {
 			if json.Unmarshal(line, &rec) == nil && rec["msg"] == "ctxd ready" {
 				n, _ := rec["native"].(string)
 				h, _ := rec["http"].(string)
-				ready <- [2]string{n, h}
+				s3, _ := rec["s3"].(string)
+				ready <- [3]string{n, h, s3}
 			}
 		}
 		io.Copy(io.Discard, stderr)
@@ -108,7 +110,7 @@ func startCtxd(t *testing.T, args ...string) *proc {
 	})
 	select {
 	case a := <-ready:
-		p.Native, p.HTTP = a[0], a[1]
+		p.Native, p.HTTP, p.S3 = a[0], a[1], a[2]
 	case <-p.exited:
 		t.Fatalf("ctxd exited before ready: %v\n%s", p.exitErr, p.Log())
 	case <-time.After(30 * time.Second):

@@ -204,6 +204,7 @@ func (h *handler) stats(w http.ResponseWriter, _ *http.Request) {
 
 func decodeJSON(w http.ResponseWriter, req *http.Request, max int64, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, max))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if _, ok := err.(*http.MaxBytesError); ok {
 			return fmt.Errorf("%w: body over %d bytes", block.ErrTooLarge, max)
