@@ -150,10 +150,14 @@ func (c CostConfig) Price(in CostInput) Cost {
 	rest := n - max(local, tier)
 	out.RecomputeBlocks += rest
 	out.RecomputeSec += float64(rest) * recompute
-	out.QueueSec = float64(max(in.Load.PrefillBlocks, 0))*recompute +
-		float64(max(in.Load.DecodeBlocks, 0))*c.DecodeBlockSeconds
+	out.QueueSec = c.queueSec(in.Load, recompute)
 	out.Seconds = out.RecomputeSec + out.LoadSec + out.FetchSec + out.QueueSec
 	return out
+}
+
+// queueSec prices a worker's queued work; recompute is seconds per block.
+func (c CostConfig) queueSec(l Load, recompute float64) float64 {
+	return float64(max(l.PrefillBlocks, 0))*recompute + float64(max(l.DecodeBlocks, 0))*c.DecodeBlockSeconds
 }
 
 // Choose picks an index into costs: the cheapest at temperature 0 (the first

@@ -63,18 +63,18 @@ func (idx *Index) evictLocked(w *workerState, n int) int {
 		r := w.queue[w.qhead]
 		w.queue[w.qhead] = qrec{}
 		w.qhead++
-		e, ok := w.blocks[r.hash]
+		e, ok := w.blocks.get(r.hash)
 		if !ok || e.seq != r.seq {
 			continue // refreshed or removed since
 		}
 		dropped += idx.dropEntryLocked(w, r.hash, e)
-		delete(w.blocks, r.hash)
+		w.blocks.del(r.hash)
 		n--
 	}
 	if w.qhead == len(w.queue) {
 		w.queue, w.qhead = w.queue[:0], 0
 		w.headTik.Store(^uint32(0))
-		if len(w.blocks) > 0 {
+		if w.blocks.n > 0 {
 			// Cannot happen: every live entry has a live record. Be safe.
 			dropped += idx.clearLocked(w)
 		}

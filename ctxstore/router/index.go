@@ -22,9 +22,9 @@ type IndexConfig struct {
 	LowWater float64
 	// BytesPerKey and BytesPerResidency are what one (position, hash) entry of
 	// the shared map and one (worker, hash, medium) residency are accounted
-	// at. ctxbench router-bench measured 138-238 heap bytes per residency
-	// (Go 1.26, amd64, Mooncake conversation trace, 100-1000 workers); the
-	// defaults, 64 + 160, account 0.8-1.5x of the measured heap.
+	// at. ctxbench router-bench measured 87-112 heap bytes per residency
+	// (Go 1.26, amd64, Mooncake conversation trace, 100-1000 workers, flat
+	// tables at 37-75% load); the defaults, 48 + 64, account 0.9-1.1x of it.
 	BytesPerKey       int64
 	BytesPerResidency int64
 	// EvictBatch is how many entries eviction takes from one worker before it
@@ -37,8 +37,8 @@ func DefaultIndexConfig() IndexConfig {
 	return IndexConfig{
 		MaxBytes:          1 << 30,
 		LowWater:          0.9,
-		BytesPerKey:       64,
-		BytesPerResidency: 160,
+		BytesPerKey:       48,
+		BytesPerResidency: 64,
 		EvictBatch:        256,
 	}
 }
@@ -58,12 +58,6 @@ func (c IndexConfig) Validate() error {
 	return nil
 }
 
-// posKey is one entry of the position map: a block hash at a position.
-type posKey struct {
-	hash uint64
-	pos  uint32
-}
-
 // holder packs a worker id and a medium: id<<2 | medium.
 type holder = uint32
 
@@ -71,31 +65,26 @@ func mkHolder(id uint32, m Medium) holder { return id<<2 | uint32(m) }
 
 type shard struct {
 	mu sync.RWMutex
-	m  map[posKey][]holder
+	t  ptable
 	_  [64]byte // keep neighbouring shards' locks off one cache line
-}
-
-// wentry is what a worker holds of one hash.
-type wentry struct {
-	pos   uint32
-	seq   uint32 // the worker's write sequence at the latest store
-	media uint8  // bit per Medium
 }
 
 // qrec is one store in a worker's FIFO; it is live while the worker's entry
 // for hash still carries seq.
-type qrec struct {
+type qrec struct { // qrecSize bytes
 	hash uint64
 	seq  uint32
 	tick uint32 // index clock (ms since the index started) at the store
 }
+
+const qrecSize = 16
 
 type workerState struct {
 	id   uint32
 	name string
 
 	mu      sync.Mutex // the worker's single writer (and the evictor)
-	blocks  map[uint64]wentry
+	blocks  wtable
 	queue   []qrec
 	qhead   int
 	seq     uint32
@@ -138,9 +127,6 @@ func NewIndex(cfg IndexConfig) (*Index, error) {
 		return nil, err
 	}
 	idx := &Index{cfg: cfg, start: time.Now(), byName: map[string]*workerState{}}
-	for i := range idx.shards {
-		idx.shards[i].m = make(map[posKey][]holder)
-	}
 	empty := []*workerState{}
 	idx.workers.Store(&empty)
 	idx.pool.New = func() any { return new(scratch) }
@@ -175,7 +161,7 @@ func (idx *Index) worker(name string, create bool) *workerState {
 		return w
 	}
 	old := *idx.workers.Load()
-	w = &workerState{id: uint32(len(old)), name: name, blocks: map[uint64]wentry{}}
+	w = &workerState{id: uint32(len(old)), name: name}
 	w.headTik.Store(^uint32(0))
 	next := make([]*workerState, len(old)+1)
 	copy(next, old)
@@ -221,7 +207,7 @@ func (idx *Index) applyLocked(w *workerState, ev *Event, st *ApplyStats) {
 	case Stored:
 		var pos uint32
 		if ev.HasParent {
-			p, ok := w.blocks[ev.Parent]
+			p, ok := w.blocks.get(ev.Parent)
 			if !ok {
 				st.Orphans += len(ev.Hashes)
 				idx.orphans.Add(int64(len(ev.Hashes)))
@@ -249,7 +235,7 @@ func (idx *Index) applyLocked(w *workerState, ev *Event, st *ApplyStats) {
 }
 
 func (idx *Index) storeLocked(w *workerState, h uint64, pos uint32, m Medium, tk uint32) bool {
-	e, ok := w.blocks[h]
+	e, ok := w.blocks.get(h)
 	if ok && e.pos != pos {
 		// The same hash at another position: only a hash collision or a
 		// non-chained scheme does this. The newest store wins.
@@ -259,20 +245,20 @@ func (idx *Index) storeLocked(w *workerState, h uint64, pos uint32, m Medium, tk
 	bit := uint8(1) << m
 	added := false
 	if !ok || e.media&bit == 0 {
-		if idx.addHolder(posKey{h, pos}, mkHolder(w.id, m)) {
+		if idx.addHolder(h, pos, mkHolder(w.id, m)) {
 			w.dkeys++
 		}
 		w.dres++
 		added = true
 	}
-	w.seq++
+	w.seq = (w.seq + 1) & seqMask
 	e.pos, e.seq, e.media = pos, w.seq, e.media|bit
-	w.blocks[h] = e
+	w.blocks.put(h, e)
 	if w.qhead == len(w.queue) {
 		w.headTik.Store(tk)
 	}
 	w.queue = append(w.queue, qrec{hash: h, seq: w.seq, tick: tk})
-	if live := len(w.queue) - w.qhead; live > 64 && live > 2*len(w.blocks) {
+	if live := len(w.queue) - w.qhead; live > 64 && live > 2*w.blocks.n {
 		w.compactLocked()
 	}
 	return added
@@ -282,7 +268,7 @@ func (idx *Index) storeLocked(w *workerState, h uint64, pos uint32, m Medium, tk
 func (w *workerState) compactLocked() {
 	q := w.queue[:0]
 	for _, r := range w.queue[w.qhead:] {
-		if e, ok := w.blocks[r.hash]; ok && e.seq == r.seq {
+		if e, ok := w.blocks.get(r.hash); ok && e.seq == r.seq {
 			q = append(q, r)
 		}
 	}
@@ -296,20 +282,20 @@ func (w *workerState) compactLocked() {
 }
 
 func (idx *Index) removeLocked(w *workerState, h uint64, m Medium) bool {
-	e, ok := w.blocks[h]
+	e, ok := w.blocks.get(h)
 	bit := uint8(1) << m
 	if !ok || e.media&bit == 0 {
 		return false
 	}
-	if idx.delHolder(posKey{h, e.pos}, mkHolder(w.id, m)) {
+	if idx.delHolder(h, e.pos, mkHolder(w.id, m)) {
 		w.dkeys--
 	}
 	w.dres--
 	e.media &^= bit
 	if e.media == 0 {
-		delete(w.blocks, h)
+		w.blocks.del(h)
 	} else {
-		w.blocks[h] = e
+		w.blocks.put(h, e)
 	}
 	return true
 }
@@ -319,7 +305,7 @@ func (idx *Index) dropEntryLocked(w *workerState, h uint64, e wentry) int {
 	n := 0
 	for m := Medium(0); m < NumMedia; m++ {
 		if e.media&(1<<m) != 0 {
-			if idx.delHolder(posKey{h, e.pos}, mkHolder(w.id, m)) {
+			if idx.delHolder(h, e.pos, mkHolder(w.id, m)) {
 				w.dkeys--
 			}
 			n++
@@ -331,41 +317,29 @@ func (idx *Index) dropEntryLocked(w *workerState, h uint64, e wentry) int {
 
 func (idx *Index) clearLocked(w *workerState) int {
 	n := 0
-	for h, e := range w.blocks {
-		n += idx.dropEntryLocked(w, h, e)
-	}
-	clear(w.blocks)
-	w.blocks = map[uint64]wentry{} // give the memory back
+	w.blocks.all(func(h uint64, e wentry) { n += idx.dropEntryLocked(w, h, e) })
+	w.blocks = wtable{} // give the memory back
 	w.queue, w.qhead = nil, 0
 	w.headTik.Store(^uint32(0))
 	return n
 }
 
-// addHolder adds x to k's holder set and reports whether k is a new key.
-func (idx *Index) addHolder(k posKey, x holder) bool {
-	s := idx.shardFor(k.hash, k.pos)
+// addHolder adds x to (h, pos)'s holder set and reports whether the key is new.
+func (idx *Index) addHolder(h uint64, pos uint32, x holder) bool {
+	s := idx.shardFor(h, pos)
 	s.mu.Lock()
-	hs, ok := s.m[k]
-	if !ok {
-		hs = make([]uint32, 0, 2)
-	}
-	s.m[k] = hsetAdd(hs, x)
+	isNew := s.t.add(h, pos, x)
 	s.mu.Unlock()
-	return !ok
+	return isNew
 }
 
-// delHolder removes x from k's holder set and reports whether k is gone.
-func (idx *Index) delHolder(k posKey, x holder) bool {
-	s := idx.shardFor(k.hash, k.pos)
+// delHolder removes x from (h, pos)'s holder set and reports whether the key is gone.
+func (idx *Index) delHolder(h uint64, pos uint32, x holder) bool {
+	s := idx.shardFor(h, pos)
 	s.mu.Lock()
-	hs, ok := hsetDel(s.m[k], x)
-	if ok {
-		s.m[k] = hs
-	} else {
-		delete(s.m, k)
-	}
+	gone := s.t.del(h, pos, x)
 	s.mu.Unlock()
-	return !ok
+	return gone
 }
 
 // publishLocked makes the worker's residency and key deltas visible to the
@@ -462,4 +436,23 @@ func (idx *Index) Stats() IndexStats {
 
 func (idx *Index) used() int64 {
 	return idx.keys.Load()*idx.cfg.BytesPerKey + idx.resid.Load()*idx.cfg.BytesPerResidency
+}
+
+// Footprint is the heap the index's tables hold now (position tables and
+// their holder sets, worker tables and FIFOs), counted from their capacities.
+// It takes every lock in turn; use it for measurement, not per request.
+func (idx *Index) Footprint() int64 {
+	var b int64
+	for i := range idx.shards {
+		s := &idx.shards[i]
+		s.mu.RLock()
+		b += s.t.bytes()
+		s.mu.RUnlock()
+	}
+	for _, w := range *idx.workers.Load() {
+		w.mu.Lock()
+		b += w.blocks.bytes() + int64(cap(w.queue))*qrecSize
+		w.mu.Unlock()
+	}
+	return b
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 func newIdx(t testing.TB, cfg IndexConfig) *Index {
@@ -346,7 +347,62 @@ func BenchmarkMatch(b *testing.B) {
 	}
 	buf := make([]Match, 0, workers)
 	b.ReportAllocs()
+	c0 := cpuTime()
 	for b.Loop() {
 		buf = idx.Match(q, buf[:0])
 	}
+	reportCPU(b, c0)
+}
+
+// reportCPU adds the process CPU time per op: on a machine shared with other
+// jobs, wall time per op (ns/op) includes waiting for a CPU.
+func reportCPU(b *testing.B, c0 time.Duration) {
+	b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkMatchNShared: 1000 workers all hold a shared first block, few go
+// deeper; MatchN answers the 16 deepest, Match everyone.
+func BenchmarkMatchNShared(b *testing.B) {
+	idx := newIdx(b, DefaultIndexConfig())
+	const workers = 1000
+	q := make([]uint64, 24)
+	for i := range q {
+		q[i] = uint64(i + 1)
+	}
+	for w := range workers {
+		evs := []Event{stored(Device, nil, 1)}
+		if w%50 == 0 {
+			evs = append(evs, stored(Device, p(1), q[1:1+w%23]...))
+		}
+		apply(b, idx, fmt.Sprintf("w%d", w), evs...)
+	}
+	for _, n := range []int{16, 0} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			buf := make([]Match, 0, workers)
+			b.ReportAllocs()
+			c0 := cpuTime()
+			for b.Loop() {
+				buf = idx.MatchN(q, n, buf[:0])
+			}
+			reportCPU(b, c0)
+		})
+	}
+}
+
+// BenchmarkApply: one worker storing 16-block chains and removing them.
+func BenchmarkApply(b *testing.B) {
+	idx := newIdx(b, DefaultIndexConfig())
+	hs := make([]uint64, 16)
+	b.ReportAllocs()
+	i := uint64(0)
+	c0 := cpuTime()
+	for b.Loop() {
+		for k := range hs {
+			i++
+			hs[k] = i * 0x9E3779B97F4A7C15
+		}
+		_, _ = idx.Apply("w", []Event{stored(Device, nil, hs...), {Kind: Removed, Hashes: hs, Medium: Device}})
+	}
+	reportCPU(b, c0)
+	b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "blockops/s")
 }

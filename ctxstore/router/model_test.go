@@ -1,8 +1,10 @@
 package router
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -117,11 +119,17 @@ func TestMatchAgainstModel(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("step %d query %v:\n got %v\nwant %v", step, q, got, want)
 			}
+			for _, n := range []int{1, 2, 5, 16} {
+				got, want := topDepths(idx, n, q), modelTop(idx, want, n)
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("step %d query %v top %d:\n got %v\nwant %v", step, q, n, got, want)
+				}
+			}
 		}
 	}
 	bitsets := 0
 	for i := range idx.shards {
-		for _, hs := range idx.shards[i].m {
+		for _, hs := range idx.shards[i].t.ext {
 			if isBits(hs) {
 				bitsets++
 			}
@@ -143,4 +151,32 @@ func TestMatchAgainstModel(t *testing.T) {
 	if s := idx.Stats(); s.Residencies != resid {
 		t.Fatalf("residencies %d, model %d", s.Residencies, resid)
 	}
+}
+
+// topDepths is MatchN's answer as worker -> depths.
+func topDepths(idx *Index, n int, hs []uint64) map[string][NumMedia]int {
+	out := map[string][NumMedia]int{}
+	for _, m := range idx.MatchN(hs, n, nil) {
+		out[m.Worker] = m.Depth
+	}
+	return out
+}
+
+// modelTop is the n deepest (Disk) of all, ties to the earliest registered.
+func modelTop(idx *Index, all map[string][NumMedia]int, n int) map[string][NumMedia]int {
+	names := make([]string, 0, len(all))
+	for w := range all {
+		names = append(names, w)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(all[b][Disk], all[a][Disk]); c != 0 {
+			return c
+		}
+		return cmp.Compare(idx.worker(a, false).id, idx.worker(b, false).id)
+	})
+	out := map[string][NumMedia]int{}
+	for _, w := range names[:min(n, len(names))] {
+		out[w] = all[w]
+	}
+	return out
 }

@@ -1,13 +1,11 @@
 package router
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,6 +116,7 @@ type Router struct {
 	fetchBps atomic.Uint64 // float64 bits
 	rngMu    sync.Mutex
 	rng      *rand.Rand
+	pool     sync.Pool // *priceScratch
 }
 
 // New returns a Router.
@@ -134,6 +133,7 @@ func New(cfg Config, deps Deps) (*Router, error) {
 		indexes: map[string]*Index{},
 		rng:     rand.New(rand.NewPCG(seed, seed^0x5bd1e995)),
 	}
+	r.pool.New = func() any { return new(priceScratch) }
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -381,33 +381,82 @@ func (r *Router) namespace(name string) (block.Namespace, bool) {
 }
 
 // score prices every worker of idx and fills res's workers and recommendation.
+// It prices from the walk's dense per-worker depths (no per-worker answer
+// entries, no map) and builds result lines only for the listed workers.
 func (r *Router) score(idx *Index, res *Result, hashes []uint64, temp float64, q Query) {
 	ws := *idx.workers.Load()
 	if len(ws) == 0 {
 		return
 	}
-	matches := idx.Match(hashes, make([]Match, 0, 16))
-	depth := make(map[uint32]Match, len(matches))
-	for _, m := range matches {
-		depth[m.id] = m
+	limit := r.cfg.MaxWorkers
+	if q.MaxWorkers > 0 {
+		limit = q.MaxWorkers
+	}
+	limit = min(limit, len(ws))
+	ps := r.pool.Get().(*priceScratch)
+	defer r.pool.Put(ps)
+	if cap(ps.costs) < len(ws) {
+		ps.costs = make([]float64, len(ws))
+		ps.loads = make([]Load, len(ws))
+	}
+	costs, loads := ps.costs[:len(ws)], ps.loads[:len(ws)]
+	top := ps.top[:0]
+
+	sc := idx.walk(hashes, ws, 0)
+	depthOf := func(i int) [NumMedia]int {
+		if sc == nil {
+			return [NumMedia]int{}
+		}
+		return sc.depthOf(i)
 	}
 	now := time.Now().UnixNano()
 	fetchBps := r.FetchBytesPerSec()
-	lines := make([]WorkerResult, len(ws))
-	costs := make([]float64, len(ws))
+	in := CostInput{Blocks: len(hashes), BlockTokens: res.BlockTokens, Tier: res.TierDepth, FetchBps: fetchBps}
+	// Workers with the same depths (most often none, or the same shared
+	// prefix) differ only by their queue: price the rest once per distinct
+	// depths, in the order Price adds them, so the result is the same.
+	recompute := float64(max(res.BlockTokens, 1)) / r.cfg.Cost.PrefillTokensPerSec
+	type memo struct {
+		depth [NumMedia]int
+		stale bool
+		base  float64
+	}
+	var memos [8]memo
+	nm := 0
 	for i, w := range ws {
-		m, ok := depth[uint32(i)]
-		if !ok {
-			m.Stale = w.stale.Load()
+		in.Depth, in.Stale, in.Load = depthOf(i), w.stale.Load(), r.loadOf(w, now)
+		if in.Depth[Disk] == 0 || r.cfg.Cost.TrustStale {
+			in.Stale = false // no different price
 		}
-		l := r.loadOf(w, now)
-		c := r.cfg.Cost.Price(CostInput{
-			Blocks: len(hashes), BlockTokens: res.BlockTokens, Depth: m.Depth, Stale: m.Stale,
-			Tier: res.TierDepth, Load: l, FetchBps: fetchBps,
-		})
-		lines[i] = WorkerResult{Worker: w.name, Device: m.Depth[Device], Host: m.Depth[Host], Disk: m.Depth[Disk],
-			Stale: m.Stale, Load: l, Cost: c}
-		costs[i] = c.Seconds
+		base, ok := 0.0, false
+		for _, m := range memos[:nm] {
+			if m.depth == in.Depth && m.stale == in.Stale {
+				base, ok = m.base, true
+				break
+			}
+		}
+		if !ok {
+			pc := r.cfg.Cost.Price(CostInput{Blocks: in.Blocks, BlockTokens: in.BlockTokens, Depth: in.Depth,
+				Stale: in.Stale, Tier: in.Tier, FetchBps: in.FetchBps})
+			base = pc.RecomputeSec + pc.LoadSec + pc.FetchSec
+			memos[nm%len(memos)] = memo{in.Depth, in.Stale, base}
+			nm = min(nm+1, len(memos))
+		}
+		c := base + r.cfg.Cost.queueSec(in.Load, recompute)
+		costs[i], loads[i] = c, in.Load
+		// Keep the limit cheapest in top, sorted, ties in worker order.
+		if len(top) == limit && c >= costs[top[len(top)-1]] {
+			continue
+		}
+		at := len(top)
+		for at > 0 && costs[top[at-1]] > c {
+			at--
+		}
+		if len(top) < limit {
+			top = append(top, 0)
+		}
+		copy(top[at+1:], top[at:len(top)-1])
+		top[at] = int32(i)
 	}
 	if q.Hints.Priority > 0 {
 		temp *= 1 - float64(q.Hints.Priority)/float64(block.MaxPriority)
@@ -415,7 +464,21 @@ func (r *Router) score(idx *Index, res *Result, hashes []uint64, temp float64, q
 	r.rngMu.Lock()
 	pick := Choose(costs, temp, r.rng)
 	r.rngMu.Unlock()
-	chosen := lines[pick]
+	line := func(i int) WorkerResult {
+		w := ws[i]
+		in.Depth, in.Stale, in.Load = depthOf(i), w.stale.Load(), loads[i]
+		return WorkerResult{Worker: w.name, Device: in.Depth[Device], Host: in.Depth[Host], Disk: in.Depth[Disk],
+			Stale: in.Stale, Load: in.Load, Cost: r.cfg.Cost.Price(in)}
+	}
+	chosen := line(pick)
+	res.Workers = make([]WorkerResult, len(top))
+	for k, i := range top {
+		res.Workers[k] = line(int(i))
+	}
+	if sc != nil {
+		idx.pool.Put(sc)
+	}
+	ps.top = top
 	res.Recommended = chosen.Worker
 	res.Cost = &chosen.Cost
 	if q.Commit {
@@ -425,12 +488,13 @@ func (r *Router) score(idx *Index, res *Result, hashes []uint64, temp float64, q
 		w.pendDecode.Add(int64(len(hashes) + (q.Hints.ExpectedOutputTokens+bt-1)/bt))
 		w.pendSince.CompareAndSwap(0, now)
 	}
-	slices.SortStableFunc(lines, func(a, b WorkerResult) int { return cmp.Compare(a.Cost.Seconds, b.Cost.Seconds) })
-	limit := r.cfg.MaxWorkers
-	if q.MaxWorkers > 0 {
-		limit = q.MaxWorkers
-	}
-	res.Workers = lines[:min(limit, len(lines))]
+}
+
+// priceScratch is score's per-query working memory, pooled.
+type priceScratch struct {
+	costs []float64
+	loads []Load
+	top   []int32
 }
 
 // loadOf is a worker's reported load plus what the router predicted since.

@@ -3,6 +3,8 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -222,5 +224,61 @@ func TestObserveFetch(t *testing.T) {
 	}
 	if got := r.FetchBytesPerSec(); got <= before || got < 0.99e9 {
 		t.Fatalf("fetch bandwidth %v -> %v", before, got)
+	}
+}
+
+// TestRouteListsCheapestAndPricesExactly: with more workers than listed, the
+// listed ones are the cheapest in order (ties in worker order), each priced
+// exactly as Price does, matched or not, and the recommendation is the
+// cheapest at temperature 0.
+func TestRouteListsCheapestAndPricesExactly(t *testing.T) {
+	tier := &fakeTier{have: map[uint64]bool{1: true}, pinned: map[uint64]time.Duration{}}
+	r := newRouter(t, tier)
+	ctx := context.Background()
+	const workers = 50
+	for w := range workers {
+		name := fmt.Sprintf("w%02d", w)
+		if w%3 == 0 {
+			hs := []uint64{1, 2, 3, 4}[:1+w%4]
+			if _, err := r.Apply("m", name, []Event{stored(Medium(w%2), nil, hs...)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.ReportLoad("m", name, Load{PrefillBlocks: int64(w % 5), DecodeBlocks: int64(w % 4 * 10)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := []uint64{1, 2, 3, 4, 5}
+	res, err := r.Route(ctx, Query{Namespace: "m", BlockHashes: q, MaxWorkers: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]Cost{}
+	var costs []float64
+	for w := range workers {
+		name := fmt.Sprintf("w%02d", w)
+		d := depths(r.indexes["m"], q...)[name]
+		c := r.cfg.Cost.Price(CostInput{Blocks: len(q), BlockTokens: res.BlockTokens, Depth: d, Tier: res.TierDepth,
+			Load: Load{PrefillBlocks: int64(w % 5), DecodeBlocks: int64(w % 4 * 10)}, FetchBps: r.FetchBytesPerSec()})
+		all[name] = c
+		costs = append(costs, c.Seconds)
+	}
+	if len(res.Workers) != 7 {
+		t.Fatalf("%d workers listed", len(res.Workers))
+	}
+	slices.Sort(costs)
+	for i, wr := range res.Workers {
+		if wr.Cost != all[wr.Worker] {
+			t.Fatalf("%s: cost %+v, Price says %+v", wr.Worker, wr.Cost, all[wr.Worker])
+		}
+		if wr.Cost.Seconds != costs[i] {
+			t.Fatalf("listed #%d %s at %v, want the %d-th cheapest %v", i, wr.Worker, wr.Cost.Seconds, i, costs[i])
+		}
+		if i > 0 && wr.Cost.Seconds == res.Workers[i-1].Cost.Seconds && wr.Worker < res.Workers[i-1].Worker {
+			t.Fatalf("tie out of worker order: %s after %s", wr.Worker, res.Workers[i-1].Worker)
+		}
+	}
+	if res.Recommended != res.Workers[0].Worker || *res.Cost != res.Workers[0].Cost {
+		t.Fatalf("recommended %s %+v, cheapest %+v", res.Recommended, res.Cost, res.Workers[0])
 	}
 }
