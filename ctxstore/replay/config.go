@@ -12,7 +12,10 @@ import (
 type Policy string
 
 const (
-	// NoCache recomputes every prompt in full (round-robin routing).
+	// NoCache recomputes every prompt in full. It is routed by the router,
+	// which sees no cached blocks and so sends each request to the worker
+	// with the least queued work: the baseline isolates what caching saves
+	// from what load balancing saves.
 	NoCache Policy = "no-cache"
 	// HBMRoundRobin gives each prefill worker its own HBM prefix cache and
 	// routes round-robin.
@@ -93,6 +96,12 @@ type Config struct {
 	// TierBytesPerSec accounts the block bytes a scaled run does not send,
 	// both ways (the worker's link to ctxtier).
 	TierBytesPerSec float64
+	// PutOverlap overlaps the modelled transfer of put blocks with the
+	// prefill that produced them, as a layer-wise offload does (each layer's
+	// KV is written while the next layer computes): only the part of the
+	// transfer that outlasts the compute delays the first token. Off, the
+	// whole put is on the critical path. The measured call counts either way.
+	PutOverlap bool
 	// HandoffBytesPerSec is the prefill-to-decode KV transfer rate.
 	HandoffBytesPerSec float64
 	// DecodeSecondsPerToken is the time per output token of a decoding request.
@@ -117,7 +126,8 @@ type Config struct {
 
 // DefaultConfig describes Llama-3-8B (bf16 KV, 128 KiB/token) on H100-class
 // workers: 25k prefill tokens/s, 800 blocks (50 GiB) of HBM prefix cache,
-// 25 GB/s to ctxtier and for the handoff, 8 ms per output token; four
+// 50 GB/s (one 400 Gb/s NIC per GPU) to ctxtier and 25 GB/s for the
+// handoff, 8 ms per output token; four
 // prefill and four decode workers; blocks sent at 1/1024 of their size.
 func DefaultConfig() Config {
 	const kvPerToken = 2 * 32 * 8 * 128 * 2
@@ -131,7 +141,7 @@ func DefaultConfig() Config {
 		DecodeWorkers:         4,
 		PrefillTokensPerSec:   25_000,
 		HBMBlocks:             hbmBytes / (512 * kvPerToken),
-		TierBytesPerSec:       25e9,
+		TierBytesPerSec:       50e9,
 		HandoffBytesPerSec:    25e9,
 		DecodeSecondsPerToken: 0.008,
 		DecodeKVTokens:        hbmBytes / kvPerToken,

@@ -11,7 +11,9 @@ import (
 // Fetch and Put are measured real calls, FetchModeled and PutModeled the
 // modelled transfer of the bytes a scaled run did not send, Compute the
 // modelled prefill of the tokens not found cached, Queue the simulated wait
-// for the worker.
+// for the worker. TTFT is Route + Queue + Lookup + Fetch + FetchModeled +
+// Compute + Put + PutModeled (with Config.PutOverlap, only the part of
+// PutModeled beyond Compute).
 type Record struct {
 	ID           int     `json:"id"`
 	Arrival      float64 `json:"arrival_s"`
@@ -84,6 +86,9 @@ func CDFPoints(v []float64, n int) [][2]float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	n = min(n, len(s))
+	if n == 1 {
+		return [][2]float64{{s[0], 1}}
+	}
 	out := make([][2]float64, 0, n)
 	for k := range n {
 		i := int(math.Round(float64(k) / float64(n-1) * float64(len(s)-1)))

@@ -294,6 +294,8 @@ func (s *sim) newCluster(ctx context.Context, p Policy) (*cluster, error) {
 	}
 	var err error
 	switch p {
+	case NoCache:
+		c.rc, err = NewLocalRouter(cfg, cfg.Namespace, nil)
 	case HBMKVAware:
 		c.rc = s.deps.KVRouter
 		if c.rc == nil {
@@ -475,7 +477,11 @@ func (s *sim) finish(ctx context.Context, c *cluster, wi int, t float64) error {
 			rec.PutModeled += float64(p.full[j]-p.wire[j]) / s.cfg.TierBytesPerSec
 		}
 	}
-	end := t + rec.Put + rec.PutModeled
+	putDelay := rec.PutModeled
+	if s.cfg.PutOverlap {
+		putDelay = max(0, rec.PutModeled-rec.Compute)
+	}
+	end := t + rec.Put + putDelay
 	rec.TTFT = rec.Route + end - p.arrival
 	if w.cache != nil {
 		added, evicted := w.cache.insert(p.hashes)

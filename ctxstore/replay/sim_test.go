@@ -384,3 +384,35 @@ func TestBatchesRespectItemAndByteBounds(t *testing.T) {
 		t.Fatalf("batches %v, want %v", got, want)
 	}
 }
+
+func TestPutOverlapHidesTransferBehindCompute(t *testing.T) {
+	cfg := testConfig()
+	cfg.Policies = []Policy{SharedTier}
+	cfg.TierBytesPerSec = 1e5 // a 4000 B block: 36 ms modelled against 40 ms compute
+	reqs := []trace.Request{req(0, 8, 1, 1, 2)}
+	sync := run(t, cfg, newMemTier(0), reqs).Policies[0].Records[0]
+	cfg.PutOverlap = true
+	over := run(t, cfg, newMemTier(0), reqs).Policies[0].Records[0]
+	if !near(sync.TTFT, 0.08+2*0.036) || !near(over.TTFT, 0.08) {
+		t.Fatalf("ttft sync %v (want 0.152), overlapped %v (want 0.08)", sync.TTFT, over.TTFT)
+	}
+	cfg.TierBytesPerSec = 2e4 // 180 ms per block: the transfer outlasts the compute
+	over = run(t, cfg, newMemTier(0), reqs).Policies[0].Records[0]
+	if !near(over.TTFT, 2*0.18) {
+		t.Fatalf("ttft overlapped %v, want 0.36", over.TTFT)
+	}
+}
+
+func TestCDFPoints(t *testing.T) {
+	if got := CDFPoints([]float64{3}, 100); !reflect.DeepEqual(got, [][2]float64{{3, 1}}) {
+		t.Fatalf("one sample: %v", got)
+	}
+	got := CDFPoints([]float64{4, 1, 3, 2}, 100)
+	want := [][2]float64{{1, 0.25}, {2, 0.5}, {3, 0.75}, {4, 1}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("CDF %v, want %v", got, want)
+	}
+	if len(CDFPoints(make([]float64, 1000), 10)) != 10 || CDFPoints(nil, 10) != nil {
+		t.Fatal("CDF point count wrong")
+	}
+}
