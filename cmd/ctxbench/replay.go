@@ -55,6 +55,7 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayArgs, error) {
 	fs.IntVar(&c.PrefillWorkers, "prefill-workers", c.PrefillWorkers, "simulated prefill workers")
 	fs.IntVar(&c.DecodeWorkers, "decode-workers", c.DecodeWorkers, "simulated decode workers")
 	fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tokens-per-sec", c.PrefillTokensPerSec, "prefill throughput of one worker")
+	fs.Float64Var(&c.PrefillPassSeconds, "prefill-pass-seconds", c.PrefillPassSeconds, "fixed cost of one prefill forward pass")
 	fs.IntVar(&c.HBMBlocks, "hbm-blocks", c.HBMBlocks, "HBM prefix-cache capacity of one prefill worker, in blocks")
 	fs.Float64Var(&c.TierBytesPerSec, "tier-bandwidth", c.TierBytesPerSec, "worker-to-ctxtier bytes/s for the bytes a scaled run does not send")
 	fs.BoolVar(&c.PutOverlap, "put-overlap", c.PutOverlap, "overlap the modelled put transfer with the prefill compute (layer-wise offload)")

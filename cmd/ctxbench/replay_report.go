@@ -81,8 +81,12 @@ func ttftCDFSVG(rep *replay.Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, svgW, svgH)
 	fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`, padL, padT, pw, ph)
+	mults := []float64{1, 2, 5}
+	if d1-d0 > 3 {
+		mults = []float64{1} // many decades: label decades only
+	}
 	for d := d0; d <= d1; d++ {
-		for _, m := range []float64{1, 2, 5} {
+		for _, m := range mults {
 			v := m * math.Pow(10, d)
 			if d == d1 && m > 1 {
 				break

@@ -91,6 +91,10 @@ type Config struct {
 	// PrefillTokensPerSec is one prefill worker's throughput on tokens it
 	// computes (the cost model; see docs/replay.md for the default's source).
 	PrefillTokensPerSec float64
+	// PrefillPassSeconds is the fixed cost of one prefill forward pass (the
+	// weights are read once whatever the token count); a prompt found whole
+	// in cache still pays it to compute its last token's logits.
+	PrefillPassSeconds float64
 	// HBMBlocks bounds each prefill worker's HBM prefix cache, in blocks.
 	HBMBlocks int
 	// TierBytesPerSec accounts the block bytes a scaled run does not send,
@@ -125,7 +129,7 @@ type Config struct {
 }
 
 // DefaultConfig describes Llama-3-8B (bf16 KV, 128 KiB/token) on H100-class
-// workers: 25k prefill tokens/s, 800 blocks (50 GiB) of HBM prefix cache,
+// workers: 25k prefill tokens/s plus 5 ms per pass, 800 blocks (50 GiB) of HBM prefix cache,
 // 50 GB/s (one 400 Gb/s NIC per GPU) to ctxtier and 25 GB/s for the
 // handoff, 8 ms per output token; four
 // prefill and four decode workers; blocks sent at 1/1024 of their size.
@@ -140,6 +144,7 @@ func DefaultConfig() Config {
 		PrefillWorkers:        4,
 		DecodeWorkers:         4,
 		PrefillTokensPerSec:   25_000,
+		PrefillPassSeconds:    0.005,
 		HBMBlocks:             hbmBytes / (512 * kvPerToken),
 		TierBytesPerSec:       50e9,
 		HandoffBytesPerSec:    25e9,
@@ -172,6 +177,8 @@ func (c Config) Validate() error {
 		return bad("prefill and decode workers must be at least 1")
 	case !posf(c.PrefillTokensPerSec):
 		return bad("prefill tokens/s %v must be positive", c.PrefillTokensPerSec)
+	case c.PrefillPassSeconds < 0 || math.IsNaN(c.PrefillPassSeconds) || math.IsInf(c.PrefillPassSeconds, 0):
+		return bad("prefill pass seconds %v must not be negative", c.PrefillPassSeconds)
 	case c.HBMBlocks < 0:
 		return bad("HBM blocks %d must not be negative", c.HBMBlocks)
 	case !posf(c.TierBytesPerSec) || !posf(c.HandoffBytesPerSec):
@@ -211,7 +218,8 @@ func (c Config) blockWireBytes(full int64) int64 {
 	return max(w, blockHeader)
 }
 
-// prefillSeconds is the modelled time to compute tokens tokens.
+// prefillSeconds is the modelled time of a prefill pass computing tokens
+// tokens: the pass's fixed cost plus the tokens at the prefill rate.
 func (c Config) prefillSeconds(tokens int) float64 {
-	return float64(tokens) / c.PrefillTokensPerSec
+	return c.PrefillPassSeconds + float64(tokens)/c.PrefillTokensPerSec
 }

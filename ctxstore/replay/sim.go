@@ -383,14 +383,15 @@ func (s *sim) estimate(w *pworker, p *preq, tierDepth int) float64 {
 		hd = w.cache.prefix(p.hashes)
 	}
 	var sec float64
+	tokens := 0
 	for j := hd; j < len(p.hashes); j++ {
 		if j < tierDepth {
 			sec += float64(p.full[j]) / s.cfg.TierBytesPerSec
 		} else {
-			sec += s.cfg.prefillSeconds(p.tokens[j])
+			tokens += p.tokens[j]
 		}
 	}
-	return sec
+	return sec + s.cfg.prefillSeconds(tokens)
 }
 
 // start begins w's next queued request at time t: HBM prefix, tier lookup

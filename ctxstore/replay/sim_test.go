@@ -26,6 +26,7 @@ func testConfig() Config {
 	cfg.PrefillWorkers = 2
 	cfg.DecodeWorkers = 1
 	cfg.PrefillTokensPerSec = 100 // one 4-token block: 40 ms
+	cfg.PrefillPassSeconds = 0
 	cfg.HBMBlocks = 100
 	cfg.TierBytesPerSec = 1e6
 	cfg.HandoffBytesPerSec = 1e6
@@ -319,6 +320,7 @@ func TestSliceAndValidate(t *testing.T) {
 		"no policy":  func(c *Config) { c.Policies = nil },
 		"hbm":        func(c *Config) { c.HBMBlocks = -1 },
 		"decode mem": func(c *Config) { c.DecodeKVTokens = 0 },
+		"pass":       func(c *Config) { c.PrefillPassSeconds = -1 },
 	} {
 		c := DefaultConfig()
 		mut(&c)
@@ -414,5 +416,17 @@ func TestCDFPoints(t *testing.T) {
 	}
 	if len(CDFPoints(make([]float64, 1000), 10)) != 10 || CDFPoints(nil, 10) != nil {
 		t.Fatal("CDF point count wrong")
+	}
+}
+
+func TestPrefillPassCostIsPaidOncePerRequest(t *testing.T) {
+	cfg := testConfig()
+	cfg.PrefillWorkers = 1
+	cfg.PrefillPassSeconds = 0.005
+	cfg.Policies = []Policy{HBMRoundRobin}
+	rep := run(t, cfg, nil, []trace.Request{req(0, 8, 1, 1, 2), req(1000, 8, 1, 1, 2)})
+	recs := rep.Policies[0].Records
+	if !near(recs[0].Compute, 0.085) || !near(recs[1].Compute, 0.005) || recs[1].HBMBlocks != 2 {
+		t.Fatalf("compute %v and %v, want 0.085 and 0.005 (a whole-prompt hit still runs one pass)", recs[0].Compute, recs[1].Compute)
 	}
 }
