@@ -279,7 +279,7 @@ func TestSharedTierReachesTheBoundOnRealTrace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reqs = Slice(reqs, 1500, 0)
+			reqs = Slice(reqs, 700, 0)
 			cfg := DefaultConfig()
 			cfg.BytesScale = 1 << 16 // the fake tier copies bytes; keep them few
 			cfg.KeepRecords = false
