@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/replay"
+)
+
+func TestParseReplayArgs(t *testing.T) {
+	for _, args := range [][]string{
+		{},                                    // no trace
+		{"--trace", "x", "--policies", "lru"}, // unknown policy
+		{"--trace", "x", "--bytes-scale", "0"},
+		{"--trace", "x", "--key-salt", "pepper"},
+		{"--trace", "x", "--max-requests", "-1"},
+		{"--trace", "x", "extra"},
+	} {
+		if _, err := parseReplayArgs(args, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	a, err := parseReplayArgs([]string{"--trace", "x", "--key-salt", "0x10", "--policies", "no-cache,shared-tier", "--put-overlap"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.cfg.KeySalt != 16 || len(a.cfg.Policies) != 2 || !a.cfg.PutOverlap {
+		t.Fatalf("parsed %+v", a.cfg)
+	}
+}
+
+// ctxdBinary builds cmd/ctxd into a temporary directory, or names the binary
+// in CTXD_BIN; it skips when neither is possible.
+func ctxdBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CTXD_BIN"); p != "" {
+		return p
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cmd", "ctxd")); err != nil {
+		t.Skipf("cmd/ctxd is not in this tree (%v); set CTXD_BIN to a ctxd binary to run the integration test", err)
+	}
+	bin := filepath.Join(t.TempDir(), "ctxd")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ctxd")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("cannot build ctxd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startCtxd runs a ctxd process and returns its HTTP base URL.
+func startCtxd(t *testing.T, bin string) string {
+	t.Helper()
+	httpAddr := freeAddr(t)
+	cmd := exec.Command(bin, "--listen", freeAddr(t), "--http-listen", httpAddr,
+		"--data-dir", t.TempDir(), "--dram-capacity", "256MiB", "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start ctxd: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	base := "http://" + httpAddr
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ctxd at %s not ready after 15 s: %v", base, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestReplayAgainstCtxd(t *testing.T) {
+	tracePath := filepath.Join("..", "..", "..", "shared", "traces", "conversation_trace.jsonl")
+	if _, err := os.Stat(tracePath); err != nil {
+		t.Skipf("trace %s not found (%v): the shared traces live in ../shared/traces beside the repository", tracePath, err)
+	}
+	base := startCtxd(t, ctxdBinary(t))
+	dir := t.TempDir()
+	args := []string{"--trace", tracePath, "--tier-url", base, "--max-requests", "300",
+		"--bytes-scale", "16384", "--progress=false",
+		"--out-json", filepath.Join(dir, "r.json"), "--out-html", filepath.Join(dir, "r.html")}
+	// ctxd mounts the router at /v1/route/ once it is wired; use it if it answers.
+	if resp, err := http.Get(base + "/v1/route/stats"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			args = append(args, "--router-url", base+"/v1/route")
+			t.Log("routing the shared-tier policy through ctxd's router")
+		} else {
+			t.Logf("ctxd serves no router (/v1/route/stats: HTTP %d): routing in process", resp.StatusCode)
+		}
+	}
+	a, err := parseReplayArgs(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := doReplay(ctx, a, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := out.Report
+	tier, nc := rep.Policy(replay.SharedTier), rep.Policy(replay.NoCache)
+	var sb strings.Builder
+	printReplayTable(&sb, out)
+	t.Log("\n" + sb.String())
+	if tier.BlockHitRatio < 0.95*rep.InfiniteBlockHitRatio {
+		t.Errorf("shared tier hit ratio %.4f below 95%% of the bound %.4f", tier.BlockHitRatio, rep.InfiniteBlockHitRatio)
+	}
+	if tier.TierHitBlocks == 0 || tier.FetchWireBytes == 0 || tier.PutWireBytes == 0 {
+		t.Errorf("no real traffic: %+v", tier)
+	}
+	if tier.TTFT.Mean >= nc.TTFT.Mean {
+		t.Errorf("shared tier mean TTFT %.3f s not below no cache %.3f s", tier.TTFT.Mean, nc.TTFT.Mean)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back replayOutput
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Report.Policies) != 4 || len(back.Report.Policies[3].Records) != 300 {
+		t.Fatalf("JSON result unreadable or incomplete: %v", err)
+	}
+	h, err := os.ReadFile(filepath.Join(dir, "r.html"))
+	if err != nil || strings.Count(string(h), "<svg") != 2 || !strings.Contains(string(h), "polyline") {
+		t.Fatalf("HTML report lacks its plots: %v", err)
+	}
+}

@@ -1,0 +1,82 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// memTier is an in-memory TierClient for tests: a map with an optional
+// capacity in blocks (FIFO eviction), and optional corruption.
+type memTier struct {
+	mu       sync.Mutex
+	blocks   map[block.Key][]byte
+	order    []block.Key
+	capacity int // 0: unbounded
+	corrupt  bool
+	lookups  int
+	gets     int
+	puts     int
+}
+
+func newMemTier(capacity int) *memTier {
+	return &memTier{blocks: map[block.Key][]byte{}, capacity: capacity}
+}
+
+func (m *memTier) Lookup(_ context.Context, keys []block.Key) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lookups++
+	for i, k := range keys {
+		if _, ok := m.blocks[k]; !ok {
+			return i, nil
+		}
+	}
+	return len(keys), nil
+}
+
+func (m *memTier) GetBatchInto(_ context.Context, keys []block.Key, bufs [][]byte) ([]int, []error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gets += len(keys)
+	sizes, errs := make([]int, len(keys)), make([]error, len(keys))
+	for i, k := range keys {
+		b, ok := m.blocks[k]
+		switch {
+		case !ok:
+			errs[i] = fmt.Errorf("%w: %s", block.ErrNotFound, k)
+		case len(b) > len(bufs[i]):
+			errs[i] = fmt.Errorf("%w: buffer too small", block.ErrTooLarge)
+		default:
+			sizes[i] = copy(bufs[i], b)
+			if m.corrupt {
+				bufs[i][0] ^= 0xff
+			}
+		}
+	}
+	return sizes, errs, nil
+}
+
+func (m *memTier) PutBatch(_ context.Context, keys []block.Key, data [][]byte) ([]error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.puts += len(keys)
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		if old, ok := m.blocks[k]; ok {
+			if string(old) != string(data[i]) {
+				errs[i] = fmt.Errorf("%w: %s", block.ErrConflict, k)
+			}
+			continue
+		}
+		m.blocks[k] = append([]byte(nil), data[i]...)
+		m.order = append(m.order, k)
+		for m.capacity > 0 && len(m.blocks) > m.capacity {
+			delete(m.blocks, m.order[0])
+			m.order = m.order[1:]
+		}
+	}
+	return errs, nil
+}
