@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 project=${1:-ctxtier}
 file=${2:-deploy/compose/docker-compose.yml}
+# COMPOSE may be two words ("docker compose"): split it on purpose.
+# shellcheck disable=SC2206
 compose=(${COMPOSE:-docker-compose} -p "$project" -f "$file")
 : "${S3_ACCESS_KEY:=ctxtier-dev}" "${S3_SECRET_KEY:=ctxtier-dev-secret}" "${S3_BUCKET:=ctxtier}"
 export S3_ACCESS_KEY S3_SECRET_KEY S3_BUCKET
