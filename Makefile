@@ -11,7 +11,7 @@ TEST_TIMEOUT ?= 20m
 .PHONY: help build run test test-race bench fuzz soak lint clean
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build ctxd, ctxctl and ctxbench into ./bin
 	@mkdir -p $(BIN)
