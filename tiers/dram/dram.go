@@ -3,9 +3,11 @@
 // map it read-only), carved into 4 KiB pages by a coalescing good-fit
 // allocator. Capacity is a hard bound. When full it evicts by the configured
 // replacement policy (LRU within priority class by default), skipping blocks
-// that are pinned or under a read lease. Every block carries a CRC-32C that is
-// verified on every read; a block that fails is dropped and reported as a miss,
-// never served.
+// that are pinned or under a read lease. Every block keeps its CRC-32C (its
+// checksum in the API and on the wire) and an xxh3-64 fingerprint of its bytes
+// taken at put time, which is verified on every read (xxh3 runs about four
+// times faster than CRC-32C here, and a read is the hot path); a block that
+// fails is dropped and reported as a miss, never served.
 package dram
 
 import (
@@ -22,6 +24,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -85,7 +88,8 @@ type entry struct {
 	page     uint32 // first page
 	pages    uint32
 	size     int64
-	sum      uint32
+	sum      uint32 // CRC-32C, the block's checksum on the wire and in the API
+	fp       uint64 // xxh3-64 of the bytes, verified on every read
 	priority uint8
 	leases   int32
 	live     bool  // indexed (visible to readers)
@@ -368,8 +372,12 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	t.mu.Unlock()
 
 	// Copy outside the lock: the pages are ours and invisible until indexed.
+	// The at-rest fingerprint is taken from the caller's bytes, which the
+	// store verified against their CRC, so a fault during the copy is caught
+	// on the first read.
 	off := int64(page) * PageSize
 	copy(t.arena[off:off+size], data)
+	fp := xxh3.Hash(data)
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -384,7 +392,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	ns := now.UnixNano()
 	e := &t.entries[h]
 	*e = entry{
-		key: key, page: page, pages: pages, size: size, sum: sum,
+		key: key, page: page, pages: pages, size: size, sum: sum, fp: fp,
 		priority: min(opts.Priority, block.MaxPriority), live: true, tracked: true, clean: clean,
 		pinUntil: pinUntil, created: ns, access: ns,
 	}
@@ -456,14 +464,14 @@ func (t *Tier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
 	if e.tracked {
 		t.policy.Touch(policy.Handle(h))
 	}
-	data, sum := t.bytesOf(e), e.sum
+	data, sum, fp := t.bytesOf(e), e.sum, e.fp
 	t.mu.Unlock()
 
 	// Verify outside the lock; the lease keeps the bytes in place.
-	if got := block.Checksum(data); got != sum {
+	if got := xxh3.Hash(data); got != fp {
 		t.st.corruptions.Add(1)
 		t.st.misses.Add(1)
-		t.log.Error("dram block failed its checksum; dropped", "key", key.String(), "want", sum, "got", got)
+		t.log.Error("dram block failed its checksum; dropped", "key", key.String(), "want", fp, "got", got)
 		t.mu.Lock()
 		if t.entries[h].live && t.index[key] == h {
 			t.unindexLocked(h)
