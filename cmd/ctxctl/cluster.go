@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ctxtier/ctxtier/gateway/clusterapi"
+)
+
+func init() {
+	register("cluster", "cluster membership: status, join, remove, transfer-leadership, repair", func(ctx context.Context, args []string) error {
+		return runCluster(ctx, args, os.Stdout, os.Stderr)
+	})
+}
+
+const clusterUsage = `usage:
+  ctxctl cluster status [--addr HOST:PORT] [--json]
+  ctxctl cluster join --id ID --raft-addr HOST:PORT --data-addr HOST:PORT --http-addr HOST:PORT [--zone Z] [--capacity SIZE]
+  ctxctl cluster remove ID
+  ctxctl cluster transfer-leadership [ID]
+  ctxctl cluster repair [--json]
+
+Every action takes --addr (a ctxd HTTP address, default 127.0.0.1:7401; any
+member will do, changes are forwarded to the leader), --token (the
+--cluster-token ctxd runs with; default $CTXTIER_CLUSTER_TOKEN), --timeout
+and --json. status shows the cluster as the node at --addr sees it. join
+adds a node by hand (a ctxd started with --join adds itself). remove takes a
+node out of Raft and marks it left, so repair rebuilds its shards; removing
+the leader hands leadership over first. transfer-leadership with no ID picks
+the most up-to-date follower.`
+
+// runCluster implements "ctxctl cluster"; it writes to out and errOut so tests can drive it.
+func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(errOut, clusterUsage)
+		return fmt.Errorf("cluster: missing action")
+	}
+	action, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("cluster "+action, flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.Usage = func() { fmt.Fprintln(errOut, clusterUsage) }
+	addr := fs.String("addr", "127.0.0.1:7401", "a ctxd HTTP address")
+	token := fs.String("token", os.Getenv("CTXTIER_CLUSTER_TOKEN"), "shared cluster token (ctxd --cluster-token)")
+	timeout := fs.Duration("timeout", 15*time.Second, "request timeout")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var m clusterapi.Member
+	var capacity string
+	if action == "join" {
+		fs.StringVar(&m.ID, "id", "", "node id")
+		fs.StringVar(&m.RaftAddr, "raft-addr", "", "the node's Raft address (host:port)")
+		fs.StringVar(&m.DataAddr, "data-addr", "", "the node's data (native protocol) address")
+		fs.StringVar(&m.HTTPAddr, "http-addr", "", "the node's HTTP API address")
+		fs.StringVar(&m.Zone, "zone", "", "the node's zone (placement spreads shards across zones)")
+		fs.StringVar(&capacity, "capacity", "0", "bytes the node offers (e.g. 64GiB)")
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos, rest = append(pos, rest[0]), rest[1:]
+	}
+	cfg := clusterapi.DefaultConfig()
+	cfg.Token, cfg.Timeout = *token, *timeout
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	c := clusterapi.NewClient(*addr, clusterapi.WithConfig(cfg))
+	wantArgs := func(max int) error {
+		if len(pos) > max {
+			return fmt.Errorf("cluster %s: unexpected argument %q", action, pos[max])
+		}
+		return nil
+	}
+	switch action {
+	case "status":
+		if err := wantArgs(0); err != nil {
+			return err
+		}
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, st)
+		}
+		return printStatus(out, st)
+	case "join":
+		if err := wantArgs(0); err != nil {
+			return err
+		}
+		n, err := parseBytes(capacity)
+		if err != nil {
+			return fmt.Errorf("cluster join: --capacity: %w", err)
+		}
+		m.Capacity = n
+		if _, err := m.FSM(); err != nil {
+			return fmt.Errorf("cluster join: %w", err)
+		}
+		got, err := c.Join(ctx, m)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, got)
+		}
+		fmt.Fprintf(out, "joined %s (raft %s, http %s) as a voter\n", got.ID, got.RaftAddr, got.HTTPAddr)
+		return nil
+	case "remove":
+		if len(pos) != 1 {
+			return fmt.Errorf("cluster remove: want exactly one node id")
+		}
+		if err := c.Remove(ctx, pos[0]); err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, clusterapi.RemoveResponse{Removed: pos[0]})
+		}
+		fmt.Fprintf(out, "removed %s\n", pos[0])
+		return nil
+	case "transfer-leadership":
+		if err := wantArgs(1); err != nil {
+			return err
+		}
+		id := ""
+		if len(pos) == 1 {
+			id = pos[0]
+		}
+		tr, err := c.TransferLeadership(ctx, id)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, tr)
+		}
+		to := tr.Leader
+		if to == "" {
+			to = "(not known yet)"
+		}
+		fmt.Fprintf(out, "leadership: %s -> %s\n", tr.Previous, to)
+		return nil
+	case "repair":
+		if err := wantArgs(0); err != nil {
+			return err
+		}
+		rep, err := c.Repair(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, rep)
+		}
+		return printRepair(out, rep)
+	}
+	fmt.Fprintln(errOut, clusterUsage)
+	return fmt.Errorf("cluster: unknown action %q", action)
+}
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printStatus(out io.Writer, st clusterapi.Status) error {
+	leader := "none known"
+	if st.Leader != nil {
+		leader = fmt.Sprintf("%s at %s", st.Leader.ID, st.Leader.HTTPAddr)
+	}
+	fmt.Fprintf(out, "node %s (%s), leader %s\n", st.NodeID, st.State, leader)
+	r := st.Raft
+	fmt.Fprintf(out, "raft term %d, commit %d, applied %d, last log %d, last contact %s\n", r.Term, r.CommitIndex, r.AppliedIndex, r.LastLogIndex, r.LastContact)
+	if r.Fault != "" {
+		fmt.Fprintf(out, "FSM FAULT: %s (this node must be upgraded)\n", r.Fault)
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tVOTER\tLEADER\tZONE\tCAPACITY\tHTTP\tRAFT\tDATA")
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, dash(m.State), yesNo(m.Voter), star(m.Leader), dash(m.Zone), formatBytes(m.Capacity), dash(m.HTTPAddr), dash(m.RaftAddr), dash(m.DataAddr))
+	}
+	return tw.Flush()
+}
+
+// printRepair prints the repair object's fields one per line (nested
+// values as compact JSON), or the raw value when it is not an object.
+func printRepair(out io.Writer, rep clusterapi.RepairResponse) error {
+	fmt.Fprintf(out, "repair on node %s\n", rep.NodeID)
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(rep.Repair, &fields); err != nil {
+		_, err := fmt.Fprintf(out, "%s\n", rep.Repair)
+		return err
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	for _, k := range keys {
+		v := string(fields[k])
+		var s string
+		if json.Unmarshal(fields[k], &s) == nil {
+			v = s
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", k, v)
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func star(b bool) string {
+	if b {
+		return "*"
+	}
+	return ""
+}
+
+var byteUnits = []struct {
+	suffix string
+	n      int64
+}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// formatBytes prints n in the largest binary unit that keeps it >= 1.
+func formatBytes(n int64) string {
+	if n <= 0 {
+		return "-"
+	}
+	for _, u := range byteUnits {
+		if n >= u.n {
+			if n%u.n == 0 {
+				return fmt.Sprintf("%d%s", n/u.n, u.suffix)
+			}
+			return fmt.Sprintf("%.1f%s", float64(n)/float64(u.n), u.suffix)
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
+// parseBytes reads "123", "123B" or an integer with a KiB/MiB/GiB/TiB suffix.
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	for _, u := range byteUnits {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+			if err != nil || v < 0 || v > (1<<62)/u.n {
+				return 0, fmt.Errorf("bad size %q", s)
+			}
+			return v * u.n, nil
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, errors.New("bad size " + strconv.Quote(s) + " (want bytes, or a KiB/MiB/GiB/TiB suffix)")
+	}
+	return v, nil
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/clusterapi"
+)
+
+// fakeCluster answers the cluster API with canned replies and records
+// what it was sent.
+type fakeCluster struct {
+	mu    sync.Mutex
+	calls []string // "METHOD PATH BODY TOKEN"
+}
+
+func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.calls = append(f.calls, strings.TrimSpace(r.Method+" "+r.URL.Path+" "+string(b)+" "+r.Header.Get(clusterapi.HeaderToken)))
+	f.mu.Unlock()
+	reply := func(v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	switch r.URL.Path {
+	case clusterapi.PathStatus:
+		l := clusterapi.Member{ID: "n1", RaftAddr: "127.0.0.1:7412", DataAddr: "127.0.0.1:7410", HTTPAddr: "127.0.0.1:7411", Zone: "a", Capacity: 8 << 30, State: "alive", Voter: true, Leader: true}
+		f2 := clusterapi.Member{ID: "n2", RaftAddr: "127.0.0.1:7422", DataAddr: "127.0.0.1:7420", HTTPAddr: "127.0.0.1:7421", Capacity: 3 << 29, State: "suspect", Voter: true}
+		reply(clusterapi.Status{NodeID: "n2", State: "follower", Leader: &l, Members: []clusterapi.Member{l, f2},
+			Raft: clusterapi.RaftStatus{Term: 4, CommitIndex: 99, AppliedIndex: 98, LastLogIndex: 99, LastContact: "12ms", NumPeers: 1}})
+	case clusterapi.PathJoin:
+		var m clusterapi.Member
+		_ = json.Unmarshal(b, &m)
+		m.Voter = true
+		reply(clusterapi.JoinResponse{Member: m})
+	case clusterapi.PathRemove:
+		if strings.Contains(string(b), `"ghost"`) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(404)
+			_, _ = w.Write([]byte(`{"code":"NotFound","message":"not found: no member \"ghost\""}`))
+			return
+		}
+		reply(clusterapi.RemoveResponse{Removed: "n3"})
+	case clusterapi.PathTransfer:
+		reply(clusterapi.TransferResponse{Previous: "n1", Leader: "n2"})
+	case clusterapi.PathRepair:
+		reply(map[string]any{"node_id": "n2", "repair": map[string]any{"pending_blocks": 5, "state": "running"}})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func TestClusterCommands(t *testing.T) {
+	fake := &fakeCluster{}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	ctx := context.Background()
+	cases := []struct {
+		name     string
+		args     []string
+		wantOut  []string
+		wantCall string
+	}{
+		{"status table", []string{"status", "--addr", addr}, []string{"node n2 (follower), leader n1 at 127.0.0.1:7411", "term 4, commit 99, applied 98",
+			"n1  alive    yes    *       a     8GiB", "n2  suspect  yes", "1.5GiB"}, "GET /v1/cluster/status"},
+		{"status json", []string{"status", "--json", "--addr", addr}, []string{`"node_id": "n2"`, `"leader": {`}, "GET /v1/cluster/status"},
+		{"join", []string{"join", "--addr", addr, "--token", "tok", "--id", "n4", "--raft-addr", "127.0.0.1:7442", "--data-addr", "127.0.0.1:7440",
+			"--http-addr", "127.0.0.1:7441", "--zone", "b", "--capacity", "2GiB"}, []string{"joined n4 (raft 127.0.0.1:7442, http 127.0.0.1:7441) as a voter"},
+			`POST /v1/cluster/join {"id":"n4","raft_addr":"127.0.0.1:7442","data_addr":"127.0.0.1:7440","http_addr":"127.0.0.1:7441","zone":"b","capacity":2147483648,"voter":false} tok`},
+		{"remove", []string{"remove", "n3", "--addr", addr}, []string{"removed n3"}, `POST /v1/cluster/remove {"id":"n3"}`},
+		{"transfer any", []string{"transfer-leadership", "--addr", addr}, []string{"leadership: n1 -> n2"}, `POST /v1/cluster/transfer-leadership {}`},
+		{"transfer to", []string{"transfer-leadership", "--addr", addr, "n2"}, []string{"leadership: n1 -> n2"}, `POST /v1/cluster/transfer-leadership {"id":"n2"}`},
+		{"repair", []string{"repair", "--addr", addr}, []string{"repair on node n2", "pending_blocks  5", "state           running"}, "GET /v1/cluster/repair"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := runCluster(ctx, tc.args, &out, &errOut); err != nil {
+				t.Fatalf("%v (%s)", err, errOut.String())
+			}
+			for _, w := range tc.wantOut {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			fake.mu.Lock()
+			last := fake.calls[len(fake.calls)-1]
+			fake.mu.Unlock()
+			if last != tc.wantCall {
+				t.Errorf("sent %q\nwant %q", last, tc.wantCall)
+			}
+		})
+	}
+
+	t.Setenv("CTXTIER_CLUSTER_TOKEN", "from-env")
+	var out, errOut bytes.Buffer
+	if err := runCluster(ctx, []string{"remove", "--addr", addr, "ghost"}, &out, &errOut); !errors.Is(err, block.ErrNotFound) {
+		t.Errorf("remove ghost: %v", err)
+	}
+	if last := fake.calls[len(fake.calls)-1]; !strings.HasSuffix(last, " from-env") {
+		t.Errorf("token from env not sent: %q", last)
+	}
+	n := len(fake.calls)
+	for _, bad := range [][]string{
+		{}, {"frobnicate", "--addr", addr}, {"remove", "--addr", addr}, {"remove", "--addr", addr, "a", "b"},
+		{"transfer-leadership", "--addr", addr, "a", "b"}, {"status", "--addr", addr, "extra"},
+		{"join", "--addr", addr, "--id", "n4"},
+		{"join", "--addr", addr, "--id", "n4", "--raft-addr", "h:1", "--data-addr", "h:2", "--http-addr", "h:3", "--capacity", "lots"},
+		{"status", "--bogus"}, {"status", "--token", "has space", "--addr", addr},
+	} {
+		if err := runCluster(ctx, bad, &out, &errOut); err == nil {
+			t.Errorf("%v: accepted", bad)
+		}
+	}
+	if len(fake.calls) != n {
+		t.Errorf("bad invocations sent %d requests", len(fake.calls)-n)
+	}
+	// Nothing listening: a clear unavailable error.
+	if err := runCluster(ctx, []string{"status", "--addr", "127.0.0.1:1"}, &out, &errOut); !errors.Is(err, block.ErrUnavailable) {
+		t.Errorf("no server: %v", err)
+	}
+}
+
+func TestBytes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{{"0", 0, true}, {"123", 123, true}, {"5B", 5, true}, {"2GiB", 2 << 30, true}, {"1TiB", 1 << 40, true}, {"1.5GiB", 0, false}, {"-1", 0, false}, {"x", 0, false}} {
+		got, err := parseBytes(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseBytes(%q) = %d, %v", tc.in, got, err)
+		}
+	}
+	for in, want := range map[int64]string{0: "-", 512: "512B", 1 << 30: "1GiB", 3 << 29: "1.5GiB"} {
+		if got := formatBytes(in); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package clusterapi
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// Header names of the cluster API.
+const (
+	// HeaderToken carries the shared cluster secret (Config.Token) on the
+	// membership and internal endpoints.
+	HeaderToken = "X-Ctxtier-Cluster-Token"
+	// HeaderLeader is the leader's HTTP address, set on every "not the
+	// leader" reply (503) when a leader is known, so the caller can retry
+	// there.
+	HeaderLeader = "X-Ctxtier-Leader"
+	// HeaderLeaderID is the leader's node id, beside HeaderLeader.
+	HeaderLeaderID = "X-Ctxtier-Leader-Id"
+	// HeaderForwardedBy marks a request a follower forwarded to the leader
+	// (its value is the follower's id). A node that is not the leader
+	// answers such a request with 503 instead of forwarding it again, so a
+	// stale leader view can never loop.
+	HeaderForwardedBy = "X-Ctxtier-Forwarded-By"
+)
+
+// Config configures the handler, Join, the Forwarder and the Client. All
+// of them take Options; the zero Option set is DefaultConfig.
+type Config struct {
+	// Token, when set, is a shared secret every node and ctxctl must send in
+	// HeaderToken on the membership endpoints (join, remove,
+	// transfer-leadership) and on internal/propose. Status and repair stay
+	// open (they are read-only). Clients send it when set.
+	Token string
+	// Timeout bounds one forwarded request (follower to leader), one
+	// membership change on the leader, and one client request.
+	Timeout time.Duration
+	// MaxBodyBytes bounds a request or response body: a JSON membership
+	// request, a forwarded proposal and its reply.
+	MaxBodyBytes int64
+	// Client sends forwarded and client requests; nil builds one with
+	// Timeout as its overall limit.
+	Client *http.Client
+}
+
+// DefaultConfig returns the defaults: no token, 10 s timeout, 16 MiB bodies.
+func DefaultConfig() Config {
+	return Config{Timeout: 10 * time.Second, MaxBodyBytes: 16 << 20}
+}
+
+// Validate checks the configuration; errors wrap block.ErrInvalidArgument.
+func (c Config) Validate() error {
+	switch {
+	case c.Timeout <= 0:
+		return fmt.Errorf("%w: clusterapi: Timeout must be positive", block.ErrInvalidArgument)
+	case c.MaxBodyBytes < 1024:
+		return fmt.Errorf("%w: clusterapi: MaxBodyBytes %d must be at least 1024", block.ErrInvalidArgument, c.MaxBodyBytes)
+	case len(c.Token) > 1024:
+		return fmt.Errorf("%w: clusterapi: Token longer than 1024 bytes", block.ErrInvalidArgument)
+	}
+	for _, r := range c.Token {
+		if r < 0x21 || r > 0x7e {
+			return fmt.Errorf("%w: clusterapi: Token must be printable ASCII without spaces", block.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// Option adjusts the Config of a Handler, Join, Forwarder or Client.
+type Option func(*Config)
+
+// WithConfig replaces the whole configuration.
+func WithConfig(c Config) Option { return func(dst *Config) { *dst = c } }
+
+// WithToken sets the shared cluster secret (see Config.Token).
+func WithToken(token string) Option { return func(c *Config) { c.Token = token } }
+
+// WithHTTPClient sets the HTTP client for outgoing requests.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Config) { c.Client = hc } }
+
+// WithTimeout sets Config.Timeout.
+func WithTimeout(d time.Duration) Option { return func(c *Config) { c.Timeout = d } }
+
+// build applies opts over the defaults. An invalid result panics: options
+// are programming input (validate user input with Config.Validate first).
+func build(opts []Option) Config {
+	c := DefaultConfig()
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := c.Validate(); err != nil {
+		panic(err.Error())
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: c.Timeout}
+	}
+	return c
+}

@@ -1,0 +1,379 @@
+package clusterapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
+	"github.com/ctxtier/ctxtier/raft"
+)
+
+// ForwardTarget executes a proposal a follower forwarded to this node (the
+// leader): the data-path backend decodes req, commits it and encodes the
+// reply. Errors are sent back as the standard JSON error.
+type ForwardTarget interface {
+	HandleForwarded(ctx context.Context, req []byte) ([]byte, error)
+}
+
+// Paths, relative to the mount point /v1/cluster/.
+const (
+	PathStatus   = "/v1/cluster/status"
+	PathJoin     = "/v1/cluster/join"
+	PathRemove   = "/v1/cluster/remove"
+	PathTransfer = "/v1/cluster/transfer-leadership"
+	PathPropose  = "/v1/cluster/internal/propose"
+	PathRepair   = "/v1/cluster/repair"
+)
+
+type handler struct {
+	node   *raft.Node
+	fwd    ForwardTarget
+	status func() any
+	log    *slog.Logger
+	cfg    Config
+	mux    *http.ServeMux
+}
+
+// Handler serves the cluster API of node; ctxd mounts it with
+// httpapi.Server.Mount("/v1/cluster/", h). fwd executes forwarded
+// proposals on the leader (nil: internal/propose answers 503). status,
+// when set, supplies the "extra" object of the status reply, and its
+// "repair" field is what GET /v1/cluster/repair returns. Options set the
+// shared token, timeouts and the HTTP client used to forward to the
+// leader; an invalid option set panics.
+func Handler(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Logger, opts ...Option) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &handler{node: node, fwd: fwd, status: status, log: log.With("component", "clusterapi"), cfg: build(opts), mux: http.NewServeMux()}
+	h.route("GET "+PathStatus, false, h.getStatus)
+	h.route("POST "+PathJoin, true, h.join)
+	h.route("POST "+PathRemove, true, h.remove)
+	h.route("POST "+PathTransfer, true, h.transfer)
+	h.route("POST "+PathPropose, true, h.propose)
+	h.route("GET "+PathRepair, false, h.repair)
+	h.route("/v1/cluster/", false, func(_ http.ResponseWriter, r *http.Request) error {
+		return fmt.Errorf("%w: no cluster endpoint %s %s", block.ErrNotFound, r.Method, r.URL.Path)
+	})
+	return h.mux
+}
+
+func (h *handler) route(pattern string, auth bool, fn func(http.ResponseWriter, *http.Request) error) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		if auth && h.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderToken)), []byte(h.cfg.Token)) != 1 {
+			err = fmt.Errorf("%w: missing or wrong %s", block.ErrUnauthenticated, HeaderToken)
+		} else {
+			err = fn(w, r)
+		}
+		if err != nil {
+			h.writeError(w, r, err)
+		}
+	})
+}
+
+func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, raft.ErrNotLeader) {
+		if lm, ok := h.node.LeaderMember(); ok && lm.HTTPAddr != "" {
+			w.Header().Set(HeaderLeader, lm.HTTPAddr)
+			w.Header().Set(HeaderLeaderID, lm.ID)
+		}
+	}
+	h.log.Debug("cluster request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeErrorBody(w, err)
+}
+
+func (h *handler) getStatus(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, h.snapshot())
+	return nil
+}
+
+// snapshot builds the status reply from this node's own state.
+func (h *handler) snapshot() Status {
+	stats := h.node.Stats()
+	st := Status{NodeID: h.node.ID(), State: strings.ToLower(stats["state"]), Raft: raftStatus(stats), Members: []Member{}}
+	if f := h.node.FSM().Fault(); f != nil {
+		st.Raft.Fault = f.Error()
+	}
+	seen := map[string]bool{}
+	for _, s := range h.node.Servers() {
+		m := Member{ID: s.ID, State: "unknown"}
+		if s.HasState {
+			m = FromMember(s.Member)
+		}
+		m.RaftAddr, m.Voter, m.Leader = s.Addr, s.Voter, s.Leader
+		seen[s.ID] = true
+		st.Members = append(st.Members, m)
+	}
+	for _, fm := range h.node.FSM().Members() {
+		if !seen[fm.ID] {
+			st.Members = append(st.Members, FromMember(fm))
+		}
+	}
+	slices.SortFunc(st.Members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	if lid, laddr := h.node.Leader(); lid != "" {
+		l := Member{ID: lid, RaftAddr: laddr, State: "unknown", Leader: true}
+		for _, m := range st.Members {
+			if m.ID == lid {
+				l = m
+				l.Leader = true
+			}
+		}
+		st.Leader = &l
+	}
+	if h.status != nil {
+		if v := h.status(); v != nil {
+			b, err := json.Marshal(v)
+			if err != nil {
+				h.log.Warn("encoding status extra", "err", err)
+			} else {
+				st.Extra = b
+			}
+		}
+	}
+	return st
+}
+
+// readBody reads a bounded request body.
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fmt.Errorf("%w: body over %d bytes", block.ErrTooLarge, h.cfg.MaxBodyBytes)
+		}
+		return nil, fmt.Errorf("%w: reading body: %v", block.ErrInvalidArgument, err)
+	}
+	return b, nil
+}
+
+func (h *handler) join(w http.ResponseWriter, r *http.Request) error {
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var req Member
+	if err := decodeJSONBytes(body, &req, false); err != nil {
+		return err
+	}
+	m, err := req.FSM()
+	if err != nil {
+		return err
+	}
+	if !h.node.IsLeader() {
+		return h.forward(w, r, body, false)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	if err := h.node.Join(ctx, m); err != nil {
+		return err
+	}
+	h.log.Info("member joined", "member", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr, "via", r.Header.Get(HeaderForwardedBy))
+	out := FromMember(m)
+	out.Voter = true
+	writeJSON(w, http.StatusOK, JoinResponse{Member: out})
+	return nil
+}
+
+func (h *handler) remove(w http.ResponseWriter, r *http.Request) error {
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var req RemoveRequest
+	if err := decodeJSONBytes(body, &req, false); err != nil {
+		return err
+	}
+	if req.ID == "" {
+		return fmt.Errorf("%w: remove: id is required", block.ErrInvalidArgument)
+	}
+	if !h.node.IsLeader() {
+		return h.forward(w, r, body, false)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	known, voters := false, 0
+	for _, s := range h.node.Servers() {
+		known = known || s.ID == req.ID
+		if s.Voter {
+			voters++
+		}
+	}
+	if _, ok := h.node.FSM().Member(req.ID); !known && !ok {
+		return fmt.Errorf("%w: no member %q", block.ErrNotFound, req.ID)
+	}
+	if req.ID == h.node.ID() {
+		// The leader cannot commit its own removal and then mark itself
+		// left: hand leadership over first and let the new leader do it.
+		if voters <= 1 {
+			return fmt.Errorf("%w: %q is the only voter; it cannot be removed", block.ErrInvalidArgument, req.ID)
+		}
+		if err := h.node.TransferLeadership(ctx, ""); err != nil {
+			return fmt.Errorf("removing the leader: transferring leadership first: %w", err)
+		}
+		if _, err := h.waitNewLeader(ctx, req.ID, true); err != nil {
+			return err
+		}
+		return h.forward(w, r, body, true)
+	}
+	if err := h.node.Remove(ctx, req.ID); err != nil {
+		return err
+	}
+	h.log.Info("member removed", "member", req.ID, "via", r.Header.Get(HeaderForwardedBy))
+	writeJSON(w, http.StatusOK, RemoveResponse{Removed: req.ID})
+	return nil
+}
+
+func (h *handler) transfer(w http.ResponseWriter, r *http.Request) error {
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var req TransferRequest
+	if err := decodeJSONBytes(body, &req, true); err != nil {
+		return err
+	}
+	if !h.node.IsLeader() {
+		return h.forward(w, r, body, false)
+	}
+	prev := h.node.ID()
+	if req.ID == prev {
+		writeJSON(w, http.StatusOK, TransferResponse{Previous: prev, Leader: prev})
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	if err := h.node.TransferLeadership(ctx, req.ID); err != nil {
+		return err
+	}
+	leader, _ := h.waitNewLeader(ctx, prev, false)
+	h.log.Info("leadership transferred", "from", prev, "to", leader)
+	writeJSON(w, http.StatusOK, TransferResponse{Previous: prev, Leader: leader})
+	return nil
+}
+
+// waitNewLeader waits until a leader other than prev is known (with an
+// HTTP address when needHTTP) and returns its id.
+func (h *handler) waitNewLeader(ctx context.Context, prev string, needHTTP bool) (string, error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, _ := h.node.Leader(); id != "" && id != prev {
+			if !needHTTP {
+				return id, nil
+			}
+			if lm, ok := h.node.LeaderMember(); ok && lm.ID == id && lm.HTTPAddr != "" {
+				return id, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w: no new leader after the transfer: %v", block.ErrUnavailable, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (h *handler) propose(w http.ResponseWriter, r *http.Request) error {
+	if h.fwd == nil {
+		return fmt.Errorf("%w: node %s takes no forwarded proposals", block.ErrUnavailable, h.node.ID())
+	}
+	if !h.node.IsLeader() {
+		return h.notLeader()
+	}
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	out, err := h.fwd.HandleForwarded(ctx, body)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", httpwire.ContentTypeBinary)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+	return nil
+}
+
+func (h *handler) repair(w http.ResponseWriter, _ *http.Request) error {
+	noRepair := fmt.Errorf("%w: node %s reports no repair progress", block.ErrNotFound, h.node.ID())
+	if h.status == nil {
+		return noRepair
+	}
+	v := h.status()
+	if v == nil {
+		return noRepair
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding status: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(b, &fields) != nil || fields["repair"] == nil {
+		return noRepair
+	}
+	writeJSON(w, http.StatusOK, RepairResponse{NodeID: h.node.ID(), Repair: fields["repair"]})
+	return nil
+}
+
+// notLeader is the error of a leader-only request on another node; the
+// error reply carries the leader's HTTP address when it is known.
+func (h *handler) notLeader() error {
+	id, addr := h.node.Leader()
+	return &raft.NotLeaderError{LeaderID: id, LeaderAddr: addr}
+}
+
+// forward relays a membership request to the leader and its reply back.
+// A request that was already forwarded once is refused with 503 (and the
+// leader hint) unless again is set: the remove-the-leader path, which has
+// just handed leadership over.
+func (h *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, again bool) error {
+	if r.Header.Get(HeaderForwardedBy) != "" && !again {
+		return h.notLeader()
+	}
+	lm, ok := h.node.LeaderMember()
+	if !ok || lm.HTTPAddr == "" || lm.ID == h.node.ID() {
+		return h.notLeader()
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+lm.HTTPAddr+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%w: forwarding to leader %s: %v", block.ErrUnavailable, lm.ID, err)
+	}
+	req.Header.Set("Content-Type", httpwire.ContentTypeJSON)
+	req.Header.Set(HeaderForwardedBy, h.node.ID())
+	if h.cfg.Token != "" {
+		req.Header.Set(HeaderToken, h.cfg.Token)
+	}
+	resp, err := h.cfg.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: forwarding to leader %s at %s: %v", block.ErrUnavailable, lm.ID, lm.HTTPAddr, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		return fmt.Errorf("%w: reading the leader's reply: %v", block.ErrUnavailable, err)
+	}
+	for _, k := range []string{"Content-Type", httpwire.HeaderErrorCode, HeaderLeader, HeaderLeaderID} {
+		if v := resp.Header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(out)
+	return nil
+}
