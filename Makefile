@@ -44,3 +44,4 @@ lint: ## gofmt and go vet
 clean: ## remove build outputs and the default data directory
 	rm -rf $(BIN) ctxd-data
 include deploy/deploy.mk
+include cluster.mk
