@@ -18,7 +18,7 @@ import (
 //
 //	off  size  field
 //	  0     4  magic "CTXN"
-//	  4     2  format version (1)
+//	  4     2  format version (2)
 //	  6     1  namespace length (<= 63)
 //	  7     1  flags (bit 0: key has a part)
 //	  8     8  sequence hash
@@ -32,22 +32,24 @@ import (
 //	 48     8  expires, unix nanoseconds (0 = never)
 //	 56    63  namespace bytes, zero-padded
 //	119     5  reserved (0)
-//	124     4  CRC-32C of bytes [0,124)
+//	124     8  xxh3-64 fingerprint of the payload (what reads verify)
+//	132     4  CRC-32C of bytes [0,132)
 const (
 	// Align is the alignment of every extent, header and payload.
 	Align = 4096
 	// HeaderSize is the size of the header page that starts every extent.
 	HeaderSize    = Align
-	headerFields  = 124
+	headerFields  = 132
 	headerMagic   = "CTXN"
-	formatVersion = 1
+	formatVersion = 2
 )
 
 // header is the decoded header of one extent.
 type header struct {
 	key      block.Key
 	priority uint8
-	sum      uint32
+	sum      uint32 // CRC-32C of the payload (the block's API checksum)
+	fp       uint64 // xxh3-64 of the payload, verified on every read
 	length   int64
 	gen      uint64
 	created  int64
@@ -78,8 +80,9 @@ func (h *header) encode(p []byte) {
 	binary.LittleEndian.PutUint64(p[32:], h.gen)
 	binary.LittleEndian.PutUint64(p[40:], uint64(h.created))
 	binary.LittleEndian.PutUint64(p[48:], uint64(h.expires))
-	clear(p[56:headerFields])
+	clear(p[56:124])
 	copy(p[56:56+block.MaxNamespaceLen], h.key.Namespace)
+	binary.LittleEndian.PutUint64(p[124:], h.fp)
 	binary.LittleEndian.PutUint32(p[headerFields:], block.Checksum(p[:headerFields]))
 }
 
@@ -109,6 +112,7 @@ func decodeHeader(p []byte) (header, error) {
 		gen:      binary.LittleEndian.Uint64(p[32:]),
 		created:  int64(binary.LittleEndian.Uint64(p[40:])),
 		expires:  int64(binary.LittleEndian.Uint64(p[48:])),
+		fp:       binary.LittleEndian.Uint64(p[124:]),
 	}
 	if p[7]&1 != 0 {
 		h.key.Part, h.key.HasPart = binary.LittleEndian.Uint16(p[16:]), true

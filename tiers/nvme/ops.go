@@ -98,8 +98,7 @@ func (t *Tier) Put(ctx context.Context, key block.Key, data []byte, sum uint32, 
 	}
 	defer t.finish(r)
 	h := header{
-		key: key, priority: min(opts.Priority, block.MaxPriority), sum: sum, length: size,
-		gen: r.gen, created: start.UnixNano(),
+		key: key, priority: min(opts.Priority, block.MaxPriority), sum: sum, length: size, gen: r.gen, created: start.UnixNano(),
 	}
 	if !opts.Expires.IsZero() {
 		h.expires = opts.Expires.UnixNano()
