@@ -61,6 +61,9 @@ func newMinioStore(cfg Config) (*minioStore, error) {
 		// Path-style requests: works with every S3-compatible server and any
 		// bucket name.
 		BucketLookup: minio.BucketLookupPath,
+		// One attempt per request: the tier retries uploads itself with
+		// backoff, and a get must fail fast rather than retry into a stall.
+		MaxRetries: 1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("s3: client for %s: %w", cfg.Endpoint, err)
