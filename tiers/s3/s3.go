@@ -533,16 +533,32 @@ func (t *Tier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 		t.st.misses.Add(1)
 		return nil, fmt.Errorf("%w: %s not in the s3 tier", block.ErrNotFound, key)
 	}
-	data, err := t.fetch(ctx, key, l)
+	buf := getBuf(l.length)
+	data, err := t.fetch(ctx, key, l, buf)
 	if err != nil {
+		putBuf(buf)
 		return nil, err
 	}
 	t.st.hits.Add(1)
-	return block.NewRef(data, l.sum, block.TierS3, nil), nil
+	return block.NewRef(data, l.sum, block.TierS3, func() { putBuf(buf) }), nil
 }
 
+// bufPool recycles read buffers: a Ref's bytes go back to it on Release.
+var bufPool sync.Pool
+
+func getBuf(n int64) *[]byte {
+	if b, ok := bufPool.Get().(*[]byte); ok && int64(cap(*b)) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+func putBuf(b *[]byte) { bufPool.Put(b) }
+
 // fetch reads and verifies one indexed block.
-func (t *Tier) fetch(ctx context.Context, key block.Key, l loc) ([]byte, error) {
+func (t *Tier) fetch(ctx context.Context, key block.Key, l loc, into *[]byte) ([]byte, error) {
 	if !t.brk.allow() {
 		t.st.fastFails.Add(1)
 		return nil, fmt.Errorf("%w: s3 tier: %s: s3 is failing, circuit open (retry after %v)", block.ErrUnavailable, key, t.cfg.BreakerCooldown)
@@ -552,7 +568,7 @@ func (t *Tier) fetch(ctx context.Context, key block.Key, l loc) ([]byte, error) 
 	}
 	gctx, cancel := context.WithTimeout(ctx, t.cfg.GetTimeout)
 	defer cancel()
-	buf := make([]byte, l.length)
+	buf := *into
 	err := t.store.ReadRange(gctx, l.pack.name, l.off, buf)
 	switch {
 	case err == nil:
