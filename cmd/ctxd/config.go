@@ -41,6 +41,15 @@ type Config struct {
 	KVSubscribe  string
 	LogLevel     string
 	LogFormat    string
+
+	// The S3 tier (under NVMe): enabled by --s3-endpoint.
+	S3Endpoint  string
+	S3Bucket    string
+	S3Prefix    string
+	S3AccessKey string
+	S3SecretKey string
+	S3TLS       bool
+	S3Region    string
 }
 
 // DefaultConfig is what `ctxd` with no flags runs: one node, data in
@@ -58,6 +67,9 @@ func DefaultConfig() Config {
 		MaxBlockSize: block.DefaultMaxBlockSize,
 		PinMaxTTL:    24 * time.Hour,
 		S3AdminAddr:  "127.0.0.1:7403",
+		S3Bucket:     "ctxtier",
+		S3Prefix:     "ctxtier",
+		S3Region:     "us-east-1",
 		LogLevel:     "info",
 		LogFormat:    "text",
 	}
@@ -83,6 +95,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := parseSubscriptions(c.KVSubscribe); err != nil {
 		errs = append(errs, err)
+	}
+	if c.S3Endpoint != "" && c.NVMeDir == "" {
+		errs = append(errs, errors.New("s3-endpoint needs nvme-dir: the S3 tier takes the blocks NVMe evicts"))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
@@ -126,6 +141,13 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")
+	fs.StringVar(&c.S3Endpoint, "s3-endpoint", c.S3Endpoint, "S3 server host:port of the S3 tier under NVMe (empty disables the tier)")
+	fs.StringVar(&c.S3Bucket, "s3-bucket", c.S3Bucket, "bucket of the S3 tier (created if missing)")
+	fs.StringVar(&c.S3Prefix, "s3-prefix", c.S3Prefix, "object name prefix of the S3 tier; give each node its own when nodes share a bucket")
+	fs.StringVar(&c.S3AccessKey, "s3-access-key", c.S3AccessKey, "S3 tier access key (or CTXD_S3_ACCESS_KEY)")
+	fs.StringVar(&c.S3SecretKey, "s3-secret-key", c.S3SecretKey, "S3 tier secret key (or CTXD_S3_SECRET_KEY)")
+	fs.BoolVar(&c.S3TLS, "s3-tls", c.S3TLS, "use https to the S3 tier's server")
+	fs.StringVar(&c.S3Region, "s3-region", c.S3Region, "S3 tier signing region")
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")

@@ -34,10 +34,12 @@ import (
 	"github.com/ctxtier/ctxtier/tiers/dram"
 	"github.com/ctxtier/ctxtier/tiers/nvme"
 	"github.com/ctxtier/ctxtier/tiers/policy"
+	"github.com/ctxtier/ctxtier/tiers/s3"
 )
 
-// openTiers builds the node's tier stack: DRAM, over NVMe when --nvme-dir is set.
-func openTiers(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*tiers.Manager, func(), error) {
+// openTiers builds the node's tier stack: DRAM, over NVMe when --nvme-dir is
+// set, over S3 when --s3-endpoint is set too (namespaces resolves the S3 policy).
+func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg prometheus.Registerer, log *slog.Logger) (*tiers.Manager, func(), error) {
 	factory, err := policy.Lookup(cfg.DRAMPolicy)
 	if err != nil {
 		return nil, nil, err
@@ -49,6 +51,19 @@ func openTiers(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*tiers.
 	dcfg.Policy = factory
 	tcfg := tiers.DefaultConfig()
 	var lower *nvme.Tier
+	var cold *s3.Tier
+	if cfg.NVMeDir != "" && cfg.S3Endpoint != "" {
+		if cold, err = openS3Tier(cfg, namespaces, reg, log); err != nil {
+			return nil, nil, err
+		}
+	}
+	closeCold := func() {
+		if cold != nil {
+			if err := cold.Close(); err != nil {
+				log.Error("closing the s3 tier", "err", err)
+			}
+		}
+	}
 	if cfg.NVMeDir != "" {
 		ncfg := nvme.DefaultConfig()
 		ncfg.Dir = cfg.NVMeDir
@@ -56,7 +71,11 @@ func openTiers(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*tiers.
 		ncfg.SegmentSize = cfg.NVMeSegment
 		ncfg.MaxBlockSize = cfg.MaxBlockSize
 		ncfg.SyncWrites = cfg.NVMeSync
+		if cold != nil {
+			ncfg.OnEvict = cold.Demote
+		}
 		if lower, err = nvme.New(ncfg, log); err != nil {
+			closeCold()
 			return nil, nil, err
 		}
 		reg.MustRegister(nvme.NewCollector(lower))
@@ -69,11 +88,16 @@ func openTiers(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*tiers.
 	if lower != nil {
 		lw = lower
 	}
+	if cold != nil {
+		// Reads try NVMe then S3; S3 hits are written back to NVMe.
+		lw = &tiers.Chain{Tiers: []tiers.Lower{lower, cold}, Promote: true}
+	}
 	stack, err := tiers.New(tcfg, dcfg, lw, log)
 	if err != nil {
 		if lower != nil {
 			lower.Close()
 		}
+		closeCold()
 		return nil, nil, err
 	}
 	reg.MustRegister(dram.NewCollector(stack.DRAM()), tiers.NewCollector(stack))
@@ -84,6 +108,7 @@ func openTiers(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*tiers.
 				log.Error("closing the nvme tier", "err", err)
 			}
 		}
+		closeCold() // after NVMe, which hands it blocks until closed
 	}, nil
 }
 
@@ -119,7 +144,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	stack, closeTiers, err := openTiers(cfg, reg, log)
+	stack, closeTiers, err := openTiers(cfg, catalog.Namespace, reg, log)
 	if err != nil {
 		return err
 	}

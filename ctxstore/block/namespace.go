@@ -66,6 +66,12 @@ type Namespace struct {
 	// k=1,m=0 is one copy; k=1,m=2 is three replicas.
 	DataShards   int `json:"data_shards,omitempty" yaml:"data_shards,omitempty"`
 	ParityShards int `json:"parity_shards,omitempty" yaml:"parity_shards,omitempty"`
+	// S3Disabled keeps the namespace's blocks out of the S3 tier: blocks
+	// that NVMe drops are gone. The zero value lets them reach S3.
+	S3Disabled bool `json:"s3_disabled,omitempty" yaml:"s3_disabled,omitempty"`
+	// S3TTLSeconds, when non-zero, is how long a block stays in S3 after it
+	// reaches it; zero means TTLSeconds (if set), else no limit.
+	S3TTLSeconds int64 `json:"s3_ttl_seconds,omitempty" yaml:"s3_ttl_seconds,omitempty"`
 }
 
 // DefaultNamespaceConfig returns the definition of the "default" namespace:
@@ -121,6 +127,8 @@ func (n Namespace) Validate() error {
 		return bad("priority %d above %d", n.Priority, MaxPriority)
 	case n.TTLSeconds < 0:
 		return bad("ttl_seconds %d is negative", n.TTLSeconds)
+	case n.S3TTLSeconds < 0:
+		return bad("s3_ttl_seconds %d is negative", n.S3TTLSeconds)
 	case n.WriteMode != WriteBack && n.WriteMode != WriteThrough:
 		return bad("write_mode %q is not %q or %q", n.WriteMode, WriteBack, WriteThrough)
 	case n.DataShards < 1 || n.ParityShards < 0 || n.DataShards+n.ParityShards > 32:

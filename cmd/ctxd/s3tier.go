@@ -1,0 +1,37 @@
+package main
+
+import (
+	"log/slog"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/tiers/s3"
+)
+
+// openS3Tier opens the S3 tier configured by the --s3-* settings; its local
+// index lives in <data-dir>/s3-index. A namespace's S3 policy is read from
+// the catalog at demotion time; an unknown namespace is kept out of S3.
+func openS3Tier(cfg Config, namespaces func(string) (block.Namespace, error), reg prometheus.Registerer, log *slog.Logger) (*s3.Tier, error) {
+	c := s3.DefaultConfig()
+	c.Endpoint, c.Bucket, c.Prefix = cfg.S3Endpoint, cfg.S3Bucket, cfg.S3Prefix
+	c.AccessKey, c.SecretKey = cfg.S3AccessKey, cfg.S3SecretKey
+	c.TLS, c.Region = cfg.S3TLS, cfg.S3Region
+	c.Dir = filepath.Join(cfg.DataDir, "s3-index")
+	c.MaxBlockSize = cfg.MaxBlockSize
+	c.MaxBuffer = max(c.MaxBuffer, 2*cfg.MaxBlockSize)
+	c.Policy = func(ns string) s3.Policy {
+		n, err := namespaces(ns)
+		if err != nil {
+			return s3.Policy{}
+		}
+		return s3.PolicyFor(n)
+	}
+	t, err := s3.New(c, log)
+	if err != nil {
+		return nil, err
+	}
+	reg.MustRegister(s3.NewCollector(t))
+	return t, nil
+}
