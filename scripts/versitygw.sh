@@ -28,7 +28,8 @@ install() {
 	mkdir -p "$CACHE/bin"
 	echo "versitygw: building $VERSION (about 2.5 minutes)"
 	tmp="$(mktemp -d)"
-	GOBIN="$tmp" go install "github.com/versity/versitygw/cmd/versitygw@$VERSION"
+	# Static (CGO off), so the same cached binary also goes into the FROM-scratch image (deploy/docker).
+	CGO_ENABLED=0 GOBIN="$tmp" GOFLAGS=-trimpath go install -ldflags="-s -w" "github.com/versity/versitygw/cmd/versitygw@$VERSION"
 	mv "$tmp/versitygw" "$BIN"
 	rm -rf "$tmp"
 	echo "versitygw: installed $BIN"
