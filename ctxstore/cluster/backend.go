@@ -71,6 +71,10 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 		cfg: cfg, node: node, local: local, peers: peers, fwd: fwd, log: log.With("node_id", cfg.NodeID), met: met,
 		drops: make(chan block.Key, 4096), stop: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
+	if cfg.Self.RaftAddr != "" {
+		b.wg.Add(1)
+		go b.registerLoop()
+	}
 	b.wg.Add(3)
 	go b.detectLoop()
 	go b.repairLoop()
@@ -333,6 +337,16 @@ func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
 
 func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*block.Ref, error) {
 	var last error = fmt.Errorf("%w: %s: no replica placed", block.ErrUnavailable, key)
+	allGone := len(e.Placement) > 0
+	defer func() {
+		if allGone {
+			for _, s := range e.Placement {
+				if s.NodeID == b.cfg.NodeID {
+					b.Dropped(key) // correct the index now
+				}
+			}
+		}
+	}()
 	for _, s := range b.readOrder(e.Placement) {
 		if s.NodeID == b.cfg.NodeID {
 			ref, err := b.local.Get(ctx, key)
@@ -345,6 +359,7 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 				err = fmt.Errorf("%w: local replica does not match the index", block.ErrChecksum)
 			}
 			last = err
+			allGone = allGone && errors.Is(err, block.ErrNotFound)
 			continue
 		}
 		data, err := b.fetch(ctx, s.NodeID, key)
@@ -357,6 +372,12 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 		}
 		b.met.shardErrors.Inc()
 		last = err
+		allGone = allGone && errors.Is(err, block.ErrNotFound)
+	}
+	if allGone {
+		// Every holder answered that it no longer has the block (capacity
+		// drops whose index correction is still on its way): it is gone.
+		return nil, fmt.Errorf("%w: %s: every replica was dropped", block.ErrNotFound, key)
 	}
 	if errors.Is(last, block.ErrNotFound) {
 		last = fmt.Errorf("%w: %v", block.ErrUnavailable, last)

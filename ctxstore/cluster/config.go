@@ -20,6 +20,11 @@ import (
 type Config struct {
 	// NodeID is this node's id (the Raft node id).
 	NodeID string
+	// Self, when its RaftAddr is set, is this node's member record
+	// (addresses, zone, capacity): the backend keeps it registered in the
+	// index, through the leader, so statically bootstrapped nodes appear as
+	// members. Joined nodes are recorded by the join itself.
+	Self fsm.Member
 	// DeadAfter: a member that has not answered a probe for this long is
 	// marked dead (and its shards are repaired elsewhere).
 	DeadAfter time.Duration

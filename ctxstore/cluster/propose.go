@@ -63,16 +63,24 @@ func DecodeResults(b []byte, want int) ([]fsm.OpResult, error) {
 }
 
 // HandleForwarded runs on the leader: req is an index command (fsm.EncodeIndex)
-// forwarded by a follower; the answer is its results (EncodeResults). Any
-// other command type is refused: membership, namespace and credential
-// changes have their own endpoints.
+// forwarded by a follower; the answer is its results (EncodeResults). A
+// member upsert of an alive member (a node registering its own record) is
+// also accepted, answered with zero results. Anything else is refused:
+// membership, namespace and credential changes have their own endpoints.
 func (b *Backend) HandleForwarded(ctx context.Context, req []byte) ([]byte, error) {
 	cmd, err := fsm.DecodeCommand(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: forwarded proposal: %v", block.ErrInvalidArgument, err)
 	}
+	if cmd.Type == fsm.CmdMember && cmd.Member.Action == fsm.MemberUpsert && cmd.Member.Member.State == fsm.MemberAlive {
+		// A node registering its own record (see Config.Self).
+		if err := b.node.SetMember(ctx, cmd.Member.Member); err != nil {
+			return nil, err
+		}
+		return EncodeResults(nil), nil
+	}
 	if cmd.Type != fsm.CmdIndex || len(cmd.Ops) == 0 {
-		return nil, fmt.Errorf("%w: forwarded proposal must be a non-empty index batch", block.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: forwarded proposal must be a non-empty index batch or a member registration", block.ErrInvalidArgument)
 	}
 	for _, o := range cmd.Ops {
 		if o.Kind == 0 {
@@ -126,4 +134,51 @@ func (b *Backend) proposeOnce(ctx context.Context, ops []fsm.Op) ([]fsm.OpResult
 		return nil, err
 	}
 	return DecodeResults(out, len(ops))
+}
+
+// registerLoop keeps this node's member record (Config.Self) in the index:
+// a node that was bootstrapped statically, or whose addresses changed,
+// records itself through the leader.
+func (b *Backend) registerLoop() {
+	defer b.wg.Done()
+	self := b.cfg.Self
+	self.ID, self.State = b.cfg.NodeID, fsm.MemberAlive
+	for {
+		cur, ok := b.node.FSM().Member(self.ID)
+		same := ok && cur.RaftAddr == self.RaftAddr && cur.DataAddr == self.DataAddr && cur.HTTPAddr == self.HTTPAddr && cur.Zone == self.Zone && cur.Capacity == self.Capacity
+		wait := 5 * time.Second
+		if !same {
+			ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
+			err := b.register(ctx, self)
+			cancel()
+			if err != nil {
+				b.log.Debug("registering this node's member record", "err", err)
+				wait = 200 * time.Millisecond
+			} else {
+				b.log.Info("member record registered", "data", self.DataAddr, "http", self.HTTPAddr)
+				continue
+			}
+		}
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (b *Backend) register(ctx context.Context, self fsm.Member) error {
+	if b.node.IsLeader() {
+		return b.node.SetMember(ctx, self)
+	}
+	leader, ok := b.node.LeaderMember()
+	if !ok || b.fwd == nil {
+		return raft.ErrNotLeader
+	}
+	out, err := b.fwd.Forward(ctx, leader, fsm.EncodeMember(fsm.MemberCommand{Action: fsm.MemberUpsert, Member: self}))
+	if err != nil {
+		return err
+	}
+	_, err = DecodeResults(out, 0)
+	return err
 }
