@@ -74,6 +74,13 @@ type Config struct {
 	PromoteAdmission policy.Admitter
 	// DemoteTimeout bounds one demotion write.
 	DemoteTimeout time.Duration
+	// OnDrop, when set, is told of every block that leaves this node's
+	// tiers without a Delete: a DRAM eviction with no lower tier, a
+	// demotion the admission refused or that failed, and lower-tier
+	// evictions reported through LowerEvicted. A cluster uses it to keep
+	// its index truthful. It runs in the evicting goroutine (often a put's)
+	// and must not block or call back into the manager.
+	OnDrop func(key block.Key)
 }
 
 // DefaultConfig admits everything and gives a demotion 5 s.
@@ -98,6 +105,7 @@ type Manager struct {
 	demotions, demoteSkipped       atomic.Uint64
 	demoteErrors, demotedBytes     atomic.Uint64
 	lowerHits, lowerMisses, writes atomic.Uint64
+	drops                          atomic.Uint64
 }
 
 // New builds the DRAM tier from dcfg (installing the demotion hook) over an
@@ -118,6 +126,9 @@ func New(cfg Config, dcfg dram.Config, lower Lower, log *slog.Logger) (*Manager,
 	m := &Manager{cfg: cfg, lower: lower, log: log}
 	if lower != nil {
 		dcfg.Demote = m.demote
+	} else if cfg.OnDrop != nil {
+		// No tier below: an evicted block is gone; say so.
+		dcfg.Demote = func(_ context.Context, key block.Key, _ []byte, _ uint32, _ block.Info) { m.drop(key) }
 	}
 	d, err := dram.New(dcfg, log)
 	if err != nil {
@@ -137,6 +148,7 @@ func (m *Manager) Close() error { return m.dram.Close() }
 func (m *Manager) demote(ctx context.Context, key block.Key, data []byte, sum uint32, info block.Info) {
 	if !m.cfg.DemoteAdmission.Admit(key.Hash) {
 		m.demoteSkipped.Add(1)
+		m.drop(key)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.DemoteTimeout)
@@ -148,10 +160,28 @@ func (m *Manager) demote(ctx context.Context, key block.Key, data []byte, sum ui
 	if err := m.lower.Put(ctx, key, data, sum, opts); err != nil && !errors.Is(err, block.ErrConflict) {
 		m.demoteErrors.Add(1)
 		m.log.Warn("demotion to the lower tier failed; block dropped", "key", key.String(), "err", err)
+		m.drop(key)
 		return
 	}
 	m.demotions.Add(1)
 	m.demotedBytes.Add(uint64(len(data)))
+}
+
+func (m *Manager) drop(key block.Key) {
+	m.drops.Add(1)
+	if m.cfg.OnDrop != nil {
+		m.cfg.OnDrop(key)
+	}
+}
+
+// LowerEvicted is the lower tier's eviction hook (nvme.Config.OnEvict):
+// a block the lower tier dropped is gone from this node unless DRAM still
+// holds it. (A clean DRAM copy evicted later is then dropped without a
+// report: a known gap, since DRAM assumes the lower tier keeps clean blocks.)
+func (m *Manager) LowerEvicted(key block.Key, _ []byte, _ uint32) {
+	if m.dram == nil || !m.dram.Contains(key) {
+		m.drop(key)
+	}
 }
 
 // Put stores a block in DRAM, and in the lower tier first when the namespace
@@ -298,6 +328,7 @@ type Stats struct {
 	Demotions, DemoteSkipped, DemoteErrors uint64
 	DemotedBytes                           uint64
 	LowerHits, LowerMisses                 uint64
+	Drops                                  uint64 // blocks that left every tier without a Delete
 }
 
 // Stats returns a snapshot of the counters.
@@ -307,5 +338,6 @@ func (m *Manager) Stats() Stats {
 		Demotions: m.demotions.Load(), DemoteSkipped: m.demoteSkipped.Load(), DemoteErrors: m.demoteErrors.Load(),
 		DemotedBytes: m.demotedBytes.Load(),
 		LowerHits:    m.lowerHits.Load(), LowerMisses: m.lowerMisses.Load(),
+		Drops: m.drops.Load(),
 	}
 }

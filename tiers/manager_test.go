@@ -232,11 +232,6 @@ func TestDeleteAndListAcrossTiers(t *testing.T) {
 	}
 }
 
-type denyAll struct{}
-
-func (denyAll) Record(uint64)     {}
-func (denyAll) Admit(uint64) bool { return false }
-
 func TestDemoteAdmissionFilters(t *testing.T) {
 	low := newMemLower()
 	dc := dram.DefaultConfig()
@@ -257,3 +252,78 @@ func TestDemoteAdmissionFilters(t *testing.T) {
 		t.Fatalf("admission ignored: %+v, lower %d", st, len(low.blocks))
 	}
 }
+
+// TestOnDropReportsBlocksThatLeaveTheNode: every eviction that loses a block
+// is reported exactly once, and deletes and demotions are not.
+func TestOnDropReportsBlocksThatLeaveTheNode(t *testing.T) {
+	type rec struct {
+		mu   sync.Mutex
+		keys []block.Key
+	}
+	newM := func(lower Lower, admit bool) (*Manager, *rec) {
+		r := &rec{}
+		cfg := DefaultConfig()
+		cfg.OnDrop = func(k block.Key) { r.mu.Lock(); r.keys = append(r.keys, k); r.mu.Unlock() }
+		if !admit {
+			cfg.DemoteAdmission = denyAll{}
+		}
+		dc := dram.DefaultConfig()
+		dc.Capacity = 4 * bs
+		m, err := New(cfg, dc, lower, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m, r
+	}
+	tests := []struct {
+		name      string
+		lower     Lower
+		admit     bool
+		wantDrops int
+	}{
+		{"dram only", nil, true, 6},
+		{"write-back keeps everything", newMemLower(), true, 0},
+		{"admission refuses", newMemLower(), false, 6},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, r := newM(tc.lower, tc.admit)
+			for i := range 10 {
+				if err := put(t, m, i, block.PutOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := m.Delete(context.Background(), k(9)); err != nil {
+				t.Fatal(err)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.keys) != tc.wantDrops || m.Stats().Drops != uint64(tc.wantDrops) {
+				t.Fatalf("drops %v (stats %d), want %d", r.keys, m.Stats().Drops, tc.wantDrops)
+			}
+			for _, key := range r.keys {
+				if m.Contains(key) {
+					t.Fatalf("reported %v as dropped but it is still here", key)
+				}
+			}
+		})
+	}
+	t.Run("lower eviction", func(t *testing.T) {
+		low := newMemLower()
+		m, r := newM(low, true)
+		if err := put(t, m, 1, block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		m.LowerEvicted(k(1), nil, 0) // DRAM still holds it: not gone
+		m.LowerEvicted(k(2), nil, 0) // only the lower tier had it
+		if len(r.keys) != 1 || r.keys[0] != k(2) {
+			t.Fatalf("drops %v", r.keys)
+		}
+	})
+}
+
+type denyAll struct{}
+
+func (denyAll) Record(uint64)     {}
+func (denyAll) Admit(uint64) bool { return false }

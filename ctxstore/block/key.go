@@ -19,11 +19,35 @@ const MaxNamespaceLen = 63
 // The zero Part with HasPart false means "the whole block"; HasPart true with
 // Part r means the slice of tensor-parallel rank r. Keys are comparable and
 // are used directly as map keys.
+//
+// Shard is internal to a cluster: 0 names the whole block (or one replica of
+// it); i+1 names Reed-Solomon shard i of an erasure-coded block, as stored in
+// one node's tier stack. Shards never appear in engine-facing names: the
+// object name, the HTTP path and S3 keys ignore it, and the index in Raft
+// holds only whole blocks.
 type Key struct {
 	Namespace string
 	Hash      uint64
 	Part      uint16
 	HasPart   bool
+	Shard     uint8
+}
+
+// MaxShard bounds Key.Shard (an erasure code has at most 32 shards; tier
+// formats keep 7 bits for it).
+const MaxShard = 127
+
+// WithShard returns k naming erasure shard index i (Shard i+1); the whole
+// block is Shard 0.
+func (k Key) WithShard(i int) Key {
+	k.Shard = uint8(i + 1)
+	return k
+}
+
+// Block returns k naming the whole block (Shard 0).
+func (k Key) Block() Key {
+	k.Shard = 0
+	return k
 }
 
 // NewKey returns the key of a whole (unpartitioned) block.
@@ -45,8 +69,14 @@ func (k Key) ObjectName() string {
 	return h + "." + strconv.FormatUint(uint64(k.Part), 10)
 }
 
-// String renders namespace/object, for logs and errors.
-func (k Key) String() string { return k.Namespace + "/" + k.ObjectName() }
+// String renders namespace/object, for logs and errors; a shard key adds
+// "#shard" (an internal name, never an object name).
+func (k Key) String() string {
+	if k.Shard != 0 {
+		return k.Namespace + "/" + k.ObjectName() + "#" + strconv.Itoa(int(k.Shard))
+	}
+	return k.Namespace + "/" + k.ObjectName()
+}
 
 // FormatHash renders h as exactly 16 lowercase hex digits.
 func FormatHash(h uint64) string {

@@ -95,6 +95,9 @@ func (o Op) Validate() error {
 	if err := block.ValidNamespaceName(o.Key.Namespace); err != nil {
 		return err
 	}
+	if o.Key.Shard != 0 {
+		return bad("the index holds whole blocks, not shard %d", o.Key.Shard)
+	}
 	switch o.Kind {
 	case OpPut:
 		if o.Size < block.MinBlockSize || o.Size > block.HardMaxBlockSize {

@@ -283,6 +283,11 @@ func applyNamespace(s *state, c NamespaceCommand) error {
 		if old.BlockTokens != ns.BlockTokens || old.HashScheme != ns.HashScheme || old.TenantSalt != ns.TenantSalt || old.Model != ns.Model {
 			return fmt.Errorf("%w: namespace %q: model, block_tokens, hash_scheme and tenant_salt cannot change", block.ErrInvalidArgument, ns.Name)
 		}
+		// Stored blocks are decoded with the namespace's code: k and m are
+		// fixed once the namespace exists.
+		if old.DataShards != ns.DataShards || old.ParityShards != ns.ParityShards {
+			return fmt.Errorf("%w: namespace %q: data_shards and parity_shards cannot change", block.ErrInvalidArgument, ns.Name)
+		}
 	case NamespaceDelete:
 		if ns.Name == block.DefaultNamespace {
 			return fmt.Errorf("%w: the default namespace cannot be deleted", block.ErrInvalidArgument)

@@ -209,6 +209,7 @@ func TestNamespaceCommands(t *testing.T) {
 		{NamespaceCommand{NamespaceCreate, block.Namespace{Name: "t1", Model: "other"}}, block.ErrNamespaceExists},
 		{NamespaceCommand{NamespaceUpdate, block.Namespace{Name: "t1", Model: "other"}}, block.ErrInvalidArgument},
 		{NamespaceCommand{NamespaceUpdate, block.Namespace{Name: "t1", Model: "m", Priority: 3, ParityShards: 2}}, nil},
+		{NamespaceCommand{NamespaceUpdate, block.Namespace{Name: "t1", Model: "m", Priority: 3, ParityShards: 1}}, block.ErrInvalidArgument},
 		{NamespaceCommand{NamespaceUpdate, block.Namespace{Name: "zz"}}, block.ErrUnknownNamespace},
 		{NamespaceCommand{NamespaceCreate, block.Namespace{Name: "BAD"}}, block.ErrInvalidArgument},
 		{NamespaceCommand{NamespaceDelete, block.Namespace{Name: block.DefaultNamespace}}, block.ErrInvalidArgument},

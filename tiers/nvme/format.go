@@ -71,10 +71,13 @@ func (h *header) encode(p []byte) {
 	if h.key.HasPart {
 		p[7] = 1
 	}
+	if h.key.Shard != 0 {
+		p[7] |= 2
+	}
 	binary.LittleEndian.PutUint64(p[8:], h.key.Hash)
 	binary.LittleEndian.PutUint16(p[16:], h.key.Part)
 	p[18] = h.priority
-	p[19] = 0
+	p[19] = h.key.Shard // 0 for a whole block
 	binary.LittleEndian.PutUint32(p[20:], h.sum)
 	binary.LittleEndian.PutUint64(p[24:], uint64(h.length))
 	binary.LittleEndian.PutUint64(p[32:], h.gen)
@@ -117,6 +120,12 @@ func decodeHeader(p []byte) (header, error) {
 	if p[7]&1 != 0 {
 		h.key.Part, h.key.HasPart = binary.LittleEndian.Uint16(p[16:]), true
 	}
+	if p[7]&2 != 0 {
+		if p[19] == 0 || p[19] > block.MaxShard {
+			return header{}, errBadHeader
+		}
+		h.key.Shard = p[19]
+	}
 	if h.length <= 0 || h.length > block.HardMaxBlockSize {
 		return header{}, errBadHeader
 	}
@@ -125,7 +134,11 @@ func decodeHeader(p []byte) (header, error) {
 
 // Index layout in badger.
 //
-//	"k" ns 0x00 hash(8, big endian) hasPart(1) part(2, big endian)  →  entry (entryLen bytes)
+//	"k" ns 0x00 hash(8, big endian) flags(1) part(2, big endian)  →  entry (entryLen bytes)
+//
+// flags: bit 0 has part, bits 1..7 the erasure shard (block.Key.Shard, 0 for
+// a whole block; older indexes hold 0 or 1 there, which read as shard 0).
+//
 //	"m/head"                                                       →  head (24 bytes)
 //
 // Key order within a namespace is by hash, then part, which is the order of
@@ -143,11 +156,11 @@ func indexKey(k block.Key) []byte {
 	b = append(b, k.Namespace...)
 	b = append(b, 0)
 	b = binary.BigEndian.AppendUint64(b, k.Hash)
+	f := k.Shard << 1
 	if k.HasPart {
-		b = append(b, 1)
-	} else {
-		b = append(b, 0)
+		f |= 1
 	}
+	b = append(b, f)
 	return binary.BigEndian.AppendUint16(b, k.Part)
 }
 
@@ -166,9 +179,10 @@ func parseIndexKey(b []byte) (block.Key, bool) {
 		return block.Key{}, false
 	}
 	k := block.Key{Namespace: string(b[1 : len(b)-12]), Hash: binary.BigEndian.Uint64(rest)}
-	if rest[8] == 1 {
+	if rest[8]&1 == 1 {
 		k.Part, k.HasPart = binary.BigEndian.Uint16(rest[9:]), true
 	}
+	k.Shard = rest[8] >> 1
 	return k, true
 }
 

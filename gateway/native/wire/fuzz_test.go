@@ -44,6 +44,10 @@ func fuzzSeeds(f *testing.F) {
 	put = AppendPutItem(put, block.NewKey("default", 1).WithPart(1), block.Checksum(d), uint32(len(d)), block.PutOptions{PinTTL: 5000})
 	put = append(put, d...)
 	keys := AppendKey(AppendNamespace(nil, "default"), block.NewKey("default", 7))
+	shardPut := AppendNamespace(nil, "default")
+	shardPut = AppendPutItem(shardPut, block.NewKey("default", 2).WithShard(1), block.Checksum(d), uint32(len(d)), block.PutOptions{})
+	shardPut = append(shardPut, d...)
+	shardKeys := AppendKey(AppendNamespace(nil, "default"), block.NewKey("default", 7).WithPart(3).WithShard(0))
 	pin := append(AppendNamespace(nil, "default"), 1, 0, 0, 0, 0, 0, 0, 0)
 	pin = AppendKey(pin, block.NewKey("default", 7))
 	for _, s := range []struct {
@@ -53,6 +57,7 @@ func fuzzSeeds(f *testing.F) {
 	}{
 		{OpPut, 1, put}, {OpGet, 1, keys}, {OpExists, 1, keys}, {OpLookup, 1, keys},
 		{OpDelete, 1, keys}, {OpPin, 1, pin}, {OpPing, 0, nil}, {OpPut, 2, put}, {99, 0, nil},
+		{OpPut, 1, shardPut}, {OpGet, 1, shardKeys}, {OpDelete, 1, shardKeys},
 	} {
 		f.Add(append(AppendHeader(nil, Header{Length: uint32(len(s.body)), Op: s.op, ID: 1, Count: s.count}), s.body...))
 	}

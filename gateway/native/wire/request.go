@@ -107,6 +107,19 @@ func (req *Request) decodePut(b []byte, lim Limits) error {
 			Parent: le.Uint64(b[24:]), HasParent: f&KeyHasParent != 0,
 		}
 		it.Size = le.Uint32(b[20:])
+		shardErr := error(nil)
+		if f&KeyHasShard != 0 {
+			// The parent field carries the shard; a shard has no parent.
+			switch sh := it.Opts.Parent; {
+			case f&KeyHasParent != 0:
+				shardErr = fmt.Errorf("%w: put item has both the shard and the parent flag", block.ErrInvalidKey)
+			case sh == 0 || sh > block.MaxShard:
+				shardErr = fmt.Errorf("%w: shard %d out of range 1..%d", block.ErrInvalidKey, sh, block.MaxShard)
+			default:
+				it.Key.Shard = uint8(sh)
+			}
+			it.Opts.Parent = 0
+		}
 		b = b[PutItemSize:]
 		if uint64(it.Size) > uint64(len(b)) {
 			return fmt.Errorf("%w: put item %d says %d data bytes, %d left in the frame", errcode.ErrMalformedFrame, i, it.Size, len(b))
@@ -114,8 +127,10 @@ func (req *Request) decodePut(b []byte, lim Limits) error {
 		it.Data = b[:it.Size:it.Size]
 		b = b[it.Size:]
 		switch {
-		case f&^(KeyHasPart|KeyHasPriority|KeyHasParent) != 0:
+		case f&^(KeyHasPart|KeyHasPriority|KeyHasParent|KeyHasShard) != 0:
 			it.Err = fmt.Errorf("%w: put item flags %#02x has unknown bits", block.ErrInvalidKey, f)
+		case shardErr != nil:
+			it.Err = shardErr
 		case !it.Key.HasPart && it.Key.Part != 0:
 			it.Err = fmt.Errorf("%w: part %d given without the part flag", block.ErrInvalidKey, it.Key.Part)
 		case !it.Opts.HasPriority && it.Opts.Priority != 0:

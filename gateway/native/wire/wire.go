@@ -96,6 +96,10 @@ const (
 	KeyHasPart     uint8 = 1 << 0
 	KeyHasPriority uint8 = 1 << 1 // PUT items only
 	KeyHasParent   uint8 = 1 << 2 // PUT items only
+	// KeyHasShard marks a node-to-node shard key (block.Key.Shard != 0). In a
+	// 12-byte key the shard is byte 11 (the pad byte otherwise); in a PUT item
+	// it is the low byte of the parent field, which then carries no parent.
+	KeyHasShard uint8 = 1 << 3
 )
 
 var le = binary.LittleEndian
@@ -255,19 +259,34 @@ func AppendKey(b []byte, k block.Key) []byte {
 	if k.HasPart {
 		f |= KeyHasPart
 	}
-	return append(b, f, 0)
+	if k.Shard != 0 {
+		f |= KeyHasShard
+	}
+	return append(b, f, k.Shard)
 }
 
 // decodeKey parses a 12-byte key. A part without the part flag, unknown key
-// flags or a non-zero pad byte are ErrInvalidKey.
+// flags, a non-zero pad byte without the shard flag, or a shard flag with
+// shard 0 (or above block.MaxShard) are ErrInvalidKey.
 func decodeKey(ns string, b []byte) (block.Key, error) {
-	k := block.Key{Namespace: ns, Hash: le.Uint64(b), Part: le.Uint16(b[8:]), HasPart: b[10]&KeyHasPart != 0}
-	if b[10]&^KeyHasPart != 0 || b[11] != 0 {
-		return k, fmt.Errorf("%w: key flags %#02x / pad %#02x (only the part flag is defined)", block.ErrInvalidKey, b[10], b[11])
+	f := b[10]
+	k := block.Key{Namespace: ns, Hash: le.Uint64(b), Part: le.Uint16(b[8:]), HasPart: f&KeyHasPart != 0}
+	if f&^(KeyHasPart|KeyHasShard) != 0 {
+		return k, fmt.Errorf("%w: key flags %#02x (only the part and shard flags are defined)", block.ErrInvalidKey, f)
 	}
 	if !k.HasPart && k.Part != 0 {
 		return k, fmt.Errorf("%w: part %d given without the part flag", block.ErrInvalidKey, k.Part)
 	}
+	if f&KeyHasShard == 0 {
+		if b[11] != 0 {
+			return k, fmt.Errorf("%w: key pad %#02x must be zero without the shard flag", block.ErrInvalidKey, b[11])
+		}
+		return k, nil
+	}
+	if b[11] == 0 || b[11] > block.MaxShard {
+		return k, fmt.Errorf("%w: shard %d out of range 1..%d", block.ErrInvalidKey, b[11], block.MaxShard)
+	}
+	k.Shard = b[11]
 	return k, nil
 }
 
@@ -300,14 +319,18 @@ func AppendPutItem(b []byte, k block.Key, sum uint32, size uint32, o block.PutOp
 	if o.HasPriority {
 		f |= KeyHasPriority
 	}
-	if o.HasParent {
+	parent := o.Parent
+	if k.Shard != 0 {
+		f |= KeyHasShard
+		parent = uint64(k.Shard) // a shard has no parent: the field carries the shard
+	} else if o.HasParent {
 		f |= KeyHasParent
 	}
 	b = append(b, f, o.Priority)
 	b = le.AppendUint32(b, sum)
 	b = le.AppendUint32(b, PinTTLMillis(o.PinTTL.Milliseconds()))
 	b = le.AppendUint32(b, size)
-	return le.AppendUint64(b, o.Parent)
+	return le.AppendUint64(b, parent)
 }
 
 // PinTTLMillis clamps a millisecond TTL into the u32 PUT field.

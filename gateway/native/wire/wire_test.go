@@ -158,3 +158,57 @@ func TestReadResponse(t *testing.T) {
 		t.Fatalf("trailing byte: %v", err)
 	}
 }
+
+func TestShardKeys(t *testing.T) {
+	data := []byte("shard bytes")
+	sk := block.NewKey("ns", 5).WithPart(1).WithShard(2) // Shard 3
+	t.Run("key round trip", func(t *testing.T) {
+		b := AppendKey(AppendNamespace(nil, "ns"), sk)
+		r, err := DecodeRequest(Header{Length: uint32(len(b)), Op: OpGet, Count: 1}, b, testLimits)
+		if err != nil || r.KeyErrs != nil || r.Keys[0] != sk {
+			t.Fatalf("%+v %v", r, err)
+		}
+	})
+	t.Run("put round trip", func(t *testing.T) {
+		b := AppendPutItem(AppendNamespace(nil, "ns"), sk, block.Checksum(data), uint32(len(data)), block.PutOptions{Parent: 77, HasParent: true})
+		b = append(b, data...)
+		r, err := DecodeRequest(Header{Length: uint32(len(b)), Op: OpPut, Count: 1}, b, testLimits)
+		if err != nil || r.Items[0].Err != nil || r.Items[0].Key != sk || r.Items[0].Opts.HasParent || r.Items[0].Opts.Parent != 0 {
+			t.Fatalf("%+v %v", r.Items, err)
+		}
+	})
+	t.Run("old encoding has shard 0", func(t *testing.T) {
+		b := AppendKey(AppendNamespace(nil, "ns"), block.NewKey("ns", 5))
+		if b[len(b)-2] != 0 || b[len(b)-1] != 0 {
+			t.Fatalf("a whole-block key must encode as before: % x", b)
+		}
+	})
+	bad := []struct {
+		name  string
+		flags byte
+		shard byte
+	}{
+		{"shard flag with shard 0", KeyHasShard, 0},
+		{"shard above max", KeyHasShard, block.MaxShard + 1},
+		{"shard byte without flag", 0, 3},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			b := AppendKey(AppendNamespace(nil, "ns"), block.NewKey("ns", 5))
+			b[len(b)-2], b[len(b)-1] = tc.flags, tc.shard
+			r, err := DecodeRequest(Header{Length: uint32(len(b)), Op: OpGet, Count: 1}, b, testLimits)
+			if err != nil || r.KeyErrs == nil || !errors.Is(r.KeyErrs[0], block.ErrInvalidKey) {
+				t.Fatalf("want a per-key ErrInvalidKey, got %+v %v", r, err)
+			}
+		})
+	}
+	t.Run("put with shard and parent flags", func(t *testing.T) {
+		b := AppendPutItem(AppendNamespace(nil, "ns"), sk, block.Checksum(data), uint32(len(data)), block.PutOptions{})
+		b[1+2+10] |= KeyHasParent
+		b = append(b, data...)
+		r, err := DecodeRequest(Header{Length: uint32(len(b)), Op: OpPut, Count: 1}, b, testLimits)
+		if err != nil || !errors.Is(r.Items[0].Err, block.ErrInvalidKey) {
+			t.Fatalf("%+v %v", r.Items, err)
+		}
+	})
+}

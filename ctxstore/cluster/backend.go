@@ -1,0 +1,634 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/ctxstore/placement"
+	"github.com/ctxtier/ctxtier/raft"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// TierPeer is the tier reported for a block served by the cluster rather
+// than from this node's own memory.
+const TierPeer block.Tier = "peer"
+
+// Backend is the clustered tier: ctxstore.New(cfg, node.Catalog(), backend,
+// log) is the cluster's Store.
+type Backend struct {
+	cfg   Config
+	node  *raft.Node
+	local ctxstore.Tier
+	peers Peers
+	fwd   Forwarder
+	log   *slog.Logger
+	met   *metrics
+
+	drops chan block.Key
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+
+	repairMu sync.Mutex
+	repair   RepairStatus
+	// wake makes the repair loop scan now (a member state changed).
+	wake chan struct{}
+}
+
+var _ ctxstore.Tier = (*Backend)(nil)
+
+// New builds the backend over a running Raft node, this node's own tier
+// stack (local), the shard transport to the other members, and the
+// forwarder to the leader (nil on a node that is always leader). It starts
+// the failure detector, repair and drop-batching loops; Close stops them.
+func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forwarder, log *slog.Logger, reg prometheus.Registerer) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if node == nil || local == nil || peers == nil {
+		return nil, fmt.Errorf("%w: cluster: node, local tier and peers are required", block.ErrInvalidArgument)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	met, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{
+		cfg: cfg, node: node, local: local, peers: peers, fwd: fwd, log: log.With("node_id", cfg.NodeID), met: met,
+		drops: make(chan block.Key, 4096), stop: make(chan struct{}), wake: make(chan struct{}, 1),
+	}
+	if cfg.Self.RaftAddr != "" {
+		b.wg.Add(1)
+		go b.registerLoop()
+	}
+	b.wg.Add(3)
+	go b.detectLoop()
+	go b.repairLoop()
+	go b.dropLoop()
+	return b, nil
+}
+
+// Close stops the background loops (not the node nor the tiers).
+func (b *Backend) Close() error {
+	b.once.Do(func() {
+		close(b.stop)
+		b.wg.Wait()
+		b.met.unregister()
+	})
+	return nil
+}
+
+// code returns the erasure code of a namespace.
+func (b *Backend) code(ns string) (*erasure.Code, error) {
+	n, err := b.node.FSM().Namespace(ns)
+	if err != nil {
+		return nil, err
+	}
+	return erasure.New(n.DataShards, n.ParityShards)
+}
+
+// shardKey names shard i of key on a node: a replica (k=1) is the block
+// itself, an erasure shard carries its index.
+func shardKey(key block.Key, c *erasure.Code, i int) block.Key {
+	if c.K == 1 {
+		return key.Block()
+	}
+	return key.WithShard(i)
+}
+
+// candidates are the members that take new shards: alive ones, minus exclude.
+func (b *Backend) candidates(exclude map[string]bool) []placement.Node {
+	var out []placement.Node
+	for _, m := range b.node.FSM().Members() {
+		if m.State != fsm.MemberAlive || exclude[m.ID] {
+			continue
+		}
+		out = append(out, placement.Node{ID: m.ID, Zone: m.Zone, Weight: float64(m.Capacity) / float64(1<<30)})
+	}
+	return out
+}
+
+// Put encodes data into the namespace's shards, writes them in parallel to
+// the members rendezvous hashing picks, and commits the index entry; it
+// returns once the entry is committed. The same bytes again succeed; other
+// bytes are block.ErrConflict and change nothing.
+func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	key = key.Block()
+	if e, ok := b.node.FSM().Lookup(key); ok {
+		return sameBlock(key, e, int64(len(data)), sum)
+	}
+	c, err := b.code(key.Namespace)
+	if err != nil {
+		return err
+	}
+	shards, err := c.Encode(data)
+	if err != nil {
+		return err
+	}
+	nodes := b.candidates(nil)
+	if len(nodes) == 0 {
+		return fmt.Errorf("%w: %s: no alive member to place shards on", block.ErrUnavailable, key)
+	}
+	picked, err := placement.Pick(key, nodes, min(c.N(), len(nodes)))
+	if err != nil {
+		return err
+	}
+	n := c.N()
+	if c.K == 1 {
+		n = len(picked) // replicas on one node would be one copy
+	}
+	place := make([]fsm.Shard, n)
+	for i := range place {
+		place[i] = fsm.Shard{NodeID: picked[i%len(picked)].ID, Index: uint16(i)}
+	}
+	now := time.Now()
+	var pinUntil time.Time
+	if opts.PinTTL > 0 {
+		pinUntil = now.Add(opts.PinTTL)
+	}
+	written, firstErr := b.writeShards(ctx, key, c, shards, place, opts)
+	if quorum := c.K + (c.M+1)/2; len(written) < min(quorum, n) || len(written) < c.K {
+		b.cleanup(key, c, written, nil)
+		if errors.Is(firstErr, block.ErrConflict) {
+			return fmt.Errorf("%w: %s: %v", block.ErrConflict, key, firstErr)
+		}
+		return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrUnavailable, key, len(written), n, firstErr)
+	}
+	b.met.shardsWritten.Add(float64(len(written)))
+	res, err := b.propose(ctx, fsm.PutOp(key, fsm.Entry{Size: int64(len(data)), Sum: sum, Placement: written, Created: now, PinUntil: pinUntil}))
+	if err != nil {
+		// The outcome may be unknown: the shards stay, since the entry may
+		// have committed (repair and drops keep the index honest).
+		return err
+	}
+	switch res[0].Status {
+	case fsm.StatusCreated:
+		return nil
+	case fsm.StatusExisted:
+		// A concurrent put of the same bytes won: keep only its shards.
+		if e, ok := b.node.FSM().Lookup(key); ok {
+			b.cleanup(key, c, written, e.Placement)
+		}
+		return nil
+	default:
+		var keep []fsm.Shard
+		if e, ok := b.node.FSM().Lookup(key); ok {
+			keep = e.Placement
+		}
+		b.cleanup(key, c, written, keep)
+		if err := res[0].Err(); err != nil {
+			return fmt.Errorf("%w: %s: index says %s", err, key, res[0].Status)
+		}
+		return fmt.Errorf("%w: %s: index says %s", block.ErrUnavailable, key, res[0].Status)
+	}
+}
+
+func sameBlock(key block.Key, e fsm.Entry, size int64, sum uint32) error {
+	if e.Sum == sum && e.Size == size {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: stored block has %d bytes, crc32c %08x; put has %d bytes, crc32c %08x", block.ErrConflict, key, e.Size, e.Sum, size, sum)
+}
+
+// writeShards writes shards[p.Index] to each placement entry in parallel and
+// returns the entries that succeeded.
+func (b *Backend) writeShards(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place []fsm.Shard, opts block.PutOptions) ([]fsm.Shard, error) {
+	errs := make([]error, len(place))
+	var wg sync.WaitGroup
+	for i, p := range place {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.writeShard(ctx, p.NodeID, shardKey(key, c, int(p.Index)), shards[p.Index], opts)
+		}()
+	}
+	wg.Wait()
+	var ok []fsm.Shard
+	var first error
+	for i, err := range errs {
+		if err == nil {
+			ok = append(ok, place[i])
+		} else if first == nil {
+			first = fmt.Errorf("shard %d on %s: %w", place[i].Index, place[i].NodeID, err)
+		}
+	}
+	return ok, first
+}
+
+// writeShard stores one shard on a node. A conflict (the node holds other
+// bytes under the key) fails the shard: it may be a concurrent put of the
+// same key that has not committed yet, whose shard must not be touched.
+func (b *Backend) writeShard(ctx context.Context, nodeID string, sk block.Key, data []byte, opts block.PutOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
+	defer cancel()
+	sum := block.Checksum(data)
+	if sk.Shard == 0 {
+		sum = opts.Sum // the whole block: the caller verified it already
+	}
+	o := opts
+	o.Sum, o.HasSum = sum, true
+	o.HasParent, o.Parent = false, 0
+	put := func() error {
+		if nodeID == b.cfg.NodeID {
+			return b.local.Put(ctx, sk, data, sum, o)
+		}
+		m, ok := b.node.FSM().Member(nodeID)
+		if !ok {
+			return fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
+		}
+		return b.peers.PutShard(ctx, m, sk, data, sum, o)
+	}
+	return put()
+}
+
+func (b *Backend) deleteShard(ctx context.Context, nodeID string, sk block.Key) error {
+	if nodeID == b.cfg.NodeID {
+		return b.local.Delete(ctx, sk)
+	}
+	m, ok := b.node.FSM().Member(nodeID)
+	if !ok {
+		return fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
+	}
+	return b.peers.DeleteShard(ctx, m, sk)
+}
+
+// cleanup deletes (best effort) the written shards that keep does not hold.
+func (b *Backend) cleanup(key block.Key, c *erasure.Code, written, keep []fsm.Shard) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, w := range written {
+		sk := shardKey(key, c, int(w.Index))
+		if slices.ContainsFunc(keep, func(s fsm.Shard) bool {
+			return s.NodeID == w.NodeID && shardKey(key, c, int(s.Index)) == sk
+		}) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.deleteShard(ctx, w.NodeID, sk); err != nil && !errors.Is(err, block.ErrNotFound) {
+				b.log.Debug("shard cleanup failed", "key", sk.String(), "node", w.NodeID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Get reads the block's data shards in parallel (a local replica first),
+// reconstructing from parity only when a shard is missing or bad; the
+// result is checked against the block's CRC, so wrong bytes are never served.
+func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+	key = key.Block()
+	e, ok := b.node.FSM().Lookup(key)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	c, err := b.code(key.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if c.K == 1 {
+		return b.getReplica(ctx, key, e)
+	}
+	data, err := b.getCoded(ctx, key, e, c)
+	if err != nil {
+		return nil, err
+	}
+	b.met.reads.WithLabelValues("decoded").Inc()
+	return block.NewRef(data, e.Sum, TierPeer, nil), nil
+}
+
+// readOrder sorts placement entries: this node first, then alive, then suspect, then the rest.
+func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
+	rank := func(s fsm.Shard) int {
+		if s.NodeID == b.cfg.NodeID {
+			return 0
+		}
+		m, ok := b.node.FSM().Member(s.NodeID)
+		switch {
+		case !ok:
+			return 4
+		case m.State == fsm.MemberAlive:
+			return 1
+		case m.State == fsm.MemberSuspect:
+			return 2
+		}
+		return 3
+	}
+	out := slices.Clone(place)
+	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
+	return out
+}
+
+func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*block.Ref, error) {
+	var last error = fmt.Errorf("%w: %s: no replica placed", block.ErrUnavailable, key)
+	allGone := len(e.Placement) > 0
+	defer func() {
+		if allGone {
+			for _, s := range e.Placement {
+				if s.NodeID == b.cfg.NodeID {
+					b.Dropped(key) // correct the index now
+				}
+			}
+		}
+	}()
+	for _, s := range b.readOrder(e.Placement) {
+		if s.NodeID == b.cfg.NodeID {
+			ref, err := b.local.Get(ctx, key)
+			if err == nil {
+				if int64(len(ref.Data)) == e.Size && block.Checksum(ref.Data) == e.Sum {
+					b.met.reads.WithLabelValues("local").Inc()
+					return ref, nil
+				}
+				ref.Release()
+				err = fmt.Errorf("%w: local replica does not match the index", block.ErrChecksum)
+			}
+			last = err
+			allGone = allGone && errors.Is(err, block.ErrNotFound)
+			continue
+		}
+		data, err := b.fetch(ctx, s.NodeID, key)
+		if err == nil && (int64(len(data)) != e.Size || block.Checksum(data) != e.Sum) {
+			err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
+		}
+		if err == nil {
+			b.met.reads.WithLabelValues("remote").Inc()
+			return block.NewRef(data, e.Sum, TierPeer, nil), nil
+		}
+		b.met.shardErrors.Inc()
+		last = err
+		allGone = allGone && errors.Is(err, block.ErrNotFound)
+	}
+	if allGone {
+		// Every holder answered that it no longer has the block (capacity
+		// drops whose index correction is still on its way): it is gone.
+		return nil, fmt.Errorf("%w: %s: every replica was dropped", block.ErrNotFound, key)
+	}
+	if errors.Is(last, block.ErrNotFound) {
+		last = fmt.Errorf("%w: %v", block.ErrUnavailable, last)
+	}
+	return nil, fmt.Errorf("%s: every replica failed: %w", key, last)
+}
+
+// fetch reads one shard (a copy) from a node.
+func (b *Backend) fetch(ctx context.Context, nodeID string, sk block.Key) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
+	defer cancel()
+	if nodeID == b.cfg.NodeID {
+		ref, err := b.local.Get(ctx, sk)
+		if err != nil {
+			return nil, err
+		}
+		defer ref.Release()
+		return slices.Clone(ref.Data), nil
+	}
+	m, ok := b.node.FSM().Member(nodeID)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
+	}
+	return b.peers.GetShard(ctx, m, sk)
+}
+
+// fetchShards reads the given placement entries in parallel into shards.
+func (b *Backend) fetchShards(ctx context.Context, key block.Key, c *erasure.Code, want []fsm.Shard, shards [][]byte, size int) {
+	var wg sync.WaitGroup
+	for _, s := range want {
+		if int(s.Index) >= len(shards) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := b.fetch(ctx, s.NodeID, shardKey(key, c, int(s.Index)))
+			if err != nil || len(d) != c.ShardSize(size) {
+				b.met.shardErrors.Inc()
+				return
+			}
+			shards[s.Index] = d
+		}()
+	}
+	wg.Wait()
+}
+
+func (b *Backend) getCoded(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code) ([]byte, error) {
+	size := int(e.Size)
+	shards := make([][]byte, c.N())
+	var data, parity []fsm.Shard
+	for _, s := range b.readOrder(e.Placement) {
+		if int(s.Index) < c.K {
+			if !slices.ContainsFunc(data, func(x fsm.Shard) bool { return x.Index == s.Index }) {
+				data = append(data, s)
+			}
+		} else if int(s.Index) < c.N() {
+			parity = append(parity, s)
+		}
+	}
+	b.fetchShards(ctx, key, c, data, shards, size)
+	if out, ok := b.tryDecode(c, shards, size, e.Sum); ok {
+		return out, nil
+	}
+	// A data shard is missing or wrong: bring in parity and search.
+	b.met.reconstructions.Inc()
+	b.fetchShards(ctx, key, c, parity, shards, size)
+	have := 0
+	for _, s := range shards {
+		if s != nil {
+			have++
+		}
+	}
+	if have < c.K {
+		return nil, fmt.Errorf("%w: %s: %d of %d shards readable, need %d", block.ErrUnavailable, key, have, c.N(), c.K)
+	}
+	if out, ok := b.tryDecode(c, shards, size, e.Sum); ok {
+		return out, nil
+	}
+	// Some shard is bad: leave out subsets of the present shards (at most m
+	// of them) until the block's CRC matches.
+	present := []int{}
+	for i, s := range shards {
+		if s != nil {
+			present = append(present, i)
+		}
+	}
+	tries := 0
+	var found []byte
+	var rec func(start, left int, drop []int) bool
+	rec = func(start, left int, drop []int) bool {
+		if len(drop) > 0 {
+			if tries++; tries > 256 {
+				return true
+			}
+			try := slices.Clone(shards)
+			for _, d := range drop {
+				try[d] = nil
+			}
+			if out, ok := b.tryDecode(c, try, size, e.Sum); ok {
+				found = out
+				return true
+			}
+		}
+		if left == 0 {
+			return false
+		}
+		for i := start; i < len(present); i++ {
+			if rec(i+1, left-1, append(drop, present[i])) {
+				return true
+			}
+		}
+		return false
+	}
+	rec(0, min(c.M, have-c.K), nil)
+	if found != nil {
+		return found, nil
+	}
+	return nil, fmt.Errorf("%w: %s: no combination of shards matches the block's crc32c %08x", block.ErrChecksum, key, e.Sum)
+}
+
+// tryDecode decodes a copy of shards (Decode fills missing entries) and
+// checks the block CRC.
+func (b *Backend) tryDecode(c *erasure.Code, shards [][]byte, size int, sum uint32) ([]byte, bool) {
+	try := slices.Clone(shards)
+	out, err := c.Decode(try, size)
+	if err != nil || block.Checksum(out) != sum {
+		return nil, false
+	}
+	return out, true
+}
+
+// Stat returns the block's metadata from the local index.
+func (b *Backend) Stat(_ context.Context, key block.Key) (block.Info, error) {
+	key = key.Block()
+	e, ok := b.node.FSM().Lookup(key)
+	if !ok {
+		return block.Info{}, fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	return info(key, e), nil
+}
+
+func info(key block.Key, e fsm.Entry) block.Info {
+	return block.Info{Key: key, Size: e.Size, Sum: e.Sum, Tier: TierPeer, Created: e.Created, PinnedUntil: e.PinUntil}
+}
+
+// Contains answers from the local index (no network hop).
+func (b *Backend) Contains(key block.Key) bool {
+	_, ok := b.node.FSM().Lookup(key.Block())
+	return ok
+}
+
+// Delete removes the index entry, then (best effort) its shards.
+func (b *Backend) Delete(ctx context.Context, key block.Key) error {
+	key = key.Block()
+	for range 3 {
+		e, ok := b.node.FSM().Lookup(key)
+		if !ok {
+			return fmt.Errorf("%w: %s", block.ErrNotFound, key)
+		}
+		res, err := b.propose(ctx, fsm.DeleteOp(key, e.Generation))
+		if err != nil {
+			return err
+		}
+		switch res[0].Status {
+		case fsm.StatusDeleted:
+			if c, err := b.code(key.Namespace); err == nil {
+				b.cleanup(key, c, e.Placement, nil)
+			}
+			return nil
+		case fsm.StatusNotFound:
+			return fmt.Errorf("%w: %s", block.ErrNotFound, key)
+		case fsm.StatusConflict:
+			continue // re-put meanwhile: delete what is there now
+		default:
+			return fmt.Errorf("%w: %s: index says %s", res[0].Err(), key, res[0].Status)
+		}
+	}
+	return fmt.Errorf("%w: %s: the entry kept changing", block.ErrUnavailable, key)
+}
+
+// Pin commits the pin in the index and pins the shards (best effort).
+func (b *Backend) Pin(ctx context.Context, key block.Key, until time.Time) error {
+	key = key.Block()
+	res, err := b.propose(ctx, fsm.PinOp(key, until))
+	if err != nil {
+		return err
+	}
+	if err := res[0].Err(); err != nil {
+		return fmt.Errorf("%w: %s", err, key)
+	}
+	e, ok := b.node.FSM().Lookup(key)
+	c, cerr := b.code(key.Namespace)
+	if !ok || cerr != nil {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range e.Placement {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sk := shardKey(key, c, int(s.Index))
+			if s.NodeID == b.cfg.NodeID {
+				b.local.Pin(pctx, sk, until)
+			} else if m, ok := b.node.FSM().Member(s.NodeID); ok {
+				b.peers.PinShard(pctx, m, sk, until)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// List answers from the local index, in object-name order.
+func (b *Backend) List(_ context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
+	hexPrefix := prefix
+	if len(hexPrefix) > block.HashHexLen {
+		hexPrefix = hexPrefix[:block.HashHexLen]
+	}
+	for i := 0; i < len(hexPrefix); i++ {
+		if c := hexPrefix[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return nil, nil // object names are lowercase hex: nothing matches
+		}
+	}
+	var out []block.Info
+	lastHash, full := uint64(0), false
+	err := b.node.FSM().Scan(ns, hexPrefix, func(k block.Key, e fsm.Entry) bool {
+		// Entries come in (hash, part) order; name order differs only among
+		// the parts of one hash, so finish that hash before stopping.
+		if full && k.Hash != lastHash {
+			return false
+		}
+		name := k.ObjectName()
+		if name <= after || !strings.HasPrefix(name, prefix) {
+			return true
+		}
+		out = append(out, info(k, e))
+		lastHash = k.Hash
+		if limit > 0 && len(out) >= limit {
+			full = true
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key.ObjectName() < out[j].Key.ObjectName() })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}

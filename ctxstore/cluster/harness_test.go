@@ -1,0 +1,319 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/raft"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+	"github.com/ctxtier/ctxtier/tiers"
+	"github.com/ctxtier/ctxtier/tiers/dram"
+)
+
+func testLog() *slog.Logger {
+	if os.Getenv("CLUSTER_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// fakePeers routes shard calls straight to the members' tier stacks; a
+// member in down answers nothing.
+type fakePeers struct {
+	mu    sync.Mutex
+	tiers map[string]*tiers.Manager
+	down  map[string]bool
+	calls int
+}
+
+func (p *fakePeers) tier(m fsm.Member) (*tiers.Manager, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	if p.down[m.ID] {
+		return nil, fmt.Errorf("%w: %s is down", block.ErrUnavailable, m.ID)
+	}
+	t, ok := p.tiers[m.ID]
+	if !ok {
+		return nil, fmt.Errorf("%w: no such member %s", block.ErrUnavailable, m.ID)
+	}
+	return t, nil
+}
+
+func (p *fakePeers) setDown(id string, down bool) {
+	p.mu.Lock()
+	p.down[id] = down
+	p.mu.Unlock()
+}
+
+func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	t, err := p.tier(m)
+	if err != nil {
+		return err
+	}
+	if block.Checksum(data) != sum {
+		return block.ErrChecksum
+	}
+	return t.Put(ctx, key, slices.Clone(data), sum, opts)
+}
+
+func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, error) {
+	t, err := p.tier(m)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := t.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer ref.Release()
+	return slices.Clone(ref.Data), nil
+}
+
+func (p *fakePeers) DeleteShard(ctx context.Context, m fsm.Member, key block.Key) error {
+	t, err := p.tier(m)
+	if err != nil {
+		return err
+	}
+	return t.Delete(ctx, key)
+}
+
+func (p *fakePeers) PinShard(ctx context.Context, m fsm.Member, key block.Key, until time.Time) error {
+	t, err := p.tier(m)
+	if err != nil {
+		return err
+	}
+	return t.Pin(ctx, key, until)
+}
+
+func (p *fakePeers) Healthy(_ context.Context, m fsm.Member) error {
+	_, err := p.tier(m)
+	return err
+}
+
+// fakeForwarder hands a follower's proposal to the leader's backend, as the
+// HTTP forwarding endpoint does.
+type fakeForwarder struct {
+	mu       sync.Mutex
+	backends map[string]*Backend
+	n        int
+}
+
+func (f *fakeForwarder) Forward(ctx context.Context, leader fsm.Member, req []byte) ([]byte, error) {
+	f.mu.Lock()
+	b := f.backends[leader.ID]
+	f.n++
+	f.mu.Unlock()
+	if b == nil {
+		return nil, fmt.Errorf("%w: no backend %s", block.ErrUnavailable, leader.ID)
+	}
+	return b.HandleForwarded(ctx, req)
+}
+
+type testNode struct {
+	id      string
+	node    *raft.Node
+	tiers   *tiers.Manager
+	backend *Backend
+	store   *ctxstore.Store
+}
+
+type testCluster struct {
+	t     *testing.T
+	nodes []*testNode
+	peers *fakePeers
+	fwd   *fakeForwarder
+}
+
+// newTestCluster starts n in-memory Raft nodes (the first bootstraps, the
+// rest join), each with a DRAM-only tier stack and a Backend.
+func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, peers: &fakePeers{tiers: map[string]*tiers.Manager{}, down: map[string]bool{}}, fwd: &fakeForwarder{backends: map[string]*Backend{}}}
+	var trans []*hraft.InmemTransport
+	for i := range n {
+		id := fmt.Sprintf("n%d", i+1)
+		rc := raft.DefaultConfig()
+		rc.NodeID, rc.RaftAddr = id, id+":1"
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+		rc.CommitTimeout, rc.ApplyTimeout = 5*time.Millisecond, 2*time.Second
+		rc.Bootstrap = i == 0
+		rc.Self = fsm.Member{DataAddr: id + ":2", HTTPAddr: id + ":3", Zone: "z" + id, Capacity: 1 << 30}
+		_, tr := hraft.NewInmemTransport(hraft.ServerAddress(rc.RaftAddr))
+		for _, o := range trans {
+			tr.Connect(o.LocalAddr(), o)
+			o.Connect(tr.LocalAddr(), tr)
+		}
+		trans = append(trans, tr)
+		st := hraft.NewInmemStore()
+		node, err := raft.OpenWith(context.Background(), rc, testLog(), nil, raft.Deps{Logs: st, Stable: st, Snapshots: hraft.NewInmemSnapshotStore(), Transport: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Close() })
+		tn := &testNode{id: id, node: node}
+		dc := dram.DefaultConfig()
+		dc.Capacity = 8 << 20
+		tcfg := tiers.DefaultConfig()
+		tcfg.OnDrop = func(k block.Key) {
+			if tn.backend != nil {
+				tn.backend.Dropped(k)
+			}
+		}
+		if tn.tiers, err = tiers.New(tcfg, dc, nil, testLog()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tn.tiers.Close() })
+		tc.peers.tiers[id] = tn.tiers
+		cfg := DefaultConfig()
+		cfg.NodeID = id
+		cfg.ProbeInterval, cfg.ProbeTimeout = 50*time.Millisecond, 50*time.Millisecond
+		cfg.DeadAfter, cfg.RepairInterval = 400*time.Millisecond, 100*time.Millisecond
+		cfg.ShardTimeout, cfg.ProposeTimeout = 2*time.Second, 5*time.Second
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		if tn.backend, err = New(cfg, node, tn.tiers, tc.peers, tc.fwd, testLog(), prometheus.NewRegistry()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tn.backend.Close() })
+		tc.fwd.backends[id] = tn.backend
+		if tn.store, err = ctxstore.New(ctxstore.DefaultConfig(), node.Catalog(), tn.backend, testLog()); err != nil {
+			t.Fatal(err)
+		}
+		tc.nodes = append(tc.nodes, tn)
+		if i == 0 {
+			tc.eventually("first leader", node.IsLeader)
+		}
+	}
+	ctx := withTimeout(t, 10*time.Second)
+	for _, tn := range tc.nodes[1:] {
+		m := fsm.Member{ID: tn.id, RaftAddr: tn.id + ":1", DataAddr: tn.id + ":2", HTTPAddr: tn.id + ":3", Zone: "z" + tn.id, Capacity: 1 << 30}
+		if err := tc.nodes[0].node.Join(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc.eventually("every node sees every member", func() bool {
+		for _, tn := range tc.nodes {
+			if len(tn.node.FSM().Members()) != n {
+				return false
+			}
+		}
+		return true
+	})
+	return tc
+}
+
+func withTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (tc *testCluster) eventually(what string, cond func() bool) {
+	tc.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tc.t.Fatalf("timed out waiting for %s", what)
+}
+
+func (tc *testCluster) leader() *testNode {
+	for _, tn := range tc.nodes {
+		if tn.node.IsLeader() {
+			return tn
+		}
+	}
+	tc.t.Fatal("no leader")
+	return nil
+}
+
+func (tc *testCluster) follower() *testNode {
+	for _, tn := range tc.nodes {
+		if !tn.node.IsLeader() {
+			return tn
+		}
+	}
+	tc.t.Fatal("no follower")
+	return nil
+}
+
+func (tc *testCluster) byID(id string) *testNode {
+	for _, tn := range tc.nodes {
+		if tn.id == id {
+			return tn
+		}
+	}
+	tc.t.Fatalf("no node %s", id)
+	return nil
+}
+
+// createNS creates a namespace with code (k, m) and waits until every node has it.
+func (tc *testCluster) createNS(name string, k, m int) {
+	tc.t.Helper()
+	ctx := withTimeout(tc.t, 5*time.Second)
+	if err := tc.leader().node.Catalog().CreateNamespace(ctx, block.Namespace{Name: name, DataShards: k, ParityShards: m}); err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.eventually("namespace everywhere", func() bool {
+		for _, tn := range tc.nodes {
+			if _, err := tn.node.FSM().Namespace(name); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitEntry waits until every node's index has key.
+func (tc *testCluster) waitEntry(key block.Key) {
+	tc.t.Helper()
+	tc.eventually("entry everywhere", func() bool {
+		for _, tn := range tc.nodes {
+			if !tn.backend.Contains(key) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func payload(seed, n int) []byte {
+	b := make([]byte, n)
+	x := uint32(seed*2654435761 + 1)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+func mustGet(t *testing.T, s *ctxstore.Store, key block.Key, want []byte) {
+	t.Helper()
+	ref, err := s.Get(withTimeout(t, 5*time.Second), key)
+	if err != nil {
+		t.Fatalf("get %v: %v", key, err)
+	}
+	defer ref.Release()
+	if string(ref.Data) != string(want) {
+		t.Fatalf("get %v: wrong bytes (%d bytes, want %d)", key, len(ref.Data), len(want))
+	}
+}

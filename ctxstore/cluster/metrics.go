@@ -1,0 +1,68 @@
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	pending         prometheus.Gauge
+	repaired        prometheus.Counter
+	repairBytes     prometheus.Counter
+	reads           *prometheus.CounterVec
+	shardErrors     prometheus.Counter
+	reconstructions prometheus.Counter
+	shardsWritten   prometheus.Counter
+	drops           prometheus.Counter
+	memberChanges   *prometheus.CounterVec
+
+	reg  prometheus.Registerer
+	list []prometheus.Collector
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_repair_shards_pending",
+			Help: "Shards on dead, removed or missing members waiting to be rebuilt (last scan, leader only)."}),
+		repaired: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_repair_shards_repaired_total",
+			Help: "Shards rebuilt on a new member and committed to the index."}),
+		repairBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_repair_bytes_total",
+			Help: "Shard bytes written by repair."}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxtier_cluster_reads_total",
+			Help: "Blocks served, by path: local replica, remote replica, or decoded from erasure shards."}, []string{"path"}),
+		shardErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_shard_read_errors_total",
+			Help: "Shard reads that failed or returned bytes that did not verify."}),
+		reconstructions: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_reconstructions_total",
+			Help: "Reads that needed parity because a data shard was missing or bad."}),
+		shardsWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_shards_written_total",
+			Help: "Shards written by puts."}),
+		drops: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_drop_updates_total",
+			Help: "Index updates proposed because this node's tiers dropped a shard under capacity pressure."}),
+		memberChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxtier_cluster_member_state_changes_total",
+			Help: "Member state changes committed by the failure detector, by new state."}, []string{"state"}),
+		reg: reg,
+	}
+	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges}
+	if reg == nil {
+		return m, nil
+	}
+	for i, c := range m.list {
+		if err := reg.Register(c); err != nil {
+			for _, r := range m.list[:i] {
+				reg.Unregister(r)
+			}
+			return nil, fmt.Errorf("cluster metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.list {
+		m.reg.Unregister(c)
+	}
+}

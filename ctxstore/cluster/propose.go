@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/raft"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// resultsVersion is the first byte of an encoded forwarded answer.
+const resultsVersion = 1
+
+// EncodeResults encodes index-operation results for the forwarding reply:
+// version byte, uvarint count, then per result a status byte and a uvarint
+// generation.
+func EncodeResults(res []fsm.OpResult) []byte {
+	b := make([]byte, 0, 2+len(res)*4)
+	b = append(b, resultsVersion)
+	b = binary.AppendUvarint(b, uint64(len(res)))
+	for _, r := range res {
+		b = append(b, byte(r.Status))
+		b = binary.AppendUvarint(b, r.Generation)
+	}
+	return b
+}
+
+// DecodeResults decodes EncodeResults' output, expecting want results.
+func DecodeResults(b []byte, want int) ([]fsm.OpResult, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("%w: forwarded results: %s", block.ErrUnavailable, what)
+	}
+	if len(b) < 1 || b[0] != resultsVersion {
+		return nil, bad("unknown version")
+	}
+	b = b[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n != uint64(want) {
+		return nil, bad(fmt.Sprintf("count %d, want %d", n, want))
+	}
+	b = b[k:]
+	out := make([]fsm.OpResult, want)
+	for i := range out {
+		if len(b) < 2 {
+			return nil, bad("truncated")
+		}
+		out[i].Status = fsm.Status(b[0])
+		g, k := binary.Uvarint(b[1:])
+		if k <= 0 {
+			return nil, bad("bad generation")
+		}
+		out[i].Generation = g
+		b = b[1+k:]
+	}
+	if len(b) != 0 {
+		return nil, bad("trailing bytes")
+	}
+	return out, nil
+}
+
+// HandleForwarded runs on the leader: req is an index command (fsm.EncodeIndex)
+// forwarded by a follower; the answer is its results (EncodeResults). A
+// member upsert of an alive member (a node registering its own record) is
+// also accepted, answered with zero results. Anything else is refused:
+// membership, namespace and credential changes have their own endpoints.
+func (b *Backend) HandleForwarded(ctx context.Context, req []byte) ([]byte, error) {
+	cmd, err := fsm.DecodeCommand(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: forwarded proposal: %v", block.ErrInvalidArgument, err)
+	}
+	if cmd.Type == fsm.CmdMember && cmd.Member.Action == fsm.MemberUpsert && cmd.Member.Member.State == fsm.MemberAlive {
+		// A node registering its own record (see Config.Self).
+		if err := b.node.SetMember(ctx, cmd.Member.Member); err != nil {
+			return nil, err
+		}
+		return EncodeResults(nil), nil
+	}
+	if cmd.Type != fsm.CmdIndex || len(cmd.Ops) == 0 {
+		return nil, fmt.Errorf("%w: forwarded proposal must be a non-empty index batch or a member registration", block.ErrInvalidArgument)
+	}
+	for _, o := range cmd.Ops {
+		if o.Kind == 0 {
+			return nil, fmt.Errorf("%w: forwarded proposal holds an operation this node does not know", block.ErrInvalidArgument)
+		}
+	}
+	res, err := b.node.Propose(ctx, cmd.Ops...)
+	if err != nil {
+		return nil, err
+	}
+	return EncodeResults(res), nil
+}
+
+// propose commits ops: on the leader directly, elsewhere through the
+// Forwarder. It retries through leader changes and unknown outcomes (every
+// index operation is idempotent) until cfg.ProposeTimeout.
+func (b *Backend) propose(ctx context.Context, ops ...fsm.Op) ([]fsm.OpResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.ProposeTimeout)
+	defer cancel()
+	backoff := 10 * time.Millisecond
+	for {
+		res, err := b.proposeOnce(ctx, ops)
+		if err == nil {
+			return res, nil
+		}
+		if errors.Is(err, block.ErrInvalidArgument) || errors.Is(err, block.ErrClosed) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: committing the index change: %v (last error: %v)", block.ErrUnavailable, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 200*time.Millisecond)
+	}
+}
+
+func (b *Backend) proposeOnce(ctx context.Context, ops []fsm.Op) ([]fsm.OpResult, error) {
+	if b.node.IsLeader() {
+		return b.node.Propose(ctx, ops...)
+	}
+	leader, ok := b.node.LeaderMember()
+	if !ok || leader.ID == b.cfg.NodeID {
+		return nil, raft.ErrNotLeader
+	}
+	if b.fwd == nil {
+		return nil, fmt.Errorf("%w: not the leader and no forwarder configured", raft.ErrNotLeader)
+	}
+	out, err := b.fwd.Forward(ctx, leader, fsm.EncodeIndex(ops))
+	if err != nil {
+		return nil, err
+	}
+	return DecodeResults(out, len(ops))
+}
+
+// registerLoop keeps this node's member record (Config.Self) in the index:
+// a node that was bootstrapped statically, or whose addresses changed,
+// records itself through the leader.
+func (b *Backend) registerLoop() {
+	defer b.wg.Done()
+	self := b.cfg.Self
+	self.ID, self.State = b.cfg.NodeID, fsm.MemberAlive
+	for {
+		cur, ok := b.node.FSM().Member(self.ID)
+		same := ok && cur.RaftAddr == self.RaftAddr && cur.DataAddr == self.DataAddr && cur.HTTPAddr == self.HTTPAddr && cur.Zone == self.Zone && cur.Capacity == self.Capacity
+		wait := 5 * time.Second
+		if !same {
+			ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
+			err := b.register(ctx, self)
+			cancel()
+			if err != nil {
+				b.log.Debug("registering this node's member record", "err", err)
+				wait = 200 * time.Millisecond
+			} else {
+				b.log.Info("member record registered", "data", self.DataAddr, "http", self.HTTPAddr)
+				continue
+			}
+		}
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (b *Backend) register(ctx context.Context, self fsm.Member) error {
+	if b.node.IsLeader() {
+		return b.node.SetMember(ctx, self)
+	}
+	leader, ok := b.node.LeaderMember()
+	if !ok || b.fwd == nil {
+		return raft.ErrNotLeader
+	}
+	out, err := b.fwd.Forward(ctx, leader, fsm.EncodeMember(fsm.MemberCommand{Action: fsm.MemberUpsert, Member: self}))
+	if err != nil {
+		return err
+	}
+	_, err = DecodeResults(out, 0)
+	return err
+}

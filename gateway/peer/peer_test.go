@@ -1,0 +1,111 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/native"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+	"github.com/ctxtier/ctxtier/tiers"
+	"github.com/ctxtier/ctxtier/tiers/dram"
+)
+
+func startPeer(t *testing.T) (*tiers.Manager, string) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	dc := dram.DefaultConfig()
+	dc.Capacity = 16 << 20
+	stack, err := tiers.New(tiers.DefaultConfig(), dc, nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stack.Close() })
+	cat, err := ctxstore.OpenFileCatalog(t.TempDir() + "/ns.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := ctxstore.New(ctxstore.DefaultConfig(), cat, stack, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := native.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	srv, err := NewServer(cfg, store, nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		srv.Shutdown(sctx)
+		cancel()
+		<-done
+	})
+	return stack, ln.Addr().String()
+}
+
+func TestShardRoundTrip(t *testing.T) {
+	stack, addr := startPeer(t)
+	p, err := New(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := fsm.Member{ID: "n2", DataAddr: addr}
+	if err := p.Healthy(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	whole := block.NewKey(block.DefaultNamespace, 42)
+	data := []byte("the shard's bytes")
+	for i, k := range []block.Key{whole, whole.WithShard(0), whole.WithShard(2)} {
+		d := append([]byte{byte(i)}, data...)
+		if err := p.PutShard(ctx, m, k, d, block.Checksum(d), block.PutOptions{}); err != nil {
+			t.Fatalf("put %v: %v", k, err)
+		}
+		if !stack.Contains(k) {
+			t.Fatalf("%v not in the peer's tiers", k)
+		}
+		got, err := p.GetShard(ctx, m, k)
+		if err != nil || string(got) != string(d) {
+			t.Fatalf("get %v: %q %v", k, got, err)
+		}
+		if err := p.PinShard(ctx, m, k, time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Distinct keys: deleting shard 1 leaves the whole block and shard 3.
+	if err := p.DeleteShard(ctx, m, whole.WithShard(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.GetShard(ctx, m, whole.WithShard(0)); !errors.Is(err, block.ErrNotFound) {
+		t.Fatalf("deleted shard: %v", err)
+	}
+	if !stack.Contains(whole) || !stack.Contains(whole.WithShard(2)) {
+		t.Fatal("delete of one shard removed another key")
+	}
+	bad := []byte("other")
+	if err := p.PutShard(ctx, m, whole, bad, block.Checksum(bad), block.PutOptions{}); !errors.Is(err, block.ErrConflict) {
+		t.Fatalf("conflicting shard: %v", err)
+	}
+	if err := p.PutShard(ctx, m, whole.WithShard(5), bad, block.Checksum(bad)^1, block.PutOptions{}); !errors.Is(err, block.ErrChecksum) {
+		t.Fatalf("bad checksum: %v", err)
+	}
+	if err := p.Healthy(ctx, fsm.Member{ID: "gone", DataAddr: "127.0.0.1:1"}); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("dead member: %v", err)
+	}
+}
