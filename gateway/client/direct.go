@@ -67,7 +67,7 @@ type directState struct {
 	relMu sync.Mutex
 	rels  map[*nconn]*releaseBatch
 
-	notColocated atomic.Bool // latched by DirectFallback
+	notColocated                                         atomic.Bool // latched by DirectFallback
 	direct, fallbacks, mismatches, releases, releaseErrs atomic.Uint64
 }
 
