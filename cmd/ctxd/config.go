@@ -37,6 +37,7 @@ type Config struct {
 	NVMeAdmit    string
 	MaxBlockSize int64
 	PinMaxTTL    time.Duration
+	LeaseTTL     time.Duration
 	S3AdminAddr  string
 	KVSubscribe  string
 	LogLevel     string
@@ -57,6 +58,7 @@ func DefaultConfig() Config {
 		NVMeAdmit:    "all",
 		MaxBlockSize: block.DefaultMaxBlockSize,
 		PinMaxTTL:    24 * time.Hour,
+		LeaseTTL:     30 * time.Second,
 		S3AdminAddr:  "127.0.0.1:7403",
 		LogLevel:     "info",
 		LogFormat:    "text",
@@ -127,6 +129,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a direct-read descriptor lease (native DESCRIBE) lasts if never released")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	return fs

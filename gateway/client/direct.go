@@ -88,7 +88,8 @@ func (c *Client) DirectStats() DirectStats {
 // for a missing block, block.ErrUnavailable when the server hands out no
 // descriptor for it (read it with Get). Every lease must be released
 // (Release or ReleaseAsync); unreleased ones end at their TTL or when the
-// connection closes.
+// connection closes. So do those of a frame abandoned because ctx ended: the
+// server may have granted them, and this client never learns their ids.
 func (c *Client) Describe(ctx context.Context, keys []block.Key) (leases []*Lease, errs []error, err error) {
 	leases = make([]*Lease, len(keys))
 	errs = make([]error, len(keys))
@@ -114,12 +115,6 @@ func (c *Client) Describe(ctx context.Context, keys []block.Key) (leases []*Leas
 		leases[i] = &Lease{Key: keys[i], ID: it.Lease.ID, Desc: it.Lease.Desc, Expires: sent[j].Add(it.Lease.TTL), nc: fl[j].nc}
 		return nil
 	})
-	if ctx.Err() != nil {
-		// Frames abandoned mid-way may still have been granted: their leases
-		// end with their TTL. Release what we know of.
-		c.ReleaseAsync(leases...)
-		return make([]*Lease, len(keys)), errs, err
-	}
 	return leases, errs, err
 }
 
@@ -262,44 +257,77 @@ func (c *Client) closeDirect() {
 // unless Options.DirectFallback is set: then it reads with GET, and so does
 // every later ReadDirect of this client.
 func (c *Client) ReadDirect(ctx context.Context, key block.Key, buf []byte) (int, error) {
-	st := &c.direct
-	if st.notColocated.Load() {
-		st.fallbacks.Add(1)
-		return c.GetInto(ctx, key, buf)
+	if buf == nil {
+		buf = []byte{}
 	}
-	leases, errs, err := c.Describe(ctx, []block.Key{key})
+	sizes, errs, err := c.ReadDirectBatch(ctx, []block.Key{key}, [][]byte{buf})
 	if err != nil {
 		return 0, err
 	}
-	if errs[0] != nil {
-		if errors.Is(errs[0], block.ErrUnavailable) {
-			st.fallbacks.Add(1)
-			return c.GetInto(ctx, key, buf)
+	return sizes[0], errs[0]
+}
+
+// ReadDirectBatch is ReadDirect for several blocks: one DESCRIBE round trip
+// (per frame) for all of them, then each is copied into bufs[i]; fallbacks
+// go in one GET batch. err is as for GetBatch.
+func (c *Client) ReadDirectBatch(ctx context.Context, keys []block.Key, bufs [][]byte) (sizes []int, errs []error, err error) {
+	if len(bufs) != len(keys) {
+		return nil, nil, fmt.Errorf("%w: %d buffers for %d keys", block.ErrInvalidArgument, len(bufs), len(keys))
+	}
+	st := &c.direct
+	if st.notColocated.Load() {
+		st.fallbacks.Add(uint64(len(keys)))
+		return c.GetBatchInto(ctx, keys, bufs)
+	}
+	leases, errs, err := c.Describe(ctx, keys)
+	sizes = make([]int, len(keys))
+	var retry []int // items to read with GET
+	for i, l := range leases {
+		if l == nil {
+			if errors.Is(errs[i], block.ErrUnavailable) {
+				retry = append(retry, i)
+			}
+			continue
 		}
-		return 0, errs[0]
-	}
-	l := leases[0]
-	n, err := c.ReadLease(l, buf)
-	c.ReleaseAsync(l)
-	if err == nil {
-		st.direct.Add(1)
-		return n, nil
-	}
-	var nc *NotColocatedError
-	switch {
-	case errors.As(err, &nc):
-		if !c.opts.DirectFallback {
-			return 0, err
+		n, rerr := c.ReadLease(l, bufs[i])
+		var nc *NotColocatedError
+		switch {
+		case rerr == nil:
+			sizes[i] = n
+			st.direct.Add(1)
+			continue
+		case errors.As(rerr, &nc):
+			if !c.opts.DirectFallback {
+				errs[i] = rerr
+				continue
+			}
+			st.notColocated.Store(true)
+		case errors.Is(rerr, block.ErrChecksum):
+			st.mismatches.Add(1)
+		case errors.Is(rerr, block.ErrUnavailable): // the lease ended first
+		default:
+			errs[i] = rerr
+			continue
 		}
-		st.notColocated.Store(true)
-	case errors.Is(err, block.ErrChecksum):
-		st.mismatches.Add(1)
-	case errors.Is(err, block.ErrUnavailable):
-	default:
-		return 0, err
+		retry = append(retry, i)
 	}
-	st.fallbacks.Add(1)
-	return c.GetInto(ctx, key, buf)
+	c.ReleaseAsync(leases...)
+	if len(retry) > 0 {
+		st.fallbacks.Add(uint64(len(retry)))
+		rk := make([]block.Key, len(retry))
+		rb := make([][]byte, len(retry))
+		for j, i := range retry {
+			rk[j], rb[j] = keys[i], bufs[i]
+		}
+		rs, rerrs, gerr := c.GetBatchInto(ctx, rk, rb)
+		for j, i := range retry {
+			sizes[i], errs[i] = rs[j], rerrs[j]
+		}
+		if err == nil {
+			err = gerr
+		}
+	}
+	return sizes, errs, err
 }
 
 // ReleaseAsync ends leases without waiting: their ids are queued per

@@ -131,6 +131,16 @@ func TestReadDirectThroughTiers(t *testing.T) {
 	if _, err := c.ReadDirect(ctx, block.NewKey("default", 1), make([]byte, 10)); !errors.Is(err, block.ErrTooLarge) {
 		t.Fatalf("short buffer: %v", err)
 	}
+	// A batch: one DESCRIBE for every key, each item answered on its own.
+	keys := []block.Key{block.NewKey("default", 0), block.NewKey("default", 998), block.NewKey("default", 11)}
+	bufs := [][]byte{make([]byte, blockSize), make([]byte, blockSize), make([]byte, blockSize)}
+	sizes, errs, err := c.ReadDirectBatch(ctx, keys, bufs)
+	if err != nil || errs[0] != nil || !errors.Is(errs[1], block.ErrNotFound) || errs[2] != nil {
+		t.Fatalf("batch: %v %v", err, errs)
+	}
+	if !bytes.Equal(bufs[0][:sizes[0]], payload(0, blockSize)) || !bytes.Equal(bufs[2][:sizes[2]], payload(11, blockSize)) {
+		t.Fatal("batch read wrong bytes")
+	}
 	waitLeases(t, srv, 0)
 }
 
