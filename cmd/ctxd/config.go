@@ -37,6 +37,7 @@ type Config struct {
 	NVMeAdmit    string
 	MaxBlockSize int64
 	PinMaxTTL    time.Duration
+	LeaseTTL     time.Duration
 	S3AdminAddr  string
 	KVSubscribe  string
 	LogLevel     string
@@ -66,6 +67,7 @@ func DefaultConfig() Config {
 		NVMeAdmit:    "all",
 		MaxBlockSize: block.DefaultMaxBlockSize,
 		PinMaxTTL:    24 * time.Hour,
+		LeaseTTL:     30 * time.Second,
 		S3AdminAddr:  "127.0.0.1:7403",
 		S3Bucket:     "ctxtier",
 		S3Prefix:     "ctxtier",
@@ -149,6 +151,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.S3TLS, "s3-tls", c.S3TLS, "use https to the S3 tier's server")
 	fs.StringVar(&c.S3Region, "s3-region", c.S3Region, "S3 tier signing region")
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a direct-read descriptor lease (native DESCRIBE) lasts if never released")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	return fs

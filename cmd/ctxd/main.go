@@ -160,6 +160,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ncfg := native.DefaultConfig()
 	ncfg.Addr = cfg.Listen
 	ncfg.MaxBlockSize = cfg.MaxBlockSize
+	ncfg.LeaseTTL = cfg.LeaseTTL
 	nsrv, err := native.New(ncfg, store, met, log)
 	if err != nil {
 		return err

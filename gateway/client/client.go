@@ -24,6 +24,7 @@ type Client struct {
 	next   atomic.Uint64
 	closed atomic.Bool
 	limits wire.Limits
+	direct directState // ReadDirect (direct.go)
 }
 
 type slot struct {
@@ -58,6 +59,7 @@ func (c *Client) Limits() wire.Limits { return c.limits }
 // Close closes every connection; calls in flight fail with block.ErrClosed.
 func (c *Client) Close() error {
 	c.closed.Store(true)
+	defer c.closeDirect()
 	for _, s := range c.slots {
 		if s == nil {
 			continue

@@ -17,6 +17,10 @@ type Options struct {
 	DialTimeout time.Duration
 	// WriteTimeout bounds writing one request frame (0: none).
 	WriteTimeout time.Duration
+	// DirectFallback makes ReadDirect read with GET, from then on, when the
+	// server is not co-located (a descriptor's file cannot be opened here),
+	// instead of returning *NotColocatedError.
+	DirectFallback bool
 
 	// version overrides the protocol version sent in the handshake (tests).
 	version uint16

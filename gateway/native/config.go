@@ -33,11 +33,18 @@ type Config struct {
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing one response (0: none).
 	WriteTimeout time.Duration
+	// LeaseTTL bounds a DESCRIBE lease: it ends then even if the client never
+	// releases it (a tier may end it sooner; the response says when).
+	LeaseTTL time.Duration
+	// MaxLeases bounds the leases one connection holds at once; DESCRIBE
+	// items past it answer Unavailable until the client releases some.
+	MaxLeases int
 }
 
 // DefaultConfig returns the defaults: 64 MiB blocks, frames derived from
 // them, 1 GiB responses, 1024 items a batch, 64 responses in flight per
-// connection, 5 minute idle and 30 second read/write timeouts.
+// connection, 5 minute idle and 30 second read/write timeouts, descriptor
+// leases of 30 s, at most 4096 of them per connection.
 func DefaultConfig() Config {
 	return Config{
 		Addr:             "127.0.0.1:7400",
@@ -49,6 +56,8 @@ func DefaultConfig() Config {
 		IdleTimeout:      5 * time.Minute,
 		ReadTimeout:      30 * time.Second,
 		WriteTimeout:     30 * time.Second,
+		LeaseTTL:         30 * time.Second,
+		MaxLeases:        4096,
 	}
 }
 
@@ -82,6 +91,10 @@ func (c Config) Validate() error {
 		return bad("HandshakeTimeout must be positive")
 	case c.IdleTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0:
 		return bad("timeouts must not be negative")
+	case c.LeaseTTL <= 0 || c.LeaseTTL > time.Duration(math.MaxUint32)*time.Millisecond:
+		return bad("LeaseTTL %v out of range 1ms..%v", c.LeaseTTL, time.Duration(math.MaxUint32)*time.Millisecond)
+	case c.MaxLeases < 1 || c.MaxLeases > 1<<20:
+		return bad("MaxLeases %d out of range 1..1048576", c.MaxLeases)
 	}
 	return nil
 }

@@ -35,6 +35,9 @@ type conn struct {
 	// queued per connection.
 	out chan *response
 
+	// leases are the DESCRIBE leases this connection holds; they end when it closes.
+	leases leaseTable
+
 	mu      sync.Mutex
 	idle    bool // the reader waits for the next frame header
 	closing bool // Shutdown: read no more requests
@@ -90,6 +93,7 @@ func (c *conn) serve() {
 	c.readLoop()
 	close(c.out)
 	<-done
+	c.leases.closeAll()
 }
 
 func (c *conn) handshake() bool {

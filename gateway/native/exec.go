@@ -16,7 +16,7 @@ import (
 func (c *conn) execute(req *wire.Request, start time.Time) *response {
 	s := c.s
 	h := req.Header
-	if h.Op != wire.OpPing {
+	if h.Op != wire.OpPing && h.Op != wire.OpRelease {
 		if _, err := s.store.Namespace(req.Namespace); err != nil {
 			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
 		}
@@ -45,6 +45,10 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 		s.met.Bytes(Proto, in, 0)
 	case wire.OpGet:
 		return c.get(req, r, b)
+	case wire.OpDescribe:
+		b = c.describe(req, b)
+	case wire.OpRelease:
+		b = c.release(req, b)
 	case wire.OpExists:
 		for i, k := range req.Keys {
 			err := keyErr(req, i)

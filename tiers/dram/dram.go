@@ -519,6 +519,37 @@ func (t *Tier) Descriptor(ctx context.Context, key block.Key) (Descriptor, func(
 	return Descriptor{MemFile: t.path, Offset: off, Length: int64(len(ref.Data)), Sum: ref.Sum}, ref.Release, nil
 }
 
+// DescriptorUnverified is Descriptor without reading the bytes: the lease
+// costs no pass over the block. It is for a reader that verifies the bytes
+// it copies against Sum itself (the native protocol's DESCRIBE): on a
+// mismatch it reads the block with Get, which verifies it at rest and drops
+// it if it is corrupt.
+func (t *Tier) DescriptorUnverified(_ context.Context, key block.Key) (Descriptor, func(), error) {
+	now := t.now().UnixNano()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return Descriptor{}, nil, block.ErrClosed
+	}
+	h, ok := t.lookupLocked(key, now)
+	if !ok {
+		t.mu.Unlock()
+		t.st.misses.Add(1)
+		return Descriptor{}, nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
+	}
+	e := &t.entries[h]
+	e.leases++
+	e.access = now
+	if e.tracked {
+		t.policy.Touch(policy.Handle(h))
+	}
+	d := Descriptor{MemFile: t.path, Offset: int64(e.page) * PageSize, Length: e.size, Sum: e.sum}
+	t.mu.Unlock()
+	t.st.hits.Add(1)
+	var once sync.Once
+	return d, func() { once.Do(func() { t.releaseLease(h) }) }, nil
+}
+
 // Stat returns a resident block's metadata without touching its recency.
 func (t *Tier) Stat(_ context.Context, key block.Key) (block.Info, error) {
 	now := t.now().UnixNano()

@@ -107,3 +107,30 @@ func ReadDescriptor(key block.Key, d Descriptor) ([]byte, error) {
 	}
 	return buf[HeaderSize : HeaderSize+d.Length : HeaderSize+d.Length], nil
 }
+
+// Block converts d to the tier-neutral form that travels on the wire.
+func (d Descriptor) Block() block.Descriptor {
+	return block.Descriptor{
+		Tier: block.TierNVMe, Path: d.Path, Offset: d.Offset, ReadLength: d.ExtentLength,
+		DataOffset: d.DataOffset, Length: d.Length, Sum: d.Sum, Generation: d.Generation, Expires: d.Expires,
+	}
+}
+
+// FromBlock is the inverse of Descriptor.Block, for a reader that received a
+// tier-neutral descriptor of an NVMe extent (ReadDescriptor checks the shape).
+func FromBlock(d block.Descriptor) Descriptor {
+	return Descriptor{
+		Path: d.Path, Offset: d.Offset, ExtentLength: d.ReadLength, DataOffset: d.DataOffset,
+		Length: d.Length, Sum: d.Sum, Generation: d.Generation, Expires: d.Expires,
+	}
+}
+
+// BlockDescriptor is Descriptor in the tier-neutral form (the tier manager's
+// lower-tier descriptor hook).
+func (t *Tier) BlockDescriptor(ctx context.Context, key block.Key) (block.Descriptor, func(), error) {
+	d, release, err := t.Descriptor(ctx, key)
+	if err != nil {
+		return block.Descriptor{}, nil, err
+	}
+	return d.Block(), release, nil
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
@@ -14,6 +15,9 @@ import (
 func reencode(r *Request) []byte {
 	if r.Op == OpPing {
 		return []byte{}
+	}
+	if r.Op == OpRelease {
+		return AppendLeaseIDs([]byte{}, r.LeaseIDs)
 	}
 	b := AppendNamespace([]byte{}, r.Namespace)
 	switch r.Op {
@@ -50,6 +54,8 @@ func fuzzSeeds(f *testing.F) {
 	shardKeys := AppendKey(AppendNamespace(nil, "default"), block.NewKey("default", 7).WithPart(3).WithShard(0))
 	pin := append(AppendNamespace(nil, "default"), 1, 0, 0, 0, 0, 0, 0, 0)
 	pin = AppendKey(pin, block.NewKey("default", 7))
+	describe := AppendKey(AppendKey(AppendNamespace(nil, "default"), block.NewKey("default", 7)), block.NewKey("default", 8).WithPart(2))
+	release := AppendLeaseIDs(nil, []uint64{1, 1 << 40})
 	for _, s := range []struct {
 		op    Op
 		count uint32
@@ -58,6 +64,7 @@ func fuzzSeeds(f *testing.F) {
 		{OpPut, 1, put}, {OpGet, 1, keys}, {OpExists, 1, keys}, {OpLookup, 1, keys},
 		{OpDelete, 1, keys}, {OpPin, 1, pin}, {OpPing, 0, nil}, {OpPut, 2, put}, {99, 0, nil},
 		{OpPut, 1, shardPut}, {OpGet, 1, shardKeys}, {OpDelete, 1, shardKeys},
+		{OpDescribe, 2, describe}, {OpRelease, 2, release}, {OpRelease, 0, nil}, {OpRelease, 3, release},
 	} {
 		f.Add(append(AppendHeader(nil, Header{Length: uint32(len(s.body)), Op: s.op, ID: 1, Count: s.count}), s.body...))
 	}
@@ -87,7 +94,10 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 			return
 		}
-		if r.Op != OpPut && r.Op != OpPing && len(r.Keys) != int(h.Count) {
+		if r.Op == OpRelease && len(r.LeaseIDs) != int(h.Count) {
+			t.Fatalf("%d lease ids for count %d", len(r.LeaseIDs), h.Count)
+		}
+		if r.Op != OpPut && r.Op != OpPing && r.Op != OpRelease && len(r.Keys) != int(h.Count) {
 			t.Fatalf("%d keys for count %d", len(r.Keys), h.Count)
 		}
 		if r.Op == OpPut && len(r.Items) != int(h.Count) {
@@ -110,6 +120,15 @@ func FuzzReadResponse(f *testing.F) {
 	f.Add(append(AppendHeader(nil, Header{Length: 4, Op: OpLookup, Flags: FlagResponse}), 3, 0, 0, 0))
 	f.Add(append(AppendHeader(nil, Header{Length: 5, Op: OpExists, Flags: FlagResponse, Count: 1}), 0, 0, 0, 0, 1))
 	f.Add(append(AppendHeader(nil, Header{Length: 5, Op: OpPut, Flags: FlagResponse, Code: errcode.TooLarge}), AppendErrorBody(nil, "big")...))
+	desc := AppendStatus(nil, errcode.OK, "")
+	desc = AppendDescribeItem(desc, Lease{ID: 9, TTL: 30 * time.Second, Desc: block.Descriptor{
+		Tier: block.TierDRAM, Path: "/proc/1/fd/3", Offset: 8192, ReadLength: 100, DataOffset: 8192, Length: 100, Sum: 5}})
+	desc = AppendDescribeItem(AppendStatus(desc, errcode.OK, ""), Lease{ID: 10, TTL: time.Second, Desc: block.Descriptor{
+		Tier: block.TierNVMe, Path: "/d/segments/1.seg", Offset: 4096, ReadLength: 8192, DataOffset: 8192, Length: 10, Sum: 6, Generation: 3}})
+	desc = AppendStatus(desc, errcode.Unavailable, "reclaiming")
+	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(desc)), Op: OpDescribe, Flags: FlagResponse, Count: 3}), desc...))
+	rel := AppendStatus(AppendStatus(nil, errcode.OK, ""), errcode.NotFound, "no lease")
+	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(rel)), Op: OpRelease, Flags: FlagResponse, Count: 2}), rel...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeHeader(b, 1<<20)
 		if err != nil {
@@ -125,6 +144,15 @@ func FuzzReadResponse(f *testing.F) {
 		for _, it := range r.Items {
 			if uint32(len(it.Data)) != it.Size && !it.Skipped && it.Code == errcode.OK && h.Op == OpGet {
 				t.Fatalf("item data %d bytes, size %d", len(it.Data), it.Size)
+			}
+			if it.Code == errcode.OK && h.Op == OpDescribe {
+				if err := CheckDescriptor(it.Lease.Desc); err != nil {
+					t.Fatalf("accepted a bad descriptor: %v", err)
+				}
+				re := AppendDescribeItem(nil, it.Lease)
+				if DecodeLen := DescribeItemLen(len(it.Lease.Desc.Path)); len(re) != DecodeLen {
+					t.Fatalf("re-encoded describe item is %d bytes, want %d", len(re), DecodeLen)
+				}
 			}
 		}
 	})

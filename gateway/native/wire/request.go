@@ -21,6 +21,8 @@ type Request struct {
 	Items []PutItem
 	// PinTTL is a PIN's duration.
 	PinTTL time.Duration
+	// LeaseIDs are a RELEASE's leases.
+	LeaseIDs []uint64
 }
 
 // DecodeRequest decodes the body of a request frame whose header h was
@@ -47,6 +49,9 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 	}
 	if h.Count > lim.MaxBatch {
 		return req, fmt.Errorf("%w: %d items in one request, the maximum is %d", block.ErrTooLarge, h.Count, lim.MaxBatch)
+	}
+	if h.Op == OpRelease {
+		return req, req.decodeRelease(body)
 	}
 	if len(body) < 1 || len(body) < 1+int(body[0]) {
 		return req, fmt.Errorf("%w: body too short for the namespace", errcode.ErrMalformedFrame)

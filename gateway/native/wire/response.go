@@ -26,6 +26,8 @@ type ItemResult struct {
 	// (each chunk is summed as it lands, while it is still in cache); the
 	// receiver compares it with Sum.
 	DataSum uint32
+	// Lease is a DESCRIBE item's leased descriptor.
+	Lease Lease
 }
 
 // Response is a decoded response frame.
@@ -81,7 +83,7 @@ func ReadResponse(r io.Reader, h Header, dest Dest) (*Response, error) {
 			return resp, err
 		}
 		return resp, br.finish()
-	case OpPut, OpDelete, OpPin, OpGet, OpExists:
+	case OpPut, OpDelete, OpPin, OpGet, OpExists, OpDescribe, OpRelease:
 	default:
 		return resp, fmt.Errorf("%w: response for unknown opcode %d", errcode.ErrMalformedFrame, uint8(h.Op))
 	}
@@ -122,6 +124,10 @@ func ReadResponse(r io.Reader, h Header, dest Dest) (*Response, error) {
 			it.Present = p == 1
 		case OpGet:
 			if err := br.getItem(i, it, dest); err != nil {
+				return resp, err
+			}
+		case OpDescribe:
+			if err := br.describeItem(i, it); err != nil {
 				return resp, err
 			}
 		}

@@ -58,10 +58,14 @@ const (
 	OpDelete Op = 5
 	OpPin    Op = 6
 	OpPing   Op = 7
+	// OpDescribe and OpRelease are the direct-read descriptor leases of
+	// co-located clients (describe.go).
+	OpDescribe Op = 8
+	OpRelease  Op = 9
 )
 
 // Known reports whether o is an opcode of this version.
-func (o Op) Known() bool { return o >= OpPut && o <= OpPing }
+func (o Op) Known() bool { return o >= OpPut && o <= OpRelease }
 
 // String names the opcode (metrics label and logs).
 func (o Op) String() string {
@@ -80,6 +84,10 @@ func (o Op) String() string {
 		return "pin"
 	case OpPing:
 		return "ping"
+	case OpDescribe:
+		return "describe"
+	case OpRelease:
+		return "release"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

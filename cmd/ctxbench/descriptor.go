@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/client"
+)
+
+func init() {
+	register("descriptor", "direct reads through leased descriptors vs a plain memcpy and the TCP GET path", runDescriptor)
+}
+
+// descConfig is the descriptor mode's flags.
+type descConfig struct {
+	Addr      string
+	Namespace string
+	BlockSize int
+	Clients   int
+	Duration  time.Duration
+	Keys      int
+	Batch     int
+}
+
+func parseDescFlags(args []string, errOut io.Writer) (descConfig, error) {
+	var c descConfig
+	fs := flag.NewFlagSet("descriptor", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var size string
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:7400", "native protocol address of a ctxd on this machine")
+	fs.StringVar(&c.Namespace, "namespace", block.DefaultNamespace, "namespace of the blocks")
+	fs.StringVar(&size, "block-size", "2MiB", "block size (bytes, or with a KiB/MiB/GiB suffix)")
+	fs.IntVar(&c.Clients, "clients", 4, "concurrent readers, one connection each")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measuring time of each path (memcpy, descriptor, tcp), in alternating rounds")
+	fs.IntVar(&c.Keys, "keys", 64, "working set: distinct blocks, all DRAM-resident (keys x block-size must fit the server's DRAM)")
+	fs.IntVar(&c.Batch, "batch", 1, "blocks per request on the descriptor and tcp paths (one DESCRIBE or GET round trip for all)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	n, err := parseSize(size)
+	if err != nil {
+		return c, err
+	}
+	c.BlockSize = n
+	switch {
+	case c.Clients < 1 || c.Clients > 1024:
+		return c, fmt.Errorf("--clients %d out of range 1..1024", c.Clients)
+	case c.Duration <= 0:
+		return c, fmt.Errorf("--duration must be positive")
+	case c.Keys < 1:
+		return c, fmt.Errorf("--keys must be at least 1")
+	case c.Batch < 1 || c.Batch > c.Keys:
+		return c, fmt.Errorf("--batch %d out of range 1..--keys", c.Batch)
+	case c.BlockSize < 8 || c.BlockSize > block.HardMaxBlockSize:
+		return c, fmt.Errorf("--block-size %d out of range 8..%d", c.BlockSize, block.HardMaxBlockSize)
+	}
+	return c, nil
+}
+
+func runDescriptor(ctx context.Context, args []string) error {
+	cfg, err := parseDescFlags(args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	return runDescriptorWith(ctx, cfg, os.Stdout)
+}
+
+// pathStats is what one path moved.
+type pathStats struct {
+	ops, bytes atomic.Int64
+	elapsed    time.Duration
+	// Descriptor breakdown (nanoseconds summed over reads): DESCRIBE round
+	// trip, and copy + checksum out of the mapping.
+	describeNs, readNs atomic.Int64
+}
+
+func (p *pathStats) gbps() float64 {
+	if p.elapsed <= 0 {
+		return 0
+	}
+	return float64(p.bytes.Load()) / p.elapsed.Seconds() / 1e9
+}
+
+// runDescriptorWith puts a DRAM-resident working set, then measures in
+// alternating rounds: (1) memcpy: each reader copies random blocks out of an
+// mmap'd region of the same size as the working set into its buffer; (2)
+// descriptor: ReadDirect's steps (DESCRIBE, copy out of the mapped memory
+// file with CRC-32C, asynchronous RELEASE), timed each, where any fallback
+// to GET is an error; (3) tcp: client.GetBatchInto over the
+// native protocol. It prints ratio_vs_memcpy and ratio_vs_tcp of (2).
+func runDescriptorWith(ctx context.Context, cfg descConfig, out io.Writer) error {
+	clients := make([]*client.Client, cfg.Clients)
+	defer func() {
+		for _, c := range clients {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	for i := range clients {
+		c, err := client.Dial(ctx, cfg.Addr, client.Options{Conns: 1})
+		if err != nil {
+			return err
+		}
+		clients[i] = c
+	}
+	ws := newWorkingSet(loadConfig{Namespace: cfg.Namespace, BlockSize: cfg.BlockSize, Keys: cfg.Keys})
+	if err := ws.prePut(ctx, clients); err != nil {
+		return fmt.Errorf("put of the working set: %w", err)
+	}
+	// Every block must be DRAM-resident and readable through a descriptor.
+	keys := make([]block.Key, cfg.Keys)
+	for i := range keys {
+		keys[i] = ws.key(i)
+	}
+	leases, errs, err := clients[0].Describe(ctx, keys)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, cfg.BlockSize)
+	for i, l := range leases {
+		if errs[i] != nil {
+			return fmt.Errorf("describe %s: %w", keys[i], errs[i])
+		}
+		if l.Desc.Tier != block.TierDRAM {
+			return fmt.Errorf("%s is in %s, not DRAM: use fewer --keys or a larger --dram-capacity", keys[i], l.Desc.Tier)
+		}
+		if _, err := clients[0].ReadLease(l, buf); err != nil {
+			return fmt.Errorf("read through a descriptor: %w", err)
+		}
+	}
+	clients[0].Release(ctx, leases...)
+
+	region, err := unix.Mmap(-1, 0, cfg.Keys*cfg.BlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return fmt.Errorf("memcpy baseline region: %w", err)
+	}
+	defer unix.Munmap(region)
+	for i := range cfg.Keys {
+		ws.fill(region[i*cfg.BlockSize:(i+1)*cfg.BlockSize], i)
+	}
+
+	var mem, desc, tcp pathStats
+	rounds := max(1, min(5, int(cfg.Duration/(500*time.Millisecond))))
+	seg := cfg.Duration / time.Duration(rounds)
+	for r := range rounds {
+		d := seg
+		if r == rounds-1 {
+			d = cfg.Duration - seg*time.Duration(rounds-1)
+		}
+		pick := func(r *rand.Rand) []block.Key {
+			ks := make([]block.Key, cfg.Batch)
+			for j := range ks {
+				ks[j] = ws.key(r.IntN(cfg.Keys))
+			}
+			return ks
+		}
+		for _, p := range []struct {
+			st  *pathStats
+			run func(ctx context.Context, w int, r *rand.Rand, bufs [][]byte, st *pathStats) error
+		}{
+			{&mem, func(_ context.Context, _ int, r *rand.Rand, bufs [][]byte, _ *pathStats) error {
+				for _, buf := range bufs {
+					i := r.IntN(cfg.Keys)
+					copy(buf, region[i*cfg.BlockSize:(i+1)*cfg.BlockSize])
+				}
+				return nil
+			}},
+			{&desc, func(ctx context.Context, w int, r *rand.Rand, bufs [][]byte, st *pathStats) error {
+				return readDirectTimed(ctx, clients[w], pick(r), bufs, st)
+			}},
+			{&tcp, func(ctx context.Context, w int, r *rand.Rand, bufs [][]byte, _ *pathStats) error {
+				_, errs, err := clients[w].GetBatchInto(ctx, pick(r), bufs)
+				return errors.Join(append(errs, err)...)
+			}},
+		} {
+			if err := measure(ctx, cfg, d, p.st, p.run); err != nil {
+				return err
+			}
+		}
+	}
+	per := func(p *pathStats) float64 { // mean microseconds per block per reader
+		if n := p.ops.Load(); n > 0 {
+			return p.elapsed.Seconds() * 1e6 * float64(cfg.Clients) / float64(n)
+		}
+		return 0
+	}
+	fmt.Fprintf(out, "descriptor: addr=%s block=%d clients=%d batch=%d keys=%d (working set %d MiB) duration=%s per path in %d rounds\n",
+		cfg.Addr, cfg.BlockSize, cfg.Clients, cfg.Batch, cfg.Keys, cfg.Keys*cfg.BlockSize>>20, cfg.Duration, rounds)
+	fmt.Fprintf(out, "memcpy:     %.3f GB/s  %.1f us/block  (%d blocks)\n", mem.gbps(), per(&mem), mem.ops.Load())
+	fmt.Fprintf(out, "descriptor: %.3f GB/s  %.1f us/block  (%d blocks, every one read directly and verified)\n",
+		desc.gbps(), per(&desc), desc.ops.Load())
+	if n := desc.ops.Load(); n > 0 {
+		fmt.Fprintf(out, "  where the time goes: describe round trip %.1f us, copy+crc32c %.1f us, rest %.1f us per block\n",
+			float64(desc.describeNs.Load())/float64(n)/1e3, float64(desc.readNs.Load())/float64(n)/1e3,
+			per(&desc)-float64(desc.describeNs.Load()+desc.readNs.Load())/float64(n)/1e3)
+	}
+	fmt.Fprintf(out, "tcp get:    %.3f GB/s  %.1f us/block  (%d blocks)\n", tcp.gbps(), per(&tcp), tcp.ops.Load())
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	fmt.Fprintf(out, "ratio_vs_tcp=%.3f\n", ratio(desc.gbps(), tcp.gbps()))
+	fmt.Fprintf(out, "ratio_vs_memcpy=%.3f\n", ratio(desc.gbps(), mem.gbps()))
+	return nil
+}
+
+// readDirectTimed is client.ReadDirectBatch split into its steps so the
+// time of each can be reported: DESCRIBE, ReadLease (copy + CRC-32C) of each
+// block, ReleaseAsync. Anything but a clean direct read is an error here.
+func readDirectTimed(ctx context.Context, c *client.Client, keys []block.Key, bufs [][]byte, st *pathStats) error {
+	t0 := time.Now()
+	ls, errs, err := c.Describe(ctx, keys)
+	if err != nil {
+		c.ReleaseAsync(ls...)
+		return err
+	}
+	t1 := time.Now()
+	for i, l := range ls {
+		if errs[i] != nil {
+			err = errs[i]
+			break
+		}
+		var n int
+		if n, err = c.ReadLease(l, bufs[i]); err != nil {
+			break
+		}
+		if n != len(bufs[i]) {
+			err = fmt.Errorf("%s: read %d bytes, want %d", keys[i], n, len(bufs[i]))
+			break
+		}
+	}
+	t2 := time.Now()
+	c.ReleaseAsync(ls...)
+	if err != nil {
+		return err
+	}
+	st.describeNs.Add(int64(t1.Sub(t0)))
+	st.readNs.Add(int64(t2.Sub(t1)))
+	return nil
+}
+
+// measure runs cfg.Clients readers doing op (cfg.Batch blocks a call) for d
+// and adds to st.
+func measure(ctx context.Context, cfg descConfig, d time.Duration, st *pathStats,
+	op func(ctx context.Context, w int, r *rand.Rand, bufs [][]byte, st *pathStats) error) error {
+	runCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for w := range cfg.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			bufs := make([][]byte, cfg.Batch)
+			for j := range bufs {
+				bufs[j] = make([]byte, cfg.BlockSize)
+			}
+			for runCtx.Err() == nil {
+				if err := op(runCtx, w, r, bufs, st); err != nil {
+					if runCtx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+						cancel()
+					}
+					return
+				}
+				st.ops.Add(int64(cfg.Batch))
+				st.bytes.Add(int64(cfg.Batch * cfg.BlockSize))
+			}
+		}()
+	}
+	wg.Wait()
+	st.elapsed += time.Since(start)
+	if err, ok := firstErr.Load().(error); ok {
+		return err
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,428 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/gateway/native/wire"
+	"github.com/ctxtier/ctxtier/tiers/nvme"
+)
+
+// NotColocatedError is ReadLease's (and, without Options.DirectFallback,
+// ReadDirect's) answer when this process cannot open the file a descriptor
+// names: the server runs on another machine, in another container, or as
+// another user. Read the block with Get instead.
+type NotColocatedError struct {
+	Path string
+	Err  error
+}
+
+func (e *NotColocatedError) Error() string {
+	return fmt.Sprintf("client: the server is not co-located: cannot open %s: %v", e.Path, e.Err)
+}
+
+func (e *NotColocatedError) Unwrap() error { return e.Err }
+
+// Lease is a leased direct-read descriptor (see Describe). It is valid until
+// Expires or until it is released, whichever comes first.
+type Lease struct {
+	Key  block.Key
+	ID   uint64
+	Desc block.Descriptor
+	// Expires is the lease's end by this machine's clock, counted from before
+	// the request was sent (so never later than the server's).
+	Expires time.Time
+
+	nc       *nconn // RELEASE must go on the connection that described it
+	released atomic.Bool
+}
+
+// DirectStats counts what ReadDirect did.
+type DirectStats struct {
+	Direct      uint64 // reads served through a descriptor
+	Fallbacks   uint64 // reads served by GET (not co-located, no descriptor, or a failed check)
+	Mismatches  uint64 // descriptor reads whose checksum did not match (then re-read by GET)
+	Releases    uint64 // leases released by RELEASE frames
+	ReleaseErrs uint64 // leases a RELEASE could not end (expired first, or the connection broke)
+}
+
+// directState is the client's direct-read state: the memory-file mappings
+// (one per path, shared by all reads), the release batches per connection,
+// and counters.
+type directState struct {
+	mu     sync.RWMutex // read-held while copying out of a mapping
+	maps   map[string][]byte
+	closed bool
+
+	relMu sync.Mutex
+	rels  map[*nconn]*releaseBatch
+
+	notColocated                                         atomic.Bool // latched by DirectFallback
+	direct, fallbacks, mismatches, releases, releaseErrs atomic.Uint64
+}
+
+type releaseBatch struct {
+	ids  []uint64
+	busy bool
+}
+
+// DirectStats returns ReadDirect's counters.
+func (c *Client) DirectStats() DirectStats {
+	d := &c.direct
+	return DirectStats{Direct: d.direct.Load(), Fallbacks: d.fallbacks.Load(), Mismatches: d.mismatches.Load(),
+		Releases: d.releases.Load(), ReleaseErrs: d.releaseErrs.Load()}
+}
+
+// Describe leases a direct-read descriptor for each key (DESCRIBE, pipelined
+// in frames as GET). leases[i] is nil where errs[i] is not: block.ErrNotFound
+// for a missing block, block.ErrUnavailable when the server hands out no
+// descriptor for it (read it with Get). Every lease must be released
+// (Release or ReleaseAsync); unreleased ones end at their TTL or when the
+// connection closes. So do those of a frame abandoned because ctx ended: the
+// server may have granted them, and this client never learns their ids.
+func (c *Client) Describe(ctx context.Context, keys []block.Key) (leases []*Lease, errs []error, err error) {
+	leases = make([]*Lease, len(keys))
+	errs = make([]error, len(keys))
+	chs := c.chunks(len(keys), func(i int) string { return keys[i].Namespace }, nil)
+	fl := make([]flight, len(chs))
+	sent := make([]time.Time, len(chs))
+	owner := make([]int, len(keys)) // frame of key i
+	for j, ch := range chs {
+		f := &fl[j]
+		f.ch = ch
+		for i := ch.lo; i < ch.hi; i++ {
+			owner[i] = j
+		}
+		if f.nc, f.err = c.conn(ctx); f.err != nil {
+			continue
+		}
+		f.cl = &call{op: wire.OpDescribe, count: uint32(ch.hi - ch.lo)}
+		sent[j] = time.Now()
+		f.err = f.nc.start(f.cl, keyFrame(wire.OpDescribe, keys[ch.lo:ch.hi], 0), nil, 0)
+	}
+	err = c.collect(ctx, fl, identity, errs, func(i int, it *wire.ItemResult) error {
+		j := owner[i]
+		leases[i] = &Lease{Key: keys[i], ID: it.Lease.ID, Desc: it.Lease.Desc, Expires: sent[j].Add(it.Lease.TTL), nc: fl[j].nc}
+		return nil
+	})
+	return leases, errs, err
+}
+
+// directChunk bounds how many bytes are copied before they are checksummed,
+// so the checksum reads them from cache.
+const directChunk = 64 << 10
+
+// ReadLease copies l's block into buf itself (a read-only mmap of the memory
+// file for DRAM, an O_DIRECT pread of the extent for NVMe, via
+// nvme.ReadDescriptor) and verifies its CRC-32C. It returns
+// *NotColocatedError when the file cannot be opened, block.ErrTooLarge when
+// buf is short, block.ErrUnavailable when the lease has expired, and
+// block.ErrChecksum when the bytes read do not match (a lease that ended
+// while reading, or corruption at rest). It does not release l.
+func (c *Client) ReadLease(l *Lease, buf []byte) (int, error) {
+	d := l.Desc
+	if int64(len(buf)) < d.Length {
+		return 0, fmt.Errorf("%w: %s: block is %d bytes, buffer %d", block.ErrTooLarge, l.Key, d.Length, len(buf))
+	}
+	if l.released.Load() || !time.Now().Before(l.Expires) {
+		return 0, fmt.Errorf("%w: %s: lease %d has ended", block.ErrUnavailable, l.Key, l.ID)
+	}
+	switch d.Tier {
+	case block.TierDRAM:
+		return c.readMem(l, buf)
+	case block.TierNVMe:
+		data, err := nvme.ReadDescriptor(l.Key, nvme.FromBlock(d))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+				return 0, &NotColocatedError{Path: d.Path, Err: err}
+			}
+			return 0, err
+		}
+		return copy(buf, data), nil
+	}
+	return 0, fmt.Errorf("%w: descriptor of tier %q", errcode.ErrMalformedFrame, d.Tier)
+}
+
+func (c *Client) readMem(l *Lease, buf []byte) (int, error) {
+	d := l.Desc
+	st := &c.direct
+	st.mu.RLock()
+	m, ok := st.maps[d.Path]
+	if !ok || int64(len(m)) < d.Offset+d.Length {
+		st.mu.RUnlock()
+		if err := c.mapMem(d.Path, d.Offset+d.Length); err != nil {
+			return 0, err
+		}
+		st.mu.RLock()
+		m = st.maps[d.Path]
+	}
+	if st.closed || int64(len(m)) < d.Offset+d.Length {
+		st.mu.RUnlock()
+		return 0, fmt.Errorf("%w: %s: %s holds %d bytes, the descriptor needs %d", block.ErrChecksum, l.Key, d.Path, len(m), d.Offset+d.Length)
+	}
+	src := m[d.Offset : d.Offset+d.Length]
+	dst := buf[:d.Length]
+	var sum uint32
+	for off := 0; off < len(src); off += directChunk {
+		end := min(off+directChunk, len(src))
+		copy(dst[off:end], src[off:end])
+		sum = block.UpdateChecksum(sum, dst[off:end])
+	}
+	st.mu.RUnlock()
+	if sum != d.Sum {
+		// Perhaps the mapping is of a file the server has since replaced:
+		// map it afresh next time.
+		c.unmapMem(d.Path)
+		return 0, fmt.Errorf("%w: %s: bytes read through the descriptor are %08x, lease says %08x", block.ErrChecksum, l.Key, sum, d.Sum)
+	}
+	return int(d.Length), nil
+}
+
+// mapMem maps path read-only (replacing a mapping shorter than need).
+func (c *Client) mapMem(path string, need int64) error {
+	st := &c.direct
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return fmt.Errorf("client: %w", block.ErrClosed)
+	}
+	if m, ok := st.maps[path]; ok && int64(len(m)) >= need {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return &NotColocatedError{Path: path, Err: err}
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return &NotColocatedError{Path: path, Err: err}
+	}
+	if fi.Size() < need {
+		return fmt.Errorf("%w: %s is %d bytes, the descriptor needs %d", block.ErrChecksum, path, fi.Size(), need)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return &NotColocatedError{Path: path, Err: err}
+	}
+	if old, ok := st.maps[path]; ok {
+		unix.Munmap(old)
+	}
+	if st.maps == nil {
+		st.maps = map[string][]byte{}
+	}
+	st.maps[path] = m
+	return nil
+}
+
+func (c *Client) unmapMem(path string) {
+	st := &c.direct
+	st.mu.Lock()
+	if m, ok := st.maps[path]; ok {
+		unix.Munmap(m)
+		delete(st.maps, path)
+	}
+	st.mu.Unlock()
+}
+
+// closeDirect unmaps every memory file (reads in progress finish first).
+func (c *Client) closeDirect() {
+	st := &c.direct
+	st.mu.Lock()
+	st.closed = true
+	for p, m := range st.maps {
+		unix.Munmap(m)
+		delete(st.maps, p)
+	}
+	st.mu.Unlock()
+}
+
+// ReadDirect reads key's block into buf through a descriptor: DESCRIBE, then
+// ReadLease, then an asynchronous, batched RELEASE (the call does not wait
+// for it). It falls back to GET when the server hands out no descriptor for
+// the block (block.ErrUnavailable, e.g. a segment being reclaimed), when the
+// lease ended before the copy, and when the copied bytes fail their checksum
+// (the server then verifies the block at rest and drops it if it is corrupt).
+// When the descriptor's file cannot be opened it returns *NotColocatedError,
+// unless Options.DirectFallback is set: then it reads with GET, and so does
+// every later ReadDirect of this client.
+func (c *Client) ReadDirect(ctx context.Context, key block.Key, buf []byte) (int, error) {
+	if buf == nil {
+		buf = []byte{}
+	}
+	sizes, errs, err := c.ReadDirectBatch(ctx, []block.Key{key}, [][]byte{buf})
+	if err != nil {
+		return 0, err
+	}
+	return sizes[0], errs[0]
+}
+
+// ReadDirectBatch is ReadDirect for several blocks: one DESCRIBE round trip
+// (per frame) for all of them, then each is copied into bufs[i]; fallbacks
+// go in one GET batch. err is as for GetBatch.
+func (c *Client) ReadDirectBatch(ctx context.Context, keys []block.Key, bufs [][]byte) (sizes []int, errs []error, err error) {
+	if len(bufs) != len(keys) {
+		return nil, nil, fmt.Errorf("%w: %d buffers for %d keys", block.ErrInvalidArgument, len(bufs), len(keys))
+	}
+	st := &c.direct
+	if st.notColocated.Load() {
+		st.fallbacks.Add(uint64(len(keys)))
+		return c.GetBatchInto(ctx, keys, bufs)
+	}
+	leases, errs, err := c.Describe(ctx, keys)
+	sizes = make([]int, len(keys))
+	var retry []int // items to read with GET
+	for i, l := range leases {
+		if l == nil {
+			if errors.Is(errs[i], block.ErrUnavailable) {
+				retry = append(retry, i)
+			}
+			continue
+		}
+		n, rerr := c.ReadLease(l, bufs[i])
+		var nc *NotColocatedError
+		switch {
+		case rerr == nil:
+			sizes[i] = n
+			st.direct.Add(1)
+			continue
+		case errors.As(rerr, &nc):
+			if !c.opts.DirectFallback {
+				errs[i] = rerr
+				continue
+			}
+			st.notColocated.Store(true)
+		case errors.Is(rerr, block.ErrChecksum):
+			st.mismatches.Add(1)
+		case errors.Is(rerr, block.ErrUnavailable): // the lease ended first
+		default:
+			errs[i] = rerr
+			continue
+		}
+		retry = append(retry, i)
+	}
+	c.ReleaseAsync(leases...)
+	if len(retry) > 0 {
+		st.fallbacks.Add(uint64(len(retry)))
+		rk := make([]block.Key, len(retry))
+		rb := make([][]byte, len(retry))
+		for j, i := range retry {
+			rk[j], rb[j] = keys[i], bufs[i]
+		}
+		rs, rerrs, gerr := c.GetBatchInto(ctx, rk, rb)
+		for j, i := range retry {
+			sizes[i], errs[i] = rs[j], rerrs[j]
+		}
+		if err == nil {
+			err = gerr
+		}
+	}
+	return sizes, errs, err
+}
+
+// ReleaseAsync ends leases without waiting: their ids are queued per
+// connection and sent in RELEASE frames by one goroutine per connection,
+// which batches whatever accumulated while the previous frame was in flight.
+// Nil and already released leases are skipped.
+func (c *Client) ReleaseAsync(leases ...*Lease) {
+	st := &c.direct
+	for _, l := range leases {
+		if l == nil || l.nc == nil || !l.released.CompareAndSwap(false, true) {
+			continue
+		}
+		st.relMu.Lock()
+		if st.rels == nil {
+			st.rels = map[*nconn]*releaseBatch{}
+		}
+		rb := st.rels[l.nc]
+		if rb == nil {
+			rb = &releaseBatch{}
+			st.rels[l.nc] = rb
+		}
+		rb.ids = append(rb.ids, l.ID)
+		start := !rb.busy
+		rb.busy = true
+		st.relMu.Unlock()
+		if start {
+			go c.flushReleases(l.nc, rb)
+		}
+	}
+}
+
+func (c *Client) flushReleases(nc *nconn, rb *releaseBatch) {
+	st := &c.direct
+	for {
+		st.relMu.Lock()
+		ids := rb.ids
+		rb.ids = nil
+		if len(ids) == 0 {
+			rb.busy = false
+			if !nc.healthy() {
+				delete(st.rels, nc)
+			}
+			st.relMu.Unlock()
+			return
+		}
+		st.relMu.Unlock()
+		errs := c.releaseIDs(context.Background(), nc, ids)
+		for _, err := range errs {
+			if err != nil {
+				st.releaseErrs.Add(1)
+			} else {
+				st.releases.Add(1)
+			}
+		}
+	}
+}
+
+// Release ends leases and waits for the server's answer; errs[i] is
+// block.ErrNotFound when lease i had already ended (expired, or its
+// connection closed, which ends every lease it held).
+func (c *Client) Release(ctx context.Context, leases ...*Lease) []error {
+	errs := make([]error, len(leases))
+	byConn := map[*nconn][]int{}
+	for i, l := range leases {
+		if l == nil || l.nc == nil || !l.released.CompareAndSwap(false, true) {
+			errs[i] = fmt.Errorf("%w: lease already released", block.ErrNotFound)
+			continue
+		}
+		byConn[l.nc] = append(byConn[l.nc], i)
+	}
+	for nc, idx := range byConn {
+		ids := make([]uint64, len(idx))
+		for j, i := range idx {
+			ids[j] = leases[i].ID
+		}
+		for j, err := range c.releaseIDs(ctx, nc, ids) {
+			errs[idx[j]] = err
+		}
+	}
+	return errs
+}
+
+// releaseIDs sends RELEASE frames (at most MaxBatch ids each, pipelined) on
+// nc and returns one error per id.
+func (c *Client) releaseIDs(ctx context.Context, nc *nconn, ids []uint64) []error {
+	errs := make([]error, len(ids))
+	maxBatch := max(int(c.limits.MaxBatch), 1)
+	var fl []flight
+	for lo := 0; lo < len(ids); lo += maxBatch {
+		hi := min(lo+maxBatch, len(ids))
+		f := flight{ch: chunk{lo, hi}, nc: nc, cl: &call{op: wire.OpRelease, count: uint32(hi - lo)}}
+		head := wire.AppendLeaseIDs(make([]byte, wire.HeaderSize, wire.HeaderSize+(hi-lo)*wire.LeaseIDSize), ids[lo:hi])
+		f.err = nc.start(f.cl, head, nil, 0)
+		fl = append(fl, f)
+	}
+	c.collect(ctx, fl, identity, errs, nil)
+	return errs
+}
