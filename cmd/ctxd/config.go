@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
+	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
@@ -51,6 +52,17 @@ type Config struct {
 	S3SecretKey string
 	S3TLS       bool
 	S3Region    string
+	// Cluster settings. ctxd always runs Raft: alone, a node bootstraps a
+	// one-voter cluster.
+	NodeID          string
+	RaftListen      string
+	PeerListen      string
+	Advertise       string
+	Join            string
+	BootstrapExpect int
+	InitialPeers    string
+	Zone            string
+	DeadAfter       time.Duration
 }
 
 // DefaultConfig is what `ctxd` with no flags runs: one node, data in
@@ -74,7 +86,19 @@ func DefaultConfig() Config {
 		S3Region:     "us-east-1",
 		LogLevel:     "info",
 		LogFormat:    "text",
+		NodeID:       defaultNodeID(),
+		RaftListen:   "127.0.0.1:7402",
+		PeerListen:   "127.0.0.1:7404",
+		DeadAfter:    10 * time.Second,
 	}
+}
+
+func defaultNodeID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "ctxd"
+	}
+	return h
 }
 
 // Validate checks the settings that the components do not check themselves.
@@ -100,6 +124,19 @@ func (c Config) Validate() error {
 	}
 	if c.S3Endpoint != "" && c.NVMeDir == "" {
 		errs = append(errs, errors.New("s3-endpoint needs nvme-dir: the S3 tier takes the blocks NVMe evicts"))
+	}
+	if c.NodeID == "" || c.RaftListen == "" || c.PeerListen == "" {
+		errs = append(errs, errors.New("node-id, raft-listen and peer-listen must not be empty"))
+	}
+	if c.DeadAfter < time.Second {
+		errs = append(errs, fmt.Errorf("dead-after %v: want at least 1s", c.DeadAfter))
+	}
+	if peers, err := parsePeers(c.InitialPeers); err != nil {
+		errs = append(errs, err)
+	} else if len(peers) > 0 && c.BootstrapExpect != 0 && c.BootstrapExpect != len(peers) {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d but initial-peers names %d nodes", c.BootstrapExpect, len(peers)))
+	} else if c.BootstrapExpect > 1 && len(peers) == 0 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d needs initial-peers (ID@RAFTADDR for every node, the same list on each)", c.BootstrapExpect))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
@@ -154,6 +191,15 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a direct-read descriptor lease (native DESCRIBE) lasts if never released")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this node's id in the cluster, for ever (default: the hostname)")
+	fs.StringVar(&c.RaftListen, "raft-listen", c.RaftListen, "Raft transport address")
+	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "node-to-node shard traffic address (native protocol over this node's own tiers)")
+	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "host other nodes use to reach this node's raft, peer and http listeners (default: the listen addresses' host)")
+	fs.StringVar(&c.Join, "join", c.Join, "HTTP addresses (HOST:PORT[,HOST:PORT]) of cluster members to join through")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", c.BootstrapExpect, "form a new cluster of this many voters, named by --initial-peers (the same list on every node)")
+	fs.StringVar(&c.InitialPeers, "initial-peers", c.InitialPeers, "static bootstrap: ID@RAFTHOST:PORT[,ID@RAFTHOST:PORT], every voter including this node")
+	fs.StringVar(&c.Zone, "zone", c.Zone, "failure domain (rack, host) for shard placement")
+	fs.DurationVar(&c.DeadAfter, "dead-after", c.DeadAfter, "mark a silent member dead (and repair its shards) after this long")
 	return fs
 }
 
@@ -286,6 +332,23 @@ func parseSubscriptions(s string) ([]kvevent.SubscriberConfig, error) {
 			return nil, fmt.Errorf("kv-subscribe %q: %w", item, err)
 		}
 		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// parsePeers parses --initial-peers.
+func parsePeers(s string) ([]raft.Peer, error) {
+	var out []raft.Peer
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(item, "@")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("initial-peers %q: want ID@HOST:PORT", item)
+		}
+		out = append(out, raft.Peer{ID: id, Addr: addr})
 	}
 	return out, nil
 }

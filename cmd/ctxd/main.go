@@ -13,7 +13,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,14 +22,18 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/httpapi"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/native"
+	"github.com/ctxtier/ctxtier/gateway/peer"
 	"github.com/ctxtier/ctxtier/gateway/routing"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
+	"github.com/ctxtier/ctxtier/raft"
+	"github.com/ctxtier/ctxtier/raft/fsm"
 	"github.com/ctxtier/ctxtier/tiers"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 	"github.com/ctxtier/ctxtier/tiers/nvme"
@@ -38,8 +42,9 @@ import (
 )
 
 // openTiers builds the node's tier stack: DRAM, over NVMe when --nvme-dir is
-// set, over S3 when --s3-endpoint is set too (namespaces resolves the S3 policy).
-func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg prometheus.Registerer, log *slog.Logger) (*tiers.Manager, func(), error) {
+// set, over S3 when --s3-endpoint is set too (namespaces resolves the S3
+// policy). onDrop hears of blocks that leave the node without a delete.
+func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg prometheus.Registerer, log *slog.Logger, onDrop func(block.Key)) (*tiers.Manager, func(), error) {
 	factory, err := policy.Lookup(cfg.DRAMPolicy)
 	if err != nil {
 		return nil, nil, err
@@ -50,6 +55,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	dcfg.MaxBlockSize = cfg.MaxBlockSize
 	dcfg.Policy = factory
 	tcfg := tiers.DefaultConfig()
+	tcfg.OnDrop = onDrop
 	var lower *nvme.Tier
 	var cold *s3.Tier
 	if cfg.NVMeDir != "" && cfg.S3Endpoint != "" {
@@ -64,6 +70,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 			}
 		}
 	}
+	var stack *tiers.Manager
 	if cfg.NVMeDir != "" {
 		ncfg := nvme.DefaultConfig()
 		ncfg.Dir = cfg.NVMeDir
@@ -73,6 +80,12 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 		ncfg.SyncWrites = cfg.NVMeSync
 		if cold != nil {
 			ncfg.OnEvict = cold.Demote
+		} else {
+			ncfg.OnEvict = func(k block.Key, data []byte, sum uint32) {
+				if stack != nil {
+					stack.LowerEvicted(k, data, sum)
+				}
+			}
 		}
 		if lower, err = nvme.New(ncfg, log); err != nil {
 			closeCold()
@@ -92,7 +105,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 		// Reads try NVMe then S3; S3 hits are written back to NVMe.
 		lw = &tiers.Chain{Tiers: []tiers.Lower{lower, cold}, Promote: true}
 	}
-	stack, err := tiers.New(tcfg, dcfg, lw, log)
+	stack, err = tiers.New(tcfg, dcfg, lw, log)
 	if err != nil {
 		if lower != nil {
 			lower.Close()
@@ -140,19 +153,84 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	met := metrics.New(reg)
 
-	catalog, err := ctxstore.OpenFileCatalog(filepath.Join(cfg.DataDir, "namespaces.json"))
+	// The listeners come first: their bound ports go into this node's
+	// member record.
+	nln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		return fmt.Errorf("native listener: %w", err)
+	}
+	defer nln.Close()
+	hln, err := net.Listen("tcp", cfg.HTTPListen)
+	if err != nil {
+		return fmt.Errorf("http listener: %w", err)
+	}
+	defer hln.Close()
+	pln, err := net.Listen("tcp", cfg.PeerListen)
+	if err != nil {
+		return fmt.Errorf("peer listener: %w", err)
+	}
+	defer pln.Close()
+	self := fsm.Member{ID: cfg.NodeID, Zone: cfg.Zone, Capacity: cfg.DRAMCapacity, State: fsm.MemberAlive}
+	if cfg.NVMeDir != "" {
+		self.Capacity += cfg.NVMeCapacity
+	}
+	if self.DataAddr, err = advertised(cfg, cfg.PeerListen, pln.Addr()); err != nil {
 		return err
 	}
-	stack, closeTiers, err := openTiers(cfg, catalog.Namespace, reg, log)
+	if self.HTTPAddr, err = advertised(cfg, cfg.HTTPListen, hln.Addr()); err != nil {
+		return err
+	}
+
+	self.RaftAddr = cfg.RaftListen
+	if cfg.Advertise != "" {
+		_, port, _ := net.SplitHostPort(cfg.RaftListen)
+		self.RaftAddr = net.JoinHostPort(cfg.Advertise, port)
+	}
+
+	var backend atomic.Pointer[cluster.Backend]
+	// The S3 tier asks namespaces for their policy; they live in Raft, which
+	// opens after the tiers.
+	var catalogRef atomic.Pointer[raft.Catalog]
+	namespaces := func(name string) (block.Namespace, error) {
+		if c := catalogRef.Load(); c != nil {
+			return c.Namespace(name)
+		}
+		return block.Namespace{}, fmt.Errorf("%w: namespace catalog not open yet", block.ErrUnavailable)
+	}
+	stack, closeTiers, err := openTiers(cfg, namespaces, reg, log, func(k block.Key) {
+		if b := backend.Load(); b != nil {
+			b.Dropped(k)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	defer closeTiers()
 
+	parts, err := openCluster(ctx, cfg, self, stack, reg, log)
+	if err != nil {
+		return err
+	}
+	defer parts.close(log)
+	backend.Store(parts.backend)
+	catalog := parts.node.Catalog()
+	catalogRef.Store(catalog)
+
 	scfg := ctxstore.DefaultConfig()
 	scfg.PinMaxTTL = cfg.PinMaxTTL
-	store, err := ctxstore.New(scfg, catalog, stack, log)
+	// The node's own store serves peers; the clustered one serves clients.
+	local, err := ctxstore.New(scfg, catalog, stack, log)
+	if err != nil {
+		return err
+	}
+	store, err := ctxstore.New(scfg, catalog, parts.backend, log)
+	if err != nil {
+		return err
+	}
+	pcfg := native.DefaultConfig()
+	pcfg.Addr = cfg.PeerListen
+	pcfg.MaxBlockSize = cfg.MaxBlockSize
+	psrv, err := peer.NewServer(pcfg, local, nil, log)
 	if err != nil {
 		return err
 	}
@@ -171,7 +249,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := hcfg.Validate(); err != nil {
 		return err
 	}
-	hsrv := httpapi.New(hcfg, store, reg, log, httpapi.WithMetrics(met))
+	hsrv := httpapi.New(hcfg, store, reg, log, httpapi.WithMetrics(met), httpapi.WithReady(parts.ready))
+	hsrv.Mount(forwardPath, forwardHandler(parts.backend))
 
 	// The router answers "which worker holds this prefix" from engines' KV
 	// events, next to the store, with no network hop.
@@ -209,20 +288,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 
-	nln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("native listener: %w", err)
-	}
-	hln, err := net.Listen("tcp", cfg.HTTPListen)
-	if err != nil {
-		nln.Close()
-		return fmt.Errorf("http listener: %w", err)
-	}
-
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go stack.DRAM().Run(runCtx)
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
+	go func() { errc <- psrv.Serve(runCtx, pln) }()
 	go func() { errc <- nsrv.Serve(runCtx, nln) }()
 	go func() { errc <- hsrv.Serve(runCtx, hln) }()
 	s3addr := ""
@@ -237,7 +307,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		}()
 	}
+	if err := parts.waitReady(ctx, 10*time.Second); err != nil {
+		log.Warn("serving before the cluster is ready", "err", err)
+	}
 	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr,
+		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID,
 		"data_dir", cfg.DataDir, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile())
 
 	var serveErr error
@@ -249,7 +323,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	shCtx, shCancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer shCancel()
-	err = errors.Join(nsrv.Shutdown(shCtx), hsrv.Shutdown(shCtx))
+	err = errors.Join(nsrv.Shutdown(shCtx), hsrv.Shutdown(shCtx), psrv.Shutdown(shCtx))
 	if s3srv != nil {
 		err = errors.Join(err, s3srv.Shutdown(shCtx))
 	}

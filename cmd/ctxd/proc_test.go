@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,6 +69,26 @@ func startCtxd(t *testing.T, args ...string) *proc {
 	if !hasDir {
 		p.DataDir = t.TempDir()
 		full = append(full, "--data-dir", p.DataDir)
+	}
+	hasRaft, hasPeer := false, false
+	for _, a := range args {
+		hasRaft = hasRaft || a == "--raft-listen"
+		hasPeer = hasPeer || a == "--peer-listen"
+	}
+	if !hasRaft {
+		// A restart on the same data dir keeps its Raft address, as a real
+		// node does (the address is in its Raft configuration).
+		raftAddrsMu.Lock()
+		addr, ok := raftAddrs[p.DataDir]
+		if !ok {
+			addr = freeAddr(t)
+			raftAddrs[p.DataDir] = addr
+		}
+		raftAddrsMu.Unlock()
+		full = append(full, "--raft-listen", addr)
+	}
+	if !hasPeer {
+		full = append(full, "--peer-listen", "127.0.0.1:0")
 	}
 	full = append(full, args...)
 	p.cmd = exec.Command(ctxdBin, full...)
@@ -169,4 +190,21 @@ func withTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+var (
+	raftAddrsMu sync.Mutex
+	raftAddrs   = map[string]string{}
+)
+
+// freeAddr returns a 127.0.0.1 port that was free a moment ago (Raft needs
+// its address before it listens, so the tests cannot use port 0 for it).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
+	"github.com/ctxtier/ctxtier/gateway/peer"
+	"github.com/ctxtier/ctxtier/raft"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+	"github.com/ctxtier/ctxtier/tiers"
+)
+
+// advertised returns the address other nodes use for a listener bound to
+// bound: the --advertise host (or the listen host) and the bound port.
+func advertised(cfg Config, listen string, bound net.Addr) (string, error) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	if cfg.Advertise != "" {
+		host = cfg.Advertise
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return "", fmt.Errorf("listen address %q has no host other nodes can dial: set --advertise", listen)
+	}
+	_, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// openRaft starts this node's Raft member: bootstrapping a one-voter
+// cluster when alone, a static cluster with --initial-peers, or waiting to
+// be added when --join is given.
+func openRaft(ctx context.Context, cfg Config, self fsm.Member, reg prometheus.Registerer, log *slog.Logger) (*raft.Node, error) {
+	rc := raft.DefaultConfig()
+	rc.NodeID = cfg.NodeID
+	rc.DataDir = cfg.DataDir
+	rc.RaftAddr = cfg.RaftListen
+	if cfg.Advertise != "" {
+		_, port, err := net.SplitHostPort(cfg.RaftListen)
+		if err != nil {
+			return nil, fmt.Errorf("raft-listen: %w", err)
+		}
+		rc.AdvertiseAddr = net.JoinHostPort(cfg.Advertise, port)
+	}
+	peers, err := parsePeers(cfg.InitialPeers)
+	if err != nil {
+		return nil, err
+	}
+	rc.InitialPeers = peers
+	rc.Bootstrap = cfg.Join == ""
+	if cfg.Join != "" {
+		// The join request (gateway/clusterapi's Join) is not in this
+		// branch: refuse rather than wait for ever.
+		return nil, errors.New("--join needs gateway/clusterapi, which is not wired into this build; use --initial-peers with --bootstrap-expect")
+	}
+	rc.Self = self
+	return raft.Open(ctx, rc, log, reg)
+}
+
+// clusterParts are the pieces of the data path that run().
+type clusterParts struct {
+	// startIndex is the last Raft log index on disk at open: the node is
+	// ready only once its FSM has applied that far, so a restarted node
+	// never answers from a half-replayed index.
+	startIndex uint64
+	node       *raft.Node
+	backend    *cluster.Backend
+	peers      *peer.Peers
+}
+
+func (p *clusterParts) close(log *slog.Logger) {
+	if p.backend != nil {
+		p.backend.Close()
+	}
+	if p.peers != nil {
+		p.peers.Close()
+	}
+	if p.node != nil {
+		if err := p.node.Close(); err != nil {
+			log.Error("closing raft", "err", err)
+		}
+	}
+}
+
+// openCluster starts Raft and the clustered backend over the local stack.
+func openCluster(ctx context.Context, cfg Config, self fsm.Member, stack *tiers.Manager, reg prometheus.Registerer, log *slog.Logger) (*clusterParts, error) {
+	parts := &clusterParts{}
+	node, err := openRaft(ctx, cfg, self, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	parts.node = node
+	parts.startIndex, _ = strconv.ParseUint(node.Stats()["last_log_index"], 10, 64)
+	if parts.peers, err = peer.New(peer.DefaultOptions()); err != nil {
+		parts.close(log)
+		return nil, err
+	}
+	ccfg := cluster.DefaultConfig()
+	ccfg.NodeID = cfg.NodeID
+	ccfg.Self = self
+	ccfg.DeadAfter = cfg.DeadAfter
+	ccfg.ProbeInterval = min(ccfg.ProbeInterval, cfg.DeadAfter/4)
+	ccfg.ProbeTimeout = ccfg.ProbeInterval
+	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, newHTTPForwarder(), log, reg); err != nil {
+		parts.close(log)
+		return nil, err
+	}
+	return parts, nil
+}
+
+// ready reports whether the node can serve: a leader is known and this
+// node's member record is committed.
+func (p *clusterParts) ready() error {
+	if id, _ := p.node.Leader(); id == "" {
+		return fmt.Errorf("%w: no raft leader yet", block.ErrUnavailable)
+	}
+	// applied_index counts every entry Raft has applied (commands, no-ops
+	// and configuration changes alike); the FSM's own index skips the latter.
+	if got, _ := strconv.ParseUint(p.node.Stats()["applied_index"], 10, 64); got < p.startIndex {
+		return fmt.Errorf("%w: replaying the raft log (%d of %d applied)", block.ErrUnavailable, got, p.startIndex)
+	}
+	if _, ok := p.node.FSM().Member(p.node.ID()); !ok {
+		return fmt.Errorf("%w: this node's member record is not committed yet", block.ErrUnavailable)
+	}
+	return nil
+}
+
+// waitReady waits up to d for ready (so the first requests find a leader).
+func (p *clusterParts) waitReady(ctx context.Context, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		if err := p.ready(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return p.ready()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
