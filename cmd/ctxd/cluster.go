@@ -2,17 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
+	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/gateway/peer"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
@@ -60,13 +61,47 @@ func openRaft(ctx context.Context, cfg Config, self fsm.Member, reg prometheus.R
 	}
 	rc.InitialPeers = peers
 	rc.Bootstrap = cfg.Join == ""
-	if cfg.Join != "" {
-		// The join request (gateway/clusterapi's Join) is not in this
-		// branch: refuse rather than wait for ever.
-		return nil, errors.New("--join needs gateway/clusterapi, which is not wired into this build; use --initial-peers with --bootstrap-expect")
+	joinAddrs := splitList(cfg.Join)
+	if len(joinAddrs) > 0 && len(peers) == 0 && joinAddrs[0] == self.HTTPAddr {
+		// Join-or-bootstrap: every node runs the same command line; the node
+		// named first in --join forms the cluster (only if it has no Raft
+		// state yet: existing state always wins) and the others join it.
+		rc.Bootstrap = true
 	}
 	rc.Self = self
-	return raft.Open(ctx, rc, log, reg)
+	node, err := raft.Open(ctx, rc, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	if len(joinAddrs) > 0 && !rc.Bootstrap {
+		var others []string
+		for _, a := range joinAddrs {
+			if a != self.HTTPAddr {
+				others = append(others, a)
+			}
+		}
+		// Joining is idempotent on the leader, so a restarted member asks
+		// again harmlessly; it retries across the addresses until it is in.
+		go func() {
+			if err := clusterapi.Join(ctx, others, self, clusterapi.WithToken(cfg.ClusterToken)); err != nil && ctx.Err() == nil {
+				log.Error("joining the cluster failed", "via", others, "err", err)
+				return
+			}
+			log.Info("joined the cluster", "via", others)
+		}()
+	}
+	return node, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // clusterParts are the pieces of the data path that run().
@@ -113,7 +148,7 @@ func openCluster(ctx context.Context, cfg Config, self fsm.Member, stack *tiers.
 	ccfg.DeadAfter = cfg.DeadAfter
 	ccfg.ProbeInterval = min(ccfg.ProbeInterval, cfg.DeadAfter/4)
 	ccfg.ProbeTimeout = ccfg.ProbeInterval
-	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, newHTTPForwarder(), log, reg); err != nil {
+	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, clusterapi.NewForwarder(nil, clusterapi.WithToken(cfg.ClusterToken)), log, reg); err != nil {
 		parts.close(log)
 		return nil, err
 	}

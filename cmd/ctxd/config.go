@@ -61,6 +61,7 @@ type Config struct {
 	Join            string
 	BootstrapExpect int
 	InitialPeers    string
+	ClusterToken    string
 	Zone            string
 	DeadAfter       time.Duration
 }
@@ -135,8 +136,8 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	} else if len(peers) > 0 && c.BootstrapExpect != 0 && c.BootstrapExpect != len(peers) {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d but initial-peers names %d nodes", c.BootstrapExpect, len(peers)))
-	} else if c.BootstrapExpect > 1 && len(peers) == 0 {
-		errs = append(errs, fmt.Errorf("bootstrap-expect %d needs initial-peers (ID@RAFTADDR for every node, the same list on each)", c.BootstrapExpect))
+	} else if c.BootstrapExpect > 1 && len(peers) == 0 && c.Join == "" {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d needs --join (join-or-bootstrap) or --initial-peers (ID@RAFTADDR for every node, the same list on each)", c.BootstrapExpect))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
@@ -196,7 +197,8 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "node-to-node shard traffic address (native protocol over this node's own tiers)")
 	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "host other nodes use to reach this node's raft, peer and http listeners (default: the listen addresses' host)")
 	fs.StringVar(&c.Join, "join", c.Join, "HTTP addresses (HOST:PORT[,HOST:PORT]) of cluster members to join through")
-	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", c.BootstrapExpect, "form a new cluster of this many voters, named by --initial-peers (the same list on every node)")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", c.BootstrapExpect, "expected cluster size: with --initial-peers, a static bootstrap of exactly those voters; with --join, join-or-bootstrap (the node named first in --join forms the cluster, the others join it)")
+	fs.StringVar(&c.ClusterToken, "cluster-token", c.ClusterToken, "shared secret required on the cluster membership and forwarding endpoints (empty: none)")
 	fs.StringVar(&c.InitialPeers, "initial-peers", c.InitialPeers, "static bootstrap: ID@RAFTHOST:PORT[,ID@RAFTHOST:PORT], every voter including this node")
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure domain (rack, host) for shard placement")
 	fs.DurationVar(&c.DeadAfter, "dead-after", c.DeadAfter, "mark a silent member dead (and repair its shards) after this long")

@@ -25,6 +25,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/gateway/httpapi"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
@@ -250,7 +251,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	hsrv := httpapi.New(hcfg, store, reg, log, httpapi.WithMetrics(met), httpapi.WithReady(parts.ready))
-	hsrv.Mount(forwardPath, forwardHandler(parts.backend))
+	hsrv.Mount("/v1/cluster/", clusterapi.Handler(parts.node, parts.backend,
+		func() any { return map[string]any{"repair": parts.backend.RepairStatus()} },
+		log, clusterapi.WithToken(cfg.ClusterToken)))
 
 	// The router answers "which worker holds this prefix" from engines' KV
 	// events, next to the store, with no network hop.
