@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,9 +111,12 @@ type clusterParts struct {
 	// ready only once its FSM has applied that far, so a restarted node
 	// never answers from a half-replayed index.
 	startIndex uint64
-	node       *raft.Node
-	backend    *cluster.Backend
-	peers      *peer.Peers
+	// caughtUp is set once this node's FSM is known to hold every entry
+	// that was in its log at open.
+	caughtUp atomic.Bool
+	node     *raft.Node
+	backend  *cluster.Backend
+	peers    *peer.Peers
 }
 
 func (p *clusterParts) close(log *slog.Logger) {
@@ -161,10 +165,24 @@ func (p *clusterParts) ready() error {
 	if id, _ := p.node.Leader(); id == "" {
 		return fmt.Errorf("%w: no raft leader yet", block.ErrUnavailable)
 	}
-	// applied_index counts every entry Raft has applied (commands, no-ops
-	// and configuration changes alike); the FSM's own index skips the latter.
-	if got, _ := strconv.ParseUint(p.node.Stats()["applied_index"], 10, 64); got < p.startIndex {
-		return fmt.Errorf("%w: replaying the raft log (%d of %d applied)", block.ErrUnavailable, got, p.startIndex)
+	if !p.caughtUp.Load() {
+		// Raft's applied_index runs ahead of the FSM (entries are handed
+		// to the FSM goroutine asynchronously), so a restarted node could
+		// answer lookups from a half-replayed index. A leader waits for a
+		// barrier, which completes only once the FSM has applied every
+		// preceding entry; a follower waits for applied_index (which also
+		// counts no-ops and configuration changes) to pass its log's end.
+		if p.node.IsLeader() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := p.node.Read(ctx, raft.ReadLinearizable)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%w: replaying the raft log: %v", block.ErrUnavailable, err)
+			}
+		} else if got, _ := strconv.ParseUint(p.node.Stats()["applied_index"], 10, 64); got < p.startIndex {
+			return fmt.Errorf("%w: replaying the raft log (%d of %d applied)", block.ErrUnavailable, got, p.startIndex)
+		}
+		p.caughtUp.Store(true)
 	}
 	if _, ok := p.node.FSM().Member(p.node.ID()); !ok {
 		return fmt.Errorf("%w: this node's member record is not committed yet", block.ErrUnavailable)
