@@ -17,6 +17,11 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 	s := c.s
 	h := req.Header
 	if h.Op != wire.OpPing {
+		// Authorization comes first: a namespace outside the key's scope
+		// answers PermissionDenied whether or not it exists.
+		if err := c.authorize(req.Namespace); err != nil {
+			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
+		}
 		if _, err := s.store.Namespace(req.Namespace); err != nil {
 			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
 		}
