@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
@@ -123,4 +124,33 @@ func (c *conn) authorize(ns string) error {
 		return denied(ns)
 	}
 	return nil
+}
+
+// deniedResponse answers a request that authorize refused. PermissionDenied
+// on a batch opcode is answered per item (every item of the frame is in the
+// refused namespace), like any other per-item failure, so a client batch
+// spanning several namespaces keeps the items it may touch; everything else
+// (LOOKUP, which has no items, and Unauthenticated) is request-level.
+func (c *conn) deniedResponse(req *wire.Request, start time.Time, err error) *response {
+	h := req.Header
+	code := errcode.Of(err)
+	n := len(req.Keys)
+	switch h.Op {
+	case wire.OpPut:
+		n = len(req.Items)
+	case wire.OpGet, wire.OpExists, wire.OpDelete, wire.OpPin:
+	default:
+		return errorResponse(h, start, code, err.Error(), false)
+	}
+	if code != errcode.PermissionDenied {
+		return errorResponse(h, start, code, err.Error(), false)
+	}
+	msg := err.Error()
+	b := make([]byte, wire.HeaderSize, wire.HeaderSize+n*wire.StatusLen(code, msg))
+	for range n {
+		b = wire.AppendStatus(b, code, msg)
+		c.s.met.Block(Proto, h.Op.String(), code)
+	}
+	wire.PutHeader(b, wire.Header{Length: uint32(len(b) - wire.HeaderSize), Op: h.Op, Flags: wire.FlagResponse, ID: h.ID, Count: uint32(n)})
+	return &response{op: h.Op, start: start, buf: b}
 }

@@ -149,12 +149,31 @@ func TestAuthNamespaceIsolation(t *testing.T) {
 			inB := r.recv()
 			r.send(nsFrames("z")[op]) // no such namespace
 			inZ := r.recv()
-			if inB.Code != errcode.PermissionDenied || inZ.Code != errcode.PermissionDenied {
-				t.Fatalf("codes %v / %v, want PermissionDenied", inB.Code, inZ.Code)
+			// LOOKUP is denied for the request, the batch opcodes item by item.
+			for _, resp := range []*wire.Response{inB, inZ} {
+				if op == "lookup" {
+					if resp.Code != errcode.PermissionDenied {
+						t.Fatalf("lookup code %v, want PermissionDenied", resp.Code)
+					}
+					continue
+				}
+				if resp.Code != errcode.OK || len(resp.Items) == 0 {
+					t.Fatalf("%+v, want per-item PermissionDenied", resp)
+				}
+				for _, it := range resp.Items {
+					if it.Code != errcode.PermissionDenied {
+						t.Fatalf("item %+v, want PermissionDenied", it)
+					}
+				}
 			}
-			if inB.ID != inZ.ID || len(inB.Items) != len(inZ.Items) || inB.Count != inZ.Count ||
+			if inB.ID != inZ.ID || inB.Count != inZ.Count || len(inB.Items) != len(inZ.Items) ||
 				strings.ReplaceAll(inZ.Message, `"z"`, `"b"`) != inB.Message {
 				t.Fatalf("existing and missing namespaces answer differently:\n%+v\n%+v", inB, inZ)
+			}
+			for i := range inB.Items {
+				if inB.Items[i].Code != inZ.Items[i].Code || strings.ReplaceAll(inZ.Items[i].Message, `"z"`, `"b"`) != inB.Items[i].Message {
+					t.Fatalf("item %d differs: %+v / %+v", i, inB.Items[i], inZ.Items[i])
+				}
 			}
 			all.send(nsFrames("b")[op])
 			if resp := all.recv(); resp.Code != errcode.OK {

@@ -20,7 +20,7 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 		// Authorization comes first: a namespace outside the key's scope
 		// answers PermissionDenied whether or not it exists.
 		if err := c.authorize(req.Namespace); err != nil {
-			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
+			return c.deniedResponse(req, start, err)
 		}
 		if _, err := s.store.Namespace(req.Namespace); err != nil {
 			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
