@@ -38,6 +38,7 @@ type Config struct {
 	MaxBlockSize int64
 	PinMaxTTL    time.Duration
 	S3AdminAddr  string
+	Auth         string
 	KVSubscribe  string
 	LogLevel     string
 	LogFormat    string
@@ -58,6 +59,7 @@ func DefaultConfig() Config {
 		MaxBlockSize: block.DefaultMaxBlockSize,
 		PinMaxTTL:    24 * time.Hour,
 		S3AdminAddr:  "127.0.0.1:7403",
+		Auth:         "off",
 		LogLevel:     "info",
 		LogFormat:    "text",
 	}
@@ -83,6 +85,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := parseSubscriptions(c.KVSubscribe); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Auth != "off" && c.Auth != "required" {
+		errs = append(errs, fmt.Errorf("auth %q: want off or required", c.Auth))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
@@ -125,6 +130,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
+	fs.StringVar(&c.Auth, "auth", c.Auth, "block-API authentication: off (anyone who reaches the ports may read and write every namespace) or required (S3 access keys from ctxctl keys, scoped to namespaces)")
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
