@@ -40,6 +40,7 @@ type Config struct {
 	PinMaxTTL    time.Duration
 	LeaseTTL     time.Duration
 	S3AdminAddr  string
+	Auth         string
 	KVSubscribe  string
 	LogLevel     string
 	LogFormat    string
@@ -85,6 +86,7 @@ func DefaultConfig() Config {
 		S3Bucket:     "ctxtier",
 		S3Prefix:     "ctxtier",
 		S3Region:     "us-east-1",
+		Auth:         "off",
 		LogLevel:     "info",
 		LogFormat:    "text",
 		NodeID:       defaultNodeID(),
@@ -139,6 +141,9 @@ func (c Config) Validate() error {
 	} else if c.BootstrapExpect > 1 && len(peers) == 0 && c.Join == "" {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d needs --join (join-or-bootstrap) or --initial-peers (ID@RAFTADDR for every node, the same list on each)", c.BootstrapExpect))
 	}
+	if c.Auth != "off" && c.Auth != "required" {
+		errs = append(errs, fmt.Errorf("auth %q: want off or required", c.Auth))
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
 	}
@@ -180,6 +185,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
+	fs.StringVar(&c.Auth, "auth", c.Auth, "block-API authentication: off (anyone who reaches the ports may read and write every namespace) or required (S3 access keys from ctxctl keys, scoped to namespaces)")
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")
 	fs.StringVar(&c.S3Endpoint, "s3-endpoint", c.S3Endpoint, "S3 server host:port of the S3 tier under NVMe (empty disables the tier)")
 	fs.StringVar(&c.S3Bucket, "s3-bucket", c.S3Bucket, "bucket of the S3 tier (created if missing)")

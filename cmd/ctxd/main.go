@@ -236,11 +236,26 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
+	// Block-API authentication (--auth required): the S3 endpoint's access
+	// keys, scoped to namespaces, guard the native protocol and the HTTP API.
+	var nopts []native.Option
+	hopts := []httpapi.Option{httpapi.WithMetrics(met)}
+	if cfg.Auth == "required" {
+		keys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
+		if err != nil {
+			return err
+		}
+		nopts = append(nopts, native.WithAuth(keys))
+		hopts = append(hopts, httpapi.WithAuth(keys, nil))
+	} else if !loopback(cfg.Listen) || !loopback(cfg.HTTPListen) {
+		log.Warn("block APIs accept unauthenticated requests on a non-loopback address (--auth off)", "native", cfg.Listen, "http", cfg.HTTPListen)
+	}
+
 	ncfg := native.DefaultConfig()
 	ncfg.Addr = cfg.Listen
 	ncfg.MaxBlockSize = cfg.MaxBlockSize
 	ncfg.LeaseTTL = cfg.LeaseTTL
-	nsrv, err := native.New(ncfg, store, met, log)
+	nsrv, err := native.New(ncfg, store, met, log, nopts...)
 	if err != nil {
 		return err
 	}
@@ -250,7 +265,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := hcfg.Validate(); err != nil {
 		return err
 	}
-	hsrv := httpapi.New(hcfg, store, reg, log, httpapi.WithMetrics(met), httpapi.WithReady(parts.ready))
+	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready))...)
 	hsrv.Mount("/v1/cluster/", clusterapi.Handler(parts.node, parts.backend,
 		func() any { return map[string]any{"repair": parts.backend.RepairStatus()} },
 		log, clusterapi.WithToken(cfg.ClusterToken)))
@@ -315,7 +330,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr,
 		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID,
-		"data_dir", cfg.DataDir, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile())
+		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile())
 
 	var serveErr error
 	select {
@@ -335,4 +350,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return serveErr
 	}
 	return err
+}
+
+// loopback reports whether a listen address only accepts local connections.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

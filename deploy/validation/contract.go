@@ -34,6 +34,7 @@ var Settings = []Setting{
 	{Name: "pin-max-ttl"},
 	{Name: "log-level"},
 	{Name: "log-format"},
+	{Name: "auth"},
 	{Name: "node-id", Cluster: true},
 	{Name: "raft-listen", Cluster: true},
 	{Name: "advertise", Cluster: true},

@@ -112,6 +112,44 @@ func (c *nconn) handshake(ctx context.Context, opts Options) error {
 		return errcode.MalformedFrame.Err("handshake reply announces unusable limits")
 	}
 	c.limits = r.Limits
+	if v == wire.Version1 {
+		return nil
+	}
+	return c.authenticate(opts)
+}
+
+// authenticate answers a version-2 server's challenge with the options'
+// credentials (or anonymously) and reads the verdict.
+func (c *nconn) authenticate(opts Options) error {
+	var cb [wire.ChallengeSize]byte
+	if _, err := io.ReadFull(c.br, cb[:]); err != nil {
+		return fmt.Errorf("%w: handshake challenge: %v", block.ErrUnavailable, err)
+	}
+	ch, err := wire.DecodeChallenge(cb[:])
+	if err != nil {
+		return err
+	}
+	if ch.AuthRequired() && opts.AccessKeyID == "" {
+		return fmt.Errorf("%w: the server requires credentials; set Options.AccessKeyID and Secret", block.ErrUnauthenticated)
+	}
+	a := wire.Auth{AccessKeyID: opts.AccessKeyID}
+	if a.AccessKeyID != "" {
+		a.Proof = wire.AuthProof(opts.Secret, ch.Nonce, a.AccessKeyID)
+	}
+	if _, err := c.nc.Write(wire.AppendAuth(nil, a)); err != nil {
+		return fmt.Errorf("%w: handshake auth: %v", block.ErrUnavailable, err)
+	}
+	var rb [wire.AuthReplySize]byte
+	if _, err := io.ReadFull(c.br, rb[:]); err != nil {
+		return fmt.Errorf("%w: handshake auth reply: %v", block.ErrUnavailable, err)
+	}
+	r, err := wire.DecodeAuthReply(rb[:])
+	if err != nil {
+		return err
+	}
+	if r.Code != errcode.OK {
+		return r.Code.Err(fmt.Sprintf("authentication refused for access key %q: %s", opts.AccessKeyID, r.Code))
+	}
 	return nil
 }
 

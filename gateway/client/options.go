@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/native/wire"
 )
 
 // Options configure a Client.
@@ -21,6 +22,12 @@ type Options struct {
 	// server is not co-located (a descriptor's file cannot be opened here),
 	// instead of returning *NotColocatedError.
 	DirectFallback bool
+	// AccessKeyID and Secret are the credentials (from `ctxctl keys
+	// create`) for a server started with --auth required. The handshake
+	// proves the secret with an HMAC of a server-sent nonce; the secret
+	// itself never crosses the wire. Empty: connect anonymously.
+	AccessKeyID string
+	Secret      string
 
 	// version overrides the protocol version sent in the handshake (tests).
 	version uint16
@@ -51,6 +58,11 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: client: Conns %d out of range 1..1024", block.ErrInvalidArgument, o.Conns)
 	case o.DialTimeout < 0 || o.WriteTimeout < 0:
 		return fmt.Errorf("%w: client: timeouts must not be negative", block.ErrInvalidArgument)
+	case (o.AccessKeyID == "") != (o.Secret == ""):
+		return fmt.Errorf("%w: client: AccessKeyID and Secret go together", block.ErrInvalidArgument)
+	}
+	if err := wire.ValidAccessKeyID(o.AccessKeyID); err != nil {
+		return fmt.Errorf("client: %w", err)
 	}
 	return nil
 }

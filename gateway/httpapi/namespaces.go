@@ -28,6 +28,11 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err := httpwire.DecodeJSONBody(http.MaxBytesReader(w, r.Body, maxNamespaceBody), &ns); err != nil {
 		return bodyErr(err)
 	}
+	if !allows(r.Context(), ns.Name) {
+		// Before any look at the catalog: NamespaceExists would reveal a
+		// namespace outside the key's scope.
+		return denied(ns.Name)
+	}
 	_, existed := s.store.Namespace(ns.Name)
 	if err := s.store.CreateNamespace(r.Context(), ns); err != nil {
 		return err
@@ -43,10 +48,15 @@ func (s *Server) createNamespace(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, status, redact(got))
 }
 
-func (s *Server) listNamespaces(w http.ResponseWriter, _ *http.Request) error {
-	list := s.store.Namespaces()
-	for i := range list {
-		list[i] = redact(list[i])
+// listNamespaces lists the namespaces the request's key allows (all of
+// them when authentication is off).
+func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) error {
+	all := s.store.Namespaces()
+	list := make([]block.Namespace, 0, len(all))
+	for _, ns := range all {
+		if allows(r.Context(), ns.Name) {
+			list = append(list, redact(ns))
+		}
 	}
 	return writeJSON(w, http.StatusOK, httpwire.NamespaceList{Namespaces: list})
 }

@@ -21,8 +21,10 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
+	"github.com/ctxtier/ctxtier/gateway/s3auth"
 )
 
 // proto is the protocol label of this surface's metrics.
@@ -125,6 +127,9 @@ type Server struct {
 	ready   func() error
 	mux     *http.ServeMux
 	srv     *http.Server
+	// keys and sigv4 authenticate requests (WithAuth); nil keys: off.
+	keys  credential.Lookuper
+	sigv4 *s3auth.Verifier
 }
 
 // New builds a server. cfg must be valid (see Validate); reg is the private
@@ -186,8 +191,9 @@ func (s *Server) Handler() http.Handler { return s.mux }
 
 // Mount registers h for a Go 1.22 ServeMux pattern ("[METHOD ]/v1/..."),
 // for surfaces the lead adds later (routing, KV events). The path must be
-// under /v1/. Like http.ServeMux.Handle it panics on a bad or conflicting
-// pattern; call it before Serve.
+// under /v1/. With WithAuth, a mounted surface needs a key scoped to "*".
+// Like http.ServeMux.Handle it panics on a bad or conflicting pattern; call
+// it before Serve.
 func (s *Server) Mount(pattern string, h http.Handler) {
 	path := pattern
 	if i := strings.IndexByte(pattern, ' '); i >= 0 {
@@ -196,7 +202,7 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 	if !strings.HasPrefix(path, "/v1/") {
 		panic(fmt.Sprintf("httpapi: Mount(%q): path must be under /v1/", pattern))
 	}
-	s.mux.Handle(pattern, h)
+	s.mux.Handle(pattern, s.guardAll(h))
 }
 
 // Serve serves on ln until ctx ends (then drains for up to
@@ -252,7 +258,14 @@ func (e statusError) Unwrap() error { return e.err }
 func (s *Server) handle(pattern, op string, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		err := h(w, r)
+		var err error
+		if op == "readyz" {
+			err = h(w, r)
+		} else if ar, gerr := s.guard(r); gerr != nil {
+			err = gerr
+		} else {
+			err = h(w, ar)
+		}
 		code := errcode.Of(err)
 		var started errStarted
 		switch {
@@ -278,6 +291,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		s.log.Debug("request failed", "method", r.Method, "path", r.URL.Path, "code", code.String(), "err", err)
 	}
+	if code == errcode.Unauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ctxtier", AWS4-HMAC-SHA256`)
+	}
 	writeErrorBody(w, r.Method, status, code, err.Error())
 }
 
@@ -302,7 +318,8 @@ func bodyErr(err error) error {
 	switch {
 	case errors.As(err, &mbe):
 		return fmt.Errorf("%w: request body over the limit of %d bytes", block.ErrTooLarge, mbe.Limit)
-	case errors.Is(err, block.ErrTooLarge), errors.Is(err, block.ErrInvalidArgument), errors.Is(err, block.ErrInvalidKey):
+	case errors.Is(err, block.ErrTooLarge), errors.Is(err, block.ErrInvalidArgument), errors.Is(err, block.ErrInvalidKey),
+		errors.Is(err, block.ErrChecksum): // a body that does not match its signed SHA-256
 		return err
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err

@@ -37,6 +37,9 @@ type conn struct {
 
 	// leases are the DESCRIBE leases this connection holds; they end when it closes.
 	leases leaseTable
+	// keyID is the access key the connection authenticated with (empty
+	// while authentication is off).
+	keyID string
 
 	mu      sync.Mutex
 	idle    bool // the reader waits for the next frame header
@@ -96,6 +99,9 @@ func (c *conn) serve() {
 	c.leases.closeAll()
 }
 
+// handshake reads the hello and answers it. A version-2 hello is followed
+// by the challenge/response exchange (auth.go); version 1 is accepted only
+// while authentication is off.
 func (c *conn) handshake() bool {
 	s := c.s
 	c.nc.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
@@ -110,18 +116,36 @@ func (c *conn) handshake() bool {
 	switch {
 	case err != nil:
 		reply.Code = errcode.Of(err)
+	case h.Version == wire.Version1 && s.keys != nil:
+		err = errNoCredentials
+		reply.Code = errcode.Of(err)
+	case h.Version == wire.Version1:
+		reply.Version = wire.Version1
 	case h.Version != wire.Version:
 		reply.Code = errcode.VersionMismatch
 		err = errcode.ErrVersionMismatch
 	}
-	if _, werr := c.nc.Write(wire.AppendHelloReply(nil, reply)); werr != nil {
+	var ch wire.Challenge
+	if err == nil && reply.Version == wire.Version {
+		if ch, err = s.newChallenge(); err != nil {
+			reply.Code = errcode.Of(err)
+		}
+	}
+	out := wire.AppendHelloReply(make([]byte, 0, wire.HelloReplySize+wire.ChallengeSize), reply)
+	if err == nil && reply.Version == wire.Version {
+		out = wire.AppendChallenge(out, ch)
+	}
+	if _, werr := c.nc.Write(out); werr != nil {
 		return false
 	}
 	if err != nil {
 		s.log.Info("handshake refused", "remote", c.nc.RemoteAddr(), "version", h.Version, "err", err)
 		return false
 	}
-	return true
+	if reply.Version == wire.Version1 {
+		return true
+	}
+	return c.authenticate(ch)
 }
 
 func (c *conn) readLoop() {

@@ -17,6 +17,11 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 	s := c.s
 	h := req.Header
 	if h.Op != wire.OpPing && h.Op != wire.OpRelease {
+		// Authorization comes first: a namespace outside the key's scope
+		// answers PermissionDenied whether or not it exists.
+		if err := c.authorize(req.Namespace); err != nil {
+			return c.deniedResponse(req, start, err)
+		}
 		if _, err := s.store.Namespace(req.Namespace); err != nil {
 			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
 		}

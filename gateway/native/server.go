@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
 )
@@ -33,6 +34,8 @@ type Server struct {
 	log    *slog.Logger
 	limits wire.Limits
 	bufs   bufPool
+	// keys authenticates connections; nil when authentication is off.
+	keys credential.Lookuper
 
 	// base is the context of store calls; canceled only by a hard Close, so
 	// that Shutdown lets in-flight requests finish.
@@ -47,7 +50,7 @@ type Server struct {
 }
 
 // New builds a server. met and log may be nil.
-func New(cfg Config, store *ctxstore.Store, met *metrics.Metrics, log *slog.Logger) (*Server, error) {
+func New(cfg Config, store *ctxstore.Store, met *metrics.Metrics, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -58,11 +61,15 @@ func New(cfg Config, store *ctxstore.Store, met *metrics.Metrics, log *slog.Logg
 		log = slog.Default()
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		cfg: cfg, store: store, met: met, log: log.With("proto", Proto),
 		limits: cfg.limits(), base: base, cancel: cancel,
 		lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
-	}, nil
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Limits returns what the server announces in its handshake.

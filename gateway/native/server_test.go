@@ -24,7 +24,18 @@ type raw struct {
 	br *bufio.Reader
 }
 
+// dialRaw completes the handshake for version (anonymously for version 2).
 func dialRaw(t *testing.T, addr string, version uint16) (*raw, wire.HelloReply) {
+	t.Helper()
+	r, rep := dialHello(t, addr, version)
+	if rep.Code == errcode.OK && version == wire.Version {
+		r.authenticate(wire.Auth{}, errcode.OK)
+	}
+	return r, rep
+}
+
+// dialHello sends the hello and reads the reply, nothing more.
+func dialHello(t *testing.T, addr string, version uint16) (*raw, wire.HelloReply) {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -44,6 +55,36 @@ func dialRaw(t *testing.T, addr string, version uint16) (*raw, wire.HelloReply) 
 	}
 	return r, rep
 }
+
+// authenticateWith reads a version-2 challenge, sends a (with a's proof
+// computed over the nonce from secret, when a has a key id) and checks the
+// reply's code.
+func (r *raw) authenticateWith(a wire.Auth, secret string, want errcode.Code) wire.Challenge {
+	r.t.Helper()
+	var cb [wire.ChallengeSize]byte
+	if _, err := io.ReadFull(r.br, cb[:]); err != nil {
+		r.t.Fatalf("challenge: %v", err)
+	}
+	ch, err := wire.DecodeChallenge(cb[:])
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if secret != "" {
+		a.Proof = wire.AuthProof(secret, ch.Nonce, a.AccessKeyID)
+	}
+	r.send(wire.AppendAuth(nil, a))
+	var rb [wire.AuthReplySize]byte
+	if _, err := io.ReadFull(r.br, rb[:]); err != nil {
+		r.t.Fatalf("auth reply: %v", err)
+	}
+	rep, err := wire.DecodeAuthReply(rb[:])
+	if err != nil || rep.Code != want {
+		r.t.Fatalf("auth reply %+v (%v), want code %v", rep, err, want)
+	}
+	return ch
+}
+
+func (r *raw) authenticate(a wire.Auth, want errcode.Code) { r.authenticateWith(a, "", want) }
 
 func (r *raw) send(b []byte) {
 	r.t.Helper()
@@ -122,9 +163,9 @@ func TestHandshake(t *testing.T) {
 	if resp := r.recv(); resp.ID != 5 || resp.Code != errcode.OK {
 		t.Fatalf("ping: %+v", resp)
 	}
-	bad, rep := dialRaw(t, srv.Addr, 2)
+	bad, rep := dialRaw(t, srv.Addr, wire.Version+1)
 	if rep.Code != errcode.VersionMismatch || rep.Version != wire.Version {
-		t.Fatalf("version 2 reply %+v", rep)
+		t.Fatalf("version %d reply %+v", wire.Version+1, rep)
 	}
 	bad.closed()
 

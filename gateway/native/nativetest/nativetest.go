@@ -167,6 +167,11 @@ func Start(tb testing.TB, cfg native.Config, extra ...block.Namespace) (*Server,
 // StartWithTier is Start over a given tier; Server.Tier is set when tier is
 // a *MapTier.
 func StartWithTier(tb testing.TB, cfg native.Config, tier ctxstore.Tier, extra ...block.Namespace) (*Server, error) {
+	return StartWithOptions(tb, cfg, tier, nil, extra...)
+}
+
+// StartWithOptions is StartWithTier with server options (native.WithAuth).
+func StartWithOptions(tb testing.TB, cfg native.Config, tier ctxstore.Tier, opts []native.Option, extra ...block.Namespace) (*Server, error) {
 	cat, err := ctxstore.OpenFileCatalog("")
 	if err != nil {
 		return nil, err
@@ -180,7 +185,7 @@ func StartWithTier(tb testing.TB, cfg native.Config, tier ctxstore.Tier, extra .
 	if err != nil {
 		return nil, err
 	}
-	srv, err := native.New(cfg, st, nil, nil)
+	srv, err := native.New(cfg, st, nil, nil, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -20,8 +20,12 @@ import (
 
 // Protocol constants.
 const (
-	// Version is the protocol version this package speaks.
-	Version uint16 = 1
+	// Version is the newest protocol version this package speaks: 2, whose
+	// handshake carries credentials (see auth.go). Servers also accept
+	// Version1 while authentication is off.
+	Version uint16 = 2
+	// Version1 is the original handshake, without credentials.
+	Version1 uint16 = 1
 	// HelloSize is the size of the client's handshake.
 	HelloSize = 16
 	// HelloReplySize is the size of the server's handshake reply.
