@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -32,13 +33,33 @@ func advertised(cfg Config, listen string, bound net.Addr) (string, error) {
 		host = cfg.Advertise
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		return "", fmt.Errorf("listen address %q has no host other nodes can dial: set --advertise", listen)
+		// Listening on every interface (a container, a pod): other nodes
+		// reach this one by its host name unless --advertise says otherwise.
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return "", fmt.Errorf("listen address %q has no host other nodes can dial and the host name is unknown: set --advertise", listen)
+		}
+		host = h
 	}
 	_, port, err := net.SplitHostPort(bound.String())
 	if err != nil {
 		return "", err
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// raftAdvertise is the address peers dial for this node's Raft listener
+// (the listener binds inside raft.Open, so its port is the configured one).
+func raftAdvertise(cfg Config) (string, error) {
+	_, port, err := net.SplitHostPort(cfg.RaftListen)
+	if err != nil {
+		return "", fmt.Errorf("raft-listen: %w", err)
+	}
+	p, err := net.LookupPort("tcp", port)
+	if err != nil {
+		return "", fmt.Errorf("raft-listen: %w", err)
+	}
+	return advertised(cfg, cfg.RaftListen, &net.TCPAddr{Port: p})
 }
 
 // openRaft starts this node's Raft member: bootstrapping a one-voter
@@ -49,13 +70,11 @@ func openRaft(ctx context.Context, cfg Config, self fsm.Member, reg prometheus.R
 	rc.NodeID = cfg.NodeID
 	rc.DataDir = cfg.DataDir
 	rc.RaftAddr = cfg.RaftListen
-	if cfg.Advertise != "" {
-		_, port, err := net.SplitHostPort(cfg.RaftListen)
-		if err != nil {
-			return nil, fmt.Errorf("raft-listen: %w", err)
-		}
-		rc.AdvertiseAddr = net.JoinHostPort(cfg.Advertise, port)
+	adv, err := raftAdvertise(cfg)
+	if err != nil {
+		return nil, err
 	}
+	rc.AdvertiseAddr = adv
 	peers, err := parsePeers(cfg.InitialPeers)
 	if err != nil {
 		return nil, err

@@ -182,10 +182,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
-	self.RaftAddr = cfg.RaftListen
-	if cfg.Advertise != "" {
-		_, port, _ := net.SplitHostPort(cfg.RaftListen)
-		self.RaftAddr = net.JoinHostPort(cfg.Advertise, port)
+	if self.RaftAddr, err = raftAdvertise(cfg); err != nil {
+		return err
 	}
 
 	var backend atomic.Pointer[cluster.Backend]
