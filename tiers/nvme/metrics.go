@@ -35,7 +35,7 @@ func NewCollector(t *Tier) *Collector {
 		"expired":   d("expirations_total", "Blocks dropped because their TTL passed."),
 		"corrupt":   d("corruptions_total", "Blocks that failed checksum verification and were dropped."),
 		"nospace":   d("no_space_total", "Puts refused because nothing evictable was left."),
-		"rbytes":    d("read_bytes_total", "Bytes read from segment files."),
+		"rbytes":    d("read_bytes_total", "Bytes the tier read from its medium."),
 		"wbytes":    d("write_bytes_total", "Bytes written to segment files."),
 		"leases":    d("descriptor_leases_total", "Direct-read descriptor leases granted."),
 	}}

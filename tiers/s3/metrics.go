@@ -15,7 +15,7 @@ func NewCollector(t *Tier) *Collector {
 		return prometheus.NewDesc("ctxtier_tier_"+name, help, nil, l)
 	}
 	return &Collector{t: t, descs: map[string]*prometheus.Desc{
-		"blocks":     d("blocks", "Blocks the tier holds in S3."),
+		"blocks":     d("blocks", "Blocks the tier holds."),
 		"packs":      d("s3_packs", "Packs (S3 objects) indexed."),
 		"buffered":   d("s3_buffered_bytes", "Bytes waiting in the upload buffer."),
 		"pending":    d("s3_pending_packs", "Sealed packs waiting for upload."),
@@ -28,7 +28,7 @@ func NewCollector(t *Tier) *Collector {
 		"uperrors":   d("s3_upload_errors_total", "Failed pack uploads (retried)."),
 		"hits":       d("hits_total", "Reads served from the tier."),
 		"misses":     d("misses_total", "Reads that found no (valid) block."),
-		"rbytes":     d("read_bytes_total", "Block bytes read from S3."),
+		"rbytes":     d("read_bytes_total", "Bytes the tier read from its medium."),
 		"unavail":    d("s3_unavailable_total", "Gets that failed because S3 did not answer."),
 		"fastfail":   d("s3_fast_fails_total", "Gets refused at once by the open circuit breaker."),
 		"corrupt":    d("corruptions_total", "Blocks that failed checksum verification and were dropped."),
