@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -91,7 +92,7 @@ func DefaultConfig() Config {
 		LogFormat:    "text",
 		NodeID:       defaultNodeID(),
 		RaftListen:   "127.0.0.1:7402",
-		PeerListen:   "127.0.0.1:7404",
+		PeerListen:   "",
 		DeadAfter:    10 * time.Second,
 	}
 }
@@ -200,7 +201,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this node's id in the cluster, for ever (default: the hostname)")
 	fs.StringVar(&c.RaftListen, "raft-listen", c.RaftListen, "Raft transport address")
-	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "node-to-node shard traffic address (native protocol over this node's own tiers)")
+	fs.StringVar(&c.PeerListen, "peer-listen", c.PeerListen, "node-to-node shard traffic address (native protocol over this node's own tiers); default: the --listen host, port 7404")
 	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "host other nodes use to reach this node's raft, peer and http listeners (default: the listen addresses' host)")
 	fs.StringVar(&c.Join, "join", c.Join, "HTTP addresses (HOST:PORT[,HOST:PORT]) of cluster members to join through")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", c.BootstrapExpect, "expected cluster size: with --initial-peers, a static bootstrap of exactly those voters; with --join, join-or-bootstrap (the node named first in --join forms the cluster, the others join it)")
@@ -255,6 +256,14 @@ func LoadConfig(args []string, env func(string) (string, bool), out io.Writer) (
 		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	cfg.ConfigFile = probe.ConfigFile
+	if cfg.PeerListen == "" {
+		// Peers must reach this listener wherever clients reach --listen.
+		host, _, err := net.SplitHostPort(cfg.Listen)
+		if err != nil {
+			return Config{}, fmt.Errorf("listen %q: %w", cfg.Listen, err)
+		}
+		cfg.PeerListen = net.JoinHostPort(host, "7404")
+	}
 	return cfg, cfg.Validate()
 }
 
