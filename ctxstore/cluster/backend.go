@@ -160,8 +160,9 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 	if opts.PinTTL > 0 {
 		pinUntil = now.Add(opts.PinTTL)
 	}
-	written, firstErr := b.writeShards(ctx, key, c, shards, place, opts)
-	if quorum := c.K + (c.M+1)/2; len(written) < min(quorum, n) || len(written) < c.K {
+	quorum := min(c.K+(c.M+1)/2, n)
+	written, firstErr := b.writeShards(ctx, key, c, shards, place, opts, quorum)
+	if len(written) < quorum || len(written) < c.K {
 		b.cleanup(key, c, written, nil)
 		if errors.Is(firstErr, block.ErrConflict) {
 			return fmt.Errorf("%w: %s: %v", block.ErrConflict, key, firstErr)
@@ -204,19 +205,49 @@ func sameBlock(key block.Key, e fsm.Entry, size int64, sum uint32) error {
 	return fmt.Errorf("%w: %s: stored block has %d bytes, crc32c %08x; put has %d bytes, crc32c %08x", block.ErrConflict, key, e.Size, e.Sum, size, sum)
 }
 
+// stragglerGrace is how long a put waits for the remaining shards once a
+// quorum of them is written: a slow or partitioned peer then costs a put
+// this much, not a whole ShardTimeout. Shards that land later are not in
+// the index (they are evicted in time); repair restores full redundancy.
+const stragglerGrace = 200 * time.Millisecond
+
 // writeShards writes shards[p.Index] to each placement entry in parallel and
-// returns the entries that succeeded.
-func (b *Backend) writeShards(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place []fsm.Shard, opts block.PutOptions) ([]fsm.Shard, error) {
-	errs := make([]error, len(place))
-	var wg sync.WaitGroup
+// returns the entries that succeeded: all of them, or those done within
+// stragglerGrace of the quorum'th success.
+func (b *Backend) writeShards(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place []fsm.Shard, opts block.PutOptions, quorum int) ([]fsm.Shard, error) {
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, len(place))
 	for i, p := range place {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			errs[i] = b.writeShard(ctx, p.NodeID, shardKey(key, c, int(p.Index)), shards[p.Index], opts)
+			results <- result{i, b.writeShard(ctx, p.NodeID, shardKey(key, c, int(p.Index)), shards[p.Index], opts)}
 		}()
 	}
-	wg.Wait()
+	errs := make([]error, len(place))
+	done := make([]bool, len(place))
+	var grace <-chan time.Time
+	succeeded := 0
+collect:
+	for range place {
+		select {
+		case r := <-results:
+			errs[r.i], done[r.i] = r.err, true
+			if r.err == nil {
+				if succeeded++; succeeded == quorum && grace == nil {
+					grace = time.After(stragglerGrace)
+				}
+			}
+		case <-grace:
+			break collect
+		}
+	}
+	for i := range errs {
+		if !done[i] {
+			errs[i] = fmt.Errorf("%w: still writing after the quorum was reached", block.ErrUnavailable)
+		}
+	}
 	var ok []fsm.Shard
 	var first error
 	for i, err := range errs {
