@@ -205,6 +205,10 @@ func sameBlock(key block.Key, e fsm.Entry, size int64, sum uint32) error {
 	return fmt.Errorf("%w: %s: stored block has %d bytes, crc32c %08x; put has %d bytes, crc32c %08x", block.ErrConflict, key, e.Size, e.Sum, size, sum)
 }
 
+// hedgeDelay is how long a read waits for one remote replica before it
+// also asks the next one.
+const hedgeDelay = 250 * time.Millisecond
+
 // stragglerGrace is how long a put waits for the remaining shards once a
 // quorum of them is written: a slow or partitioned peer then costs a put
 // this much, not a whole ShardTimeout. Shards that land later are not in
@@ -378,6 +382,7 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 			}
 		}
 	}()
+	var remotes []fsm.Shard
 	for _, s := range b.readOrder(e.Placement) {
 		if s.NodeID == b.cfg.NodeID {
 			ref, err := b.local.Get(ctx, key)
@@ -397,18 +402,61 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 			allGone = allGone && errors.Is(err, block.ErrNotFound)
 			continue
 		}
-		data, err := b.fetch(ctx, s.NodeID, key)
-		if err == nil && (int64(len(data)) != e.Size || block.Checksum(data) != e.Sum) {
-			err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
-		}
-		if err == nil {
+		remotes = append(remotes, s)
+	}
+	// Remote replicas are hedged: if one has not answered within hedgeDelay
+	// (a slow or partitioned peer whose connection has not failed yet), the
+	// next is asked too, and the first good answer wins.
+	type answer struct {
+		data []byte
+		err  error
+	}
+	answers := make(chan answer, len(remotes))
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	launched, pending := 0, 0
+	launch := func() {
+		s := remotes[launched]
+		launched++
+		pending++
+		go func() {
+			data, err := b.fetch(fctx, s.NodeID, key)
+			if err == nil && (int64(len(data)) != e.Size || block.Checksum(data) != e.Sum) {
+				err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
+			}
+			answers <- answer{data, err}
+		}()
+	}
+	hedge := time.NewTimer(hedgeDelay)
+	defer hedge.Stop()
+	if len(remotes) > 0 {
+		launch()
+	}
+	for pending > 0 {
+		select {
+		case a := <-answers:
+			pending--
+			if a.err == nil {
+				allGone = false
+				b.met.reads.WithLabelValues("remote").Inc()
+				return block.NewRef(a.data, e.Sum, TierPeer, nil), nil
+			}
+			b.met.shardErrors.Inc()
+			last = a.err
+			allGone = allGone && errors.Is(a.err, block.ErrNotFound)
+			if launched < len(remotes) {
+				launch()
+				hedge.Reset(hedgeDelay)
+			}
+		case <-hedge.C:
+			if launched < len(remotes) {
+				launch()
+				hedge.Reset(hedgeDelay)
+			}
+		case <-ctx.Done():
 			allGone = false
-			b.met.reads.WithLabelValues("remote").Inc()
-			return block.NewRef(data, e.Sum, TierPeer, nil), nil
+			return nil, fmt.Errorf("%w: %s: %v", block.ErrUnavailable, key, ctx.Err())
 		}
-		b.met.shardErrors.Inc()
-		last = err
-		allGone = allGone && errors.Is(err, block.ErrNotFound)
 	}
 	if allGone {
 		// Every holder answered that it no longer has the block (capacity
