@@ -39,6 +39,7 @@ type Config struct {
 	NVMeAdmit    string
 	MaxBlockSize int64
 	PinMaxTTL    time.Duration
+	PprofListen  string
 	LeaseTTL     time.Duration
 	S3AdminAddr  string
 	Auth         string
@@ -196,6 +197,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.S3TLS, "s3-tls", c.S3TLS, "use https to the S3 tier's server")
 	fs.StringVar(&c.S3Region, "s3-region", c.S3Region, "S3 tier signing region")
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
+	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "serve Go's /debug/pprof profiles on this address (empty: off; keep it on loopback)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a direct-read descriptor lease (native DESCRIBE) lasts if never released")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")

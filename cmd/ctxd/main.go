@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -262,6 +264,20 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	hcfg.MaxBlockSize = cfg.MaxBlockSize
 	if err := hcfg.Validate(); err != nil {
 		return err
+	}
+	if cfg.PprofListen != "" {
+		pmux := http.NewServeMux()
+		pmux.HandleFunc("/debug/pprof/", pprof.Index)
+		pmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		pmux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		psrv := &http.Server{Addr: cfg.PprofListen, Handler: pmux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := psrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("pprof listener", "err", err)
+			}
+		}()
+		defer psrv.Close()
 	}
 	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready))...)
 	hsrv.Mount("/v1/cluster/", clusterapi.Handler(parts.node, parts.backend,
