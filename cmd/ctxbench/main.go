@@ -5,56 +5,15 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"sort"
-	"syscall"
+
+	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 )
 
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string) error
-}
-
-var commands = map[string]command{}
+var commands = subcmd.New("ctxbench", "mode")
 
 // register adds a subcommand; called from init functions in this package.
 func register(name, summary string, run func(ctx context.Context, args []string) error) {
-	if _, dup := commands[name]; dup {
-		panic("ctxbench: duplicate subcommand " + name)
-	}
-	commands[name] = command{summary: summary, run: run}
+	commands.Register(name, summary, run)
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: ctxbench <mode> [flags]\n\nmodes:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-14s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(os.Stderr, "\nRun 'ctxbench <mode> -h' for a mode's flags.")
-}
-
-func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		os.Exit(2)
-	}
-	cmd, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "ctxbench: unknown mode %q\n\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "ctxbench %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
-}
+func main() { commands.Main() }
