@@ -286,7 +286,10 @@ func TestS3DownBoundsBufferAndFailsFast(t *testing.T) {
 	if !errors.Is(err, block.ErrUnavailable) || !strings.Contains(err.Error(), "circuit open") || st.reads != reads {
 		t.Fatalf("breaker: %v (reads %d→%d)", err, reads, st.reads)
 	}
-	if s := tr.Stats(); s.FastFails != 1 || !s.BreakerOpen {
+	// At least the last get failed fast; a background upload retry that
+	// failed in the meantime may have opened the breaker earlier, making an
+	// earlier get fail fast too.
+	if s := tr.Stats(); s.FastFails < 1 || !s.BreakerOpen {
 		t.Fatalf("stats: %+v", s)
 	}
 	// S3 returns: the queued packs upload and gets work once the breaker
