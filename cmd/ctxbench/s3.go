@@ -12,9 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,20 +23,20 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/gateway/httpapi"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
 func init() {
-	register("s3-vs-http", "GET/PUT throughput of blocks via the S3 endpoint vs a plain HTTP block handler, same store, same run", runS3VsHTTP)
+	register("s3-vs-http", "GET/PUT throughput of blocks via the S3 endpoint vs the native HTTP block API (gateway/httpapi), same store, same run", runS3VsHTTP)
 }
 
 // runS3VsHTTP builds one in-process store and serves it twice on 127.0.0.1:
 // through s3api (SigV4-signed requests, signed by aws-sdk-go-v2's signer in
-// the client, verified by the server) and through a minimal net/http block
-// handler (GET streams the leased bytes, PUT reads the body and calls
-// Store.Put: the same store calls the native HTTP API makes, without its
-// framing). Rounds alternate which protocol goes first.
+// the client, verified by the server) and through gateway/httpapi, the
+// native HTTP block API ctxd serves (/v1/namespaces/{ns}/blocks/{hash}, no
+// auth, as ctxd runs by default). Rounds alternate which protocol goes first.
 func runS3VsHTTP(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("s3-vs-http", flag.ContinueOnError)
 	size := fs.String("block-size", "2MiB", "block size")
@@ -103,9 +101,10 @@ func runS3VsHTTP(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	hsrv := &http.Server{Handler: plainBlockHandler(store)}
-	go hsrv.Serve(httpLn)
-	defer hsrv.Close()
+	hcfg := httpapi.DefaultConfig()
+	hcfg.MaxBlockSize = max(bs, 1<<20)
+	hsrv := httpapi.New(hcfg, store, nil, log)
+	go hsrv.Serve(sctx, httpLn)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *conc * 2, DisableCompression: true}}
 	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
@@ -121,7 +120,7 @@ func runS3VsHTTP(ctx context.Context, args []string) error {
 		sign func(r *http.Request, body []byte) error
 	}
 	protos := []proto{
-		{"http", "http://" + httpLn.Addr().String() + "/blocks/default/", func(*http.Request, []byte) error { return nil }},
+		{"http", "http://" + httpLn.Addr().String() + "/v1/namespaces/default/blocks/", func(*http.Request, []byte) error { return nil }},
 		{"s3", "http://" + s3ln.Addr().String() + "/default/", func(r *http.Request, body []byte) error {
 			ph := "UNSIGNED-PAYLOAD"
 			if *payloadMode == "sha256" {
@@ -217,7 +216,7 @@ func runS3VsHTTP(ctx context.Context, args []string) error {
 	}
 	total := float64(int64(counted) * int64(*blocks) * bs)
 	fmt.Printf("s3-vs-http: %d x %s blocks, %d clients, %d measured rounds, S3 payload %s\n", *blocks, block.FormatSize(bs), *conc, counted, *payloadMode)
-	fmt.Println("baseline: a plain net/http handler over the same Store (gateway/httpapi is not on this branch)")
+	fmt.Println("baseline: gateway/httpapi (the native HTTP block API) over the same Store")
 	fmt.Printf("%-4s %12s %12s %8s\n", "op", "http MB/s", "s3 MB/s", "s3/http")
 	for _, method := range []string{http.MethodPut, http.MethodGet} {
 		h := total / elapsed["http "+method].Seconds() / 1e6
@@ -225,47 +224,4 @@ func runS3VsHTTP(ctx context.Context, args []string) error {
 		fmt.Printf("%-4s %12.0f %12.0f %8.2f\n", method, h, s, s/h)
 	}
 	return nil
-}
-
-// plainBlockHandler is the baseline: /blocks/<ns>/<object> with GET and PUT
-// straight onto the store, no auth.
-func plainBlockHandler(store *ctxstore.Store) http.Handler {
-	bufs := sync.Pool{New: func() any { return new([]byte) }}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ns, name, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/blocks/"), "/")
-		k, err := block.ParseObjectName(filepath.Base(ns), name)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		switch r.Method {
-		case http.MethodGet:
-			ref, err := store.Get(r.Context(), k)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusNotFound)
-				return
-			}
-			defer ref.Release()
-			w.Header().Set("Content-Length", fmt.Sprint(len(ref.Data)))
-			_, _ = w.Write(ref.Data)
-		case http.MethodPut:
-			bp := bufs.Get().(*[]byte)
-			defer bufs.Put(bp)
-			if int64(cap(*bp)) < r.ContentLength {
-				*bp = make([]byte, r.ContentLength)
-			}
-			b := (*bp)[:r.ContentLength]
-			if _, err := io.ReadFull(r.Body, b); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			if err := store.Put(r.Context(), k, b, block.PutOptions{}); err != nil {
-				http.Error(w, err.Error(), http.StatusConflict)
-				return
-			}
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			w.WriteHeader(http.StatusMethodNotAllowed)
-		}
-	})
 }
