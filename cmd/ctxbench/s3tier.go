@@ -43,6 +43,7 @@ func runS3Tier(ctx context.Context, args []string) error {
 	blocks := fs.Int("blocks", 128, "blocks")
 	conc := fs.Int("concurrency", 8, "concurrent gets")
 	rounds := fs.Int("rounds", 5, "rounds (each: raw GETs then tier gets, order alternating)")
+	solo := fs.String("solo-size", block.FormatSize(s3.DefaultConfig().SoloSize), "blocks at least this large get a pack of their own, read whole (0: pack every block)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,6 +53,12 @@ func runS3Tier(ctx context.Context, args []string) error {
 	bs, err := block.ParseSize(*size)
 	if err != nil {
 		return err
+	}
+	soloSize := int64(0)
+	if *solo != "0" {
+		if soloSize, err = block.ParseSize(*solo); err != nil {
+			return err
+		}
 	}
 	if *blocks < 1 || *conc < 1 || *rounds < 1 {
 		return fmt.Errorf("blocks, concurrency and rounds must be positive")
@@ -68,6 +75,7 @@ func runS3Tier(ctx context.Context, args []string) error {
 	cfg.AccessKey, cfg.SecretKey, cfg.TLS, cfg.Region = *access, *secret, *useTLS, *region
 	cfg.Dir = dir
 	cfg.MaxBlockSize = max(bs, 1<<20)
+	cfg.SoloSize = soloSize
 	cfg.MaxBuffer = max(int64(*blocks)*bs+(64<<20), cfg.MaxBlockSize)
 	cfg.GetTimeout, cfg.ResponseTimeout = 30*time.Second, 30*time.Second
 	tier, err := s3.New(cfg, slog.New(slog.DiscardHandler))
@@ -111,8 +119,8 @@ func runS3Tier(ctx context.Context, args []string) error {
 		return fmt.Errorf("tier flush: %w", err)
 	}
 	st := tier.Stats()
-	fmt.Printf("s3tier endpoint=%s block_size=%s blocks=%d packs=%d concurrency=%d rounds=%d\n",
-		*endpoint, block.FormatSize(bs), *blocks, st.Packs, *conc, *rounds)
+	fmt.Printf("s3tier endpoint=%s block_size=%s blocks=%d packs=%d solo_size=%s concurrency=%d rounds=%d\n",
+		*endpoint, block.FormatSize(bs), *blocks, st.Packs, *solo, *conc, *rounds)
 	defer cleanupPrefix(raw, *bucket, prefix)
 
 	rawGet := func(i int, dst []byte) error {

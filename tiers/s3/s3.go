@@ -80,6 +80,13 @@ type Config struct {
 	PackSize int64
 	// PackBlocks seals a pack once it holds this many blocks.
 	PackBlocks int
+	// SoloSize: a block of at least this many bytes is uploaded as a pack of
+	// its own and read back with a whole-object GET instead of a ranged
+	// one (0: every block is packed with others). Packing saves requests
+	// for small blocks; a block this large costs one GET either way, a
+	// whole-object GET is the server's fast path, and a dead solo pack is
+	// deleted without compaction. See docs/s3tier.md.
+	SoloSize int64
 	// FlushInterval seals a pack this long after its first block arrived.
 	FlushInterval time.Duration
 	// MaxBuffer bounds the bytes of blocks waiting for upload (open and
@@ -121,7 +128,7 @@ type Config struct {
 }
 
 // DefaultConfig returns 64 MiB packs of at most 4096 blocks sealed after 30 s,
-// a 512 MiB upload buffer, 16 MiB parts 4 at a time, 2 s gets, a breaker that
+// blocks of 1 MiB or more in packs of their own, a 512 MiB upload buffer, 16 MiB parts 4 at a time, 2 s gets, a breaker that
 // opens after 3 failures for 5 s, and hourly maintenance compacting packs
 // under half live. Endpoint, Bucket and Dir must be set.
 func DefaultConfig() Config {
@@ -130,6 +137,7 @@ func DefaultConfig() Config {
 		CreateBucket:     true,
 		PackSize:         64 << 20,
 		PackBlocks:       4096,
+		SoloSize:         1 << 20,
 		FlushInterval:    30 * time.Second,
 		MaxBuffer:        512 << 20,
 		PartSize:         16 << 20,
@@ -164,6 +172,8 @@ func (c Config) Validate() error {
 		return bad("max block size %d out of range 1..%d", c.MaxBlockSize, block.HardMaxBlockSize)
 	case c.PackSize < 1 || c.PackBlocks < 1 || c.PackBlocks > maxPackCount:
 		return bad("pack size %d and pack blocks %d must be positive (blocks <= %d)", c.PackSize, c.PackBlocks, maxPackCount)
+	case c.SoloSize < 0:
+		return bad("solo size %d is negative", c.SoloSize)
 	case c.MaxBuffer < c.MaxBlockSize:
 		return bad("max buffer %d must hold one max-size block (%d)", c.MaxBuffer, c.MaxBlockSize)
 	case c.PartSize < 5<<20:
@@ -506,7 +516,8 @@ func (t *Tier) expiredLocked(expires int64) bool {
 }
 
 // Get reads a block: from the upload buffer if it is still there, otherwise
-// with one ranged GET of its pack, verified against its checksum. A block
+// with one ranged GET of its pack (a whole-object GET when the pack holds
+// only that block), verified against its checksum. A block
 // the tier does not have is block.ErrNotFound at once; one S3 cannot serve
 // now is block.ErrUnavailable within GetTimeout, or at once while the
 // circuit breaker is open.
@@ -569,7 +580,12 @@ func (t *Tier) fetch(ctx context.Context, key block.Key, l loc, into *[]byte) ([
 	gctx, cancel := context.WithTimeout(ctx, t.cfg.GetTimeout)
 	defer cancel()
 	buf := *into
-	err := t.store.ReadRange(gctx, l.pack.name, l.off, buf)
+	var err error
+	if l.off == 0 && l.pack.count == 1 {
+		err = t.store.ReadHead(gctx, l.pack.name, buf)
+	} else {
+		err = t.store.ReadRange(gctx, l.pack.name, l.off, buf)
+	}
 	switch {
 	case err == nil:
 		t.brk.success()

@@ -21,6 +21,11 @@ type objectStore interface {
 	Put(ctx context.Context, name string, data []byte) error
 	// ReadRange fills dst with the len(dst) bytes of object name at off.
 	ReadRange(ctx context.Context, name string, off int64, dst []byte) error
+	// ReadHead fills dst with the first len(dst) bytes of object name read
+	// with a plain, unranged GET, and discards the (short) rest. Servers
+	// serve whole objects on their fastest path: versitygw hands the file
+	// to sendfile, while a range goes through a buffered copy.
+	ReadHead(ctx context.Context, name string, dst []byte) error
 	// Remove deletes object name; a missing object is not an error.
 	Remove(ctx context.Context, name string) error
 	// List calls fn for every object under prefix.
@@ -92,6 +97,30 @@ func (s *minioStore) ReadRange(ctx context.Context, name string, off int64, dst 
 	defer obj.Close()
 	if _, err := io.ReadFull(obj, dst); err != nil {
 		return classify(err)
+	}
+	return nil
+}
+
+// maxHeadTail bounds what ReadHead discards after dst: a one-block pack's
+// index and trailer. More means the object is not what the index says.
+const maxHeadTail = 64 << 10
+
+func (s *minioStore) ReadHead(ctx context.Context, name string, dst []byte) error {
+	obj, err := s.c.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		return classify(err)
+	}
+	defer obj.Close()
+	if _, err := io.ReadFull(obj, dst); err != nil {
+		return classify(err)
+	}
+	// Read the tail to EOF so the connection goes back to the pool.
+	n, err := io.Copy(io.Discard, io.LimitReader(obj, maxHeadTail+1))
+	if err != nil {
+		return classify(err)
+	}
+	if n > maxHeadTail {
+		return fmt.Errorf("s3: %s: more than %d bytes follow the block; not a one-block pack", name, maxHeadTail)
 	}
 	return nil
 }

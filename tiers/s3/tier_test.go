@@ -22,6 +22,7 @@ type memStore struct {
 	objects map[string][]byte
 	down    bool
 	reads   int
+	heads   int // ReadHead calls (whole-object GETs)
 }
 
 func newMemStore() *memStore { return &memStore{objects: map[string][]byte{}} }
@@ -56,6 +57,13 @@ func (m *memStore) ReadRange(_ context.Context, name string, off int64, dst []by
 	}
 	copy(dst, o[off:])
 	return nil
+}
+
+func (m *memStore) ReadHead(ctx context.Context, name string, dst []byte) error {
+	m.mu.Lock()
+	m.heads++
+	m.mu.Unlock()
+	return m.ReadRange(ctx, name, 0, dst)
 }
 
 func (m *memStore) Remove(_ context.Context, name string) error {
@@ -172,6 +180,53 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 	if _, err := tr.Get(context.Background(), key(99)); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("missing key: %v", err)
+	}
+}
+
+// TestSoloPacks: a block of SoloSize or more gets a pack of its own, read
+// back whole, while smaller blocks keep filling the namespace's open pack.
+func TestSoloPacks(t *testing.T) {
+	st := newMemStore()
+	cfg := testConfig(t.TempDir())
+	cfg.SoloSize = 8 << 10
+	tr := openTest(t, cfg, st)
+	sizes := []int{1000, 9000, 2000, 8192, 3000}
+	for i, n := range sizes {
+		d := blockData(i, n)
+		tr.Demote(key(i), d, block.Checksum(d))
+	}
+	if err := tr.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Two solo packs and one pack of the three small blocks.
+	if s := tr.Stats(); s.Uploads != 3 || s.Blocks != 5 || st.count() != 3 {
+		t.Fatalf("stats: %+v, objects %d", s, st.count())
+	}
+	small, _ := tr.Locate(key(2))
+	if first, _ := tr.Locate(key(0)); first.Object != small.Object || small.Offset != 1000 {
+		t.Fatalf("small blocks not packed together: %+v %+v", first, small)
+	}
+	for _, i := range []int{1, 3} {
+		l, _ := tr.Locate(key(i))
+		if l.Offset != 0 || l.Object == small.Object {
+			t.Fatalf("block %d not alone: %+v", i, l)
+		}
+	}
+	for i, n := range sizes {
+		mustGet(t, tr, i, n)
+	}
+	if st.heads != 2 || st.reads != 5 {
+		t.Fatalf("whole-object reads %d, all reads %d; want 2 and 5", st.heads, st.reads)
+	}
+	// A dead solo pack is removed outright, with no compaction.
+	if err := tr.Delete(context.Background(), key(1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Maintain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.Stats(); s.Packs != 2 || s.Compactions != 0 || st.count() != 2 {
+		t.Fatalf("after deleting a solo block: %+v, objects %d", s, st.count())
 	}
 }
 

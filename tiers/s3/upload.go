@@ -108,6 +108,16 @@ func (t *Tier) enqueue(key block.Key, data []byte, sum uint32, expires int64, fo
 		old.dead = true
 	}
 	t.pend[key] = p
+	t.buffer += n
+	if !force {
+		t.st.demoted.Add(1)
+		t.st.demotedBytes.Add(uint64(n))
+	}
+	if t.cfg.SoloSize > 0 && n >= t.cfg.SoloSize {
+		// A large block goes alone; the namespace's open pack stays open.
+		t.sealLocked(&openPack{ns: key.Namespace, first: t.now(), blocks: []*pending{p}, bytes: n})
+		return true
+	}
 	op := t.open[key.Namespace]
 	if op == nil {
 		op = &openPack{ns: key.Namespace, first: t.now()}
@@ -115,11 +125,6 @@ func (t *Tier) enqueue(key block.Key, data []byte, sum uint32, expires int64, fo
 	}
 	op.blocks = append(op.blocks, p)
 	op.bytes += n
-	t.buffer += n
-	if !force {
-		t.st.demoted.Add(1)
-		t.st.demotedBytes.Add(uint64(n))
-	}
 	if op.bytes >= t.cfg.PackSize || len(op.blocks) >= t.cfg.PackBlocks {
 		t.sealLocked(op)
 	}
@@ -128,7 +133,9 @@ func (t *Tier) enqueue(key block.Key, data []byte, sum uint32, expires int64, fo
 
 // sealLocked closes an open pack and queues it for upload.
 func (t *Tier) sealLocked(op *openPack) {
-	delete(t.open, op.ns)
+	if t.open[op.ns] == op {
+		delete(t.open, op.ns)
+	}
 	t.sealed = append(t.sealed, op)
 	select {
 	case t.kick <- struct{}{}:
