@@ -18,6 +18,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/tiers/policy"
+	"github.com/ctxtier/ctxtier/tiers/s3"
 )
 
 // Config is everything ctxd can be told. Each field is one setting, reachable
@@ -55,6 +56,7 @@ type Config struct {
 	S3SecretKey string
 	S3TLS       bool
 	S3Region    string
+	S3SoloSize  int64
 	// Cluster settings. ctxd always runs Raft: alone, a node bootstraps a
 	// one-voter cluster.
 	NodeID          string
@@ -88,6 +90,7 @@ func DefaultConfig() Config {
 		S3Bucket:     "ctxtier",
 		S3Prefix:     "ctxtier",
 		S3Region:     "us-east-1",
+		S3SoloSize:   s3.DefaultConfig().SoloSize,
 		Auth:         "off",
 		LogLevel:     "info",
 		LogFormat:    "text",
@@ -191,11 +194,12 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")
 	fs.StringVar(&c.S3Endpoint, "s3-endpoint", c.S3Endpoint, "S3 server host:port of the S3 tier under NVMe (empty disables the tier)")
 	fs.StringVar(&c.S3Bucket, "s3-bucket", c.S3Bucket, "bucket of the S3 tier (created if missing)")
-	fs.StringVar(&c.S3Prefix, "s3-prefix", c.S3Prefix, "object name prefix of the S3 tier; give each node its own when nodes share a bucket")
+	fs.StringVar(&c.S3Prefix, "s3-prefix", c.S3Prefix, "object name prefix of the S3 tier; each node writes under PREFIX/NODE-ID/, so nodes can share a bucket")
 	fs.StringVar(&c.S3AccessKey, "s3-access-key", c.S3AccessKey, "S3 tier access key (or CTXD_S3_ACCESS_KEY)")
 	fs.StringVar(&c.S3SecretKey, "s3-secret-key", c.S3SecretKey, "S3 tier secret key (or CTXD_S3_SECRET_KEY)")
 	fs.BoolVar(&c.S3TLS, "s3-tls", c.S3TLS, "use https to the S3 tier's server")
 	fs.StringVar(&c.S3Region, "s3-region", c.S3Region, "S3 tier signing region")
+	fs.Var(sizeValue{&c.S3SoloSize}, "s3-solo-size", "blocks at least this large get an S3 object of their own, read back whole; smaller ones are packed (0: pack every block)")
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
 	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "serve Go's /debug/pprof profiles on this address (empty: off; keep it on loopback)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a direct-read descriptor lease (native DESCRIBE) lasts if never released")

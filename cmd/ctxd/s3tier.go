@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"path"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,11 +12,14 @@ import (
 )
 
 // openS3Tier opens the S3 tier configured by the --s3-* settings; its local
-// index lives in <data-dir>/s3-index. A namespace's S3 policy is read from
+// index lives in <data-dir>/s3-index and its objects under
+// <s3-prefix>/<node-id>/ (each node rebuilds from, compacts and expires only
+// its own packs, so nodes can share a bucket). A namespace's S3 policy is read from
 // the catalog at demotion time; an unknown namespace is kept out of S3.
 func openS3Tier(cfg Config, namespaces func(string) (block.Namespace, error), reg prometheus.Registerer, log *slog.Logger) (*s3.Tier, error) {
 	c := s3.DefaultConfig()
-	c.Endpoint, c.Bucket, c.Prefix = cfg.S3Endpoint, cfg.S3Bucket, cfg.S3Prefix
+	c.Endpoint, c.Bucket, c.Prefix = cfg.S3Endpoint, cfg.S3Bucket, path.Join(cfg.S3Prefix, cfg.NodeID)
+	c.SoloSize = cfg.S3SoloSize
 	c.AccessKey, c.SecretKey = cfg.S3AccessKey, cfg.S3SecretKey
 	c.TLS, c.Region = cfg.S3TLS, cfg.S3Region
 	c.Dir = filepath.Join(cfg.DataDir, "s3-index")
