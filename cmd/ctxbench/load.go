@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,14 +108,7 @@ func parseSize(s string) (int, error) {
 }
 
 func runLoad(ctx context.Context, args []string) error {
-	cfg, err := parseLoadFlags(args, os.Stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	return runLoadWith(ctx, cfg, os.Stdout, os.Stderr)
+	return runParsed(ctx, args, parseLoadFlags, runLoadWith)
 }
 
 // loadResult is what a load run measured.

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseClusterFlags(t *testing.T) {
+	c, err := parseClusterFlags(strings.Fields("--addrs 127.0.0.1:1,,127.0.0.1:2 --block-size 1MiB --blocks 8 --rounds 2 --concurrency 3 --index-blocks 0"), io.Discard)
+	if err != nil || len(c.Addrs) != 2 || c.BlockSize != 1<<20 || c.Blocks != 8 || c.Rounds != 2 || c.Concurrency != 3 || c.IndexBlocks != 0 || c.IndexBlockSize != 4<<10 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	for _, bad := range []string{"--addrs ,", "--blocks 0", "--rounds 0", "--concurrency 0", "--index-concurrency 2000",
+		"--block-size 4", "--index-block-size 1", "--index-blocks -1", "--dram-capacity lots", "extra"} {
+		if _, err := parseClusterFlags(strings.Fields(bad), io.Discard); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestClusterPayloadCheck: a read is accepted only when it is exactly the
+// block that was put.
+func TestClusterPayloadCheck(t *testing.T) {
+	p := newPayload(64, 7)
+	good := p.fill(make([]byte, 64), 42)
+	flip := func(i int) []byte {
+		b := bytes.Clone(good)
+		b[i] ^= 1
+		return b
+	}
+	tests := []struct {
+		name string
+		got  []byte
+		ok   bool
+	}{
+		{"same", good, true},
+		{"other block", p.fill(make([]byte, 64), 43), false},
+		{"flipped byte", flip(63), false},
+		{"short", good[:63], false},
+		{"long", append(bytes.Clone(good), 0), false},
+	}
+	for _, tc := range tests {
+		if err := p.check(tc.got, 42); (err == nil) != tc.ok {
+			t.Errorf("%s: check = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+	if s := p.sums([]uint64{42, 43}); s[0] == s[1] {
+		t.Errorf("blocks 42 and 43 have the same checksum %08x", s[0])
+	}
+}
+
+func TestClusterPromSamples(t *testing.T) {
+	text := `# HELP ctxtier_raft_batch_ops Index operations per group-committed Raft log entry.
+ctxtier_raft_batch_ops_bucket{node_id="n1",le="1"} 3
+ctxtier_raft_batch_ops_sum{node_id="n1"} 120
+ctxtier_raft_batch_ops_count{node_id="n1"} 12
+ctxtier_raft_batch_ops_sum{node_id="n2"} 7
+ctxtier_raft_batch_ops_sum_extra 9
+ctxtier_up 1
+`
+	for _, tc := range []struct {
+		name, label string
+		want        float64
+		ok          bool
+	}{
+		{"ctxtier_raft_batch_ops_sum", `node_id="n1"`, 120, true},
+		{"ctxtier_raft_batch_ops_count", `node_id="n1"`, 12, true},
+		{"ctxtier_raft_batch_ops_sum", "", 127, true},
+		{"ctxtier_raft_batch_ops_sum", `node_id="n3"`, 0, false},
+		{"ctxtier_up", "", 1, true},
+	} {
+		got, ok := promSamples(text, tc.name, tc.label)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s %s = %v %v, want %v %v", tc.name, tc.label, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestClusterBenchAgainstRealCluster runs `ctxbench cluster --start` with
+// tiny sizes: three real ctxd processes, both namespaces, the index phase.
+// Every get is compared byte for byte with what was put (a mismatch fails
+// the run); the output must carry every field with a positive value.
+func TestClusterBenchAgainstRealCluster(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "ctxd")
+	build := exec.Command("go", "build", "-o", bin, "github.com/ctxtier/ctxtier/cmd/ctxd")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building ctxd: %v\n%s", err, out)
+	}
+	const blocks, rounds = 12, 2
+	cfg, err := parseClusterFlags(strings.Fields("--start --ctxd "+bin+" --dram-capacity 64MiB --block-size 64KiB --blocks 12 --rounds 2 --concurrency 3 --index-blocks 300 --index-concurrency 16"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, progress bytes.Buffer
+	start := time.Now()
+	if err := runClusterWith(ctx, cfg, &out, &progress); err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	t.Logf("in %v:\n%s", time.Since(start).Round(time.Millisecond), out.String())
+	vals := map[string]float64{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.ContainsAny(k, " :") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		vals[k] = f
+	}
+	for _, k := range []string{
+		"one_copy_put_mb_s", "one_copy_put_ops_s", "one_copy_get_mb_s", "one_copy_get_ops_s",
+		"rs21_put_mb_s", "rs21_put_ops_s", "rs21_get_mb_s", "rs21_get_ops_s",
+		"ratio_rs21_vs_one_copy_put", "ratio_rs21_vs_one_copy_get",
+		"index_commit_entries_per_s", "verified_reads",
+	} {
+		if v, ok := vals[k]; !ok || v <= 0 {
+			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)
+		}
+	}
+	// The leader stays put in a quiet 3-node cluster, so the leader's log
+	// statistics are there too.
+	for _, k := range []string{"index_raft_log_entries", "index_entries_per_log_entry"} {
+		if v := vals[k]; v <= 0 {
+			t.Errorf("%s = %v, want a positive value", k, v)
+		}
+	}
+	// Every round's gets in both namespaces were verified (plus the
+	// warm-up's and the index phase's sample).
+	if v := vals["verified_reads"]; v < 2*blocks*rounds {
+		t.Errorf("verified_reads = %v, want at least %d", v, 2*blocks*rounds)
+	}
+}
