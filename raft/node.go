@@ -316,7 +316,8 @@ func (n *Node) DeleteCredential(ctx context.Context, accessKeyID string) error {
 
 // Join adds m as a voter (on the leader) and records its member entry. It
 // is idempotent: joining again with the same address changes nothing, and
-// with a new address updates it.
+// with a new address updates it. With TLS, a new voter's Raft address must
+// first pass TLS.CheckPeer (ErrPermissionDenied otherwise).
 func (n *Node) Join(ctx context.Context, m fsm.Member) error {
 	if m.State == 0 {
 		m.State = fsm.MemberAlive
@@ -335,6 +336,15 @@ func (n *Node) Join(ctx context.Context, m fsm.Member) error {
 		}
 	}
 	if !present {
+		if n.cfg.TLS != nil {
+			// Adding a voter this node cannot talk to would cost the
+			// cluster a vote of its quorum: check the joiner's certificate
+			// first (the join request itself arrived over HTTP).
+			if err := n.cfg.TLS.CheckPeer(ctx, m.RaftAddr); err != nil {
+				n.log.Warn("join refused", "member", m.ID, "addr", m.RaftAddr, "err", err)
+				return err
+			}
+		}
 		if err := n.wait(ctx, n.raft.AddVoter(hraft.ServerID(m.ID), hraft.ServerAddress(m.RaftAddr), 0, n.cfg.ApplyTimeout)); err != nil {
 			return err
 		}

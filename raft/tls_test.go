@@ -2,13 +2,10 @@ package raft
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
+	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -18,39 +15,14 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/raft/fsm"
+	"github.com/ctxtier/ctxtier/raft/tlstest"
 )
 
 // testCA makes a CA and returns it with a function issuing leaf
 // certificates (for both server and client auth) valid for 127.0.0.1.
 func testCA(t *testing.T) (*x509.CertPool, func() tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ctxtier test CA"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	serial := int64(2)
-	issue := func() tls.Certificate {
-		lk, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		serial++
-		lt := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "node"}, NotBefore: time.Now().Add(-time.Hour),
-			NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-		ld, err := x509.CreateCertificate(rand.Reader, lt, ca, &lk.PublicKey, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tls.Certificate{Certificate: [][]byte{ld}, PrivateKey: lk}
-	}
-	return pool, issue
+	ca := tlstest.NewCA(t)
+	return ca.Pool(), func() tls.Certificate { return ca.Issue(t, "node") }
 }
 
 func freeAddr(t *testing.T) string {
@@ -183,5 +155,65 @@ func TestOpenRestartRecovers(t *testing.T) {
 	res, err := n.Propose(ctx, putOp(2, 2))
 	if err != nil || res[0].Status != fsm.StatusExisted {
 		t.Fatalf("re-put after restart: %+v %v", res, err)
+	}
+}
+
+// Join checks a new voter's certificate over its Raft address before adding
+// it: a node the cluster could not replicate to never takes a vote.
+func TestJoinChecksPeerCertificate(t *testing.T) {
+	pool, issue := testCA(t)
+	otherPool, otherIssue := testCA(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c1 := tcpConfig(t, "j1", &TLS{Certificate: issue(), RootCAs: pool, Mutual: true})
+	n1, err := Open(ctx, c1, quietLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n1.Close()
+	(&cluster{t: t}).waitLeader(n1)
+	cases := []struct {
+		name string
+		tls  *TLS
+		want error // nil: joins
+	}{
+		{"certificate from another CA", &TLS{Certificate: otherIssue(), RootCAs: otherPool, Mutual: true}, block.ErrPermissionDenied},
+		{"trusts another CA, refuses ours", &TLS{Certificate: issue(), RootCAs: otherPool, Mutual: true}, block.ErrPermissionDenied},
+		{"plain TCP", nil, block.ErrUnavailable},
+		{"same CA", &TLS{Certificate: issue(), RootCAs: pool, Mutual: true}, nil},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tcpConfig(t, fmt.Sprintf("j%d", i+2), tc.tls)
+			cfg.Bootstrap = false
+			n, err := Open(ctx, cfg, quietLog(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close()
+			err = n1.Join(ctx, fsm.Member{ID: cfg.NodeID, RaftAddr: cfg.RaftAddr})
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("join: %v", err)
+				}
+				return
+			}
+			t.Logf("refused: %v", err)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("join: %v, want %v", err, tc.want)
+			}
+			for _, s := range n1.Servers() {
+				if s.ID == cfg.NodeID {
+					t.Fatalf("refused node %s is in the configuration", s.ID)
+				}
+			}
+			if _, ok := n1.FSM().Member(cfg.NodeID); ok {
+				t.Fatalf("refused node %s has a member record", cfg.NodeID)
+			}
+		})
+	}
+	// An address nobody listens on is unavailable (retryable), not refused.
+	if err := c1.TLS.CheckPeer(ctx, freeAddr(t)); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("check of a closed port: %v", err)
 	}
 }

@@ -65,8 +65,9 @@ func raftAdvertise(cfg Config) (string, error) {
 // openRaft starts this node's Raft member: bootstrapping a one-voter
 // cluster when alone, a static cluster with --initial-peers, or waiting to
 // be added when --join is given.
-func openRaft(ctx context.Context, cfg Config, self fsm.Member, reg prometheus.Registerer, log *slog.Logger) (*raft.Node, error) {
+func openRaft(ctx context.Context, cfg Config, self fsm.Member, tlsc *raft.TLS, reg prometheus.Registerer, log *slog.Logger) (*raft.Node, error) {
 	rc := raft.DefaultConfig()
+	rc.TLS = tlsc
 	rc.NodeID = cfg.NodeID
 	rc.DataDir = cfg.DataDir
 	rc.RaftAddr = cfg.RaftListen
@@ -153,15 +154,21 @@ func (p *clusterParts) close(log *slog.Logger) {
 }
 
 // openCluster starts Raft and the clustered backend over the local stack.
-func openCluster(ctx context.Context, cfg Config, self fsm.Member, stack *tiers.Manager, reg prometheus.Registerer, log *slog.Logger) (*clusterParts, error) {
+// tlsc (nil: plain TCP) secures Raft and the peer clients.
+func openCluster(ctx context.Context, cfg Config, self fsm.Member, tlsc *raft.TLS, stack *tiers.Manager, reg prometheus.Registerer, log *slog.Logger) (*clusterParts, error) {
 	parts := &clusterParts{}
-	node, err := openRaft(ctx, cfg, self, reg, log)
+	node, err := openRaft(ctx, cfg, self, tlsc, reg, log)
 	if err != nil {
 		return nil, err
 	}
 	parts.node = node
 	parts.startIndex, _ = strconv.ParseUint(node.Stats()["last_log_index"], 10, 64)
-	if parts.peers, err = peer.New(peer.DefaultOptions()); err != nil {
+	popts := peer.DefaultOptions()
+	if tlsc != nil {
+		// The server name is --tls-server-name, or else each peer's host.
+		popts.Client.TLS = tlsc.ClientConfig("")
+	}
+	if parts.peers, err = peer.New(popts); err != nil {
 		parts.close(log)
 		return nil, err
 	}

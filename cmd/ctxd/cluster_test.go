@@ -19,23 +19,34 @@ import (
 // testNode is one member of a local cluster of real ctxd processes.
 type testNode struct {
 	id, http, raft, dataDir string
+	extra                   []string // more flags, on every start
 	p                       *proc
 }
 
 func (n *testNode) args(join string) []string {
-	return []string{"--node-id", n.id, "--http-listen", n.http, "--raft-listen", n.raft,
+	return append([]string{"--node-id", n.id, "--http-listen", n.http, "--raft-listen", n.raft,
 		"--data-dir", n.dataDir, "--join", join, "--bootstrap-expect", "3",
-		"--dead-after", "2s", "--dram-capacity", "64MiB", "--zone", "zone-" + n.id}
+		"--dead-after", "2s", "--dram-capacity", "64MiB", "--zone", "zone-" + n.id}, n.extra...)
 }
 
 // startCluster starts n ctxd processes that form one cluster through
 // join-or-bootstrap (the node named first in --join forms it).
 func startCluster(t *testing.T, n int) ([]*testNode, string) {
 	t.Helper()
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith is startCluster with extra(id) (when not nil) appended
+// to the flags of the node with that id.
+func startClusterWith(t *testing.T, n int, extra func(id string) []string) ([]*testNode, string) {
+	t.Helper()
 	nodes := make([]*testNode, n)
 	var joins []string
 	for i := range nodes {
 		nodes[i] = &testNode{id: fmt.Sprintf("n%d", i+1), http: freeAddr(t), raft: freeAddr(t), dataDir: t.TempDir()}
+		if extra != nil {
+			nodes[i].extra = extra(nodes[i].id)
+		}
 		joins = append(joins, nodes[i].http)
 	}
 	join := strings.Join(joins, ",")

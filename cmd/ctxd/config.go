@@ -69,6 +69,13 @@ type Config struct {
 	ClusterToken    string
 	Zone            string
 	DeadAfter       time.Duration
+	// Node-to-node TLS (Raft and peer shard traffic): enabled by
+	// --tls-cert, which needs --tls-key and --tls-ca.
+	TLSCert       string
+	TLSKey        string
+	TLSCA         string
+	TLSMutual     bool
+	TLSServerName string
 }
 
 // DefaultConfig is what `ctxd` with no flags runs: one node, data in
@@ -149,10 +156,47 @@ func (c Config) Validate() error {
 	if c.Auth != "off" && c.Auth != "required" {
 		errs = append(errs, fmt.Errorf("auth %q: want off or required", c.Auth))
 	}
+	errs = append(errs, c.validateTLS()...)
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// validateTLS checks that the --tls-* settings come together.
+func (c Config) validateTLS() []error {
+	var missing []string
+	for _, f := range []struct{ name, value string }{{"tls-cert", c.TLSCert}, {"tls-key", c.TLSKey}, {"tls-ca", c.TLSCA}} {
+		if f.value == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	switch {
+	case len(missing) == 0:
+		return nil
+	case len(missing) < 3:
+		return []error{fmt.Errorf("node-to-node TLS needs tls-cert, tls-key and tls-ca together: %s not set", strings.Join(missing, ", "))}
+	}
+	var errs []error
+	if c.TLSMutual {
+		errs = append(errs, errors.New("tls-mutual needs tls-cert, tls-key and tls-ca"))
+	}
+	if c.TLSServerName != "" {
+		errs = append(errs, errors.New("tls-server-name needs tls-cert, tls-key and tls-ca"))
+	}
+	return errs
+}
+
+// loadTLS reads the node-to-node TLS material; nil when TLS is off.
+func (c Config) loadTLS() (*raft.TLS, error) {
+	if c.TLSCert == "" {
+		return nil, nil
+	}
+	t, err := raft.LoadTLS(c.TLSCert, c.TLSKey, c.TLSCA, c.TLSServerName, c.TLSMutual)
+	if err != nil {
+		return nil, fmt.Errorf("tls-cert/tls-key/tls-ca: %w", err)
+	}
+	return t, nil
 }
 
 type sizeValue struct{ p *int64 }
@@ -215,6 +259,11 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.InitialPeers, "initial-peers", c.InitialPeers, "static bootstrap: ID@RAFTHOST:PORT[,ID@RAFTHOST:PORT], every voter including this node")
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure domain (rack, host) for shard placement")
 	fs.DurationVar(&c.DeadAfter, "dead-after", c.DeadAfter, "mark a silent member dead (and repair its shards) after this long")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate this node presents on the Raft and peer listeners (and as a client with --tls-mutual); with --tls-key and --tls-ca, turns on TLS 1.3 for node-to-node traffic (not the client-facing ports)")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key of --tls-cert")
+	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "PEM CA bundle that peers' certificates must chain to")
+	fs.BoolVar(&c.TLSMutual, "tls-mutual", c.TLSMutual, "require and verify a client certificate on the Raft and peer listeners (mTLS); without it anyone who reaches those ports may still speak to them")
+	fs.StringVar(&c.TLSServerName, "tls-server-name", c.TLSServerName, "name every peer's certificate must carry (default: the host of the dialed address, so certificates need a SAN for each node's advertised host)")
 	return fs
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxtier/ctxtier/raft/tlstest"
 )
 
 func envOf(m map[string]string) func(string) (string, bool) {
@@ -77,6 +79,91 @@ func TestLoadConfigErrors(t *testing.T) {
 			_, err := LoadConfig(tc.args, envOf(tc.env), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The --tls-* settings come as a set, through flags, environment or file.
+func TestLoadConfigTLS(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ctxd.yaml")
+	if err := os.WriteFile(file, []byte("tls_cert: /c.pem\ntls_key: /k.pem\ntls_ca: /ca.pem\ntls_mutual: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-ca", "/ca.pem"}
+	cases := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		wantErr    string // "" means valid
+		wantMutual bool
+	}{
+		{"off by default", nil, nil, "", false},
+		{"flags", append(all, "--tls-mutual"), nil, "", true},
+		{"server name", append(all, "--tls-server-name", "ctxd.internal"), nil, "", false},
+		{"environment", nil, map[string]string{"CTXD_TLS_CERT": "/c.pem", "CTXD_TLS_KEY": "/k.pem", "CTXD_TLS_CA": "/ca.pem", "CTXD_TLS_MUTUAL": "true"}, "", true},
+		{"file", []string{"--config", file}, nil, "", true},
+		{"flag over file", []string{"--config", file, "--tls-mutual=false"}, nil, "", false},
+		{"cert alone", []string{"--tls-cert", "/c.pem"}, nil, "tls-key, tls-ca not set", false},
+		{"no ca", []string{"--tls-cert", "/c.pem", "--tls-key", "/k.pem"}, nil, "tls-ca not set", false},
+		{"key and ca, no cert", []string{"--tls-key", "/k.pem", "--tls-ca", "/ca.pem"}, nil, "tls-cert not set", false},
+		{"mutual alone", []string{"--tls-mutual"}, nil, "tls-mutual needs", false},
+		{"server name alone", []string{"--tls-server-name", "x"}, nil, "tls-server-name needs", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadConfig(tc.args, envOf(tc.env), io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.TLSMutual != tc.wantMutual {
+				t.Fatalf("TLSMutual %v, want %v", c.TLSMutual, tc.wantMutual)
+			}
+		})
+	}
+}
+
+// loadTLS turns files that are missing or not PEM into a startup error
+// naming the settings; with no --tls-cert it returns nil (plain TCP).
+func TestLoadTLSFiles(t *testing.T) {
+	if got, err := DefaultConfig().loadTLS(); got != nil || err != nil {
+		t.Fatalf("TLS off: %v %v", got, err)
+	}
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t)
+	certs := ca.WriteFiles(t, dir, "n1")
+	junk := filepath.Join(dir, "junk.pem")
+	os.WriteFile(junk, []byte("not pem"), 0o600)
+	cases := []struct {
+		name          string
+		cert, key, ca string
+		wantErr       string
+	}{
+		{"valid", certs.Cert, certs.Key, certs.CA, ""},
+		{"missing cert", filepath.Join(dir, "none.pem"), certs.Key, certs.CA, "no such file"},
+		{"key of another cert", certs.Cert, ca.WriteFiles(t, dir, "n2").Key, certs.CA, "private key does not match"},
+		{"ca not pem", certs.Cert, certs.Key, junk, "no certificates"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.TLSCert, c.TLSKey, c.TLSCA, c.TLSMutual = tc.cert, tc.key, tc.ca, true
+			got, err := c.loadTLS()
+			if tc.wantErr == "" {
+				if err != nil || got == nil || !got.Mutual {
+					t.Fatalf("got %+v %v", got, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "tls-cert/tls-key/tls-ca") {
+				t.Fatalf("got %v, want error containing %q", err, tc.wantErr)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -156,6 +157,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	met := metrics.New(reg)
 
+	tlsc, err := cfg.loadTLS()
+	if err != nil {
+		return err
+	}
 	// The listeners come first: their bound ports go into this node's
 	// member record.
 	nln, err := net.Listen("tcp", cfg.Listen)
@@ -208,7 +213,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer closeTiers()
 
-	parts, err := openCluster(ctx, cfg, self, stack, reg, log)
+	parts, err := openCluster(ctx, cfg, self, tlsc, stack, reg, log)
 	if err != nil {
 		return err
 	}
@@ -324,6 +329,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer cancel()
 	go stack.DRAM().Run(runCtx)
 	errc := make(chan error, 4)
+	if tlsc != nil {
+		// The peer listener speaks the native protocol inside TLS;
+		// peer.Peers dials it with the matching client configuration.
+		pln = tls.NewListener(pln, tlsc.ServerConfig())
+	}
 	go func() { errc <- psrv.Serve(runCtx, pln) }()
 	go func() { errc <- nsrv.Serve(runCtx, nln) }()
 	go func() { errc <- hsrv.Serve(runCtx, hln) }()
@@ -343,7 +353,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("serving before the cluster is ready", "err", err)
 	}
 	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr,
-		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID,
+		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID, "node_tls", tlsMode(tlsc),
 		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile())
 
 	var serveErr error
@@ -364,6 +374,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return serveErr
 	}
 	return err
+}
+
+// tlsMode describes node-to-node TLS for the ready log line.
+func tlsMode(t *raft.TLS) string {
+	switch {
+	case t == nil:
+		return "off"
+	case t.Mutual:
+		return "mutual"
+	}
+	return "server"
 }
 
 // loopback reports whether a listen address only accepts local connections.

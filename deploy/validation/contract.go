@@ -44,6 +44,8 @@ var Settings = []Setting{
 	{Name: "tls-cert", Cluster: true},
 	{Name: "tls-key", Cluster: true},
 	{Name: "tls-ca", Cluster: true},
+	{Name: "tls-mutual", Cluster: true, Bool: true},
+	{Name: "tls-server-name", Cluster: true},
 	{Name: "nvme-dir", Cluster: true},
 	{Name: "nvme-capacity", Cluster: true},
 	{Name: "s3-endpoint", Cluster: true},

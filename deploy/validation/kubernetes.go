@@ -579,7 +579,7 @@ func antiAffineByHost(pod *corev1.PodSpec, podLabels labels.Set) bool {
 
 // checkVolumes: every mount has a volume; the data and NVMe directories are
 // on volume claims (the NVMe one larger than the tier), the TLS files are in
-// a mounted Secret that has them.
+// a mounted Secret that has them, and client certificates are required.
 func (b *Bundle) checkVolumes(sts *appsv1.StatefulSet, c *corev1.Container, eff map[string]string) []error {
 	var errs []error
 	bad := func(format string, a ...any) {
@@ -650,6 +650,9 @@ func (b *Bundle) checkVolumes(sts *appsv1.StatefulSet, c *corev1.Container, eff 
 		if sec := b.secret(v.Secret.SecretName); sec != nil && !secretHasKey(sec, key) {
 			bad("%s %s: Secret %s has no key %q", s, p, sec.Name, key)
 		}
+	}
+	if m, err := strconv.ParseBool(eff["tls-mutual"]); err != nil || !m {
+		bad("tls-mutual %q: want true, or the Raft and peer ports accept any client (node-to-node mTLS)", eff["tls-mutual"])
 	}
 	return errs
 }

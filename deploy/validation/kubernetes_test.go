@@ -153,6 +153,9 @@ func TestChecksCatchMistakes(t *testing.T) {
 			sts(b).Spec.VolumeClaimTemplates[1].Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("100Gi")
 		}, "exceeds its volume claim"},
 		{"data dir not on a claim", func(b *Bundle) { ctr(b).Args = append(ctr(b).Args, "--data-dir=/tmp/data") }, "data-dir /tmp/data is not on a volume claim"},
+		{"TLS not mutual", func(b *Bundle) {
+			b.ConfigMaps[0].Data["ctxd.yaml"] = strings.Replace(b.ConfigMaps[0].Data["ctxd.yaml"], "tls_mutual: true", "tls_mutual: false", 1)
+		}, `tls-mutual "false": want true`},
 		{"TLS secret lacks the CA", func(b *Bundle) { delete(b.secret("ctxd-tls").StringData, "ca.crt") }, `Secret ctxd-tls has no key "ca.crt"`},
 		{"S3 secret key misnamed", func(b *Bundle) { delete(b.secret("ctxd-s3").StringData, "secret-key") }, `Secret "ctxd-s3" has no key "secret-key"`},
 		{"S3 secret missing", func(b *Bundle) { b.secret("ctxd-s3").Name = "s3-creds" }, `Secret "ctxd-s3" is not among the manifests`},

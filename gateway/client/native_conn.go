@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -73,6 +74,11 @@ func dialConn(ctx context.Context, addr string, opts Options) (*nconn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	if opts.TLS != nil {
+		if nc, err = tlsHandshake(ctx, nc, addr, opts.TLS); err != nil {
+			return nil, err
+		}
+	}
 	c := &nconn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), wto: opts.WriteTimeout, pending: map[uint64]*call{}}
 	if err := c.handshake(ctx, opts); err != nil {
 		nc.Close()
@@ -80,6 +86,26 @@ func dialConn(ctx context.Context, addr string, opts Options) (*nconn, error) {
 	}
 	go c.readLoop()
 	return c, nil
+}
+
+// tlsHandshake wraps nc in TLS and completes the handshake before ctx ends;
+// it closes nc on failure.
+func tlsHandshake(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config) (net.Conn, error) {
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("%w: dial %s: %v", block.ErrInvalidArgument, addr, err)
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%w: tls handshake with %s: %v", block.ErrUnavailable, addr, err)
+	}
+	return tc, nil
 }
 
 func (c *nconn) handshake(ctx context.Context, opts Options) error {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -28,6 +29,11 @@ type Options struct {
 	// itself never crosses the wire. Empty: connect anonymously.
 	AccessKeyID string
 	Secret      string
+	// TLS, when set, wraps every native connection in TLS; the TLS
+	// handshake runs within DialTimeout, before the protocol's own. An
+	// empty ServerName becomes the host part of the dialed address (ctxd
+	// peers pass raft.TLS.ClientConfig). nil: plain TCP.
+	TLS *tls.Config
 
 	// version overrides the protocol version sent in the handshake (tests).
 	version uint16

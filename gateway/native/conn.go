@@ -2,6 +2,7 @@ package native
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -47,7 +48,13 @@ type conn struct {
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	if tc, ok := nc.(*net.TCPConn); ok {
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		// A listener wrapped in tls.NewListener (ctxd's peer listener
+		// with --tls-cert): the socket option goes on the TCP connection.
+		raw = tc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
 	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), out: make(chan *response, s.cfg.MaxInFlight)}
@@ -106,6 +113,14 @@ func (c *conn) handshake() bool {
 	s := c.s
 	c.nc.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	defer c.nc.SetDeadline(time.Time{})
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// Run the TLS handshake here rather than on the first read, so a
+		// refused peer (untrusted or missing certificate) is logged as such.
+		if err := tc.Handshake(); err != nil {
+			s.log.Warn("tls handshake failed", "remote", c.nc.RemoteAddr(), "err", err)
+			return false
+		}
+	}
 	var hb [wire.HelloSize]byte
 	if _, err := io.ReadFull(c.br, hb[:]); err != nil {
 		s.log.Debug("handshake read failed", "remote", c.nc.RemoteAddr(), "err", err)

@@ -2,21 +2,27 @@ package peer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/native"
+	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
+	"github.com/ctxtier/ctxtier/raft/tlstest"
 	"github.com/ctxtier/ctxtier/tiers"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
-func startPeer(t *testing.T) (*tiers.Manager, string) {
+// startPeer serves a peer listener over a fresh DRAM tier; with srvTLS it
+// speaks TLS, as ctxd's does with --tls-cert.
+func startPeer(t *testing.T, srvTLS *tls.Config) (*tiers.Manager, string) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	dc := dram.DefaultConfig()
@@ -44,6 +50,9 @@ func startPeer(t *testing.T) (*tiers.Manager, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if srvTLS != nil {
+		ln = tls.NewListener(ln, srvTLS)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.Serve(ctx, ln); close(done) }()
@@ -58,7 +67,7 @@ func startPeer(t *testing.T) (*tiers.Manager, string) {
 }
 
 func TestShardRoundTrip(t *testing.T) {
-	stack, addr := startPeer(t)
+	stack, addr := startPeer(t, nil)
 	p, err := New(DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -107,5 +116,59 @@ func TestShardRoundTrip(t *testing.T) {
 	}
 	if err := p.Healthy(ctx, fsm.Member{ID: "gone", DataAddr: "127.0.0.1:1"}); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("dead member: %v", err)
+	}
+}
+
+// A peer listener in mutual TLS serves a client whose certificate chains to
+// the same CA and refuses the others with an error that says why.
+func TestShardTLS(t *testing.T) {
+	ca, other := tlstest.NewCA(t), tlstest.NewCA(t)
+	node := &raft.TLS{Certificate: ca.Issue(t, "n1"), RootCAs: ca.Pool(), Mutual: true}
+	stack, addr := startPeer(t, node.ServerConfig())
+	cases := []struct {
+		name    string
+		tls     *tls.Config
+		wantErr string // "" means the shard round-trips
+	}{
+		{"same CA", (&raft.TLS{Certificate: ca.Issue(t, "n2"), RootCAs: ca.Pool(), Mutual: true}).ClientConfig(""), ""},
+		{"server certificate from another CA", (&raft.TLS{Certificate: ca.Issue(t, "n2"), RootCAs: other.Pool(), Mutual: true}).ClientConfig(""), "certificate signed by unknown authority"},
+		{"client certificate from another CA", (&raft.TLS{Certificate: other.Issue(t, "n2"), RootCAs: ca.Pool(), Mutual: true}).ClientConfig(""), "unknown certificate authority"},
+		{"no client certificate", (&raft.TLS{RootCAs: ca.Pool()}).ClientConfig(""), "certificate required"},
+		{"server name not in the certificate", (&raft.TLS{Certificate: ca.Issue(t, "n2"), RootCAs: ca.Pool(), ServerName: "n9.example", Mutual: true}).ClientConfig(""), "not n9.example"},
+		{"plain TCP", nil, "handshake"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := DefaultOptions()
+			opts.Client.TLS = tc.tls
+			p, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			m := fsm.Member{ID: "n1", DataAddr: addr}
+			k := block.NewKey(block.DefaultNamespace, uint64(100+i)).WithShard(1)
+			d := []byte("a shard over tls")
+			err = p.PutShard(ctx, m, k, d, block.Checksum(d), block.PutOptions{})
+			if tc.wantErr != "" {
+				t.Logf("refused: %v", err)
+				if !errors.Is(err, block.ErrUnavailable) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want unavailable containing %q", err, tc.wantErr)
+				}
+				if stack.Contains(k) {
+					t.Fatal("a refused client stored a shard")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := p.GetShard(ctx, m, k)
+			if err != nil || string(got) != string(d) || !stack.Contains(k) {
+				t.Fatalf("get over tls: %q %v", got, err)
+			}
+		})
 	}
 }
