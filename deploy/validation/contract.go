@@ -55,6 +55,7 @@ var Settings = []Setting{
 	{Name: "s3-secret-key", Cluster: true},
 	{Name: "s3-tls", Cluster: true, Bool: true},
 	{Name: "s3-admin-listen", Cluster: true},
+	{Name: "peer-listen", Cluster: true},
 }
 
 // Well-known ports of ctxd's listeners.
@@ -63,6 +64,7 @@ const (
 	PortHTTP    = 7401
 	PortRaft    = 7402
 	PortS3Admin = 7403
+	PortPeer    = 7404
 )
 
 // ListenSettings maps each listener setting to the port name used for it in
@@ -72,6 +74,7 @@ var ListenSettings = map[string]string{
 	"http-listen":     "http",
 	"raft-listen":     "raft",
 	"s3-admin-listen": "s3-admin",
+	"peer-listen":     "peer",
 }
 
 var (

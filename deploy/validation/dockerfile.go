@@ -131,7 +131,7 @@ func CheckCtxdImage(img Image) []error {
 	if !contains(img.Volumes, "/data") {
 		bad("VOLUME /data missing")
 	}
-	for _, p := range []int{PortNative, PortHTTP, PortRaft, PortS3Admin} {
+	for _, p := range []int{PortNative, PortHTTP, PortRaft, PortS3Admin, PortPeer} {
 		if !containsInt(img.Expose, p) {
 			bad("EXPOSE lacks %d", p)
 		}
