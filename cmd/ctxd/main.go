@@ -256,6 +256,19 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("block APIs accept unauthenticated requests on a non-loopback address (--auth off)", "native", cfg.Listen, "http", cfg.HTTPListen)
 	}
 
+	// The router answers "which worker holds this prefix" from engines' KV
+	// events, next to the store, with no network hop. Clients query it over
+	// HTTP (/v1/route/query) and on the native listener (ROUTE); the peer
+	// listener does not serve it.
+	rt, err := router.New(router.DefaultConfig(), router.Deps{
+		Tier: store, Pinner: store, Namespaces: store, Log: log,
+		Hash: func(ns block.Namespace, t []uint32) ([]uint64, error) { return ns.ChainHashes(t) },
+	})
+	if err != nil {
+		return err
+	}
+	nopts = append(nopts, native.WithRouter(rt))
+
 	ncfg := native.DefaultConfig()
 	ncfg.Addr = cfg.Listen
 	ncfg.MaxBlockSize = cfg.MaxBlockSize
@@ -289,15 +302,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		func() any { return map[string]any{"repair": parts.backend.RepairStatus()} },
 		log, clusterapi.WithToken(cfg.ClusterToken)))
 
-	// The router answers "which worker holds this prefix" from engines' KV
-	// events, next to the store, with no network hop.
-	rt, err := router.New(router.DefaultConfig(), router.Deps{
-		Tier: store, Pinner: store, Namespaces: store, Log: log,
-		Hash: func(ns block.Namespace, t []uint32) ([]uint64, error) { return ns.ChainHashes(t) },
-	})
-	if err != nil {
-		return err
-	}
 	ingest, err := kvevent.New(kvevent.DefaultConfig(), rt, reg, log)
 	if err != nil {
 		return err

@@ -130,7 +130,7 @@ func (c *conn) authorize(ns string) error {
 // on a batch opcode is answered per item (every item of the frame is in the
 // refused namespace), like any other per-item failure, so a client batch
 // spanning several namespaces keeps the items it may touch; everything else
-// (LOOKUP, which has no items, and Unauthenticated) is request-level.
+// (LOOKUP and ROUTE, which have no items, and Unauthenticated) is request-level.
 func (c *conn) deniedResponse(req *wire.Request, start time.Time, err error) *response {
 	h := req.Header
 	code := errcode.Of(err)

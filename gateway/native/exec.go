@@ -22,6 +22,9 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 		if err := c.authorize(req.Namespace); err != nil {
 			return c.deniedResponse(req, start, err)
 		}
+		if h.Op == wire.OpRoute {
+			return c.route(req, start)
+		}
 		if _, err := s.store.Namespace(req.Namespace); err != nil {
 			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
 		}

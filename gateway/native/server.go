@@ -3,7 +3,8 @@
 // frames answered in order on the same connection. Block bytes go from the
 // tier's memory to the socket with one writev per response (no copy), and
 // put payloads are read straight into pooled buffers and checked against
-// their CRC-32C before the store sees them. The codec is gateway/native/wire;
+// their CRC-32C before the store sees them. With WithRouter it also answers
+// the KV-aware router's query (ROUTE). The codec is gateway/native/wire;
 // the specification is docs/protocol.md.
 package native
 
@@ -36,6 +37,8 @@ type Server struct {
 	bufs   bufPool
 	// keys authenticates connections; nil when authentication is off.
 	keys credential.Lookuper
+	// router answers ROUTE; nil: ROUTE answers InvalidArgument.
+	router Router
 
 	// base is the context of store calls; canceled only by a hard Close, so
 	// that Shutdown lets in-flight requests finish.

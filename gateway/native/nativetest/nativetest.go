@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/native"
 )
 
@@ -244,4 +246,41 @@ func (t *MapTier) List(_ context.Context, ns, prefix, after string, limit int) (
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// LateRouter is a native.Router whose router is set after the server
+// started, since a router over the server's own store needs the store first.
+// Until Set, ROUTE answers Unavailable.
+type LateRouter struct{ r atomic.Pointer[router.Router] }
+
+// Set installs r.
+func (l *LateRouter) Set(r *router.Router) { l.r.Store(r) }
+
+// Route asks the installed router.
+func (l *LateRouter) Route(ctx context.Context, q router.Query) (router.Result, error) {
+	r := l.r.Load()
+	if r == nil {
+		return router.Result{}, fmt.Errorf("%w: no router yet", block.ErrUnavailable)
+	}
+	return r.Route(ctx, q)
+}
+
+// StartRouter is StartWithOptions (over a MapTier) plus a router wired as
+// ctxd wires it: the store is its tier index, pinner and namespace resolver,
+// token ids hash with each namespace's scheme, and the server answers ROUTE
+// with it.
+func StartRouter(tb testing.TB, cfg native.Config, rcfg router.Config, opts []native.Option, extra ...block.Namespace) (*Server, *router.Router, error) {
+	late := &LateRouter{}
+	s, err := StartWithOptions(tb, cfg, NewMapTier(), append(slices.Clip(opts), native.WithRouter(late)), extra...)
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, err := router.New(rcfg, router.Deps{Tier: s.Store, Pinner: s.Store, Namespaces: s.Store,
+		Hash: func(ns block.Namespace, t []uint32) ([]uint64, error) { return ns.ChainHashes(t) }})
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	late.Set(rt)
+	return s, rt, nil
 }

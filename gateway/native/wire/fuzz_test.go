@@ -3,10 +3,12 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -18,6 +20,9 @@ func reencode(r *Request) []byte {
 	}
 	if r.Op == OpRelease {
 		return AppendLeaseIDs([]byte{}, r.LeaseIDs)
+	}
+	if r.Op == OpRoute {
+		return AppendRouteQuery([]byte{}, *r.Route)
 	}
 	b := AppendNamespace([]byte{}, r.Namespace)
 	switch r.Op {
@@ -56,6 +61,7 @@ func fuzzSeeds(f *testing.F) {
 	pin = AppendKey(pin, block.NewKey("default", 7))
 	describe := AppendKey(AppendKey(AppendNamespace(nil, "default"), block.NewKey("default", 7)), block.NewKey("default", 8).WithPart(2))
 	release := AppendLeaseIDs(nil, []uint64{1, 1 << 40})
+	route, routeTokens := routeSeeds()
 	for _, s := range []struct {
 		op    Op
 		count uint32
@@ -65,6 +71,7 @@ func fuzzSeeds(f *testing.F) {
 		{OpDelete, 1, keys}, {OpPin, 1, pin}, {OpPing, 0, nil}, {OpPut, 2, put}, {99, 0, nil},
 		{OpPut, 1, shardPut}, {OpGet, 1, shardKeys}, {OpDelete, 1, shardKeys},
 		{OpDescribe, 2, describe}, {OpRelease, 2, release}, {OpRelease, 0, nil}, {OpRelease, 3, release},
+		{OpRoute, 0, route}, {OpRoute, 0, routeTokens}, {OpRoute, 2, route},
 	} {
 		f.Add(append(AppendHeader(nil, Header{Length: uint32(len(s.body)), Op: s.op, ID: 1, Count: s.count}), s.body...))
 	}
@@ -97,7 +104,10 @@ func FuzzDecodeFrame(f *testing.F) {
 		if r.Op == OpRelease && len(r.LeaseIDs) != int(h.Count) {
 			t.Fatalf("%d lease ids for count %d", len(r.LeaseIDs), h.Count)
 		}
-		if r.Op != OpPut && r.Op != OpPing && r.Op != OpRelease && len(r.Keys) != int(h.Count) {
+		if r.Op == OpRoute && (r.Route == nil || r.Route.Namespace != r.Namespace || h.Count != 0) {
+			t.Fatalf("route request %+v for count %d", r.Route, h.Count)
+		}
+		if r.Op != OpPut && r.Op != OpPing && r.Op != OpRelease && r.Op != OpRoute && len(r.Keys) != int(h.Count) {
 			t.Fatalf("%d keys for count %d", len(r.Keys), h.Count)
 		}
 		if r.Op == OpPut && len(r.Items) != int(h.Count) {
@@ -129,6 +139,8 @@ func FuzzReadResponse(f *testing.F) {
 	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(desc)), Op: OpDescribe, Flags: FlagResponse, Count: 3}), desc...))
 	rel := AppendStatus(AppendStatus(nil, errcode.OK, ""), errcode.NotFound, "no lease")
 	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(rel)), Op: OpRelease, Flags: FlagResponse, Count: 2}), rel...))
+	route := AppendRouteResult(nil, sampleResult())
+	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(route)), Op: OpRoute, Flags: FlagResponse}), route...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := DecodeHeader(b, 1<<20)
 		if err != nil {
@@ -140,6 +152,11 @@ func FuzzReadResponse(f *testing.F) {
 		}
 		if uint64(len(b)-HeaderSize) < uint64(h.Length) {
 			t.Fatalf("accepted a body of %d bytes, header says %d", len(b)-HeaderSize, h.Length)
+		}
+		if h.Op == OpRoute && h.Code == errcode.OK {
+			if re := AppendRouteResult(nil, *r.Route); !bytes.Equal(re, b[HeaderSize:HeaderSize+int(h.Length)]) {
+				t.Fatalf("re-encoded route result differs")
+			}
 		}
 		for _, it := range r.Items {
 			if uint32(len(it.Data)) != it.Size && !it.Skipped && it.Code == errcode.OK && h.Op == OpGet {
@@ -154,6 +171,70 @@ func FuzzReadResponse(f *testing.F) {
 					t.Fatalf("re-encoded describe item is %d bytes, want %d", len(re), DecodeLen)
 				}
 			}
+		}
+	})
+}
+
+// routeSeeds are two ROUTE request bodies: hashes with every field set, and
+// token ids.
+func routeSeeds() (hashes, tokens []byte) {
+	temp := 0.5
+	hashes = AppendRouteQuery(nil, router.Query{Namespace: "default", BlockHashes: []uint64{1, 2, 3}, Temperature: &temp,
+		MaxWorkers: 4, Commit: true, Hints: router.Hints{Priority: 3, ExpectedOutputTokens: 100, PinTTL: time.Minute}})
+	tokens = AppendRouteQuery(nil, router.Query{Namespace: "t", TokenIDs: []uint32{5, 6, 7, 8}})
+	return hashes, tokens
+}
+
+// FuzzDecodeRouteQuery feeds arbitrary bytes to the ROUTE request decoder:
+// it must never panic, map every error to a wire code, keep the priority and
+// temperature in range, and a query it accepts must re-encode to exactly the
+// bytes it came from.
+func FuzzDecodeRouteQuery(f *testing.F) {
+	hashes, tokens := routeSeeds()
+	f.Add(hashes)
+	f.Add(tokens)
+	f.Add(AppendRouteQuery(nil, router.Query{Namespace: "x", TokenIDs: []uint32{}}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q, err := DecodeRouteQuery(b)
+		if err != nil {
+			if c := errcode.Of(err); c != errcode.MalformedFrame && c != errcode.InvalidArgument {
+				t.Fatalf("error %v maps to %v", err, c)
+			}
+			return
+		}
+		if q.Hints.Priority > block.MaxPriority || (q.Temperature != nil && !(*q.Temperature >= 0) || q.Temperature != nil && math.IsInf(*q.Temperature, 0)) {
+			t.Fatalf("accepted %+v", q)
+		}
+		if len(q.BlockHashes) > 0 && q.TokenIDs != nil {
+			t.Fatalf("both hashes and token ids: %+v", q)
+		}
+		if re := AppendRouteQuery(nil, q); !bytes.Equal(re, b) {
+			t.Fatalf("re-encoded query differs:\n got %x\nwant %x", re, b)
+		}
+	})
+}
+
+// FuzzDecodeRouteResult feeds arbitrary bytes to the ROUTE response decoder:
+// it must never panic, and a result it accepts must re-encode to exactly the
+// bytes it came from.
+func FuzzDecodeRouteResult(f *testing.F) {
+	f.Add(AppendRouteResult(nil, sampleResult()))
+	f.Add(AppendRouteResult(nil, router.Result{TierError: "down", Workers: []router.WorkerResult{}}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRouteResult(b)
+		if err != nil {
+			if errcode.Of(err) != errcode.MalformedFrame {
+				t.Fatalf("error %v is not MalformedFrame", err)
+			}
+			return
+		}
+		if r.Workers == nil || (r.Cost == nil) != (r.Recommended == "") {
+			t.Fatalf("accepted %+v", r)
+		}
+		if re := AppendRouteResult(nil, r); !bytes.Equal(re, b) {
+			t.Fatalf("re-encoded result differs:\n got %x\nwant %x", re, b)
 		}
 	})
 }

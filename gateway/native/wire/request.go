@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -23,6 +24,8 @@ type Request struct {
 	PinTTL time.Duration
 	// LeaseIDs are a RELEASE's leases.
 	LeaseIDs []uint64
+	// Route is a ROUTE's query.
+	Route *router.Query
 }
 
 // DecodeRequest decodes the body of a request frame whose header h was
@@ -45,6 +48,19 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 		if h.Count != 0 || len(body) != 0 {
 			return req, fmt.Errorf("%w: ping carries no items", errcode.ErrMalformedFrame)
 		}
+		return req, nil
+	}
+	if h.Op == OpRoute {
+		// The hashes or token ids are counted in the body, bounded by the frame.
+		if h.Count != 0 {
+			return req, fmt.Errorf("%w: a route request has count 0 in its header (%d)", errcode.ErrMalformedFrame, h.Count)
+		}
+		q, err := DecodeRouteQuery(body)
+		req.Namespace = q.Namespace
+		if err != nil {
+			return req, err
+		}
+		req.Route = &q
 		return req, nil
 	}
 	if h.Count > lim.MaxBatch {

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -38,6 +39,8 @@ type Response struct {
 	Items   []ItemResult
 	// Present is LOOKUP's leading present count.
 	Present uint32
+	// Route is a ROUTE's result (Namespace and Hashes are not on the wire).
+	Route *router.Result
 }
 
 // Dest chooses where GET item i's size bytes go: a slice of at least size
@@ -80,6 +83,14 @@ func ReadResponse(r io.Reader, h Header, dest Dest) (*Response, error) {
 		}
 		var err error
 		if resp.Present, err = br.u32(); err != nil {
+			return resp, err
+		}
+		return resp, br.finish()
+	case OpRoute:
+		if h.Count != 0 {
+			return resp, fmt.Errorf("%w: route response carries items", errcode.ErrMalformedFrame)
+		}
+		if err := br.readRoute(resp); err != nil {
 			return resp, err
 		}
 		return resp, br.finish()

@@ -66,10 +66,12 @@ const (
 	// co-located clients (describe.go).
 	OpDescribe Op = 8
 	OpRelease  Op = 9
+	// OpRoute is the KV-aware router's query (route.go).
+	OpRoute Op = 10
 )
 
 // Known reports whether o is an opcode of this version.
-func (o Op) Known() bool { return o >= OpPut && o <= OpRelease }
+func (o Op) Known() bool { return o >= OpPut && o <= OpRoute }
 
 // String names the opcode (metrics label and logs).
 func (o Op) String() string {
@@ -92,6 +94,8 @@ func (o Op) String() string {
 		return "describe"
 	case OpRelease:
 		return "release"
+	case OpRoute:
+		return "route"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
