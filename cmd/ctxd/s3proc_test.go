@@ -79,9 +79,12 @@ func TestS3TierProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2 := startCtxd(t, args...)
-	waitFor(t, 30*time.Second, "the S3 index rebuild", func() bool {
-		return metricValue(t, p2.HTTP, `ctxtier_tier_blocks{tier="s3"}`) >= inS3
+	waitFor(t, 60*time.Second, "the S3 index rebuild", func() bool {
+		return metricValue(t, p2.HTTP, `ctxtier_tier_s3_index_rebuilding{tier="s3"}`) == 0
 	})
+	if got := metricValue(t, p2.HTTP, `ctxtier_tier_blocks{tier="s3"}`); got < inS3 {
+		t.Fatalf("rebuilt an S3 index of %v blocks, want at least %v", got, inS3)
+	}
 	c2, err := client.Dial(ctx, p2.Native, client.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ func NewCollector(t *Tier) *Collector {
 		"buffered":   d("s3_buffered_bytes", "Bytes waiting in the upload buffer."),
 		"pending":    d("s3_pending_packs", "Sealed packs waiting for upload."),
 		"breaker":    d("s3_breaker_open", "1 while the circuit breaker refuses gets."),
+		"rebuilding": d("s3_index_rebuilding", "1 while the index is being rebuilt from the bucket (gets of unknown blocks answer Unavailable)."),
 		"demoted":    d("s3_demoted_total", "Blocks accepted into the upload buffer."),
 		"dropped":    d("s3_dropped_total", "Blocks dropped because the upload buffer was full."),
 		"skipped":    d("s3_policy_skipped_total", "Blocks of namespaces that do not reach S3."),
@@ -61,6 +62,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	g("buffered", float64(s.BufferedBytes))
 	g("pending", float64(s.PendingPacks))
 	g("breaker", open)
+	rebuilding := 0.0
+	if s.Rebuilding {
+		rebuilding = 1
+	}
+	g("rebuilding", rebuilding)
 	n("demoted", s.Demoted)
 	n("dropped", s.Dropped)
 	n("skipped", s.SkippedPolicy)

@@ -291,6 +291,7 @@ type Stats struct {
 	Packs                 int    // packs indexed
 	BufferedBytes         int64  // bytes waiting for upload
 	PendingPacks          int    // sealed packs waiting for upload
+	Rebuilding            bool   // the index is being rebuilt from the bucket
 	BreakerOpen           bool
 }
 
@@ -541,6 +542,13 @@ func (t *Tier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	}
 	t.mu.Unlock()
 	if !ok {
+		if !t.rebuilt.Load() {
+			// The index is still being rebuilt from the bucket: the block
+			// may be there. Unavailable, not NotFound, so that no caller
+			// (the cluster index) concludes it is gone.
+			t.st.unavailable.Add(1)
+			return nil, fmt.Errorf("%w: %s: the s3 tier's index is still being rebuilt from the bucket", block.ErrUnavailable, key)
+		}
 		t.st.misses.Add(1)
 		return nil, fmt.Errorf("%w: %s not in the s3 tier", block.ErrNotFound, key)
 	}
@@ -640,6 +648,9 @@ func (t *Tier) Stat(_ context.Context, key block.Key) (block.Info, error) {
 	if l, ok := t.index[key]; ok && !t.expiredLocked(l.expires) {
 		return block.Info{Key: key, Size: l.length, Sum: l.sum, Tier: block.TierS3, Created: time.Unix(0, l.pack.created)}, nil
 	}
+	if !t.rebuilt.Load() {
+		return block.Info{}, fmt.Errorf("%w: %s: the s3 tier's index is still being rebuilt from the bucket", block.ErrUnavailable, key)
+	}
 	return block.Info{}, fmt.Errorf("%w: %s not in the s3 tier", block.ErrNotFound, key)
 }
 
@@ -730,7 +741,7 @@ func (t *Tier) Stats() Stats {
 		PacksDeleted: t.st.packsDeleted.Load(), Compactions: t.st.compactions.Load(),
 		CompactedBlocks: t.st.compactedBlocks.Load(),
 		Blocks:          blocks, Packs: packs, BufferedBytes: buf, PendingPacks: sealed,
-		BreakerOpen: t.brk.open(),
+		BreakerOpen: t.brk.open(), Rebuilding: !t.rebuilt.Load(),
 	}
 }
 

@@ -23,6 +23,8 @@ type memStore struct {
 	down    bool
 	reads   int
 	heads   int // ReadHead calls (whole-object GETs)
+	// listGate, when set, holds List until it is closed.
+	listGate chan struct{}
 }
 
 func newMemStore() *memStore { return &memStore{objects: map[string][]byte{}} }
@@ -78,6 +80,11 @@ func (m *memStore) Remove(_ context.Context, name string) error {
 
 func (m *memStore) List(_ context.Context, prefix string, fn func(string, int64) error) error {
 	m.mu.Lock()
+	if g := m.listGate; g != nil {
+		m.mu.Unlock()
+		<-g
+		m.mu.Lock()
+	}
 	if m.down {
 		m.mu.Unlock()
 		return errDown
@@ -227,6 +234,46 @@ func TestSoloPacks(t *testing.T) {
 	}
 	if s := tr.Stats(); s.Packs != 2 || s.Compactions != 0 || st.count() != 2 {
 		t.Fatalf("after deleting a solo block: %+v, objects %d", s, st.count())
+	}
+}
+
+// TestRebuildingAnswersUnavailable: while the index is rebuilt from the
+// bucket, a block it does not know yet is Unavailable, not NotFound, so the
+// cluster index never forgets a block S3 still holds.
+func TestRebuildingAnswersUnavailable(t *testing.T) {
+	st := newMemStore()
+	cfg := testConfig(t.TempDir())
+	tr := openTest(t, cfg, st)
+	d := blockData(1, 500)
+	tr.Demote(key(1), d, block.Checksum(d))
+	if err := tr.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.listGate = gate
+	st.mu.Unlock()
+	cfg.Dir = t.TempDir() // no journal: rebuild from the bucket
+	again := openTest(t, cfg, st)
+	if _, err := again.Get(context.Background(), key(1)); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("get while rebuilding: %v, want ErrUnavailable", err)
+	}
+	if _, err := again.Stat(context.Background(), key(1)); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("stat while rebuilding: %v, want ErrUnavailable", err)
+	}
+	if !again.Stats().Rebuilding {
+		t.Fatal("stats do not say rebuilding")
+	}
+	close(gate)
+	deadline := time.Now().Add(5 * time.Second)
+	for !again.Rebuilt() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	mustGet(t, again, 1, 500)
+	if _, err := again.Get(context.Background(), key(2)); !errors.Is(err, block.ErrNotFound) {
+		t.Fatalf("get of an unknown block after the rebuild: %v, want ErrNotFound", err)
 	}
 }
 
