@@ -41,6 +41,10 @@ type DrainStatus struct {
 	Active      bool   `json:"active"`
 	MovedShards uint64 `json:"moved_shards"`
 	MovedBytes  uint64 `json:"moved_bytes"`
+	// LostBlocks counts blocks that no holder had any more (a member that
+	// restarted with an empty memory tier): their index entries were
+	// deleted, as a read that finds every copy gone does.
+	LostBlocks uint64 `json:"lost_blocks"`
 	// Stuck counts the blocks the last complete pass could not move off the
 	// member: no readable copy (a single copy on a member that does not
 	// answer), or no member to take it.
@@ -57,10 +61,10 @@ type DrainStatus struct {
 
 // drainProgress is the leader's running account of one draining member.
 type drainProgress struct {
-	movedShards, movedBytes uint64
-	stuck                   int
-	stalled                 bool
-	lastPass                time.Time
+	movedShards, movedBytes, lost uint64
+	stuck                         int
+	stalled                       bool
+	lastPass                      time.Time
 }
 
 // drainPass counts, per draining member, the blocks one repair pass moved
@@ -186,7 +190,8 @@ func (b *Backend) Drains() []DrainStatus {
 		d := DrainStatus{ID: id, ShardsLeft: h.shards, BlocksLeft: h.blocks, Namespaces: h.ns, Done: h.shards == 0, Active: leader}
 		if leader {
 			if p := b.drains[id]; p != nil {
-				d.MovedShards, d.MovedBytes, d.Stuck, d.Stalled, d.LastPass = p.movedShards, p.movedBytes, p.stuck, p.stalled, p.lastPass
+				d.MovedShards, d.MovedBytes, d.LostBlocks = p.movedShards, p.movedBytes, p.lost
+				d.Stuck, d.Stalled, d.LastPass = p.stuck, p.stalled, p.lastPass
 			}
 			d.Unreachable = b.unreachable[id]
 		}
@@ -280,7 +285,9 @@ func (b *Backend) noteDrained(pass drainPass, t repairTask, res repairResult) {
 		} else {
 			pc.failed++
 		}
-		if dropped > 0 {
+		if res.forgot {
+			b.progress(id).lost++
+		} else if dropped > 0 {
 			p := b.progress(id)
 			p.movedShards += uint64(dropped)
 			p.movedBytes += uint64(res.bytes) * uint64(dropped) / uint64(len(res.dropped))

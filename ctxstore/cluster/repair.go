@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -51,6 +52,7 @@ type repairResult struct {
 	written int         // shards written to new holders
 	bytes   int64       // their bytes
 	dropped []fsm.Shard // entries on draining members taken out of the placement
+	forgot  bool        // no holder had the block: its entry was deleted
 }
 
 func (b *Backend) repairLoop() {
@@ -212,6 +214,9 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 			return res, err
 		}
 		all, err := b.rebuild(ctx, t)
+		if errors.Is(err, errBlockGone) {
+			return b.forget(ctx, t)
+		}
 		if err != nil {
 			return res, err
 		}
@@ -273,6 +278,25 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 	return res, nil
 }
 
+// errBlockGone: every holder of a block answered that it does not have it
+// (capacity drops whose index correction was lost, or a member that
+// restarted with an empty memory tier).
+var errBlockGone = errors.New("block gone")
+
+// forget deletes the index entry of a block no holder has any more, as a
+// read that finds every replica gone would: the index must not promise it.
+func (b *Backend) forget(ctx context.Context, t repairTask) (repairResult, error) {
+	r, err := b.propose(ctx, fsm.DeleteOp(t.key, t.entry.Generation))
+	if err != nil {
+		return repairResult{}, err
+	}
+	if r[0].Status != fsm.StatusDeleted {
+		return repairResult{}, fmt.Errorf("%w: %s is gone, but its entry changed meanwhile: %s", block.ErrUnavailable, t.key, r[0].Status)
+	}
+	b.log.Warn("block lost: no holder has it; index entry deleted", "key", t.key.String(), "placement", fmt.Sprint(t.entry.Placement))
+	return repairResult{dropped: t.leaving, forgot: true}, nil
+}
+
 // rebuild returns the block's shards, every index of t.missing filled:
 // copies read from the draining members first (while they answer), else
 // rebuilt from the other holders and verified against the block's CRC.
@@ -282,13 +306,19 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 	sources := b.reachable(t.leaving)
 	if c.K == 1 {
 		var data []byte
+		// Gone only if every placement entry's holder is asked and says so.
+		gone := len(sources) == len(t.leaving) && len(t.healthy)+len(t.leaving) == len(t.entry.Placement)
 		for _, s := range append(sources, b.readOrder(t.healthy)...) {
 			d, err := b.fetch(ctx, s.NodeID, t.key)
 			if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
 				data = d
 				break
 			}
+			gone = gone && errors.Is(err, block.ErrNotFound)
 			b.noteReadFailure(s.NodeID, err)
+		}
+		if data == nil && gone {
+			return nil, fmt.Errorf("%w: every holder of %s answered that it does not have it", errBlockGone, t.key)
 		}
 		if data == nil {
 			return nil, fmt.Errorf("%w: no readable replica of %s", block.ErrUnavailable, t.key)
