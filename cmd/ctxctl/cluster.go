@@ -236,9 +236,12 @@ func drain(ctx context.Context, c *clusterapi.Client, ids []string, wait bool, i
 		}
 	} else {
 		for _, r := range started {
-			if r.Drain != nil {
+			switch {
+			case r.Drain != nil && r.Drain.ShardsLeft == 0:
+				fmt.Fprintf(out, "draining %s: nothing to move\n", r.ID)
+			case r.Drain != nil:
 				fmt.Fprintf(out, "draining %s: %s to move\n", r.ID, describeDrain(*r.Drain))
-			} else {
+			default:
 				fmt.Fprintf(out, "draining %s\n", r.ID)
 			}
 		}
@@ -330,6 +333,9 @@ func printStatus(out io.Writer, st clusterapi.Status) error {
 			line += "; moved " + plural(int(d.MovedShards), "shard")
 			if d.MovedBytes > 0 {
 				line += " (" + formatBytes(int64(d.MovedBytes)) + ")"
+			}
+			if d.LostBlocks > 0 {
+				line += fmt.Sprintf("; %s found on no holder (entry deleted)", plural(int(d.LostBlocks), "block"))
 			}
 			if d.Stuck > 0 {
 				line += fmt.Sprintf("; %s stuck", plural(d.Stuck, "block"))
