@@ -208,17 +208,27 @@ func (h *handler) join(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *handler) remove(w http.ResponseWriter, r *http.Request) error {
+// readIDRequest reads a JSON body that names a member (remove, drain)
+// into req, whose id field is *id, and returns the body for forwarding.
+func (h *handler) readIDRequest(w http.ResponseWriter, r *http.Request, what string, req any, id *string) ([]byte, error) {
 	body, err := h.readBody(w, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if err := decodeJSONBytes(body, req, false); err != nil {
+		return nil, err
+	}
+	if *id == "" {
+		return nil, fmt.Errorf("%w: %s: id is required", block.ErrInvalidArgument, what)
+	}
+	return body, nil
+}
+
+func (h *handler) remove(w http.ResponseWriter, r *http.Request) error {
 	var req RemoveRequest
-	if err := decodeJSONBytes(body, &req, false); err != nil {
+	body, err := h.readIDRequest(w, r, "remove", &req, &req.ID)
+	if err != nil {
 		return err
-	}
-	if req.ID == "" {
-		return fmt.Errorf("%w: remove: id is required", block.ErrInvalidArgument)
 	}
 	if !h.node.IsLeader() {
 		return h.forward(w, r, body, false)
@@ -264,16 +274,10 @@ func (h *handler) remove(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) drain(w http.ResponseWriter, r *http.Request) error {
-	body, err := h.readBody(w, r)
+	var req DrainRequest
+	body, err := h.readIDRequest(w, r, "drain", &req, &req.ID)
 	if err != nil {
 		return err
-	}
-	var req DrainRequest
-	if err := decodeJSONBytes(body, &req, false); err != nil {
-		return err
-	}
-	if req.ID == "" {
-		return fmt.Errorf("%w: drain: id is required", block.ErrInvalidArgument)
 	}
 	d, ok := h.fwd.(Drainer)
 	if !ok {
