@@ -17,8 +17,8 @@ import (
 type RepairStatus struct {
 	// Active: this node is the leader and runs repair.
 	Active bool `json:"active"`
-	// Pending shards found by the last scan (on dead, removed or unknown
-	// members, or never written).
+	// Pending shards found by the last scan (on dead, removed, draining or
+	// unknown members, or never written).
 	Pending int `json:"pending"`
 	// Unrepairable blocks of the last scan: too few survivors to rebuild, or
 	// no member left to take a shard.
