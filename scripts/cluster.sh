@@ -5,7 +5,8 @@
 #   scripts/cluster.sh start      start nodes n1..n3 (make cluster)
 #   scripts/cluster.sh status     ctxctl cluster status against n1
 #   scripts/cluster.sh scale N    grow to N nodes (n4..nN join) or shrink to N
-#                                 (nN..n(N+1) are removed, stopped and wiped), 3 <= N <= 9
+#                                 (nN..n(N+1) are drained, removed, stopped and
+#                                 wiped), 3 <= N <= 9
 #   scripts/cluster.sh stop       stop every node by its pid file (make cluster-stop)
 #   scripts/cluster.sh clean      stop, then delete ./cluster-data
 #
@@ -193,14 +194,25 @@ cmd_scale() {
 		wait_voter "$i"
 		echo "n$i joined"
 	done
-	for ((i = cur; i > n; i--)); do
-		# Any member forwards the removal to the leader; a leader being
-		# removed hands leadership over first. Repair then rebuilds the
-		# node's shards from the survivors.
-		"$BIN/ctxctl" cluster remove "n$i" --addr "$(http_addr 1)"
-		stop_node "$i"
-		rm -rf "${DATA:?}/n$i"
-	done
+	if ((cur > n)); then
+		local leaving=()
+		for ((i = cur; i > n; i--)); do
+			leaving+=("n$i")
+		done
+		# Drain first: the leaving nodes take no new shards, and the leader
+		# copies every shard they hold to the nodes placement picks now.
+		# ctxctl prints progress and returns once nothing is left on them
+		# (it fails if a drain stalls).
+		"$BIN/ctxctl" cluster drain "${leaving[@]}" --addr "$(http_addr 1)"
+		for ((i = cur; i > n; i--)); do
+			# Nothing is left on the node, so removing it loses nothing.
+			# Any member forwards the removal to the leader; a leader being
+			# removed hands leadership over first.
+			"$BIN/ctxctl" cluster remove "n$i" --addr "$(http_addr 1)"
+			stop_node "$i"
+			rm -rf "${DATA:?}/n$i"
+		done
+	fi
 	"$BIN/ctxctl" cluster status --addr "$(http_addr 1)"
 }
 
@@ -224,6 +236,6 @@ clean)
 	rm -rf "${DATA:?}"
 	echo "removed $DATA"
 	;;
--h | --help | help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
+-h | --help | help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
 *) die "unknown command '$1' (start, stop, status, scale N, clean)" ;;
 esac

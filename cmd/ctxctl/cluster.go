@@ -14,11 +14,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
 
 func init() {
-	register("cluster", "cluster membership: status, join, remove, transfer-leadership, repair", func(ctx context.Context, args []string) error {
+	register("cluster", "cluster membership: status, join, drain, remove, transfer-leadership, repair", func(ctx context.Context, args []string) error {
 		return runCluster(ctx, args, os.Stdout, os.Stderr)
 	})
 }
@@ -26,18 +27,25 @@ func init() {
 const clusterUsage = `usage:
   ctxctl cluster status [--addr HOST:PORT] [--json]
   ctxctl cluster join --id ID --raft-addr HOST:PORT --data-addr HOST:PORT --http-addr HOST:PORT [--zone Z] [--capacity SIZE]
-  ctxctl cluster remove ID
+  ctxctl cluster drain ID... [--no-wait] [--interval 1s]
+  ctxctl cluster drain --cancel ID
+  ctxctl cluster remove ID [--force] [--interval 1s]
   ctxctl cluster transfer-leadership [ID]
   ctxctl cluster repair [--json]
 
 Every action takes --addr (a ctxd HTTP address, default 127.0.0.1:7401; any
 member will do, changes are forwarded to the leader), --token (the
 --cluster-token ctxd runs with; default $CTXTIER_CLUSTER_TOKEN), --timeout
-and --json. status shows the cluster as the node at --addr sees it. join
-adds a node by hand (a ctxd started with --join adds itself). remove takes a
-node out of Raft and marks it left, so repair rebuilds its shards; removing
-the leader hands leadership over first. transfer-leadership with no ID picks
-the most up-to-date follower.`
+(per request) and --json. status shows the cluster as the node at --addr
+sees it. join adds a node by hand (a ctxd started with --join adds itself).
+drain marks nodes draining: they take no new shards, and the leader copies
+every shard they hold to the nodes placement picks now; it waits (printing
+progress) until the index places nothing on them, and fails if a drain
+stalls. --cancel makes a draining node alive again. remove drains the node
+first, then takes it out of Raft and marks it left; --force skips the drain
+(blocks with parity elsewhere are repaired, single copies on the node are
+lost). Removing the leader hands leadership over first.
+transfer-leadership with no ID picks the most up-to-date follower.`
 
 // runCluster implements "ctxctl cluster"; it writes to out and errOut so tests can drive it.
 func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error {
@@ -62,6 +70,17 @@ func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 		fs.StringVar(&m.HTTPAddr, "http-addr", "", "the node's HTTP API address")
 		fs.StringVar(&m.Zone, "zone", "", "the node's zone (placement spreads shards across zones)")
 		fs.StringVar(&capacity, "capacity", "0", "bytes the node offers (e.g. 64GiB)")
+	}
+	var force, cancelDrain, noWait bool
+	interval := time.Second
+	switch action {
+	case "remove":
+		fs.BoolVar(&force, "force", false, "remove without draining first (single copies on the node are lost)")
+		fs.DurationVar(&interval, "interval", interval, "how often to check the drain's progress")
+	case "drain":
+		fs.BoolVar(&cancelDrain, "cancel", false, "make a draining node alive again")
+		fs.BoolVar(&noWait, "no-wait", false, "start the drain and return")
+		fs.DurationVar(&interval, "interval", interval, "how often to check the drain's progress")
 	}
 	var pos []string
 	for {
@@ -120,11 +139,38 @@ func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 		fmt.Fprintf(out, "joined %s (raft %s, http %s) as a voter\n", got.ID, got.RaftAddr, got.HTTPAddr)
 		return nil
+	case "drain":
+		if len(pos) == 0 || cancelDrain && len(pos) != 1 {
+			return fmt.Errorf("cluster drain: want node ids (exactly one with --cancel)")
+		}
+		if interval <= 0 {
+			return fmt.Errorf("cluster drain: --interval must be positive")
+		}
+		if cancelDrain {
+			if err := c.CancelDrain(ctx, pos[0]); err != nil {
+				return err
+			}
+			if *asJSON {
+				return printJSON(out, clusterapi.DrainResponse{ID: pos[0], State: "alive"})
+			}
+			fmt.Fprintf(out, "drain of %s cancelled; it is alive again\n", pos[0])
+			return nil
+		}
+		return drain(ctx, c, pos, !noWait, interval, *asJSON, out, errOut)
 	case "remove":
 		if len(pos) != 1 {
 			return fmt.Errorf("cluster remove: want exactly one node id")
 		}
-		if err := c.Remove(ctx, pos[0]); err != nil {
+		if interval <= 0 {
+			return fmt.Errorf("cluster remove: --interval must be positive")
+		}
+		var err error
+		if force {
+			err = c.ForceRemove(ctx, pos[0])
+		} else if err = drain(ctx, c, pos, true, interval, false, out, errOut); err == nil {
+			err = c.Remove(ctx, pos[0])
+		}
+		if err != nil {
 			return err
 		}
 		if *asJSON {
@@ -170,6 +216,85 @@ func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 	return fmt.Errorf("cluster: unknown action %q", action)
 }
 
+// drain starts draining ids and, with wait, follows the leader's progress
+// until the index places nothing on them. Progress lines go to out, or to
+// errOut when the start replies are printed as JSON.
+func drain(ctx context.Context, c *clusterapi.Client, ids []string, wait bool, interval time.Duration, asJSON bool, out, errOut io.Writer) error {
+	var started []clusterapi.DrainResponse
+	for _, id := range ids {
+		r, err := c.Drain(ctx, id)
+		if err != nil {
+			return fmt.Errorf("draining %s: %w", id, err)
+		}
+		started = append(started, r)
+	}
+	progressOut := out
+	if asJSON {
+		progressOut = errOut
+		if err := printJSON(out, started); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range started {
+			switch {
+			case r.Drain != nil && r.Drain.ShardsLeft == 0:
+				fmt.Fprintf(out, "draining %s: nothing to move\n", r.ID)
+			case r.Drain != nil:
+				fmt.Fprintf(out, "draining %s: %s to move\n", r.ID, describeDrain(*r.Drain))
+			default:
+				fmt.Fprintf(out, "draining %s\n", r.ID)
+			}
+		}
+	}
+	if !wait {
+		return nil
+	}
+	last := map[string]int{}
+	for _, r := range started {
+		if r.Drain != nil {
+			last[r.ID] = r.Drain.ShardsLeft
+		}
+	}
+	err := c.WaitDrained(ctx, ids, interval, func(d cluster.DrainStatus) {
+		if n, ok := last[d.ID]; ok && n == d.ShardsLeft {
+			return
+		}
+		last[d.ID] = d.ShardsLeft
+		fmt.Fprintf(progressOut, "%s: %s left, %d moved\n", d.ID, plural(d.ShardsLeft, "shard"), d.MovedShards)
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		fmt.Fprintf(progressOut, "drained %s: the index places nothing on it\n", id)
+	}
+	return nil
+}
+
+// describeDrain says what a draining node holds: "12 shards of 10 blocks (one 3, r3 7)".
+func describeDrain(d cluster.DrainStatus) string {
+	s := fmt.Sprintf("%s of %s", plural(d.ShardsLeft, "shard"), plural(d.BlocksLeft, "block"))
+	if len(d.Namespaces) > 0 {
+		names := make([]string, 0, len(d.Namespaces))
+		for ns := range d.Namespaces {
+			names = append(names, ns)
+		}
+		sort.Strings(names)
+		for i, ns := range names {
+			names[i] = fmt.Sprintf("%s %d", ns, d.Namespaces[ns])
+		}
+		s += " (" + strings.Join(names, ", ") + ")"
+	}
+	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
 func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
@@ -193,7 +318,35 @@ func printStatus(out io.Writer, st clusterapi.Status) error {
 	for _, m := range st.Members {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, dash(m.State), yesNo(m.Voter), star(m.Leader), dash(m.Zone), formatBytes(m.Capacity), dash(m.HTTPAddr), dash(m.RaftAddr), dash(m.DataAddr))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for i, d := range st.Drains {
+		if i == 0 {
+			fmt.Fprintln(out)
+		}
+		line := fmt.Sprintf("drain %s: %s left", d.ID, describeDrain(d))
+		if d.Done {
+			line = fmt.Sprintf("drain %s: done, nothing left on it", d.ID)
+		}
+		if d.Active {
+			line += "; moved " + plural(int(d.MovedShards), "shard")
+			if d.MovedBytes > 0 {
+				line += " (" + formatBytes(int64(d.MovedBytes)) + ")"
+			}
+			if d.LostBlocks > 0 {
+				line += fmt.Sprintf("; %s found on no holder (entry deleted)", plural(int(d.LostBlocks), "block"))
+			}
+			if d.Stuck > 0 {
+				line += fmt.Sprintf("; %s stuck", plural(d.Stuck, "block"))
+			}
+			if d.Unreachable {
+				line += "; not answering"
+			}
+		}
+		fmt.Fprintln(out, line)
+	}
+	return nil
 }
 
 // printRepair prints the repair object's fields one per line (nested

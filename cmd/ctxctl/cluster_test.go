@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
 
@@ -21,13 +24,17 @@ import (
 type fakeCluster struct {
 	mu    sync.Mutex
 	calls []string // "METHOD PATH BODY TOKEN"
+	// draining: shards left on each draining member; each status reply
+	// shows one fewer. self is the server's address (the leader's).
+	draining map[string]int
+	self     string
 }
 
 func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.calls = append(f.calls, strings.TrimSpace(r.Method+" "+r.URL.Path+" "+string(b)+" "+r.Header.Get(clusterapi.HeaderToken)))
-	f.mu.Unlock()
 	reply := func(v any) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(v)
@@ -36,8 +43,31 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case clusterapi.PathStatus:
 		l := clusterapi.Member{ID: "n1", RaftAddr: "127.0.0.1:7412", DataAddr: "127.0.0.1:7410", HTTPAddr: "127.0.0.1:7411", Zone: "a", Capacity: 8 << 30, State: "alive", Voter: true, Leader: true}
 		f2 := clusterapi.Member{ID: "n2", RaftAddr: "127.0.0.1:7422", DataAddr: "127.0.0.1:7420", HTTPAddr: "127.0.0.1:7421", Capacity: 3 << 29, State: "suspect", Voter: true}
+		var drains []cluster.DrainStatus
+		for _, id := range slices.Sorted(maps.Keys(f.draining)) {
+			left := f.draining[id]
+			drains = append(drains, cluster.DrainStatus{ID: id, ShardsLeft: left, BlocksLeft: left, Done: left == 0, Namespaces: map[string]int{"one": left},
+				Active: true, MovedShards: uint64(2 - left), MovedBytes: uint64(2-left) << 20})
+			f.draining[id] = max(left-1, 0)
+		}
+		if len(f.draining) > 0 {
+			l.HTTPAddr = f.self // WaitDrained asks the leader
+		}
 		reply(clusterapi.Status{NodeID: "n2", State: "follower", Leader: &l, Members: []clusterapi.Member{l, f2},
-			Raft: clusterapi.RaftStatus{Term: 4, CommitIndex: 99, AppliedIndex: 98, LastLogIndex: 99, LastContact: "12ms", NumPeers: 1}})
+			Raft: clusterapi.RaftStatus{Term: 4, CommitIndex: 99, AppliedIndex: 98, LastLogIndex: 99, LastContact: "12ms", NumPeers: 1}, Drains: drains})
+	case clusterapi.PathDrain:
+		var req clusterapi.DrainRequest
+		_ = json.Unmarshal(b, &req)
+		if req.Cancel {
+			delete(f.draining, req.ID)
+			reply(clusterapi.DrainResponse{ID: req.ID, State: "alive"})
+			return
+		}
+		if f.draining == nil {
+			f.draining = map[string]int{}
+		}
+		f.draining[req.ID] = 2
+		reply(clusterapi.DrainResponse{ID: req.ID, State: "draining", Drain: &cluster.DrainStatus{ID: req.ID, ShardsLeft: 2, BlocksLeft: 2, Namespaces: map[string]int{"one": 2}}})
 	case clusterapi.PathJoin:
 		var m clusterapi.Member
 		_ = json.Unmarshal(b, &m)
@@ -50,6 +80,7 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(`{"code":"NotFound","message":"not found: no member \"ghost\""}`))
 			return
 		}
+		delete(f.draining, "n3")
 		reply(clusterapi.RemoveResponse{Removed: "n3"})
 	case clusterapi.PathTransfer:
 		reply(clusterapi.TransferResponse{Previous: "n1", Leader: "n2"})
@@ -65,6 +96,7 @@ func TestClusterCommands(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
+	fake.self = addr
 	ctx := context.Background()
 	cases := []struct {
 		name     string
@@ -78,7 +110,14 @@ func TestClusterCommands(t *testing.T) {
 		{"join", []string{"join", "--addr", addr, "--token", "tok", "--id", "n4", "--raft-addr", "127.0.0.1:7442", "--data-addr", "127.0.0.1:7440",
 			"--http-addr", "127.0.0.1:7441", "--zone", "b", "--capacity", "2GiB"}, []string{"joined n4 (raft 127.0.0.1:7442, http 127.0.0.1:7441) as a voter"},
 			`POST /v1/cluster/join {"id":"n4","raft_addr":"127.0.0.1:7442","data_addr":"127.0.0.1:7440","http_addr":"127.0.0.1:7441","zone":"b","capacity":2147483648,"voter":false} tok`},
-		{"remove", []string{"remove", "n3", "--addr", addr}, []string{"removed n3"}, `POST /v1/cluster/remove {"id":"n3"}`},
+		{"remove drains first", []string{"remove", "n3", "--addr", addr, "--interval", "5ms"}, []string{"draining n3: 2 shards of 2 blocks (one 2) to move",
+			"n3: 1 shard left, 1 moved", "n3: 0 shards left, 2 moved", "drained n3", "removed n3"}, `POST /v1/cluster/remove {"id":"n3"}`},
+		{"remove --force", []string{"remove", "--force", "n3", "--addr", addr}, []string{"removed n3"}, `POST /v1/cluster/remove {"id":"n3","force":true}`},
+		{"drain two", []string{"drain", "n4", "n5", "--addr", addr, "--interval", "5ms"}, []string{"draining n4: 2 shards", "draining n5: 2 shards", "drained n4", "drained n5"},
+			"GET /v1/cluster/status"},
+		{"drain no wait", []string{"drain", "n6", "--no-wait", "--addr", addr}, []string{"draining n6: 2 shards of 2 blocks"}, `POST /v1/cluster/drain {"id":"n6"}`},
+		{"status shows drains", []string{"status", "--addr", addr}, []string{"n2  suspect  yes", "drain n4: done, nothing left on it; moved 2 shards (2MiB)", "drain n6: 2 shards of 2 blocks (one 2) left; moved 0 shards"}, "GET /v1/cluster/status"},
+		{"drain cancel", []string{"drain", "--cancel", "n6", "--addr", addr}, []string{"drain of n6 cancelled"}, `POST /v1/cluster/drain {"id":"n6","cancel":true}`},
 		{"transfer any", []string{"transfer-leadership", "--addr", addr}, []string{"leadership: n1 -> n2"}, `POST /v1/cluster/transfer-leadership {}`},
 		{"transfer to", []string{"transfer-leadership", "--addr", addr, "n2"}, []string{"leadership: n1 -> n2"}, `POST /v1/cluster/transfer-leadership {"id":"n2"}`},
 		{"repair", []string{"repair", "--addr", addr}, []string{"repair on node n2", "pending_blocks  5", "state           running"}, "GET /v1/cluster/repair"},
@@ -115,6 +154,8 @@ func TestClusterCommands(t *testing.T) {
 	for _, bad := range [][]string{
 		{}, {"frobnicate", "--addr", addr}, {"remove", "--addr", addr}, {"remove", "--addr", addr, "a", "b"},
 		{"transfer-leadership", "--addr", addr, "a", "b"}, {"status", "--addr", addr, "extra"},
+		{"drain", "--addr", addr}, {"drain", "--cancel", "--addr", addr, "a", "b"}, {"drain", "--interval", "0s", "--addr", addr, "a"},
+		{"status", "--force", "--addr", addr},
 		{"join", "--addr", addr, "--id", "n4"},
 		{"join", "--addr", addr, "--id", "n4", "--raft-addr", "h:1", "--data-addr", "h:2", "--http-addr", "h:3", "--capacity", "lots"},
 		{"status", "--bogus"}, {"status", "--token", "has space", "--addr", addr},

@@ -45,6 +45,13 @@ type Backend struct {
 	repair   RepairStatus
 	// wake makes the repair loop scan now (a member state changed).
 	wake chan struct{}
+
+	drainMu sync.Mutex
+	// drains is the leader's progress of each draining member.
+	drains map[string]*drainProgress
+	// unreachable holds the draining members that do not answer.
+	unreachable map[string]bool
+	heldCache   heldCache
 }
 
 var _ ctxstore.Tier = (*Backend)(nil)
@@ -70,6 +77,7 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 	b := &Backend{
 		cfg: cfg, node: node, local: local, peers: peers, fwd: fwd, log: log.With("node_id", cfg.NodeID), met: met,
 		drops: make(chan block.Key, 4096), stop: make(chan struct{}), wake: make(chan struct{}, 1),
+		drains: map[string]*drainProgress{}, unreachable: map[string]bool{},
 	}
 	if cfg.Self.RaftAddr != "" {
 		b.wg.Add(1)
@@ -348,7 +356,8 @@ func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	return block.NewRef(data, e.Sum, TierPeer, nil), nil
 }
 
-// readOrder sorts placement entries: this node first, then alive, then suspect, then the rest.
+// readOrder sorts placement entries: this node first, then alive, then
+// suspect and draining, then the rest.
 func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
 	rank := func(s fsm.Shard) int {
 		if s.NodeID == b.cfg.NodeID {
@@ -360,7 +369,7 @@ func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
 			return 4
 		case m.State == fsm.MemberAlive:
 			return 1
-		case m.State == fsm.MemberSuspect:
+		case m.State == fsm.MemberSuspect || m.State == fsm.MemberDraining:
 			return 2
 		}
 		return 3

@@ -11,7 +11,8 @@ import (
 // detectLoop is the failure detector. Only the leader probes: it marks a
 // member suspect (out of placement for new puts) after SuspectAfter without
 // an answer, dead (its shards get repaired) after DeadAfter, and alive again
-// as soon as it answers.
+// as soon as it answers. A draining member keeps its state; only whether
+// it answers is noted.
 func (b *Backend) detectLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.ProbeInterval)
@@ -62,6 +63,22 @@ func (b *Backend) probeAll(now time.Time, lastOK map[string]time.Time) {
 	}
 	wg.Wait()
 	for i, m := range ms {
+		if m.State == fsm.MemberDraining {
+			// A draining member keeps its state whatever its health (the
+			// drain must go on when it comes back); the leader only notes
+			// whether it answers, so repair reads from it while it does and
+			// rebuilds its shards from the other holders while it does not.
+			if ok[i] {
+				lastOK[m.ID] = time.Now()
+			} else if now.Sub(lastOK[m.ID]) < b.cfg.suspectAfter() {
+				continue // not silent for long enough to tell
+			}
+			if b.setUnreachable(m.ID, !ok[i]) {
+				b.log.Info("draining member reachability changed", "member", m.ID, "unreachable", !ok[i])
+				b.kickRepair()
+			}
+			continue
+		}
 		want := m.State
 		if ok[i] {
 			lastOK[m.ID] = time.Now()

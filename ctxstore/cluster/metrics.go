@@ -24,7 +24,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_repair_shards_pending",
-			Help: "Shards on dead, removed or missing members waiting to be rebuilt (last scan, leader only)."}),
+			Help: "Shards on dead, removed, draining or missing members waiting to be rebuilt or moved (last scan, leader only)."}),
 		repaired: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_repair_shards_repaired_total",
 			Help: "Shards rebuilt on a new member and committed to the index."}),
 		repairBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_repair_bytes_total",

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -15,8 +17,8 @@ import (
 type RepairStatus struct {
 	// Active: this node is the leader and runs repair.
 	Active bool `json:"active"`
-	// Pending shards found by the last scan (on dead, removed or unknown
-	// members, or never written).
+	// Pending shards found by the last scan (on dead, removed, draining or
+	// unknown members, or never written).
 	Pending int `json:"pending"`
 	// Unrepairable blocks of the last scan: too few survivors to rebuild, or
 	// no member left to take a shard.
@@ -41,7 +43,16 @@ type repairTask struct {
 	entry   fsm.Entry
 	code    *erasure.Code
 	healthy []fsm.Shard // placement entries on members that count
-	missing []int       // shard indexes to rebuild
+	leaving []fsm.Shard // placement entries on draining members: read, then dropped
+	missing []int       // shard indexes to rebuild (or copy off a draining member)
+}
+
+// repairResult is what repairOne did.
+type repairResult struct {
+	written int         // shards written to new holders
+	bytes   int64       // their bytes
+	dropped []fsm.Shard // entries on draining members taken out of the placement
+	forgot  bool        // no holder had the block: its entry was deleted
 }
 
 func (b *Backend) repairLoop() {
@@ -69,7 +80,10 @@ func holderOK(ms map[string]fsm.Member, id string) bool {
 	return ok && (m.State == fsm.MemberAlive || m.State == fsm.MemberSuspect)
 }
 
-// scan finds every entry whose redundancy is below its namespace's code.
+// scan finds every entry whose redundancy is below its namespace's code,
+// and every entry with a shard on a draining member. A draining member's
+// shards do not count towards redundancy: the shards it holds are missing
+// like a dead member's, except that they can still be read from it.
 func (b *Backend) scan() (tasks []repairTask, scanned int) {
 	f := b.node.FSM()
 	ms := map[string]fsm.Member{}
@@ -91,6 +105,10 @@ func (b *Backend) scan() (tasks []repairTask, scanned int) {
 			have := map[int]bool{}
 			nodes := map[string]bool{}
 			for _, s := range e.Placement {
+				if ms[s.NodeID].State == fsm.MemberDraining {
+					t.leaving = append(t.leaving, s)
+					continue
+				}
 				if !holderOK(ms, s.NodeID) {
 					continue
 				}
@@ -113,7 +131,7 @@ func (b *Backend) scan() (tasks []repairTask, scanned int) {
 					}
 				}
 			}
-			if len(t.missing) > 0 {
+			if len(t.missing) > 0 || len(t.leaving) > 0 {
 				tasks = append(tasks, t)
 			}
 			return true
@@ -133,6 +151,7 @@ func (b *Backend) repairPass() {
 	b.repair.Pending, b.repair.LastScan, b.repair.ScannedBlocks = pending, time.Now(), scanned
 	b.repairMu.Unlock()
 	unrepairable := 0
+	pass := drainPass{}
 	for _, t := range tasks {
 		select {
 		case <-b.stop:
@@ -142,22 +161,23 @@ func (b *Backend) repairPass() {
 		if !b.node.IsLeader() {
 			return
 		}
-		n, bytes, err := b.repairOne(t)
+		res, err := b.repairOne(t)
 		if err != nil {
 			unrepairable++
 			b.log.Debug("repair failed", "key", t.key.String(), "err", err)
 		}
-		if n > 0 {
+		b.noteDrained(pass, t, res)
+		if n := res.written; n > 0 {
 			b.met.repaired.Add(float64(n))
-			b.met.repairBytes.Add(float64(bytes))
+			b.met.repairBytes.Add(float64(res.bytes))
 			b.met.pending.Sub(float64(n))
 			b.repairMu.Lock()
 			b.repair.RepairedShards += uint64(n)
-			b.repair.RepairedBytes += uint64(bytes)
+			b.repair.RepairedBytes += uint64(res.bytes)
 			b.repair.Pending -= n
 			b.repairMu.Unlock()
 			// Rate limit: bytes / RepairBytesPerSec.
-			d := time.Duration(float64(bytes) / float64(b.cfg.RepairBytesPerSec) * float64(time.Second))
+			d := time.Duration(float64(res.bytes) / float64(b.cfg.RepairBytesPerSec) * float64(time.Second))
 			select {
 			case <-b.stop:
 				return
@@ -168,90 +188,178 @@ func (b *Backend) repairPass() {
 	b.repairMu.Lock()
 	b.repair.Unrepairable = unrepairable
 	b.repairMu.Unlock()
+	b.finishDrainPass(pass)
 }
 
-// repairOne rebuilds t's missing shards from the survivors onto members
-// that hold none of the block's shards, and commits the new placement.
-func (b *Backend) repairOne(t repairTask) (shards int, bytes int64, err error) {
+// repairOne rebuilds t's missing shards onto members that hold none of the
+// block's shards (copying them off draining members where it can), commits
+// the new placement, which leaves out the draining members' entries that
+// were replaced, and then deletes those shards from the draining members.
+func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout+b.cfg.ProposeTimeout)
 	defer cancel()
-	c, size := t.code, int(t.entry.Size)
-	exclude := map[string]bool{}
-	for _, s := range t.healthy {
-		exclude[s.NodeID] = true
-	}
-	cands := b.candidates(exclude)
-	if len(cands) == 0 {
-		return 0, 0, fmt.Errorf("%w: no alive member without a shard of %s", block.ErrUnavailable, t.key)
-	}
-	targets, err := placement.Pick(t.key, cands, min(len(t.missing), len(cands)))
-	if err != nil {
-		return 0, 0, err
-	}
-	// Rebuild from the survivors, verified against the block's CRC.
-	all := make([][]byte, c.N())
-	if c.K == 1 {
-		var data []byte
-		for _, s := range b.readOrder(t.healthy) {
-			d, err := b.fetch(ctx, s.NodeID, t.key)
-			if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
-				data = d
-				break
-			}
-		}
-		if data == nil {
-			return 0, 0, fmt.Errorf("%w: no readable replica of %s", block.ErrUnavailable, t.key)
-		}
-		for i := range all {
-			all[i] = data
-		}
-	} else {
-		b.fetchShards(ctx, t.key, c, t.healthy, all, size)
-		if _, ok := b.tryDecode(c, all, size, t.entry.Sum); !ok {
-			// A surviving shard may be bad: decode by search, then re-encode.
-			data, err := b.getCoded(ctx, t.key, t.entry, c)
-			if err != nil {
-				return 0, 0, err
-			}
-			if all, err = c.Encode(data); err != nil {
-				return 0, 0, err
-			}
-		} else if err := c.Reconstruct(all, size); err != nil {
-			return 0, 0, err
-		}
-	}
-	place := append([]fsm.Shard(nil), t.healthy...)
+	c := t.code
 	var written []fsm.Shard
-	for i, tg := range targets {
-		idx := t.missing[i]
-		sh := fsm.Shard{NodeID: tg.ID, Index: uint16(idx)}
-		opts := block.PutOptions{Sum: block.Checksum(all[idx]), HasSum: true, PinTTL: time.Until(t.entry.PinUntil)}
-		if opts.PinTTL < 0 {
-			opts.PinTTL = 0
+	if len(t.missing) > 0 {
+		exclude := map[string]bool{}
+		for _, s := range append(slices.Clone(t.healthy), t.leaving...) {
+			exclude[s.NodeID] = true
 		}
-		if err := b.writeShard(ctx, tg.ID, shardKey(t.key, c, idx), all[idx], opts); err != nil {
-			b.log.Debug("repair write failed", "key", t.key.String(), "node", tg.ID, "err", err)
-			continue
+		cands := b.candidates(exclude)
+		if len(cands) == 0 {
+			return res, fmt.Errorf("%w: no alive member without a shard of %s", block.ErrUnavailable, t.key)
 		}
-		written = append(written, sh)
-		bytes += int64(len(all[idx]))
+		targets, err := placement.Pick(t.key, cands, min(len(t.missing), len(cands)))
+		if err != nil {
+			return res, err
+		}
+		all, err := b.rebuild(ctx, t)
+		if errors.Is(err, errBlockGone) {
+			return b.forget(ctx, t)
+		}
+		if err != nil {
+			return res, err
+		}
+		for i, tg := range targets {
+			idx := t.missing[i]
+			opts := block.PutOptions{Sum: block.Checksum(all[idx]), HasSum: true, PinTTL: time.Until(t.entry.PinUntil)}
+			if opts.PinTTL < 0 {
+				opts.PinTTL = 0
+			}
+			if err := b.writeShard(ctx, tg.ID, shardKey(t.key, c, idx), all[idx], opts); err != nil {
+				b.log.Debug("repair write failed", "key", t.key.String(), "node", tg.ID, "err", err)
+				continue
+			}
+			written = append(written, fsm.Shard{NodeID: tg.ID, Index: uint16(idx)})
+			res.bytes += int64(len(all[idx]))
+		}
+		if len(written) == 0 {
+			return repairResult{}, fmt.Errorf("%w: every repair write of %s failed", block.ErrUnavailable, t.key)
+		}
 	}
-	if len(written) == 0 {
-		return 0, 0, fmt.Errorf("%w: every repair write of %s failed", block.ErrUnavailable, t.key)
+	// The new placement: the healthy entries, the new ones, and the entries
+	// on draining members that nothing replaced yet (a later pass retries).
+	place := append(slices.Clone(t.healthy), written...)
+	covered := map[uint16]bool{}
+	for _, s := range place {
+		covered[s.Index] = true
 	}
-	place = append(place, written...)
+	var drop []fsm.Shard
+	for _, s := range t.leaving {
+		replaced := covered[s.Index]
+		if c.K == 1 {
+			replaced = len(written) == len(t.missing) // replicas are interchangeable
+		}
+		if replaced {
+			drop = append(drop, s)
+		} else {
+			place = append(place, s)
+		}
+	}
+	if len(place) == 0 {
+		b.cleanup(t.key, c, written, nil)
+		return repairResult{}, fmt.Errorf("%w: no member left to hold %s", block.ErrUnavailable, t.key)
+	}
 	if c.K == 1 {
 		for i := range place {
 			place[i].Index = uint16(i)
 		}
 	}
-	res, err := b.propose(ctx, fsm.PlaceOp(t.key, t.entry.Sum, place))
+	r, err := b.propose(ctx, fsm.PlaceOp(t.key, t.entry.Sum, place))
 	if err != nil {
-		return 0, 0, err
+		return repairResult{}, err
 	}
-	if res[0].Status != fsm.StatusUpdated {
+	if r[0].Status != fsm.StatusUpdated {
 		b.cleanup(t.key, c, written, nil)
-		return 0, 0, fmt.Errorf("%w: placement of %s not updated: %s", block.ErrUnavailable, t.key, res[0].Status)
+		return repairResult{}, fmt.Errorf("%w: placement of %s not updated: %s", block.ErrUnavailable, t.key, r[0].Status)
 	}
-	return len(written), bytes, nil
+	b.cleanup(t.key, c, b.reachable(drop), nil)
+	res.written, res.dropped = len(written), drop
+	return res, nil
+}
+
+// errBlockGone: every holder of a block answered that it does not have it
+// (capacity drops whose index correction was lost, or a member that
+// restarted with an empty memory tier).
+var errBlockGone = errors.New("block gone")
+
+// forget deletes the index entry of a block no holder has any more, as a
+// read that finds every replica gone would: the index must not promise it.
+func (b *Backend) forget(ctx context.Context, t repairTask) (repairResult, error) {
+	r, err := b.propose(ctx, fsm.DeleteOp(t.key, t.entry.Generation))
+	if err != nil {
+		return repairResult{}, err
+	}
+	if r[0].Status != fsm.StatusDeleted {
+		return repairResult{}, fmt.Errorf("%w: %s is gone, but its entry changed meanwhile: %s", block.ErrUnavailable, t.key, r[0].Status)
+	}
+	b.log.Warn("block lost: no holder has it; index entry deleted", "key", t.key.String(), "placement", fmt.Sprint(t.entry.Placement))
+	return repairResult{dropped: t.leaving, forgot: true}, nil
+}
+
+// rebuild returns the block's shards, every index of t.missing filled:
+// copies read from the draining members first (while they answer), else
+// rebuilt from the other holders and verified against the block's CRC.
+func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
+	c, size := t.code, int(t.entry.Size)
+	all := make([][]byte, c.N())
+	sources := b.reachable(t.leaving)
+	if c.K == 1 {
+		var data []byte
+		// Gone only if every placement entry's holder is asked and says so.
+		gone := len(sources) == len(t.leaving) && len(t.healthy)+len(t.leaving) == len(t.entry.Placement)
+		for _, s := range append(sources, b.readOrder(t.healthy)...) {
+			d, err := b.fetch(ctx, s.NodeID, t.key)
+			if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
+				data = d
+				break
+			}
+			gone = gone && errors.Is(err, block.ErrNotFound)
+			b.noteReadFailure(s.NodeID, err)
+		}
+		if data == nil && gone {
+			return nil, fmt.Errorf("%w: every holder of %s answered that it does not have it", errBlockGone, t.key)
+		}
+		if data == nil {
+			return nil, fmt.Errorf("%w: no readable replica of %s", block.ErrUnavailable, t.key)
+		}
+		for i := range all {
+			all[i] = data
+		}
+		return all, nil
+	}
+	// An erasure shard on a draining member is copied as it is (the peer
+	// verifies it against the checksum stored with it); only what cannot be
+	// copied is reconstructed.
+	for _, s := range sources {
+		if int(s.Index) >= c.N() {
+			continue
+		}
+		d, err := b.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)))
+		if err == nil && len(d) == c.ShardSize(size) {
+			all[s.Index] = d
+			continue
+		}
+		b.noteReadFailure(s.NodeID, err)
+	}
+	copied := true
+	for _, i := range t.missing {
+		copied = copied && all[i] != nil
+	}
+	if copied {
+		return all, nil
+	}
+	b.fetchShards(ctx, t.key, c, t.healthy, all, size)
+	if _, ok := b.tryDecode(c, all, size, t.entry.Sum); !ok {
+		// A surviving shard may be bad: decode by search, then re-encode.
+		data, err := b.getCoded(ctx, t.key, t.entry, c)
+		if err != nil {
+			return nil, err
+		}
+		return c.Encode(data)
+	}
+	if err := c.Reconstruct(all, size); err != nil {
+		return nil, err
+	}
+	return all, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
@@ -72,6 +73,112 @@ func (c *Client) Join(ctx context.Context, m Member) (Member, error) {
 // Remove takes member id out of the cluster.
 func (c *Client) Remove(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, PathRemove, RemoveRequest{ID: id}, &RemoveResponse{})
+}
+
+// ForceRemove takes member id out of the cluster even though the index
+// still places shards on it: blocks with parity elsewhere are repaired,
+// the others are lost.
+func (c *Client) ForceRemove(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, PathRemove, RemoveRequest{ID: id, Force: true}, &RemoveResponse{})
+}
+
+// Drain marks member id draining (through the leader) and returns what it
+// held when the drain started. See WaitDrained.
+func (c *Client) Drain(ctx context.Context, id string) (DrainResponse, error) {
+	var out DrainResponse
+	err := c.do(ctx, http.MethodPost, PathDrain, DrainRequest{ID: id}, &out)
+	return out, err
+}
+
+// CancelDrain makes a draining member alive again; what was moved stays.
+func (c *Client) CancelDrain(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, PathDrain, DrainRequest{ID: id, Cancel: true}, &DrainResponse{})
+}
+
+// ErrDrainStalled is returned (wrapped, with block.ErrUnavailable) by
+// WaitDrained when two complete passes of the leader moved nothing off a
+// draining member and failed on some of its blocks.
+var ErrDrainStalled = errors.New("drain stalled")
+
+// WaitDrained waits until the index places nothing on any of ids, which
+// must be draining. Every interval it reads the leader's status (through
+// the node this client talks to), calls progress, when set, with each
+// member's drain status, and returns nil once every drain is done. It
+// fails when the leader says a member is not draining, or when a drain
+// stalls (ErrDrainStalled): its remaining blocks cannot be moved while the
+// member does not answer, or while no member can take them.
+func (c *Client) WaitDrained(ctx context.Context, ids []string, interval time.Duration, progress func(cluster.DrainStatus)) error {
+	type seen struct {
+		pass    time.Time
+		stalled int
+	}
+	track := map[string]*seen{}
+	for _, id := range ids {
+		track[id] = &seen{}
+	}
+	for {
+		st, err := c.Status(ctx)
+		if err == nil && st.State != "leader" && st.Leader != nil && st.Leader.HTTPAddr != "" {
+			if lst, lerr := (&Client{base: baseURL(st.Leader.HTTPAddr), cfg: c.cfg}).Status(ctx); lerr == nil {
+				st = lst
+			}
+		}
+		if err == nil {
+			done := 0
+			for _, id := range ids {
+				i := slices.IndexFunc(st.Drains, func(d cluster.DrainStatus) bool { return d.ID == id })
+				if i < 0 {
+					if st.State == "leader" {
+						return fmt.Errorf("%w: %s is not draining (%s)", block.ErrInvalidArgument, id, memberState(st, id))
+					}
+					continue // a lagging follower: ask again
+				}
+				d := st.Drains[i]
+				if progress != nil {
+					progress(d)
+				}
+				if d.Done {
+					done++
+					continue
+				}
+				tr := track[id]
+				if d.Active && !d.LastPass.IsZero() && !d.LastPass.Equal(tr.pass) {
+					tr.pass = d.LastPass
+					if d.Stalled {
+						tr.stalled++
+					} else {
+						tr.stalled = 0
+					}
+				}
+				if tr.stalled >= 2 {
+					why := "they could not be read, or written elsewhere"
+					if d.Unreachable {
+						why = id + " does not answer and they have no other readable copy"
+					}
+					return fmt.Errorf("%w: %w: %d blocks (%d shards) on %s cannot be moved: %s; bring it back, or remove it with --force to give them up",
+						block.ErrUnavailable, ErrDrainStalled, d.Stuck, d.ShardsLeft, id, why)
+				}
+			}
+			if done == len(ids) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for the drain of %s: %w (last error: %v)", block.ErrUnavailable, strings.Join(ids, ","), ctx.Err(), err)
+		case <-time.After(interval):
+		}
+	}
+}
+
+// memberState names id's state in st ("not a member" when absent).
+func memberState(st Status, id string) string {
+	for _, m := range st.Members {
+		if m.ID == id {
+			return "state " + m.State
+		}
+	}
+	return "not a member"
 }
 
 // TransferLeadership hands leadership to id ("" for any up-to-date voter).

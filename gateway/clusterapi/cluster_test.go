@@ -62,6 +62,8 @@ type tcluster struct {
 	t     *testing.T
 	nodes []*tnode
 	opts  []Option
+	// drain, when set, makes every node's forward target a Drainer.
+	drain *drainState
 }
 
 // newCluster starts n nodes: n1 bootstraps alone and the others join
@@ -69,7 +71,13 @@ type tcluster struct {
 // until they know a leader) and then n1's.
 func newCluster(t *testing.T, n int, opts ...Option) *tcluster {
 	t.Helper()
-	c := &tcluster{t: t, opts: opts}
+	return newClusterWith(t, n, nil, opts...)
+}
+
+// newClusterWith is newCluster whose nodes drain through drain (nil: no Drainer).
+func newClusterWith(t *testing.T, n int, drain *drainState, opts ...Option) *tcluster {
+	t.Helper()
+	c := &tcluster{t: t, opts: opts, drain: drain}
 	for i := 0; i < n; i++ {
 		c.add(i == 0)
 	}
@@ -116,7 +124,11 @@ func (c *tcluster) add(bootstrap bool) *tnode {
 	extra := func() any {
 		return map[string]any{"node": id, "repair": map[string]any{"pending_blocks": 3, "rebuilt_blocks": 7}}
 	}
-	srv.Config.Handler = Handler(node, tn.fwd, extra, quietLog(), c.opts...)
+	var target ForwardTarget = tn.fwd
+	if c.drain != nil {
+		target = &fakeDrainer{fakeTarget: tn.fwd, node: node, st: c.drain}
+	}
+	srv.Config.Handler = Handler(node, target, extra, quietLog(), c.opts...)
 	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()

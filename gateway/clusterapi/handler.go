@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 	"github.com/ctxtier/ctxtier/raft"
+	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
 // ForwardTarget executes a proposal a follower forwarded to this node (the
@@ -26,6 +28,20 @@ type ForwardTarget interface {
 	HandleForwarded(ctx context.Context, req []byte) ([]byte, error)
 }
 
+// Drainer is the data path's side of a drain (ctxstore/cluster.Backend
+// implements it). When the ForwardTarget given to Handler is also a
+// Drainer, the handler serves POST drain, lists drains in status, and
+// refuses to remove a member that the index still places shards on unless
+// the removal is forced.
+type Drainer interface {
+	Drain(ctx context.Context, id string) (cluster.DrainStatus, error)
+	CancelDrain(ctx context.Context, id string) error
+	Drains() []cluster.DrainStatus
+	Holding(id string) (shards, blocks int)
+}
+
+var _ Drainer = (*cluster.Backend)(nil)
+
 // Paths, relative to the mount point /v1/cluster/.
 const (
 	PathStatus   = "/v1/cluster/status"
@@ -34,6 +50,7 @@ const (
 	PathTransfer = "/v1/cluster/transfer-leadership"
 	PathPropose  = "/v1/cluster/internal/propose"
 	PathRepair   = "/v1/cluster/repair"
+	PathDrain    = "/v1/cluster/drain"
 )
 
 type handler struct {
@@ -47,7 +64,8 @@ type handler struct {
 
 // Handler serves the cluster API of node; ctxd mounts it with
 // httpapi.Server.Mount("/v1/cluster/", h). fwd executes forwarded
-// proposals on the leader (nil: internal/propose answers 503). status,
+// proposals on the leader (nil: internal/propose answers 503); when it is
+// also a Drainer, drains are served (otherwise drain answers 400). status,
 // when set, supplies the "extra" object of the status reply, and its
 // "repair" field is what GET /v1/cluster/repair returns. Options set the
 // shared token, timeouts and the HTTP client used to forward to the
@@ -63,6 +81,7 @@ func Handler(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Lo
 	h.route("POST "+PathTransfer, true, h.transfer)
 	h.route("POST "+PathPropose, true, h.propose)
 	h.route("GET "+PathRepair, false, h.repair)
+	h.route("POST "+PathDrain, true, h.drain)
 	h.route("/v1/cluster/", false, func(_ http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no cluster endpoint %s %s", block.ErrNotFound, r.Method, r.URL.Path)
 	})
@@ -122,6 +141,9 @@ func (h *handler) snapshot() Status {
 		}
 	}
 	slices.SortFunc(st.Members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	if d, ok := h.fwd.(Drainer); ok {
+		st.Drains = d.Drains()
+	}
 	if lid, laddr := h.node.Leader(); lid != "" {
 		l := Member{ID: lid, RaftAddr: laddr, State: "unknown", Leader: true}
 		for _, m := range st.Members {
@@ -186,17 +208,27 @@ func (h *handler) join(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *handler) remove(w http.ResponseWriter, r *http.Request) error {
+// readIDRequest reads a JSON body that names a member (remove, drain)
+// into req, whose id field is *id, and returns the body for forwarding.
+func (h *handler) readIDRequest(w http.ResponseWriter, r *http.Request, what string, req any, id *string) ([]byte, error) {
 	body, err := h.readBody(w, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if err := decodeJSONBytes(body, req, false); err != nil {
+		return nil, err
+	}
+	if *id == "" {
+		return nil, fmt.Errorf("%w: %s: id is required", block.ErrInvalidArgument, what)
+	}
+	return body, nil
+}
+
+func (h *handler) remove(w http.ResponseWriter, r *http.Request) error {
 	var req RemoveRequest
-	if err := decodeJSONBytes(body, &req, false); err != nil {
+	body, err := h.readIDRequest(w, r, "remove", &req, &req.ID)
+	if err != nil {
 		return err
-	}
-	if req.ID == "" {
-		return fmt.Errorf("%w: remove: id is required", block.ErrInvalidArgument)
 	}
 	if !h.node.IsLeader() {
 		return h.forward(w, r, body, false)
@@ -212,6 +244,12 @@ func (h *handler) remove(w http.ResponseWriter, r *http.Request) error {
 	}
 	if _, ok := h.node.FSM().Member(req.ID); !known && !ok {
 		return fmt.Errorf("%w: no member %q", block.ErrNotFound, req.ID)
+	}
+	if d, ok := h.fwd.(Drainer); ok && !req.Force {
+		if shards, blocks := d.Holding(req.ID); shards > 0 {
+			return fmt.Errorf("%w: %s still holds %d shards of %d blocks: drain it first (ctxctl cluster drain %s), or force the removal to give them up (ctxctl cluster remove --force %s)",
+				block.ErrInvalidArgument, req.ID, shards, blocks, req.ID, req.ID)
+		}
 	}
 	if req.ID == h.node.ID() {
 		// The leader cannot commit its own removal and then mark itself
@@ -230,8 +268,39 @@ func (h *handler) remove(w http.ResponseWriter, r *http.Request) error {
 	if err := h.node.Remove(ctx, req.ID); err != nil {
 		return err
 	}
-	h.log.Info("member removed", "member", req.ID, "via", r.Header.Get(HeaderForwardedBy))
+	h.log.Info("member removed", "member", req.ID, "forced", req.Force, "via", r.Header.Get(HeaderForwardedBy))
 	writeJSON(w, http.StatusOK, RemoveResponse{Removed: req.ID})
+	return nil
+}
+
+func (h *handler) drain(w http.ResponseWriter, r *http.Request) error {
+	var req DrainRequest
+	body, err := h.readIDRequest(w, r, "drain", &req, &req.ID)
+	if err != nil {
+		return err
+	}
+	d, ok := h.fwd.(Drainer)
+	if !ok {
+		return fmt.Errorf("%w: node %s has no data path to drain", block.ErrInvalidArgument, h.node.ID())
+	}
+	if !h.node.IsLeader() {
+		return h.forward(w, r, body, false)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	if req.Cancel {
+		if err := d.CancelDrain(ctx, req.ID); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, DrainResponse{ID: req.ID, State: fsm.MemberAlive.String()})
+		return nil
+	}
+	st, err := d.Drain(ctx, req.ID)
+	if err != nil {
+		return err
+	}
+	h.log.Info("member draining", "member", req.ID, "shards", st.ShardsLeft, "blocks", st.BlocksLeft, "via", r.Header.Get(HeaderForwardedBy))
+	writeJSON(w, http.StatusOK, DrainResponse{ID: req.ID, State: fsm.MemberDraining.String(), Drain: &st})
 	return nil
 }
 

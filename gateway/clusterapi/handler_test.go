@@ -290,8 +290,9 @@ func TestNoRepairAndNoForwardTarget(t *testing.T) {
 	for _, tc := range []struct {
 		method, path string
 		status       int
-	}{{"GET", PathRepair, 404}, {"POST", PathPropose, 503}} {
-		rec := newRecorder(h, tc.method, tc.path, nil, nil)
+		body         string
+	}{{"GET", PathRepair, 404, ""}, {"POST", PathPropose, 503, ""}, {"POST", PathDrain, 400, `{"id":"n1"}`}} {
+		rec := newRecorder(h, tc.method, tc.path, []byte(tc.body), nil)
 		if rec.Code != tc.status {
 			t.Errorf("%s %s: %d %s", tc.method, tc.path, rec.Code, rec.Body)
 		}

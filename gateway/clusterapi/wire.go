@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 	"github.com/ctxtier/ctxtier/raft/fsm"
@@ -27,7 +28,7 @@ type Member struct {
 	HTTPAddr string `json:"http_addr"`
 	Zone     string `json:"zone,omitempty"`
 	Capacity int64  `json:"capacity"`
-	// State is alive, suspect, dead or left; "unknown" in status for a
+	// State is alive, suspect, dead, left or draining; "unknown" in status for a
 	// server of the Raft configuration with no member record yet. A join
 	// request may leave it empty or say alive.
 	State  string `json:"state,omitempty"`
@@ -107,6 +108,10 @@ type Status struct {
 	// records that are not in it (left or not yet added), sorted by id.
 	Members []Member   `json:"members"`
 	Raft    RaftStatus `json:"raft"`
+	// Drains is the progress of every draining member: what this node's
+	// index still places on it, and, when this node leads (Active), what
+	// the drain moved and could not move.
+	Drains []cluster.DrainStatus `json:"drains,omitempty"`
 	// Extra is what ctxd's status function returned (data path, repair).
 	Extra json.RawMessage `json:"extra,omitempty"`
 }
@@ -140,9 +145,26 @@ func raftStatus(s map[string]string) RaftStatus {
 	}
 }
 
-// RemoveRequest is the body of POST /v1/cluster/remove.
+// RemoveRequest is the body of POST /v1/cluster/remove. Without Force the
+// leader refuses to remove a member its index still places shards on.
 type RemoveRequest struct {
-	ID string `json:"id"`
+	ID    string `json:"id"`
+	Force bool   `json:"force,omitempty"`
+}
+
+// DrainRequest is the body of POST /v1/cluster/drain: start draining
+// member ID, or with Cancel make it alive again.
+type DrainRequest struct {
+	ID     string `json:"id"`
+	Cancel bool   `json:"cancel,omitempty"`
+}
+
+// DrainResponse is its reply: the member's state after the request and,
+// for a drain, what the member held when it started.
+type DrainResponse struct {
+	ID    string               `json:"id"`
+	State string               `json:"state"`
+	Drain *cluster.DrainStatus `json:"drain,omitempty"`
 }
 
 // RemoveResponse is its reply.

@@ -235,6 +235,11 @@ func applyMember(s *state, c MemberCommand) error {
 		if err := m.Validate(); err != nil {
 			return err
 		}
+		if old, ok := s.members[m.ID]; ok && old.State == MemberDraining && m.State == MemberAlive {
+			// A draining node that restarts joins (or registers) again as
+			// alive: that must not cancel its drain.
+			m.State = MemberDraining
+		}
 		s.members = maps.Clone(s.members)
 		s.members[m.ID] = m
 	case MemberSetState:

@@ -258,7 +258,25 @@ func TestMemberAndCredentialCommands(t *testing.T) {
 	if !ok || got != want {
 		t.Fatalf("member %+v", got)
 	}
-	apply(t, f, 5, EncodeMember(MemberCommand{MemberRemove, Member{ID: "n1"}}))
+	// A draining member stays draining when it joins or registers again as
+	// alive; a state change ends the drain.
+	if r := apply(t, f, 5, EncodeMember(MemberCommand{MemberSetState, Member{ID: "n1", State: MemberDraining}})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	moved := m
+	moved.DataAddr = "127.0.0.1:9"
+	apply(t, f, 6, EncodeMember(MemberCommand{MemberUpsert, moved}))
+	if got, _ := f.Member("n1"); got.State != MemberDraining || got.DataAddr != moved.DataAddr || got.State.String() != "draining" {
+		t.Fatalf("re-registered draining member %+v", got)
+	}
+	apply(t, f, 7, EncodeMember(MemberCommand{MemberSetState, Member{ID: "n1", State: MemberAlive}}))
+	if got, _ := f.Member("n1"); got.State != MemberAlive {
+		t.Fatalf("drain not cancelled: %+v", got)
+	}
+	if r := apply(t, f, 8, EncodeMember(MemberCommand{MemberSetState, Member{ID: "n1", State: MemberDraining + 1}})); !errors.Is(r.Err, block.ErrInvalidArgument) {
+		t.Fatalf("state past draining: %v", r.Err)
+	}
+	apply(t, f, 9, EncodeMember(MemberCommand{MemberRemove, Member{ID: "n1"}}))
 	if len(f.Members()) != 0 {
 		t.Fatal("member not removed")
 	}
@@ -268,11 +286,11 @@ func TestMemberAndCredentialCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Credential{AccessKeyID: "AK1", Kind: SecretHashed, Secret: blob, Scopes: []Scope{{Namespace: "default", Perms: PermRead | PermWrite}}}
-	if r := apply(t, f, 6, EncodeCredential(CredentialCommand{CredentialPut, c})); r.Err != nil {
+	if r := apply(t, f, 10, EncodeCredential(CredentialCommand{CredentialPut, c})); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	plain := Credential{AccessKeyID: "AK2", Kind: 0, Secret: []byte("plaintext-secret-here")}
-	if r := apply(t, f, 7, EncodeCredential(CredentialCommand{CredentialPut, plain})); !errors.Is(r.Err, block.ErrInvalidArgument) {
+	if r := apply(t, f, 11, EncodeCredential(CredentialCommand{CredentialPut, plain})); !errors.Is(r.Err, block.ErrInvalidArgument) {
 		t.Fatalf("plaintext credential accepted: %v", r.Err)
 	}
 	gc, ok := f.Credential("AK1")
@@ -282,7 +300,7 @@ func TestMemberAndCredentialCommands(t *testing.T) {
 	if ids := f.CredentialIDs(); len(ids) != 1 || ids[0] != "AK1" {
 		t.Fatalf("ids %v", ids)
 	}
-	apply(t, f, 8, EncodeCredential(CredentialCommand{CredentialDelete, Credential{AccessKeyID: "AK1"}}))
+	apply(t, f, 12, EncodeCredential(CredentialCommand{CredentialDelete, Credential{AccessKeyID: "AK1"}}))
 	if _, ok := f.Credential("AK1"); ok {
 		t.Fatal("credential not deleted")
 	}

@@ -52,6 +52,12 @@ const (
 	MemberSuspect
 	MemberDead
 	MemberLeft
+	// MemberDraining: an operator asked for the member's shards to be moved
+	// off it before it is removed. It takes no new shards and its shards no
+	// longer count towards a block's redundancy, but it is still read from
+	// while it answers. A re-join or re-registration (an upsert saying
+	// alive) keeps it draining; only a state change ends a drain.
+	MemberDraining
 )
 
 // String names the state.
@@ -65,11 +71,13 @@ func (s MemberState) String() string {
 		return "dead"
 	case MemberLeft:
 		return "left"
+	case MemberDraining:
+		return "draining"
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
 
-func (s MemberState) valid() bool { return s >= MemberAlive && s <= MemberLeft }
+func (s MemberState) valid() bool { return s >= MemberAlive && s <= MemberDraining }
 
 // Member is one node of the cluster.
 type Member struct {
