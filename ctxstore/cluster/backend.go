@@ -45,6 +45,9 @@ type Backend struct {
 	repair   RepairStatus
 	// wake makes the repair loop scan now (a member state changed).
 	wake chan struct{}
+	// readIndex shares a follower's read-index requests to the leader
+	// (read.go).
+	readIndex *raft.Coalescer
 }
 
 var _ ctxstore.Tier = (*Backend)(nil)
@@ -71,6 +74,7 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 		cfg: cfg, node: node, local: local, peers: peers, fwd: fwd, log: log.With("node_id", cfg.NodeID), met: met,
 		drops: make(chan block.Key, 4096), stop: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
+	b.readIndex = raft.NewCoalescer(b.fetchReadIndex)
 	if cfg.Self.RaftAddr != "" {
 		b.wg.Add(1)
 		go b.registerLoop()

@@ -62,6 +62,7 @@ func Handler(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Lo
 	h.route("POST "+PathRemove, true, h.remove)
 	h.route("POST "+PathTransfer, true, h.transfer)
 	h.route("POST "+PathPropose, true, h.propose)
+	h.route("POST "+PathReadIndex, true, h.readIndex)
 	h.route("GET "+PathRepair, false, h.repair)
 	h.route("/v1/cluster/", false, func(_ http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no cluster endpoint %s %s", block.ErrNotFound, r.Method, r.URL.Path)
