@@ -21,6 +21,10 @@ type Describer interface {
 // tier hands out no descriptor for it (read it with Get). The caller must
 // call release.
 func (s *Store) Descriptor(ctx context.Context, key block.Key) (block.Descriptor, func(), error) {
+	ctx, err := s.Linearize(ctx)
+	if err != nil {
+		return block.Descriptor{}, nil, err
+	}
 	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
 		return block.Descriptor{}, nil, err
 	}

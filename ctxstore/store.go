@@ -118,8 +118,12 @@ func (s *Store) Put(ctx context.Context, key block.Key, data []byte, opts block.
 }
 
 // Get returns a leased reference to a block's verified bytes; the caller must
-// Release it.
+// Release it. Like every read it honours ctx's ReadLevel.
 func (s *Store) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+	ctx, err := s.Linearize(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
 		return nil, err
 	}
@@ -128,6 +132,10 @@ func (s *Store) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 
 // Stat returns a block's metadata.
 func (s *Store) Stat(ctx context.Context, key block.Key) (block.Info, error) {
+	ctx, err := s.Linearize(ctx)
+	if err != nil {
+		return block.Info{}, err
+	}
 	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
 		return block.Info{}, err
 	}
@@ -135,7 +143,10 @@ func (s *Store) Stat(ctx context.Context, key block.Key) (block.Info, error) {
 }
 
 // Exists reports whether a block is present in any tier.
-func (s *Store) Exists(_ context.Context, key block.Key) (bool, error) {
+func (s *Store) Exists(ctx context.Context, key block.Key) (bool, error) {
+	if _, err := s.Linearize(ctx); err != nil {
+		return false, err
+	}
 	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
 		return false, err
 	}
@@ -164,6 +175,10 @@ func (s *Store) Pin(ctx context.Context, key block.Key, ttl time.Duration) error
 // List returns up to limit blocks of a namespace in object-name order (an
 // administrative scan, for S3 listings and ctxctl).
 func (s *Store) List(ctx context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
+	ctx, err := s.Linearize(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := s.catalog.Namespace(ns); err != nil {
 		return nil, err
 	}
@@ -192,7 +207,10 @@ func (s *Store) UpdateNamespace(ctx context.Context, ns block.Namespace) error {
 // Lookup returns how many leading keys are present, stopping at the first
 // miss: the prefix an engine can fetch instead of recompute. All keys must be
 // in known namespaces.
-func (s *Store) Lookup(_ context.Context, keys []block.Key) (int, error) {
+func (s *Store) Lookup(ctx context.Context, keys []block.Key) (int, error) {
+	if _, err := s.Linearize(ctx); err != nil {
+		return 0, err
+	}
 	last := ""
 	for i, k := range keys {
 		if k.Namespace != last {
@@ -233,7 +251,12 @@ func (s *Store) PutBatch(ctx context.Context, items []PutItem) []error {
 func (s *Store) GetBatch(ctx context.Context, keys []block.Key) ([]*block.Ref, []error) {
 	refs := make([]*block.Ref, len(keys))
 	errs := make([]error, len(keys))
+	ctx, err := s.Linearize(ctx)
 	for i, k := range keys {
+		if err != nil {
+			errs[i] = err
+			continue
+		}
 		refs[i], errs[i] = s.Get(ctx, k)
 	}
 	return refs, errs
@@ -243,7 +266,12 @@ func (s *Store) GetBatch(ctx context.Context, keys []block.Key) ([]*block.Ref, [
 func (s *Store) ExistsBatch(ctx context.Context, keys []block.Key) ([]bool, []error) {
 	out := make([]bool, len(keys))
 	errs := make([]error, len(keys))
+	ctx, err := s.Linearize(ctx)
 	for i, k := range keys {
+		if err != nil {
+			errs[i] = err
+			continue
+		}
 		out[i], errs[i] = s.Exists(ctx, k)
 	}
 	return out, errs

@@ -41,7 +41,7 @@ type Node struct {
 	fsm     *fsm.FSM
 	batch   *batcher
 	metrics *nodeMetrics
-	reads   readGate
+	reads   *Coalescer // leader: barrier, then the applied index
 	deps    Deps
 
 	unregister []func()
@@ -175,7 +175,12 @@ func OpenWith(_ context.Context, cfg Config, log *slog.Logger, reg prometheus.Re
 	n.unregister = append(n.unregister, unreg)
 	n.batch = newBatcher(cfg.Batch, func(cmd []byte) hraft.ApplyFuture { return r.Apply(cmd, cfg.ApplyTimeout) }, n.mapErr,
 		func(ops int) { n.metrics.batchOps.Observe(float64(ops)); n.metrics.proposedOps.Add(float64(ops)) })
-	n.reads.barrier = func() error { return n.mapErr(r.Barrier(cfg.ApplyTimeout).Error()) }
+	n.reads = NewCoalescer(func() (uint64, error) {
+		if err := n.mapErr(r.Barrier(cfg.ApplyTimeout).Error()); err != nil {
+			return 0, err
+		}
+		return n.fsm.AppliedIndex(), nil
+	})
 	n.wg.Add(1)
 	go n.watchLeadership()
 	return n, nil
@@ -430,72 +435,54 @@ const (
 	// ReadLocal reads this node's FSM as it is: no network hop, possibly a
 	// little behind the leader.
 	ReadLocal ReadLevel = iota
-	// ReadLinearizable first confirms, through a Raft barrier on the leader,
-	// that this node's FSM holds every write committed before the call.
+	// ReadLinearizable first makes sure this node's FSM holds every write
+	// committed before the call: on the leader a Raft barrier (ReadIndex);
+	// on a follower the leader's read index, then WaitApplied.
 	ReadLinearizable
 )
 
-// Read prepares a read at level and returns the FSM to read from. A
-// linearizable read must run on the leader (else *NotLeaderError);
-// concurrent ones share barriers.
+// Read prepares a read at level and returns the FSM to read from. Here a
+// linearizable read must run on the leader (else *NotLeaderError): a
+// follower asks the leader for ReadIndex over the network (ctxstore/cluster
+// does, through gateway/clusterapi) and then calls WaitApplied.
 func (n *Node) Read(ctx context.Context, level ReadLevel) (*fsm.FSM, error) {
 	if level == ReadLinearizable {
-		if !n.IsLeader() {
-			return nil, n.mapErr(hraft.ErrNotLeader)
-		}
-		if err := n.reads.wait(ctx); err != nil {
+		if _, err := n.ReadIndex(ctx); err != nil {
 			return nil, err
 		}
 	}
 	return n.fsm, nil
 }
 
-// readGate coalesces linearizable reads: each waits for a barrier that
-// started after it arrived, and one barrier serves all who arrived while
-// the previous one ran.
-type readGate struct {
-	barrier func() error
-	mu      sync.Mutex
-	running bool
-	next    *barrierCall
+// ReadIndex is the leader's half of a linearizable read (Raft's ReadIndex,
+// done with a barrier): it confirms that this node still leads, through a
+// Raft barrier, which commits only with a quorum and returns only once the
+// FSM has applied every entry before it, and then returns the log index
+// this node's FSM has applied. Every write acknowledged before the call is
+// at or below that index, so any node whose FSM has applied it (see
+// WaitApplied) can serve a linearizable read from its own state.
+// Concurrent calls share barriers. It must run on the leader (else
+// *NotLeaderError).
+func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	if !n.IsLeader() {
+		return 0, n.mapErr(hraft.ErrNotLeader)
+	}
+	idx, err := n.reads.Do(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("linearizable read: %w", err)
+	}
+	return idx, nil
 }
 
-type barrierCall struct {
-	done chan struct{}
-	err  error
-}
-
-func (g *readGate) wait(ctx context.Context) error {
-	g.mu.Lock()
-	if g.next == nil {
-		g.next = &barrierCall{done: make(chan struct{})}
+// WaitApplied blocks until this node's FSM has applied log index idx (a
+// leader's ReadIndex). It wakes on each apply, never polls; when ctx ends
+// first it returns block.ErrUnavailable.
+func (n *Node) WaitApplied(ctx context.Context, idx uint64) error {
+	if err := n.fsm.WaitApplied(ctx, idx); err != nil {
+		return fmt.Errorf("%w: linearizable read: node %s has applied log index %d, the read needs %d: %v",
+			block.ErrUnavailable, n.cfg.NodeID, n.fsm.AppliedIndex(), idx, err)
 	}
-	c := g.next
-	if !g.running {
-		g.running = true
-		g.next = nil
-		go g.run(c)
-	}
-	g.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return fmt.Errorf("%w: linearizable read: %v", block.ErrUnavailable, ctx.Err())
-	}
-}
-
-func (g *readGate) run(c *barrierCall) {
-	for c != nil {
-		c.err = g.barrier()
-		close(c.done)
-		g.mu.Lock()
-		c, g.next = g.next, nil
-		if c == nil {
-			g.running = false
-		}
-		g.mu.Unlock()
-	}
+	return nil
 }
 
 // watchLeadership keeps the leader's own member record in the FSM.

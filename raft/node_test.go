@@ -288,26 +288,86 @@ func TestMetricsRegistered(t *testing.T) {
 	}
 }
 
-func TestReadGateCoalesces(t *testing.T) {
+func TestCoalescerCoalesces(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
 	release := make(chan struct{})
-	g := readGate{barrier: func() error {
+	g := NewCoalescer(func() (uint64, error) {
 		mu.Lock()
 		calls++
+		n := calls
 		mu.Unlock()
 		<-release
-		return nil
-	}}
+		return uint64(n), nil
+	})
 	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
+	got := make([]uint64, 20)
+	for i := range got {
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = g.wait(context.Background()) }()
+		go func() { defer wg.Done(); got[i], _ = g.Do(context.Background()) }()
 	}
 	time.Sleep(20 * time.Millisecond)
 	close(release)
 	wg.Wait()
 	if calls < 1 || calls > 2 {
-		t.Fatalf("%d barriers for 20 concurrent reads, want 1 or 2", calls)
+		t.Fatalf("%d runs for 20 concurrent calls, want 1 or 2", calls)
+	}
+	for i, v := range got {
+		if v < 1 || v > uint64(calls) {
+			t.Fatalf("caller %d got %d from %d runs", i, v, calls)
+		}
+	}
+	// A caller that gives up gets ErrUnavailable; the run goes on.
+	block1 := make(chan struct{})
+	slow := NewCoalescer(func() (uint64, error) { <-block1; return 1, nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := slow.Do(ctx); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("abandoned call: %v", err)
+	}
+	close(block1)
+	if v, err := slow.Do(context.Background()); err != nil || v != 1 {
+		t.Fatalf("next call: %d %v", v, err)
+	}
+}
+
+// TestFollowerReadIndex is a linearizable read on a follower: the leader's
+// ReadIndex, then the follower's WaitApplied. Each put the leader
+// acknowledged is then in the follower's FSM, every time.
+func TestFollowerReadIndex(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.waitLeader()
+	ctx := context.Background()
+	for i := uint64(1); i <= 50; i++ {
+		if _, err := leader.Propose(ctx, putOp(i, uint32(i))); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range c.nodes {
+			if n == leader {
+				continue
+			}
+			idx, err := leader.ReadIndex(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := n.WaitApplied(ctx, idx); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := n.FSM().Lookup(block.NewKey(block.DefaultNamespace, i)); !ok {
+				t.Fatalf("%s: put %d acknowledged by the leader is missing after WaitApplied(%d) (applied %d)", n.ID(), i, idx, n.FSM().AppliedIndex())
+			}
+		}
+	}
+	follower := c.nodes[0]
+	if follower == leader {
+		follower = c.nodes[1]
+	}
+	if _, err := follower.ReadIndex(ctx); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("follower ReadIndex: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := follower.WaitApplied(short, 1<<40); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("waiting for an index never reached: %v", err)
 	}
 }

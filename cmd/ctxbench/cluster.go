@@ -39,6 +39,14 @@ type clusterConfig struct {
 	IndexBlockSize   int
 	IndexBlocks      int
 	IndexConcurrency int
+	// Read is the read level of the get phases: linearizable (each get
+	// sees every acknowledged put at once) or local (the bench first waits
+	// until every node's index holds the blocks).
+	Read string
+	// ReadOps single-key exists requests per read level, ReadConcurrency
+	// in flight, measure a linearizable read against a local one (0 skips).
+	ReadOps         int
+	ReadConcurrency int
 }
 
 func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
@@ -57,6 +65,9 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 	fs.StringVar(&isize, "index-block-size", "4KiB", "block size of the index commit phase")
 	fs.IntVar(&c.IndexBlocks, "index-blocks", 4000, "one-copy blocks put in the index commit phase (0 skips it)")
 	fs.IntVar(&c.IndexConcurrency, "index-concurrency", 64, "requests in flight in the index commit phase")
+	fs.IntVar(&c.ReadOps, "read-ops", 4000, "single-key exists requests per read level in the read-level phase, which compares linearizable reads with local ones (0 skips it)")
+	fs.IntVar(&c.ReadConcurrency, "read-concurrency", 32, "requests in flight in the read-level phase")
+	fs.StringVar(&c.Read, "read", "linearizable", "read level of the get phases: linearizable (X-Ctxtier-Read: linearizable; gets start right after the puts) or local (each node's own index; the bench first waits, untimed, until every node has applied the puts)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -89,6 +100,10 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 		return c, errors.New("--index-blocks must not be negative")
 	case c.Concurrency < 1 || c.Concurrency > 1024 || c.IndexConcurrency < 1 || c.IndexConcurrency > 1024:
 		return c, errors.New("--concurrency and --index-concurrency must be in 1..1024")
+	case c.ReadOps < 0 || c.ReadOps > 1<<24 || c.ReadConcurrency < 1 || c.ReadConcurrency > 1024:
+		return c, errors.New("--read-ops must be in 0..16M and --read-concurrency in 1..1024")
+	case c.Read != "linearizable" && c.Read != "local":
+		return c, fmt.Errorf("--read %q: want linearizable or local", c.Read)
 	}
 	return c, nil
 }
@@ -236,7 +251,7 @@ func runClusterOn(ctx context.Context, cfg clusterConfig, addrs []string, out, p
 			return err
 		}
 		for _, ns := range order {
-			if err := b.awaitIndexed(ctx, ns, hashes[ns]); err != nil {
+			if err := b.readyToRead(ctx, ns, hashes[ns]); err != nil {
 				return fmt.Errorf("round %d: %w", r+1, err)
 			}
 		}
@@ -255,15 +270,24 @@ func runClusterOn(ctx context.Context, cfg clusterConfig, addrs []string, out, p
 			return err
 		}
 	}
+	var rl *readLevelResult
+	if cfg.ReadOps > 1 {
+		if rl, err = b.readLevelPhase(ctx, one); err != nil {
+			return err
+		}
+	}
 
-	fmt.Fprintf(out, "cluster: nodes=%d leader=%s block=%d blocks=%d rounds=%d concurrency=%d loadavg=%q (HTTP API, requests round-robin over the nodes)\n",
-		len(addrs), leader.ID, cfg.BlockSize, cfg.Blocks, cfg.Rounds, cfg.Concurrency, loadAvg())
+	fmt.Fprintf(out, "cluster: nodes=%d leader=%s block=%d blocks=%d rounds=%d concurrency=%d read=%s loadavg=%q (HTTP API, requests round-robin over the nodes)\n",
+		len(addrs), leader.ID, cfg.BlockSize, cfg.Blocks, cfg.Rounds, cfg.Concurrency, cfg.Read, loadAvg())
 	for _, ns := range []*benchNS{one, rs} {
 		fmt.Fprintf(out, "%-18s put %d in %.2fs: %.1f MB/s, %.1f ops/s; get %d in %.2fs: %.1f MB/s, %.1f ops/s\n", ns.desc,
 			ns.put.ops, ns.put.dur.Seconds(), ns.put.MBps(), ns.put.OpsPerSec(), ns.get.ops, ns.get.dur.Seconds(), ns.get.MBps(), ns.get.OpsPerSec())
 	}
 	if idx != nil {
 		idx.describe(out, cfg)
+	}
+	if rl != nil {
+		rl.describe(out)
 	}
 	for _, ns := range []*benchNS{one, rs} {
 		fmt.Fprintf(out, "%s_put_mb_s=%.1f\n%s_put_ops_s=%.1f\n%s_get_mb_s=%.1f\n%s_get_ops_s=%.1f\n",
@@ -272,6 +296,9 @@ func runClusterOn(ctx context.Context, cfg clusterConfig, addrs []string, out, p
 	fmt.Fprintf(out, "ratio_rs21_vs_one_copy_put=%.3f\nratio_rs21_vs_one_copy_get=%.3f\n", rs.put.MBps()/one.put.MBps(), rs.get.MBps()/one.get.MBps())
 	if idx != nil {
 		idx.print(out)
+	}
+	if rl != nil {
+		rl.print(out)
 	}
 	fmt.Fprintf(out, "verified_reads=%d\n", b.verified.Load())
 	return nil
@@ -393,6 +420,9 @@ func (b *clusterBench) putAll(ctx context.Context, ns *benchNS, p payload, hashe
 
 // getAll reads every block back and compares its bytes with what was put.
 func (b *clusterBench) getAll(ctx context.Context, ns *benchNS, p payload, hashes []uint64, conc int) (time.Duration, error) {
+	if b.cfg.Read == "linearizable" {
+		ctx = client.WithLinearizable(ctx)
+	}
 	return b.each(ctx, len(hashes), conc, len(p.base), func(ctx context.Context, c *client.HTTPClient, i int, buf []byte) error {
 		k := block.NewKey(ns.name, hashes[i])
 		n, err := c.GetInto(ctx, k, buf)
@@ -423,7 +453,7 @@ func (b *clusterBench) putGetDelete(ctx context.Context, ns *benchNS, p payload,
 	if put, err = b.putAll(ctx, ns, p, hashes, conc); err != nil {
 		return put, 0, err
 	}
-	if err = b.awaitIndexed(ctx, ns, hashes); err != nil {
+	if err = b.readyToRead(ctx, ns, hashes); err != nil {
 		return put, 0, err
 	}
 	if get, err = b.getAll(ctx, ns, p, hashes, conc); err != nil {

@@ -14,11 +14,14 @@ import (
 
 func TestParseClusterFlags(t *testing.T) {
 	c, err := parseClusterFlags(strings.Fields("--addrs 127.0.0.1:1,,127.0.0.1:2 --block-size 1MiB --blocks 8 --rounds 2 --concurrency 3 --index-blocks 0"), io.Discard)
-	if err != nil || len(c.Addrs) != 2 || c.BlockSize != 1<<20 || c.Blocks != 8 || c.Rounds != 2 || c.Concurrency != 3 || c.IndexBlocks != 0 || c.IndexBlockSize != 4<<10 {
+	if err != nil || len(c.Addrs) != 2 || c.BlockSize != 1<<20 || c.Blocks != 8 || c.Rounds != 2 || c.Concurrency != 3 || c.IndexBlocks != 0 || c.IndexBlockSize != 4<<10 || c.Read != "linearizable" {
 		t.Fatalf("%+v %v", c, err)
 	}
+	if c, err := parseClusterFlags([]string{"--read", "local"}, io.Discard); err != nil || c.Read != "local" {
+		t.Fatalf("--read local: %+v %v", c, err)
+	}
 	for _, bad := range []string{"--addrs ,", "--blocks 0", "--rounds 0", "--concurrency 0", "--index-concurrency 2000",
-		"--block-size 4", "--index-block-size 1", "--index-blocks -1", "--dram-capacity lots", "extra"} {
+		"--block-size 4", "--index-block-size 1", "--index-blocks -1", "--dram-capacity lots", "--read strong", "--read-ops -1", "--read-concurrency 0", "extra"} {
 		if _, err := parseClusterFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -94,7 +97,7 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 		t.Fatalf("building ctxd: %v\n%s", err, out)
 	}
 	const blocks, rounds = 12, 2
-	cfg, err := parseClusterFlags(strings.Fields("--start --ctxd "+bin+" --dram-capacity 64MiB --block-size 64KiB --blocks 12 --rounds 2 --concurrency 3 --index-blocks 300 --index-concurrency 16"), io.Discard)
+	cfg, err := parseClusterFlags(strings.Fields("--start --ctxd "+bin+" --dram-capacity 64MiB --block-size 64KiB --blocks 12 --rounds 2 --concurrency 3 --index-blocks 300 --index-concurrency 16 --read-ops 400 --read-concurrency 8"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +126,7 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 		"rs21_put_mb_s", "rs21_put_ops_s", "rs21_get_mb_s", "rs21_get_ops_s",
 		"ratio_rs21_vs_one_copy_put", "ratio_rs21_vs_one_copy_get",
 		"index_commit_entries_per_s", "verified_reads",
+		"exists_local_ops_s", "exists_linearizable_ops_s", "ratio_linearizable_vs_local_exists",
 	} {
 		if v, ok := vals[k]; !ok || v <= 0 {
 			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)

@@ -52,6 +52,9 @@ type Backend struct {
 	// unreachable holds the draining members that do not answer.
 	unreachable map[string]bool
 	heldCache   heldCache
+	// readIndex shares a follower's read-index requests to the leader
+	// (read.go).
+	readIndex *raft.Coalescer
 }
 
 var _ ctxstore.Tier = (*Backend)(nil)
@@ -79,6 +82,7 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 		drops: make(chan block.Key, 4096), stop: make(chan struct{}), wake: make(chan struct{}, 1),
 		drains: map[string]*drainProgress{}, unreachable: map[string]bool{},
 	}
+	b.readIndex = raft.NewCoalescer(b.fetchReadIndex)
 	if cfg.Self.RaftAddr != "" {
 		b.wg.Add(1)
 		go b.registerLoop()

@@ -3,8 +3,10 @@
 // places them on members by rendezvous hashing, writes them through the
 // node-to-node shard transport, and commits the block's index entry through
 // Raft before acknowledging. Reads, lookups and listings come from the
-// node's own copy of the index. The leader also runs the failure detector
-// and the background repair that rebuilds shards of dead or removed nodes.
+// node's own copy of the index; a linearizable read (ctxstore.ReadSyncer)
+// first brings it up to the leader's read index (read.go). The leader also
+// runs the failure detector and the background repair that rebuilds shards
+// of dead or removed nodes.
 package cluster
 
 import (
@@ -43,7 +45,7 @@ type Config struct {
 	// ShardTimeout bounds one shard read or write to a peer.
 	ShardTimeout time.Duration
 	// ProposeTimeout bounds committing an index change, retries and leader
-	// changes included.
+	// changes included, and likewise a linearizable read's sync (read.go).
 	ProposeTimeout time.Duration
 	// DropBatch and DropLinger bound how capacity drops are batched into
 	// index updates.

@@ -106,7 +106,7 @@ func (c *Client) Describe(ctx context.Context, keys []block.Key) (leases []*Leas
 		if f.nc, f.err = c.conn(ctx); f.err != nil {
 			continue
 		}
-		f.cl = &call{op: wire.OpDescribe, count: uint32(ch.hi - ch.lo)}
+		f.cl = &call{op: wire.OpDescribe, flags: frameFlags(ctx, wire.OpDescribe), count: uint32(ch.hi - ch.lo)}
 		sent[j] = time.Now()
 		f.err = f.nc.start(f.cl, keyFrame(wire.OpDescribe, keys[ch.lo:ch.hi], 0), nil, 0)
 	}

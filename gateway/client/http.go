@@ -262,6 +262,9 @@ func (c *HTTPClient) newRequest(ctx context.Context, method, u string, body io.R
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", block.ErrInvalidArgument, err)
 	}
+	if linearizable(ctx) {
+		req.Header.Set(httpwire.HeaderRead, httpwire.ReadLinearizable)
+	}
 	return req, nil
 }
 

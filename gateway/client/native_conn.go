@@ -52,6 +52,7 @@ const (
 
 type call struct {
 	op    wire.Op
+	flags uint8 // request flags (FlagLinearizable)
 	count uint32
 	dest  wire.Dest
 	state atomic.Int32
@@ -215,7 +216,7 @@ func (c *nconn) fail(cause error) {
 func (c *nconn) start(cl *call, head []byte, segs net.Buffers, payload int64) error {
 	cl.done = make(chan struct{})
 	id := c.ids.Add(1)
-	wire.PutHeader(head, wire.Header{Length: uint32(int64(len(head)-wire.HeaderSize) + payload), Op: cl.op, ID: id, Count: cl.count})
+	wire.PutHeader(head, wire.Header{Length: uint32(int64(len(head)-wire.HeaderSize) + payload), Op: cl.op, Flags: cl.flags, ID: id, Count: cl.count})
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err

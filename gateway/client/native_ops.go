@@ -183,7 +183,7 @@ func (c *Client) keyOp(ctx context.Context, op wire.Op, keys []block.Key, ttl ti
 		if f.nc, f.err = c.conn(ctx); f.err != nil {
 			continue
 		}
-		f.cl = &call{op: op, count: uint32(ch.hi - ch.lo)}
+		f.cl = &call{op: op, flags: frameFlags(ctx, op), count: uint32(ch.hi - ch.lo)}
 		if dest != nil {
 			f.cl.dest = dest(ch.lo)
 		}
@@ -339,7 +339,7 @@ func (c *Client) Lookup(ctx context.Context, keys []block.Key) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		cl := &call{op: wire.OpLookup, count: uint32(ch.hi - ch.lo)}
+		cl := &call{op: wire.OpLookup, flags: frameFlags(ctx, wire.OpLookup), count: uint32(ch.hi - ch.lo)}
 		if err := nc.start(cl, keyFrame(wire.OpLookup, keys[ch.lo:ch.hi], 0), nil, 0); err != nil {
 			return total, err
 		}

@@ -342,16 +342,22 @@ func NewForwarder(httpClient *http.Client, opts ...Option) *Forwarder {
 // its own sentinel (block.ErrInvalidArgument, block.ErrConflict...): the
 // leader ran the proposal and refused it.
 func (f *Forwarder) Forward(ctx context.Context, leader fsm.Member, req []byte) ([]byte, error) {
+	return f.post(ctx, leader, PathPropose, httpwire.ContentTypeBinary, req)
+}
+
+// post sends body to one of leader's internal endpoints and returns the
+// reply's bytes, with Forward's error mapping.
+func (f *Forwarder) post(ctx context.Context, leader fsm.Member, path, contentType string, body []byte) ([]byte, error) {
 	if leader.HTTPAddr == "" {
 		return nil, fmt.Errorf("%w: leader %q has no HTTP address", block.ErrUnavailable, leader.ID)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL(leader.HTTPAddr)+PathPropose, bytes.NewReader(req))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL(leader.HTTPAddr)+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: leader %s address %q: %v", block.ErrUnavailable, leader.ID, leader.HTTPAddr, err)
 	}
-	hreq.Header.Set("Content-Type", httpwire.ContentTypeBinary)
+	hreq.Header.Set("Content-Type", contentType)
 	out, err := send(f.cfg, hreq)
 	if err == nil {
 		return out, nil
@@ -359,7 +365,7 @@ func (f *Forwarder) Forward(ctx context.Context, leader fsm.Member, req []byte) 
 	if errors.Is(err, block.ErrUnavailable) || errors.Is(err, block.ErrNoSpace) || clientError(err) {
 		return nil, err
 	}
-	return nil, fmt.Errorf("%w: forward to leader %s: %w", block.ErrUnavailable, leader.ID, err)
+	return nil, fmt.Errorf("%w: %s to leader %s: %w", block.ErrUnavailable, path, leader.ID, err)
 }
 
 // clientError reports a 4xx-class error: the leader refused the request.

@@ -31,8 +31,9 @@ const (
 type Config struct {
 	// Token, when set, is a shared secret every node and ctxctl must send in
 	// HeaderToken on the membership endpoints (join, remove,
-	// transfer-leadership) and on internal/propose. Status and repair stay
-	// open (they are read-only). Clients send it when set.
+	// transfer-leadership) and on internal/propose and internal/read-index.
+	// Status and repair stay open (they are read-only). Clients send it
+	// when set.
 	Token string
 	// Timeout bounds one forwarded request (follower to leader), one
 	// membership change on the leader, and one client request.

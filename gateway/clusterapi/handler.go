@@ -80,6 +80,7 @@ func Handler(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Lo
 	h.route("POST "+PathRemove, true, h.remove)
 	h.route("POST "+PathTransfer, true, h.transfer)
 	h.route("POST "+PathPropose, true, h.propose)
+	h.route("POST "+PathReadIndex, true, h.readIndex)
 	h.route("GET "+PathRepair, false, h.repair)
 	h.route("POST "+PathDrain, true, h.drain)
 	h.route("/v1/cluster/", false, func(_ http.ResponseWriter, r *http.Request) error {

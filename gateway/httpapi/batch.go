@@ -127,6 +127,12 @@ func (s *Server) batchGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// One sync for the whole batch when the request asks for linearizable
+	// reads (the per-key gets below then read locally).
+	ctx, err := s.store.Linearize(r.Context())
+	if err != nil {
+		return err
+	}
 	mw := multipart.NewWriter(w)
 	w.Header().Set("Content-Type", httpwire.MixedContentType(mw.Boundary()))
 	w.WriteHeader(http.StatusOK)
@@ -135,7 +141,7 @@ func (s *Server) batchGet(w http.ResponseWriter, r *http.Request) error {
 		if err := r.Context().Err(); err != nil {
 			return errStarted{err}
 		}
-		ref, gerr := s.store.Get(r.Context(), k)
+		ref, gerr := s.store.Get(ctx, k)
 		if gerr == nil && total+int64(len(ref.Data)) > s.cfg.MaxBatchBytes {
 			ref.Release()
 			gerr = fmt.Errorf("%w: %s: batch response would exceed the limit of %d bytes; fetch it separately", block.ErrTooLarge, k, s.cfg.MaxBatchBytes)

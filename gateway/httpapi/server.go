@@ -263,6 +263,8 @@ func (s *Server) handle(pattern, op string, h handlerFunc) {
 			err = h(w, r)
 		} else if ar, gerr := s.guard(r); gerr != nil {
 			err = gerr
+		} else if ar, gerr = withReadLevel(ar); gerr != nil {
+			err = gerr
 		} else {
 			err = h(w, ar)
 		}

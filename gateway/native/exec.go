@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
@@ -24,6 +25,13 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 		}
 		if h.Op == wire.OpRoute {
 			return c.route(req, start)
+		}
+		if h.Flags&wire.FlagLinearizable != 0 {
+			// One sync for the whole frame; its reads then answer from
+			// this node's index, which holds every acknowledged write.
+			if _, err := s.store.Linearize(ctxstore.WithReadLevel(s.base, ctxstore.ReadLinearizable)); err != nil {
+				return errorResponse(h, start, errcode.Of(err), err.Error(), false)
+			}
 		}
 		if _, err := s.store.Namespace(req.Namespace); err != nil {
 			return errorResponse(h, start, errcode.Of(err), err.Error(), false)

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -62,6 +63,11 @@ type FSM struct {
 	fault atomic.Pointer[faultErr]
 
 	ops atomic.Uint64 // index operations applied, for metrics
+
+	// appliedMu guards appliedCh, which WaitApplied callers wait on and
+	// publish closes (nil while nobody waits).
+	appliedMu sync.Mutex
+	appliedCh chan struct{}
 }
 
 type faultErr struct{ err error }
@@ -97,7 +103,7 @@ func (f *FSM) Apply(l *hraft.Log) interface{} {
 	s := f.cur.Load()
 	ns := *s
 	r := f.applyOne(&ns, l)
-	f.cur.Store(&ns)
+	f.publish(&ns)
 	return r
 }
 
@@ -112,8 +118,41 @@ func (f *FSM) ApplyBatch(logs []*hraft.Log) []interface{} {
 	for i, l := range logs {
 		out[i] = f.applyOne(&ns, l)
 	}
-	f.cur.Store(&ns)
+	f.publish(&ns)
 	return out
+}
+
+// publish swaps in s and wakes WaitApplied callers. The caller holds wmu.
+func (f *FSM) publish(s *state) {
+	f.cur.Store(s)
+	f.appliedMu.Lock()
+	if f.appliedCh != nil {
+		close(f.appliedCh)
+		f.appliedCh = nil
+	}
+	f.appliedMu.Unlock()
+}
+
+// WaitApplied blocks until the FSM has applied log index idx, or ctx ends
+// (its error). It sleeps between applies: each apply or restore wakes it.
+func (f *FSM) WaitApplied(ctx context.Context, idx uint64) error {
+	for {
+		f.appliedMu.Lock()
+		if f.AppliedIndex() >= idx {
+			f.appliedMu.Unlock()
+			return nil
+		}
+		if f.appliedCh == nil {
+			f.appliedCh = make(chan struct{})
+		}
+		ch := f.appliedCh
+		f.appliedMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (f *FSM) applyOne(s *state, l *hraft.Log) interface{} {

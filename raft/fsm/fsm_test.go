@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -367,5 +368,36 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 	huge := []byte{byte(CmdIndex), CommandVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}
 	if _, err := DecodeCommand(huge); !errors.Is(err, ErrMalformed) {
 		t.Errorf("huge count: %v", err)
+	}
+}
+
+func TestWaitApplied(t *testing.T) {
+	f := New(nil)
+	if err := f.WaitApplied(context.Background(), 0); err != nil {
+		t.Fatalf("index 0: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.WaitApplied(context.Background(), 3) }()
+	apply(t, f, 1, EncodeIndex([]Op{PutOp(key(1), testEntry(1))}))
+	// Entries that are not commands (a configuration change) count too.
+	f.ApplyBatch([]*hraft.Log{{Index: 2, Type: hraft.LogConfiguration}})
+	select {
+	case err := <-done:
+		t.Fatalf("returned at applied index %d: %v", f.AppliedIndex(), err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	f.ApplyBatch([]*hraft.Log{{Index: 3, Type: hraft.LogCommand, Data: EncodeIndex([]Op{PutOp(key(2), testEntry(2))})}})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitApplied did not wake at index 3")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := f.WaitApplied(ctx, 4); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("index never applied: %v", err)
 	}
 }

@@ -165,7 +165,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.wmu.Lock()
-	f.cur.Store(st)
+	f.publish(st)
 	f.wmu.Unlock()
 	return nil
 }

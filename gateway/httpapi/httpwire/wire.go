@@ -43,6 +43,18 @@ const (
 	// HeaderErrorCode carries the errcode name on every error response and on
 	// failed batch-get parts, so that HEAD errors (no body) map back too.
 	HeaderErrorCode = "X-Ctxtier-Error-Code"
+	// HeaderRead chooses the read level of a block read, HEAD, lookup or
+	// batch exists/get: ReadLocal (the default: this node's own index, no
+	// network hop) or ReadLinearizable (every write acknowledged before the
+	// request is seen; in a cluster, one round trip to the leader). Any
+	// other value is InvalidArgument.
+	HeaderRead = "X-Ctxtier-Read"
+)
+
+// HeaderRead values.
+const (
+	ReadLocal        = "local"
+	ReadLinearizable = "linearizable"
 )
 
 // Content types.

@@ -41,6 +41,9 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 	if !h.Op.Known() {
 		return req, fmt.Errorf("%w: unknown opcode %d", errcode.ErrMalformedFrame, uint8(h.Op))
 	}
+	if h.Flags&FlagLinearizable != 0 && !h.Op.ReadOp() {
+		return req, fmt.Errorf("%w: the linearizable flag on a %s request (only get, exists, lookup and describe read)", errcode.ErrMalformedFrame, h.Op)
+	}
 	if uint64(len(body)) != uint64(h.Length) {
 		return req, fmt.Errorf("%w: body is %d bytes, header says %d", errcode.ErrMalformedFrame, len(body), h.Length)
 	}

@@ -104,8 +104,19 @@ func (o Op) String() string {
 const (
 	// FlagResponse marks a frame sent by the server.
 	FlagResponse uint8 = 1 << 0
-	flagsKnown         = FlagResponse
+	// FlagLinearizable asks for a linearizable read (GET, EXISTS, LOOKUP
+	// and DESCRIBE requests only): the server first makes its index hold
+	// every write acknowledged before the request, through any node of
+	// the cluster. Without it a read answers from the node's own index.
+	FlagLinearizable uint8 = 1 << 1
+	flagsKnown             = FlagResponse | FlagLinearizable
 )
+
+// ReadOp reports whether o reads the block index, so it may carry
+// FlagLinearizable.
+func (o Op) ReadOp() bool {
+	return o == OpGet || o == OpExists || o == OpLookup || o == OpDescribe
+}
 
 // Key flags (byte 10 of a key or put item).
 const (

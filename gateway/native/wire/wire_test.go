@@ -51,7 +51,7 @@ func TestDecodeHeaderErrors(t *testing.T) {
 		want error
 	}{
 		{"short", ok[:10], errcode.ErrMalformedFrame},
-		{"flags", func() []byte { b := bytes.Clone(ok); b[5] = 2; return b }(), errcode.ErrMalformedFrame},
+		{"flags", func() []byte { b := bytes.Clone(ok); b[5] = 4; return b }(), errcode.ErrMalformedFrame},
 		{"reserved", func() []byte { b := bytes.Clone(ok); b[23] = 1; return b }(), errcode.ErrMalformedFrame},
 		{"too large", AppendHeader(nil, Header{Length: 1 << 20}), block.ErrTooLarge},
 	}

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// readIndexCalls counts fakeForwarder.ReadIndex calls; readIndexDelay
+// stretches each one, so concurrent reads overlap.
+var (
+	readIndexCalls atomic.Int64
+	readIndexDelay atomic.Int64
+)
+
+// ReadIndex asks the leader's node for its read index, as clusterapi's
+// read-index endpoint does.
+func (f *fakeForwarder) ReadIndex(ctx context.Context, leader fsm.Member) (uint64, error) {
+	readIndexCalls.Add(1)
+	time.Sleep(time.Duration(readIndexDelay.Load()))
+	f.mu.Lock()
+	b := f.backends[leader.ID]
+	f.mu.Unlock()
+	if b == nil {
+		return 0, errors.New("no such backend")
+	}
+	return b.node.ReadIndex(ctx)
+}
+
+// TestLinearizableReadThroughFollower puts through one follower and at once
+// reads through the other with ReadLinearizable: the block is always there.
+func TestLinearizableReadThroughFollower(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	var followers []*testNode
+	for _, tn := range tc.nodes {
+		if !tn.node.IsLeader() {
+			followers = append(followers, tn)
+		}
+	}
+	if len(followers) != 2 {
+		t.Fatalf("%d followers", len(followers))
+	}
+	a, b := followers[0], followers[1]
+	ctx := ctxstore.WithReadLevel(withTimeout(t, 30*time.Second), ctxstore.ReadLinearizable)
+	before := readIndexCalls.Load()
+	for i := range 30 {
+		key := block.NewKey(block.DefaultNamespace, uint64(1000+i))
+		data := payload(i, 512)
+		if err := a.store.Put(ctx, key, data, block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := b.store.Exists(ctx, key); err != nil || !ok {
+			t.Fatalf("put %d: linearizable exists on %s: %v %v", i, b.id, ok, err)
+		}
+		if n, err := b.store.Lookup(ctx, []block.Key{key}); err != nil || n != 1 {
+			t.Fatalf("put %d: linearizable lookup on %s: %d %v", i, b.id, n, err)
+		}
+		mustGet(t, b.store, key, data)
+	}
+	if readIndexCalls.Load() == before {
+		t.Fatal("the follower never asked the leader for a read index")
+	}
+	// On the leader a linearizable read is a barrier, no round trip.
+	before = readIndexCalls.Load()
+	if ok, err := tc.leader().store.Exists(ctx, block.NewKey(block.DefaultNamespace, 1000)); err != nil || !ok {
+		t.Fatalf("leader: %v %v", ok, err)
+	}
+	if got := readIndexCalls.Load() - before; got != 0 {
+		t.Fatalf("the leader made %d read-index requests", got)
+	}
+}
+
+func TestFollowerReadIndexRequestsCoalesce(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	f := tc.follower()
+	readIndexDelay.Store(int64(50 * time.Millisecond))
+	defer readIndexDelay.Store(0)
+	before := readIndexCalls.Load()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = f.backend.SyncRead(withTimeout(t, 10*time.Second))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if got := readIndexCalls.Load() - before; got < 1 || got > 3 {
+		t.Fatalf("%d read-index requests for 20 concurrent reads, want 1..3", got)
+	}
+	// A reader that cannot wait gets ErrUnavailable.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f.backend.SyncRead(ctx); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("canceled read: %v", err)
+	}
+}
