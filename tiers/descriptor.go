@@ -22,7 +22,8 @@ type LowerDescriber interface {
 // lease by itself after its LeaseTTL, reported in Expires).
 //
 // The DRAM bytes are not verified here: the reader verifies what it copies
-// against Sum and, on a mismatch, reads the block with Get, which verifies it
+// against Sum, or checks the block's version word (Generation at
+// VersionOffset, see dram.CopyVersioned) and, on a mismatch, reads the block with Get, which verifies it
 // at rest and drops it when it is corrupt. A descriptor is not a read for
 // promotion: an NVMe-resident block stays where it is. A lower tier without
 // descriptors answers block.ErrUnavailable (read the block with Get).
@@ -33,6 +34,7 @@ func (m *Manager) Descriptor(ctx context.Context, key block.Key) (block.Descript
 		return block.Descriptor{
 			Tier: block.TierDRAM, Path: d.MemFile, Offset: d.Offset, ReadLength: d.Length,
 			DataOffset: d.Offset, Length: d.Length, Sum: d.Sum,
+			Generation: d.Version, VersionOffset: d.VersionOffset,
 		}, release, nil
 	}
 	if m.lower == nil || !errors.Is(err, block.ErrNotFound) {

@@ -31,13 +31,14 @@ type descConfig struct {
 	Duration  time.Duration
 	Keys      int
 	Batch     int
+	Verify    client.VerifyMode
 }
 
 func parseDescFlags(args []string, errOut io.Writer) (descConfig, error) {
 	var c descConfig
 	fs := flag.NewFlagSet("descriptor", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	var size string
+	var size, verify string
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:7400", "native protocol address of a ctxd on this machine")
 	fs.StringVar(&c.Namespace, "namespace", block.DefaultNamespace, "namespace of the blocks")
 	fs.StringVar(&size, "block-size", "2MiB", "block size (bytes, or with a KiB/MiB/GiB suffix)")
@@ -45,6 +46,7 @@ func parseDescFlags(args []string, errOut io.Writer) (descConfig, error) {
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measuring time of each path (memcpy, descriptor, tcp), in alternating rounds")
 	fs.IntVar(&c.Keys, "keys", 64, "working set: distinct blocks, all DRAM-resident (keys x block-size must fit the server's DRAM)")
 	fs.IntVar(&c.Batch, "batch", 1, "blocks per request on the descriptor and tcp paths (one DESCRIBE or GET round trip for all)")
+	fs.StringVar(&verify, "verify", "checksum", "how a descriptor read checks a DRAM block: checksum (CRC-32C of the copy) or version (the block's version word after a plain copy)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -56,6 +58,9 @@ func parseDescFlags(args []string, errOut io.Writer) (descConfig, error) {
 		return c, err
 	}
 	c.BlockSize = n
+	if c.Verify, err = client.ParseVerifyMode(verify); err != nil {
+		return c, fmt.Errorf("--verify: %w", err)
+	}
 	switch {
 	case c.Clients < 1 || c.Clients > 1024:
 		return c, fmt.Errorf("--clients %d out of range 1..1024", c.Clients)
@@ -87,7 +92,7 @@ type pathStats struct {
 	ops, bytes atomic.Int64
 	elapsed    time.Duration
 	// Descriptor breakdown (nanoseconds summed over reads): DESCRIBE round
-	// trip, and copy + checksum out of the mapping.
+	// trip, and copy + check (checksum or version) out of the mapping.
 	describeNs, readNs atomic.Int64
 }
 
@@ -102,9 +107,10 @@ func (p *pathStats) gbps() float64 {
 // alternating rounds: (1) memcpy: each reader copies random blocks out of an
 // mmap'd region of the same size as the working set into its buffer; (2)
 // descriptor: ReadDirect's steps (DESCRIBE, copy out of the mapped memory
-// file with CRC-32C, asynchronous RELEASE), timed each, where any fallback
-// to GET is an error; (3) tcp: client.GetBatchInto over the
-// native protocol. It prints ratio_vs_memcpy and ratio_vs_tcp of (2).
+// file checked by CRC-32C or by version word as cfg.Verify says,
+// asynchronous RELEASE), timed each, where any fallback to GET is an error;
+// (3) tcp: client.GetBatchInto over the native protocol. It prints
+// ratio_vs_memcpy and ratio_vs_tcp of (2).
 func runDescriptorWith(ctx context.Context, cfg descConfig, out io.Writer) error {
 	clients := make([]*client.Client, cfg.Clients)
 	defer func() {
@@ -115,7 +121,7 @@ func runDescriptorWith(ctx context.Context, cfg descConfig, out io.Writer) error
 		}
 	}()
 	for i := range clients {
-		c, err := client.Dial(ctx, cfg.Addr, client.Options{Conns: 1})
+		c, err := client.Dial(ctx, cfg.Addr, client.Options{Conns: 1, DirectVerify: cfg.Verify})
 		if err != nil {
 			return err
 		}
@@ -141,6 +147,9 @@ func runDescriptorWith(ctx context.Context, cfg descConfig, out io.Writer) error
 		}
 		if l.Desc.Tier != block.TierDRAM {
 			return fmt.Errorf("%s is in %s, not DRAM: use fewer --keys or a larger --dram-capacity", keys[i], l.Desc.Tier)
+		}
+		if cfg.Verify == client.VerifyVersion && l.Desc.VersionOffset == 0 {
+			return fmt.Errorf("--verify version: the server described %s without a version word (an older ctxd, or no version reads on this architecture)", keys[i])
 		}
 		if _, err := clients[0].ReadLease(l, buf); err != nil {
 			return fmt.Errorf("read through a descriptor: %w", err)
@@ -202,14 +211,18 @@ func runDescriptorWith(ctx context.Context, cfg descConfig, out io.Writer) error
 		}
 		return 0
 	}
-	fmt.Fprintf(out, "descriptor: addr=%s block=%d clients=%d batch=%d keys=%d (working set %d MiB) duration=%s per path in %d rounds\n",
-		cfg.Addr, cfg.BlockSize, cfg.Clients, cfg.Batch, cfg.Keys, cfg.Keys*cfg.BlockSize>>20, cfg.Duration, rounds)
+	fmt.Fprintf(out, "descriptor: addr=%s block=%d clients=%d batch=%d keys=%d (working set %d MiB) verify=%s duration=%s per path in %d rounds\n",
+		cfg.Addr, cfg.BlockSize, cfg.Clients, cfg.Batch, cfg.Keys, cfg.Keys*cfg.BlockSize>>20, cfg.Verify, cfg.Duration, rounds)
 	fmt.Fprintf(out, "memcpy:     %.3f GB/s  %.1f us/block  (%d blocks)\n", mem.gbps(), per(&mem), mem.ops.Load())
-	fmt.Fprintf(out, "descriptor: %.3f GB/s  %.1f us/block  (%d blocks, every one read directly and verified)\n",
-		desc.gbps(), per(&desc), desc.ops.Load())
+	fmt.Fprintf(out, "descriptor: %.3f GB/s  %.1f us/block  (%d blocks, every one read directly and verified by %s)\n",
+		desc.gbps(), per(&desc), desc.ops.Load(), cfg.Verify)
 	if n := desc.ops.Load(); n > 0 {
-		fmt.Fprintf(out, "  where the time goes: describe round trip %.1f us, copy+crc32c %.1f us, rest %.1f us per block\n",
-			float64(desc.describeNs.Load())/float64(n)/1e3, float64(desc.readNs.Load())/float64(n)/1e3,
+		step := "copy+crc32c"
+		if cfg.Verify == client.VerifyVersion {
+			step = "copy+version check"
+		}
+		fmt.Fprintf(out, "  where the time goes: describe round trip %.1f us, %s %.1f us, rest %.1f us per block\n",
+			float64(desc.describeNs.Load())/float64(n)/1e3, step, float64(desc.readNs.Load())/float64(n)/1e3,
 			per(&desc)-float64(desc.describeNs.Load()+desc.readNs.Load())/float64(n)/1e3)
 	}
 	fmt.Fprintf(out, "tcp get:    %.3f GB/s  %.1f us/block  (%d blocks)\n", tcp.gbps(), per(&tcp), tcp.ops.Load())
@@ -220,12 +233,12 @@ func runDescriptorWith(ctx context.Context, cfg descConfig, out io.Writer) error
 		return a / b
 	}
 	fmt.Fprintf(out, "ratio_vs_tcp=%.3f\n", ratio(desc.gbps(), tcp.gbps()))
-	fmt.Fprintf(out, "ratio_vs_memcpy=%.3f\n", ratio(desc.gbps(), mem.gbps()))
+	fmt.Fprintf(out, "ratio_vs_memcpy=%.3f (verify=%s)\n", ratio(desc.gbps(), mem.gbps()), cfg.Verify)
 	return nil
 }
 
 // readDirectTimed is client.ReadDirectBatch split into its steps so the
-// time of each can be reported: DESCRIBE, ReadLease (copy + CRC-32C) of each
+// time of each can be reported: DESCRIBE, ReadLease (copy + check) of each
 // block, ReleaseAsync. Anything but a clean direct read is an error here.
 func readDirectTimed(ctx context.Context, c *client.Client, keys []block.Key, bufs [][]byte, st *pathStats) error {
 	t0 := time.Now()

@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"testing"
+
+	"github.com/ctxtier/ctxtier/gateway/client"
 )
 
 func TestParseDescFlags(t *testing.T) {
@@ -17,6 +19,9 @@ func TestParseDescFlags(t *testing.T) {
 		{[]string{"--block-size", "2XB"}, false},
 		{[]string{"--duration", "0s"}, false},
 		{[]string{"extra"}, false},
+		{[]string{"--verify", "version"}, true},
+		{[]string{"--verify", "checksum"}, true},
+		{[]string{"--verify", "xxh3"}, false},
 	}
 	for _, tc := range tests {
 		c, err := parseDescFlags(tc.args, io.Discard)
@@ -25,6 +30,15 @@ func TestParseDescFlags(t *testing.T) {
 		}
 		if tc.ok && (c.BlockSize < 8 || c.Batch < 1) {
 			t.Fatalf("%v: parsed %+v", tc.args, c)
+		}
+	}
+	for args, want := range map[string]client.VerifyMode{"": client.VerifyChecksum, "version": client.VerifyVersion} {
+		a := []string{}
+		if args != "" {
+			a = []string{"--verify", args}
+		}
+		if c, err := parseDescFlags(a, io.Discard); err != nil || c.Verify != want {
+			t.Fatalf("--verify %q: %v %v, want %v", args, c.Verify, err, want)
 		}
 	}
 }

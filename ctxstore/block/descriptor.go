@@ -15,6 +15,15 @@ import "time"
 // Offset+ReadLength) is the 4 KiB-aligned extent (header page, payload,
 // padding) that one aligned read fetches, the payload starts at DataOffset,
 // and Generation identifies the extent (its header carries it too).
+//
+// A DRAM descriptor may also carry a version word (VersionOffset != 0): a
+// 64-bit word of the same memory file that the server increments before the
+// block's pages can be reused, and whose value when the block was stored is
+// Generation. A reader that copies the payload and then loads the word
+// (atomically, after a load fence) and finds Generation has read bytes that
+// were not overwritten during the copy, without hashing them: a seqlock
+// check, as RDMA key-value stores validate one-sided reads. See
+// docs/tiers.md, "Version words".
 type Descriptor struct {
 	Tier       Tier
 	Path       string
@@ -23,6 +32,11 @@ type Descriptor struct {
 	DataOffset int64 // payload start in the file
 	Length     int64 // payload bytes
 	Sum        uint32
-	Generation uint64    // NVMe extent generation; 0 for DRAM
-	Expires    time.Time // the tier's own lease end; zero when the tier sets none
+	// Generation is the NVMe extent generation; for DRAM, the version
+	// word's value while the block is resident (0 without a version word).
+	Generation uint64
+	// VersionOffset is the byte offset in Path of the DRAM block's version
+	// word (8-byte aligned, outside the payload); 0 means none.
+	VersionOffset int64
+	Expires       time.Time // the tier's own lease end; zero when the tier sets none
 }

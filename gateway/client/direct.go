@@ -15,6 +15,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
+	"github.com/ctxtier/ctxtier/tiers/dram"
 	"github.com/ctxtier/ctxtier/tiers/nvme"
 )
 
@@ -51,7 +52,7 @@ type Lease struct {
 type DirectStats struct {
 	Direct      uint64 // reads served through a descriptor
 	Fallbacks   uint64 // reads served by GET (not co-located, no descriptor, or a failed check)
-	Mismatches  uint64 // descriptor reads whose checksum did not match (then re-read by GET)
+	Mismatches  uint64 // descriptor reads whose checksum or version did not match (then re-read by GET)
 	Releases    uint64 // leases released by RELEASE frames
 	ReleaseErrs uint64 // leases a RELEASE could not end (expired first, or the connection broke)
 }
@@ -61,14 +62,21 @@ type DirectStats struct {
 // and counters.
 type directState struct {
 	mu     sync.RWMutex // read-held while copying out of a mapping
-	maps   map[string][]byte
+	maps   map[string]memMap
 	closed bool
 
 	relMu sync.Mutex
 	rels  map[*nconn]*releaseBatch
 
 	notColocated                                         atomic.Bool // latched by DirectFallback
+	noVersions                                           atomic.Bool // the server refused DESCRIBE's flags word
 	direct, fallbacks, mismatches, releases, releaseErrs atomic.Uint64
+}
+
+// memMap is a read-only mapping of a memory file and the file it maps.
+type memMap struct {
+	b        []byte
+	dev, ino uint64
 }
 
 type releaseBatch struct {
@@ -90,7 +98,16 @@ func (c *Client) DirectStats() DirectStats {
 // (Release or ReleaseAsync); unreleased ones end at their TTL or when the
 // connection closes. So do those of a frame abandoned because ctx ended: the
 // server may have granted them, and this client never learns their ids.
+//
+// With Options.DirectVerify VerifyVersion it asks for DRAM version words
+// (wire.DescribeFlagVersion); a server that predates them refuses such a
+// frame as malformed, and the client then describes without them, from
+// then on.
 func (c *Client) Describe(ctx context.Context, keys []block.Key) (leases []*Lease, errs []error, err error) {
+	var flags uint32
+	if c.opts.DirectVerify == VerifyVersion && dram.VersionReads && !c.direct.noVersions.Load() {
+		flags = wire.DescribeFlagVersion
+	}
 	leases = make([]*Lease, len(keys))
 	errs = make([]error, len(keys))
 	chs := c.chunks(len(keys), func(i int) string { return keys[i].Namespace }, nil)
@@ -108,13 +125,47 @@ func (c *Client) Describe(ctx context.Context, keys []block.Key) (leases []*Leas
 		}
 		f.cl = &call{op: wire.OpDescribe, flags: frameFlags(ctx, wire.OpDescribe), count: uint32(ch.hi - ch.lo)}
 		sent[j] = time.Now()
-		f.err = f.nc.start(f.cl, keyFrame(wire.OpDescribe, keys[ch.lo:ch.hi], 0), nil, 0)
+		f.err = f.nc.start(f.cl, wire.AppendDescribeFlags(keyFrame(wire.OpDescribe, keys[ch.lo:ch.hi], 0), flags), nil, 0)
 	}
 	err = c.collect(ctx, fl, identity, errs, func(i int, it *wire.ItemResult) error {
 		j := owner[i]
 		leases[i] = &Lease{Key: keys[i], ID: it.Lease.ID, Desc: it.Lease.Desc, Expires: sent[j].Add(it.Lease.TTL), nc: fl[j].nc}
 		return nil
 	})
+	if flags == 0 || err == nil {
+		return leases, errs, err
+	}
+	// A frame answered MalformedFrame on a connection still open is an
+	// older server refusing the flags word: describe its keys again without.
+	var redo []int
+	err = nil
+	for j := range fl {
+		f := &fl[j]
+		switch {
+		case f.err == nil:
+		case errors.Is(f.err, errcode.ErrMalformedFrame) && f.nc != nil && f.nc.healthy():
+			for i := f.ch.lo; i < f.ch.hi; i++ {
+				redo = append(redo, i)
+			}
+		case err == nil:
+			err = f.err
+		}
+	}
+	if len(redo) == 0 {
+		return leases, errs, err
+	}
+	c.direct.noVersions.Store(true)
+	rk := make([]block.Key, len(redo))
+	for k, i := range redo {
+		rk[k] = keys[i]
+	}
+	rl, re, rerr := c.Describe(ctx, rk)
+	for k, i := range redo {
+		leases[i], errs[i] = rl[k], re[k]
+	}
+	if err == nil {
+		err = rerr
+	}
 	return leases, errs, err
 }
 
@@ -124,11 +175,14 @@ const directChunk = 64 << 10
 
 // ReadLease copies l's block into buf itself (a read-only mmap of the memory
 // file for DRAM, an O_DIRECT pread of the extent for NVMe, via
-// nvme.ReadDescriptor) and verifies its CRC-32C. It returns
-// *NotColocatedError when the file cannot be opened, block.ErrTooLarge when
-// buf is short, block.ErrUnavailable when the lease has expired, and
-// block.ErrChecksum when the bytes read do not match (a lease that ended
-// while reading, or corruption at rest). It does not release l.
+// nvme.ReadDescriptor) and verifies it: by CRC-32C, or for a DRAM block with
+// a version word under Options.DirectVerify VerifyVersion, by that word
+// (dram.CopyVersioned). It returns *NotColocatedError when the file cannot
+// be opened, block.ErrTooLarge when buf is short, block.ErrUnavailable when
+// the lease has ended (before the read, or for VerifyVersion by the end of
+// it), and block.ErrChecksum when the bytes read do not match (a lease that
+// ended while reading, or for VerifyChecksum corruption at rest). It does
+// not release l.
 func (c *Client) ReadLease(l *Lease, buf []byte) (int, error) {
 	d := l.Desc
 	if int64(len(buf)) < d.Length {
@@ -139,6 +193,9 @@ func (c *Client) ReadLease(l *Lease, buf []byte) (int, error) {
 	}
 	switch d.Tier {
 	case block.TierDRAM:
+		if c.opts.DirectVerify == VerifyVersion && d.VersionOffset != 0 && dram.VersionReads {
+			return c.readMemVersioned(l, buf)
+		}
 		return c.readMem(l, buf)
 	case block.TierNVMe:
 		data, err := nvme.ReadDescriptor(l.Key, nvme.FromBlock(d))
@@ -153,22 +210,33 @@ func (c *Client) ReadLease(l *Lease, buf []byte) (int, error) {
 	return 0, fmt.Errorf("%w: descriptor of tier %q", errcode.ErrMalformedFrame, d.Tier)
 }
 
+// rlockMem returns the mapping of path, at least need bytes long, with
+// c.direct.mu read-held; the caller unlocks it when it is done reading.
+func (c *Client) rlockMem(key block.Key, path string, need int64) ([]byte, error) {
+	st := &c.direct
+	st.mu.RLock()
+	mm, ok := st.maps[path]
+	if !ok || int64(len(mm.b)) < need {
+		st.mu.RUnlock()
+		if err := c.mapMem(path, need); err != nil {
+			return nil, err
+		}
+		st.mu.RLock()
+		mm = st.maps[path]
+	}
+	if st.closed || int64(len(mm.b)) < need {
+		st.mu.RUnlock()
+		return nil, fmt.Errorf("%w: %s: %s holds %d bytes, the descriptor needs %d", block.ErrChecksum, key, path, len(mm.b), need)
+	}
+	return mm.b, nil
+}
+
 func (c *Client) readMem(l *Lease, buf []byte) (int, error) {
 	d := l.Desc
 	st := &c.direct
-	st.mu.RLock()
-	m, ok := st.maps[d.Path]
-	if !ok || int64(len(m)) < d.Offset+d.Length {
-		st.mu.RUnlock()
-		if err := c.mapMem(d.Path, d.Offset+d.Length); err != nil {
-			return 0, err
-		}
-		st.mu.RLock()
-		m = st.maps[d.Path]
-	}
-	if st.closed || int64(len(m)) < d.Offset+d.Length {
-		st.mu.RUnlock()
-		return 0, fmt.Errorf("%w: %s: %s holds %d bytes, the descriptor needs %d", block.ErrChecksum, l.Key, d.Path, len(m), d.Offset+d.Length)
+	m, err := c.rlockMem(l.Key, d.Path, d.Offset+d.Length)
+	if err != nil {
+		return 0, err
 	}
 	src := m[d.Offset : d.Offset+d.Length]
 	dst := buf[:d.Length]
@@ -180,10 +248,31 @@ func (c *Client) readMem(l *Lease, buf []byte) (int, error) {
 	}
 	st.mu.RUnlock()
 	if sum != d.Sum {
-		// Perhaps the mapping is of a file the server has since replaced:
-		// map it afresh next time.
-		c.unmapMem(d.Path)
+		c.dropIfReplaced(d.Path)
 		return 0, fmt.Errorf("%w: %s: bytes read through the descriptor are %08x, lease says %08x", block.ErrChecksum, l.Key, sum, d.Sum)
+	}
+	return int(d.Length), nil
+}
+
+// readMemVersioned is readMem for VerifyVersion: a plain copy, then the
+// block's version word must still hold the descriptor's Generation (see
+// dram.CopyVersioned for why that proves the copy right) and the lease must
+// not have ended by the time the copy did.
+func (c *Client) readMemVersioned(l *Lease, buf []byte) (int, error) {
+	d := l.Desc
+	m, err := c.rlockMem(l.Key, d.Path, max(d.Offset+d.Length, d.VersionOffset+8))
+	if err != nil {
+		return 0, err
+	}
+	ok := dram.CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Generation)
+	c.direct.mu.RUnlock()
+	if !ok {
+		c.dropIfReplaced(d.Path)
+		return 0, fmt.Errorf("%w: %s: the version word at %d no longer holds %d: the block's pages were freed while or before it was read",
+			block.ErrChecksum, l.Key, d.VersionOffset, d.Generation)
+	}
+	if l.released.Load() || !time.Now().Before(l.Expires) {
+		return 0, fmt.Errorf("%w: %s: lease %d ended during the read", block.ErrUnavailable, l.Key, l.ID)
 	}
 	return int(d.Length), nil
 }
@@ -196,7 +285,7 @@ func (c *Client) mapMem(path string, need int64) error {
 	if st.closed {
 		return fmt.Errorf("client: %w", block.ErrClosed)
 	}
-	if m, ok := st.maps[path]; ok && int64(len(m)) >= need {
+	if mm, ok := st.maps[path]; ok && int64(len(mm.b)) >= need {
 		return nil
 	}
 	f, err := os.Open(path)
@@ -211,25 +300,35 @@ func (c *Client) mapMem(path string, need int64) error {
 	if fi.Size() < need {
 		return fmt.Errorf("%w: %s is %d bytes, the descriptor needs %d", block.ErrChecksum, path, fi.Size(), need)
 	}
+	var sys unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &sys); err != nil {
+		return &NotColocatedError{Path: path, Err: err}
+	}
 	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return &NotColocatedError{Path: path, Err: err}
 	}
 	if old, ok := st.maps[path]; ok {
-		unix.Munmap(old)
+		unix.Munmap(old.b)
 	}
 	if st.maps == nil {
-		st.maps = map[string][]byte{}
+		st.maps = map[string]memMap{}
 	}
-	st.maps[path] = m
+	st.maps[path] = memMap{b: m, dev: uint64(sys.Dev), ino: sys.Ino}
 	return nil
 }
 
-func (c *Client) unmapMem(path string) {
+// dropIfReplaced unmaps path's mapping when path no longer names the file
+// it maps (the server restarted and made a new memory file there), so the
+// next read maps the new one. A read that failed its check on the right
+// file keeps the mapping: remapping would only cost page faults.
+func (c *Client) dropIfReplaced(path string) {
+	var sys unix.Stat_t
+	err := unix.Stat(path, &sys)
 	st := &c.direct
 	st.mu.Lock()
-	if m, ok := st.maps[path]; ok {
-		unix.Munmap(m)
+	if mm, ok := st.maps[path]; ok && (err != nil || uint64(sys.Dev) != mm.dev || sys.Ino != mm.ino) {
+		unix.Munmap(mm.b)
 		delete(st.maps, path)
 	}
 	st.mu.Unlock()
@@ -240,8 +339,8 @@ func (c *Client) closeDirect() {
 	st := &c.direct
 	st.mu.Lock()
 	st.closed = true
-	for p, m := range st.maps {
-		unix.Munmap(m)
+	for p, mm := range st.maps {
+		unix.Munmap(mm.b)
 		delete(st.maps, p)
 	}
 	st.mu.Unlock()

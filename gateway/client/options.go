@@ -23,6 +23,10 @@ type Options struct {
 	// server is not co-located (a descriptor's file cannot be opened here),
 	// instead of returning *NotColocatedError.
 	DirectFallback bool
+	// DirectVerify is how a direct read checks a DRAM block it copied out
+	// of the server's memory file: VerifyChecksum (the default) or
+	// VerifyVersion. NVMe reads always check the CRC-32C.
+	DirectVerify VerifyMode
 	// AccessKeyID and Secret are the credentials (from `ctxctl keys
 	// create`) for a server started with --auth required. The handshake
 	// proves the secret with an HMAC of a server-sent nonce; the secret
@@ -64,6 +68,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: client: Conns %d out of range 1..1024", block.ErrInvalidArgument, o.Conns)
 	case o.DialTimeout < 0 || o.WriteTimeout < 0:
 		return fmt.Errorf("%w: client: timeouts must not be negative", block.ErrInvalidArgument)
+	case o.DirectVerify > VerifyVersion:
+		return fmt.Errorf("%w: client: DirectVerify %d is not a verify mode", block.ErrInvalidArgument, o.DirectVerify)
 	case (o.AccessKeyID == "") != (o.Secret == ""):
 		return fmt.Errorf("%w: client: AccessKeyID and Secret go together", block.ErrInvalidArgument)
 	}
@@ -71,4 +77,48 @@ func (o Options) Validate() error {
 		return fmt.Errorf("client: %w", err)
 	}
 	return nil
+}
+
+// VerifyMode is how ReadLease checks the bytes it copied out of a DRAM
+// tier's memory file.
+type VerifyMode uint8
+
+const (
+	// VerifyChecksum computes the CRC-32C of the copy, chunk by chunk while
+	// copying, and compares it with the descriptor's: end to end, and it
+	// also catches corruption at rest. A 2 MiB read costs the copy plus
+	// the checksum pass (about 0.35-0.4x a plain memcpy, docs/benchmarks.md).
+	VerifyChecksum VerifyMode = iota
+	// VerifyVersion copies with a plain memmove and then checks the block's
+	// version word (a seqlock: the server bumps it before the block's pages
+	// can be reused; docs/tiers.md, "Version words"): it proves that no
+	// byte of the copy was written after the block was stored, without a
+	// pass over the bytes. It does not hash them, so unlike VerifyChecksum
+	// it does not catch corruption at rest (a memory fault in the arena
+	// after the put); the server's own reads still do (xxh3). Where the
+	// server sends no version word (an older server) or this architecture
+	// has no fence for it (dram.VersionReads: only amd64 and arm64 do),
+	// reads check the checksum instead.
+	VerifyVersion
+)
+
+// String names the mode as ctxbench's --verify does.
+func (m VerifyMode) String() string {
+	switch m {
+	case VerifyChecksum:
+		return "checksum"
+	case VerifyVersion:
+		return "version"
+	}
+	return fmt.Sprintf("verify(%d)", uint8(m))
+}
+
+// ParseVerifyMode parses "checksum" or "version".
+func ParseVerifyMode(s string) (VerifyMode, error) {
+	for _, m := range []VerifyMode{VerifyChecksum, VerifyVersion} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: verify mode %q (want checksum or version)", block.ErrInvalidArgument, s)
 }

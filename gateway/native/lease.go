@@ -80,8 +80,11 @@ func (t *leaseTable) len() int {
 }
 
 // describe leases each key's descriptor and appends one status (and, when
-// OK, a descriptor item) per key.
+// OK, a descriptor item) per key. DRAM version words go only to a client
+// that asked for them (wire.DescribeFlagVersion); the others get the
+// original item.
 func (c *conn) describe(req *wire.Request, b []byte) []byte {
+	versions := req.DescribeFlags&wire.DescribeFlagVersion != 0
 	s := c.s
 	op := req.Op.String()
 	room := int64(s.limits.MaxResponseSize) - wire.HeaderSize
@@ -92,8 +95,11 @@ func (c *conn) describe(req *wire.Request, b []byte) []byte {
 		if err == nil {
 			l, err = c.lease(k)
 		}
+		if err == nil && !versions && l.Desc.VersionOffset != 0 {
+			l.Desc.VersionOffset, l.Desc.Generation = 0, 0
+		}
 		if err == nil {
-			need := int64(wire.StatusSize + wire.DescribeItemLen(len(l.Desc.Path)))
+			need := int64(wire.StatusSize + wire.DescribeItemLen(l.Desc))
 			if used+need > room-int64(len(req.Keys)-i-1)*(wire.StatusSize+wire.MaxMessageLen) {
 				c.leases.end(l.ID)
 				err = fmt.Errorf("%w: %s: the response would exceed the maximum response size; describe fewer blocks per request", block.ErrTooLarge, k)
@@ -106,7 +112,7 @@ func (c *conn) describe(req *wire.Request, b []byte) []byte {
 		used += int64(wire.StatusLen(code, msg))
 		if code == errcode.OK {
 			b = wire.AppendDescribeItem(b, l)
-			used += int64(wire.DescribeItemLen(len(l.Desc.Path)))
+			used += int64(wire.DescribeItemLen(l.Desc))
 		}
 	}
 	return b

@@ -8,6 +8,10 @@
 // taken at put time, which is verified on every read (xxh3 runs about four
 // times faster than CRC-32C here, and a read is the hot path); a block that
 // fails is dropped and reported as a miss, never served.
+//
+// The memory file also holds a version table after the arena (version.go):
+// one word per page, incremented whenever the page's allocation is freed, so
+// a co-located reader can check a copy by version instead of by checksum.
 package dram
 
 import (
@@ -16,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strings"
@@ -90,6 +95,7 @@ type entry struct {
 	size     int64
 	sum      uint32 // CRC-32C, the block's checksum on the wire and in the API
 	fp       uint64 // xxh3-64 of the bytes, verified on every read
+	version  uint64 // the first page's version word when the block was indexed
 	priority uint8
 	leases   int32
 	live     bool  // indexed (visible to readers)
@@ -108,8 +114,12 @@ type Tier struct {
 	log   *slog.Logger
 	file  *os.File
 	path  string
-	arena []byte
+	mem   []byte   // the whole memory file: arena, then the version table
+	arena []byte   // mem[:tableOff]
+	vers  []uint64 // the version table, one word per arena page (version.go)
 	now   func() time.Time
+
+	tableOff int64 // byte offset of the version table in the memory file
 
 	mu      sync.Mutex
 	alloc   *allocator
@@ -159,6 +169,7 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 		log = slog.Default()
 	}
 	size := (cfg.Capacity / PageSize) * PageSize
+	fileSize := size + tableSize(size)
 	var (
 		f    *os.File
 		path string
@@ -178,14 +189,20 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 		}
 		path = cfg.MemFile
 	}
-	if err := f.Truncate(size); err != nil {
+	if err := f.Truncate(fileSize); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("dram: size memory file to %d: %w", size, err)
+		return nil, fmt.Errorf("dram: size memory file to %d: %w", fileSize, err)
 	}
-	arena, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(fileSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("dram: mmap %d bytes: %w", size, err)
+		return nil, fmt.Errorf("dram: mmap %d bytes: %w", fileSize, err)
+	}
+	// The mapping is page-aligned, so every version word is 8-byte aligned.
+	vers := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[size])), size/PageSize)
+	base := rand.Uint64() // one random start per memory file (version.go)
+	for i := range vers {
+		vers[i] = base
 	}
 	pf := cfg.Policy
 	if pf == nil {
@@ -193,12 +210,12 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	}
 	expected := int(min(size/(256<<10), 1<<20)) // sized for 256 KiB blocks, a hint only
 	t := &Tier{
-		cfg: cfg, log: log, file: f, path: path, arena: arena, now: time.Now,
+		cfg: cfg, log: log, file: f, path: path, mem: mem, arena: mem[:size:size], vers: vers, tableOff: size, now: time.Now,
 		alloc:  newAllocator(uint32(size / PageSize)),
 		index:  make(map[block.Key]uint32, expected),
 		policy: pf(expected),
 	}
-	log.Info("dram tier ready", "capacity", size, "memfile", path)
+	log.Info("dram tier ready", "capacity", size, "memfile", path, "version_table", fileSize-size)
 	return t, nil
 }
 
@@ -210,8 +227,8 @@ func (t *Tier) Close() error {
 		return nil
 	}
 	t.closed = true
-	err := unix.Munmap(t.arena)
-	t.arena = nil
+	err := unix.Munmap(t.mem)
+	t.mem, t.arena, t.vers = nil, nil, nil
 	if cerr := t.file.Close(); err == nil {
 		err = cerr
 	}
@@ -270,7 +287,7 @@ func (t *Tier) unindexLocked(h uint32) {
 
 func (t *Tier) releaseLocked(h uint32) {
 	e := &t.entries[h]
-	t.alloc.free(e.page, e.pages)
+	t.freePagesLocked(e.page, e.pages)
 	*e = entry{}
 	t.free = append(t.free, h)
 }
@@ -364,7 +381,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	}
 	// A concurrent put of the same key may have won while a demotion had the lock released.
 	if h, ok := t.index[key]; ok {
-		t.alloc.free(page, pages)
+		t.freePagesLocked(page, pages)
 		err := t.samePutLocked(h, data, sum, pinUntil)
 		t.mu.Unlock()
 		return err
@@ -385,14 +402,14 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 		return block.ErrClosed
 	}
 	if h, ok := t.index[key]; ok { // a concurrent put of the same key won
-		t.alloc.free(page, pages)
+		t.freePagesLocked(page, pages)
 		return t.samePutLocked(h, data, sum, pinUntil)
 	}
 	h := t.newHandle()
 	ns := now.UnixNano()
 	e := &t.entries[h]
 	*e = entry{
-		key: key, page: page, pages: pages, size: size, sum: sum, fp: fp,
+		key: key, page: page, pages: pages, size: size, sum: sum, fp: fp, version: atomic.LoadUint64(&t.vers[page]),
 		priority: min(opts.Priority, block.MaxPriority), live: true, tracked: true, clean: clean,
 		pinUntil: pinUntil, created: ns, access: ns,
 	}
@@ -496,12 +513,15 @@ func (t *Tier) releaseLease(h uint32) {
 
 // Descriptor is where a DRAM-resident block's bytes live in the arena's
 // memory file: a co-located reader maps MemFile read-only and copies
-// [Offset, Offset+Length) itself, then checks Sum.
+// [Offset, Offset+Length) itself, then checks Sum, or checks that the word
+// at VersionOffset still holds Version (CopyVersioned).
 type Descriptor struct {
-	MemFile string
-	Offset  int64
-	Length  int64
-	Sum     uint32
+	MemFile       string
+	Offset        int64
+	Length        int64
+	Sum           uint32
+	Version       uint64 // the block's version word while it is resident
+	VersionOffset int64  // where that word is in MemFile
 }
 
 // Descriptor leases key's bytes in place and says where they are. Until
@@ -516,7 +536,11 @@ func (t *Tier) Descriptor(ctx context.Context, key block.Key) (Descriptor, func(
 	if len(ref.Data) > 0 {
 		off = int64(uintptr(unsafe.Pointer(&ref.Data[0])) - uintptr(unsafe.Pointer(&t.arena[0])))
 	}
-	return Descriptor{MemFile: t.path, Offset: off, Length: int64(len(ref.Data)), Sum: ref.Sum}, ref.Release, nil
+	// The lease keeps the block (and so its first page's word) in place.
+	page := uint32(off / PageSize)
+	v := atomic.LoadUint64(&t.vers[page])
+	return Descriptor{MemFile: t.path, Offset: off, Length: int64(len(ref.Data)), Sum: ref.Sum,
+		Version: v, VersionOffset: t.versionOffset(page)}, ref.Release, nil
 }
 
 // DescriptorUnverified is Descriptor without reading the bytes: the lease
@@ -543,7 +567,8 @@ func (t *Tier) DescriptorUnverified(_ context.Context, key block.Key) (Descripto
 	if e.tracked {
 		t.policy.Touch(policy.Handle(h))
 	}
-	d := Descriptor{MemFile: t.path, Offset: int64(e.page) * PageSize, Length: e.size, Sum: e.sum}
+	d := Descriptor{MemFile: t.path, Offset: int64(e.page) * PageSize, Length: e.size, Sum: e.sum,
+		Version: e.version, VersionOffset: t.versionOffset(e.page)}
 	t.mu.Unlock()
 	t.st.hits.Add(1)
 	var once sync.Once

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -16,13 +17,16 @@ func TestDescribeRoundTrip(t *testing.T) {
 			Offset: 1 << 33, ReadLength: 2 << 20, DataOffset: 1 << 33, Length: 2 << 20, Sum: 0xdeadbeef}},
 		{ID: 1 << 60, TTL: 1500 * time.Millisecond, Desc: block.Descriptor{Tier: block.TierNVMe, Path: "/data/segments/0000000000000001.seg",
 			Offset: 4096, ReadLength: 4096 + 8192, DataOffset: 8192, Length: 5000, Sum: 1, Generation: 77}},
+		{ID: 5, TTL: time.Second, Desc: block.Descriptor{Tier: block.TierDRAM, Path: "/dev/shm/ctxtier",
+			Offset: 1 << 21, ReadLength: 2 << 20, DataOffset: 1 << 21, Length: 2 << 20, Sum: 2,
+			Generation: 0xfedcba9876543210, VersionOffset: 1<<30 + 4096}},
 	}
 	var body []byte
 	for _, l := range leases {
 		body = AppendDescribeItem(AppendStatus(body, errcode.OK, ""), l)
 	}
 	body = AppendStatus(body, errcode.NotFound, "gone")
-	h := Header{Length: uint32(len(body)), Op: OpDescribe, Flags: FlagResponse, Count: 3}
+	h := Header{Length: uint32(len(body)), Op: OpDescribe, Flags: FlagResponse, Count: uint32(len(leases) + 1)}
 	r, err := ReadResponse(bytes.NewReader(body), h, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +36,64 @@ func TestDescribeRoundTrip(t *testing.T) {
 			t.Fatalf("item %d: got %+v, want %+v", i, got, l)
 		}
 	}
-	if r.Items[2].Code != errcode.NotFound {
-		t.Fatalf("item 2 %+v", r.Items[2])
+	if it := r.Items[len(leases)]; it.Code != errcode.NotFound {
+		t.Fatalf("last item %+v", it)
+	}
+}
+
+// TestDescribeItemLayout pins the bytes: an item without a version word is
+// the original 60-byte layout (what an old client reads), one with it sets
+// flag bit 0 of byte 57 and carries the offset before the path.
+func TestDescribeItemLayout(t *testing.T) {
+	d := block.Descriptor{Tier: block.TierDRAM, Path: "/m", Offset: 8192, ReadLength: 100, DataOffset: 8192, Length: 100, Sum: 9}
+	plain := AppendDescribeItem(nil, Lease{ID: 3, TTL: time.Second, Desc: d})
+	if len(plain) != 62 || len(plain) != DescribeItemLen(d) || plain[57] != 0 || string(plain[60:]) != "/m" ||
+		le.Uint64(plain[48:]) != 0 || le.Uint16(plain[58:]) != 2 {
+		t.Fatalf("plain item % x", plain)
+	}
+	d.Generation, d.VersionOffset = 41, 1<<20
+	v := AppendDescribeItem(nil, Lease{ID: 3, TTL: time.Second, Desc: d})
+	if len(v) != 70 || len(v) != DescribeItemLen(d) || v[57] != DescribeItemVersion || le.Uint64(v[48:]) != 41 ||
+		le.Uint64(v[60:]) != 1<<20 || string(v[68:]) != "/m" || !bytes.Equal(v[:48], plain[:48]) || v[56] != plain[56] {
+		t.Fatalf("versioned item % x", v)
+	}
+}
+
+func TestDecodeDescribeFlags(t *testing.T) {
+	keys := AppendKey(AppendKey(AppendNamespace(nil, "default"), block.NewKey("default", 1)), block.NewKey("default", 2))
+	tests := []struct {
+		name  string
+		body  []byte
+		count uint32
+		flags uint32
+		err   error
+	}{
+		{"no flags", keys, 2, 0, nil},
+		{"version", AppendDescribeFlags(append([]byte{}, keys...), DescribeFlagVersion), 2, DescribeFlagVersion, nil},
+		{"zero flags word", le.AppendUint32(append([]byte{}, keys...), 0), 2, 0, errcode.ErrMalformedFrame},
+		{"unknown flag", le.AppendUint32(append([]byte{}, keys...), 2), 2, 0, errcode.ErrMalformedFrame},
+		{"flags word cut short", append(append([]byte{}, keys...), 1, 0), 2, 0, errcode.ErrMalformedFrame},
+		{"count says one key more", AppendDescribeFlags(append([]byte{}, keys...), DescribeFlagVersion), 3, 0, errcode.ErrMalformedFrame},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := Header{Length: uint32(len(tc.body)), Op: OpDescribe, Count: tc.count}
+			r, err := DecodeRequest(h, tc.body, testLimits)
+			if !errors.Is(err, tc.err) || (err == nil && tc.err != nil) {
+				t.Fatalf("err %v, want %v", err, tc.err)
+			}
+			if err == nil && (r.DescribeFlags != tc.flags || len(r.Keys) != int(tc.count) || r.Keys[1].Hash != 2) {
+				t.Fatalf("decoded %+v", r)
+			}
+		})
+	}
+	if b := AppendDescribeFlags([]byte{1}, 0); len(b) != 1 {
+		t.Fatal("flags 0 must append nothing")
+	}
+	// The flags word is a DESCRIBE's only: GET keeps its exact length.
+	h := Header{Length: uint32(len(keys) + 4), Op: OpGet, Count: 2}
+	if _, err := DecodeRequest(h, AppendDescribeFlags(append([]byte{}, keys...), DescribeFlagVersion), testLimits); !errors.Is(err, errcode.ErrMalformedFrame) {
+		t.Fatalf("get with a flags word: %v", err)
 	}
 }
 
@@ -50,7 +110,9 @@ func TestDescribeItemRejects(t *testing.T) {
 		{name: "payload before range", mod: func(d *block.Descriptor) { d.DataOffset = 0 }},
 		{name: "dram range wider than payload", mod: func(d *block.Descriptor) { d.Tier = block.TierDRAM }},
 		{name: "offset above int64", raw: func(b []byte) { b[StatusSize+16+7] = 0x80 }},
-		{name: "reserved byte", raw: func(b []byte) { b[StatusSize+57] = 1 }},
+		{name: "unknown item flag", raw: func(b []byte) { b[StatusSize+57] = 2 }},
+		{name: "version flag without its offset", raw: func(b []byte) { b[StatusSize+57] = DescribeItemVersion }},
+		{name: "version word on nvme", mod: func(d *block.Descriptor) { d.VersionOffset = 1 << 20 }},
 		{name: "path longer than body", raw: func(b []byte) { b[StatusSize+58] = 200 }},
 	}
 	for _, tc := range tests {
@@ -71,6 +133,41 @@ func TestDescribeItemRejects(t *testing.T) {
 	}
 	if err := CheckDescriptor(good); err != nil {
 		t.Fatalf("good descriptor refused: %v", err)
+	}
+
+	dram := block.Descriptor{Tier: block.TierDRAM, Path: "/m", Offset: 8192, ReadLength: 4096, DataOffset: 8192, Length: 4096,
+		Generation: 3, VersionOffset: 1 << 20}
+	for _, tc := range []struct {
+		name string
+		vo   int64
+		ok   bool
+	}{
+		{"after the arena", 1 << 20, true},
+		{"just before the payload", 8184, true},
+		{"just after the payload", 12288, true},
+		{"negative", -8, false},
+		{"misaligned", 1<<20 + 4, false},
+		{"at the payload", 8192, false},
+		{"inside the payload", 12280, false},
+		{"straddling the payload's start", 8188, false},
+		{"past int64", math.MaxInt64 - 7, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := dram
+			d.VersionOffset = tc.vo
+			if err := CheckDescriptor(d); (err == nil) != tc.ok {
+				t.Fatalf("CheckDescriptor: %v, want ok=%v", err, tc.ok)
+			}
+			if !tc.ok {
+				return
+			}
+			b := AppendDescribeItem(AppendStatus(nil, errcode.OK, ""), Lease{ID: 1, Desc: d})
+			h := Header{Length: uint32(len(b)), Op: OpDescribe, Flags: FlagResponse, Count: 1}
+			r, err := ReadResponse(bytes.NewReader(b), h, nil)
+			if err != nil || r.Items[0].Lease.Desc != d {
+				t.Fatalf("round trip: %v %+v", err, r)
+			}
+		})
 	}
 }
 

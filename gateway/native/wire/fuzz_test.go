@@ -44,6 +44,9 @@ func reencode(r *Request) []byte {
 	for _, k := range r.Keys {
 		b = AppendKey(b, k)
 	}
+	if r.Op == OpDescribe {
+		b = AppendDescribeFlags(b, r.DescribeFlags)
+	}
 	return b
 }
 
@@ -60,6 +63,7 @@ func fuzzSeeds(f *testing.F) {
 	pin := append(AppendNamespace(nil, "default"), 1, 0, 0, 0, 0, 0, 0, 0)
 	pin = AppendKey(pin, block.NewKey("default", 7))
 	describe := AppendKey(AppendKey(AppendNamespace(nil, "default"), block.NewKey("default", 7)), block.NewKey("default", 8).WithPart(2))
+	describeVersion := AppendDescribeFlags(append([]byte{}, describe...), DescribeFlagVersion)
 	release := AppendLeaseIDs(nil, []uint64{1, 1 << 40})
 	route, routeTokens := routeSeeds()
 	for _, s := range []struct {
@@ -70,7 +74,8 @@ func fuzzSeeds(f *testing.F) {
 		{OpPut, 1, put}, {OpGet, 1, keys}, {OpExists, 1, keys}, {OpLookup, 1, keys},
 		{OpDelete, 1, keys}, {OpPin, 1, pin}, {OpPing, 0, nil}, {OpPut, 2, put}, {99, 0, nil},
 		{OpPut, 1, shardPut}, {OpGet, 1, shardKeys}, {OpDelete, 1, shardKeys},
-		{OpDescribe, 2, describe}, {OpRelease, 2, release}, {OpRelease, 0, nil}, {OpRelease, 3, release},
+		{OpDescribe, 2, describe}, {OpDescribe, 2, describeVersion}, {OpDescribe, 1, describeVersion},
+		{OpRelease, 2, release}, {OpRelease, 0, nil}, {OpRelease, 3, release},
 		{OpRoute, 0, route}, {OpRoute, 0, routeTokens}, {OpRoute, 2, route},
 	} {
 		f.Add(append(AppendHeader(nil, Header{Length: uint32(len(s.body)), Op: s.op, ID: 1, Count: s.count}), s.body...))
@@ -135,8 +140,11 @@ func FuzzReadResponse(f *testing.F) {
 		Tier: block.TierDRAM, Path: "/proc/1/fd/3", Offset: 8192, ReadLength: 100, DataOffset: 8192, Length: 100, Sum: 5}})
 	desc = AppendDescribeItem(AppendStatus(desc, errcode.OK, ""), Lease{ID: 10, TTL: time.Second, Desc: block.Descriptor{
 		Tier: block.TierNVMe, Path: "/d/segments/1.seg", Offset: 4096, ReadLength: 8192, DataOffset: 8192, Length: 10, Sum: 6, Generation: 3}})
+	desc = AppendDescribeItem(AppendStatus(desc, errcode.OK, ""), Lease{ID: 11, TTL: time.Second, Desc: block.Descriptor{
+		Tier: block.TierDRAM, Path: "/proc/1/fd/3", Offset: 0, ReadLength: 4096, DataOffset: 0, Length: 4096, Sum: 7,
+		Generation: 1<<64 - 1, VersionOffset: 1 << 30}})
 	desc = AppendStatus(desc, errcode.Unavailable, "reclaiming")
-	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(desc)), Op: OpDescribe, Flags: FlagResponse, Count: 3}), desc...))
+	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(desc)), Op: OpDescribe, Flags: FlagResponse, Count: 4}), desc...))
 	rel := AppendStatus(AppendStatus(nil, errcode.OK, ""), errcode.NotFound, "no lease")
 	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(rel)), Op: OpRelease, Flags: FlagResponse, Count: 2}), rel...))
 	route := AppendRouteResult(nil, sampleResult())
@@ -167,7 +175,7 @@ func FuzzReadResponse(f *testing.F) {
 					t.Fatalf("accepted a bad descriptor: %v", err)
 				}
 				re := AppendDescribeItem(nil, it.Lease)
-				if DecodeLen := DescribeItemLen(len(it.Lease.Desc.Path)); len(re) != DecodeLen {
+				if DecodeLen := DescribeItemLen(it.Lease.Desc); len(re) != DecodeLen {
 					t.Fatalf("re-encoded describe item is %d bytes, want %d", len(re), DecodeLen)
 				}
 			}

@@ -26,6 +26,8 @@ type Request struct {
 	LeaseIDs []uint64
 	// Route is a ROUTE's query.
 	Route *router.Query
+	// DescribeFlags are a DESCRIBE's optional flags (describe.go).
+	DescribeFlags uint32
 }
 
 // DecodeRequest decodes the body of a request frame whose header h was
@@ -91,6 +93,8 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 		}
 		req.PinTTL = time.Duration(ms) * time.Millisecond
 		b = b[8:]
+	case OpDescribe:
+		return req, req.decodeDescribe(b)
 	}
 	return req, req.decodeKeys(b)
 }
