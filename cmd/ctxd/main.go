@@ -48,6 +48,10 @@ import (
 // openTiers builds the node's tier stack: DRAM, over NVMe when --nvme-dir is
 // set, over S3 when --s3-endpoint is set too (namespaces resolves the S3
 // policy). onDrop hears of blocks that leave the node without a delete.
+
+// errLeaderUpToDate skips the namespace sync on the leader (see run).
+var errLeaderUpToDate = errors.New("the leader's catalog is up to date")
+
 func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg prometheus.Registerer, log *slog.Logger, onDrop func(block.Key)) (*tiers.Manager, func(), error) {
 	factory, err := policy.Lookup(cfg.DRAMPolicy)
 	if err != nil {
@@ -224,12 +228,22 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	scfg := ctxstore.DefaultConfig()
 	scfg.PinMaxTTL = cfg.PinMaxTTL
+	// A namespace created through another node may not have reached this
+	// one's FSM yet: a miss is looked up again after a read-index sync. The
+	// leader's FSM already holds every namespace it acknowledged (and it
+	// waits for a barrier before it reports ready), so it skips the sync.
+	nsCatalog := ctxstore.SyncedCatalog(catalog, func(ctx context.Context) error {
+		if parts.node.IsLeader() {
+			return errLeaderUpToDate
+		}
+		return parts.backend.SyncRead(ctx)
+	}, 2*time.Second)
 	// The node's own store serves peers; the clustered one serves clients.
-	local, err := ctxstore.New(scfg, catalog, stack, log)
+	local, err := ctxstore.New(scfg, nsCatalog, stack, log)
 	if err != nil {
 		return err
 	}
-	store, err := ctxstore.New(scfg, catalog, parts.backend, log)
+	store, err := ctxstore.New(scfg, nsCatalog, parts.backend, log)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,4 +58,40 @@ func TestClusterLinearizableReadThroughFollower(t *testing.T) {
 	}
 	t.Logf("%d puts through %s, each read back linearizably through %s at once (%v in all); %d of %d local reads before them missed",
 		n, followers[0].id, followers[1].id, time.Since(start).Round(time.Millisecond), localMisses, n/2)
+}
+
+// TestClusterNamespaceUsableAtOnce: a namespace created through the leader
+// takes puts through a follower at once, with replicas on every node, with
+// no wait for replication: a node that does not know a namespace yet syncs
+// with the leader's read index before it says the namespace is unknown.
+func TestClusterNamespaceUsableAtOnce(t *testing.T) {
+	nodes, _ := startCluster(t, 3)
+	leader, ok := leaderOf(t, nodes)
+	if !ok {
+		t.Fatal("no leader")
+	}
+	var follower *testNode
+	for _, nd := range nodes {
+		if nd != leader {
+			follower = nd
+			break
+		}
+	}
+	lc, fc := httpClient(t, leader.http), httpClient(t, follower.http)
+	ctx := withTimeout(t, time.Minute)
+	for i := range 20 {
+		ns := block.Namespace{Name: fmt.Sprintf("fresh-%d", i), DataShards: 1, ParityShards: 2}
+		if _, err := lc.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		key := block.NewKey(ns.Name, uint64(i)+1)
+		data := blockBytes(i, 8<<10)
+		if err := fc.Put(ctx, key, data, block.PutOptions{}); err != nil {
+			t.Fatalf("namespace %d: put through %s right after creating it: %v", i, follower.id, err)
+		}
+		got, err := fc.Get(ctx, key)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("namespace %d: get: %v", i, err)
+		}
+	}
 }

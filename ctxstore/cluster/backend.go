@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,9 @@ type Backend struct {
 	repair   RepairStatus
 	// wake makes the repair loop scan now (a member state changed).
 	wake chan struct{}
+	// ownWrites is the highest log index of a write this node forwarded to
+	// the leader (ownwrites.go).
+	ownWrites atomic.Uint64
 
 	drainMu sync.Mutex
 	// drains is the leader's progress of each draining member.
@@ -341,7 +345,7 @@ func (b *Backend) cleanup(key block.Key, c *erasure.Code, written, keep []fsm.Sh
 // result is checked against the block's CRC, so wrong bytes are never served.
 func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	key = key.Block()
-	e, ok := b.node.FSM().Lookup(key)
+	e, ok := b.lookup(ctx, key)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
@@ -608,9 +612,9 @@ func (b *Backend) tryDecode(c *erasure.Code, shards [][]byte, size int, sum uint
 }
 
 // Stat returns the block's metadata from the local index.
-func (b *Backend) Stat(_ context.Context, key block.Key) (block.Info, error) {
+func (b *Backend) Stat(ctx context.Context, key block.Key) (block.Info, error) {
 	key = key.Block()
-	e, ok := b.node.FSM().Lookup(key)
+	e, ok := b.lookup(ctx, key)
 	if !ok {
 		return block.Info{}, fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
@@ -621,9 +625,10 @@ func info(key block.Key, e fsm.Entry) block.Info {
 	return block.Info{Key: key, Size: e.Size, Sum: e.Sum, Tier: TierPeer, Created: e.Created, PinnedUntil: e.PinUntil}
 }
 
-// Contains answers from the local index (no network hop).
+// Contains answers from the local index (no network hop; a miss may wait,
+// bounded, for this node's own forwarded writes, see ownwrites.go).
 func (b *Backend) Contains(key block.Key) bool {
-	_, ok := b.node.FSM().Lookup(key.Block())
+	_, ok := b.lookup(context.Background(), key.Block())
 	return ok
 }
 
@@ -631,7 +636,7 @@ func (b *Backend) Contains(key block.Key) bool {
 func (b *Backend) Delete(ctx context.Context, key block.Key) error {
 	key = key.Block()
 	for range 3 {
-		e, ok := b.node.FSM().Lookup(key)
+		e, ok := b.lookup(ctx, key)
 		if !ok {
 			return fmt.Errorf("%w: %s", block.ErrNotFound, key)
 		}

@@ -16,6 +16,7 @@ type metrics struct {
 	shardsWritten   prometheus.Counter
 	drops           prometheus.Counter
 	memberChanges   *prometheus.CounterVec
+	ownWriteWaits   prometheus.Counter
 
 	reg  prometheus.Registerer
 	list []prometheus.Collector
@@ -41,9 +42,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Index updates proposed because this node's tiers dropped a shard under capacity pressure."}),
 		memberChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxtier_cluster_member_state_changes_total",
 			Help: "Member state changes committed by the failure detector, by new state."}, []string{"state"}),
+		ownWriteWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_own_write_waits_total",
+			Help: "Reads that missed and found the block after waiting for this node to apply its own forwarded writes (read-your-writes through one node)."}),
 		reg: reg,
 	}
-	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges}
+	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits}
 	if reg == nil {
 		return m, nil
 	}

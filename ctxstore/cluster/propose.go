@@ -133,7 +133,11 @@ func (b *Backend) proposeOnce(ctx context.Context, ops []fsm.Op) ([]fsm.OpResult
 	if err != nil {
 		return nil, err
 	}
-	return DecodeResults(out, len(ops))
+	res, err := DecodeResults(out, len(ops))
+	if err == nil {
+		b.noteOwnWrite(res)
+	}
+	return res, err
 }
 
 // registerLoop keeps this node's member record (Config.Self) in the index:

@@ -1,0 +1,57 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// Read-your-writes through one node. A follower's write is committed by the
+// leader; the follower's own FSM applies it a moment later (when the leader's
+// next AppendEntries carries the commit index). Without care, a client that
+// puts through a follower and reads back through the same follower could
+// miss its own block. So each forwarded write raises a watermark (the log
+// index its results carry); a local read that misses while this node's FSM
+// is below the watermark waits for the FSM to reach it, then looks again.
+// Hits never wait, and neither do misses once the node has caught up; reads
+// through other nodes stay local (ask for linearizable reads for those).
+
+// ownWriteWait bounds how long a miss waits for this node's own writes.
+const ownWriteWait = time.Second
+
+// noteOwnWrite raises the watermark to the largest index in res.
+func (b *Backend) noteOwnWrite(res []fsm.OpResult) {
+	var top uint64
+	for _, r := range res {
+		top = max(top, r.Generation)
+	}
+	for {
+		cur := b.ownWrites.Load()
+		if top <= cur || b.ownWrites.CompareAndSwap(cur, top) {
+			return
+		}
+	}
+}
+
+// lookup reads key's index entry; on a miss while this node's own writes
+// are not applied yet, it waits for them (bounded) and looks again.
+func (b *Backend) lookup(ctx context.Context, key block.Key) (fsm.Entry, bool) {
+	f := b.node.FSM()
+	e, ok := f.Lookup(key)
+	if ok {
+		return e, true
+	}
+	mark := b.ownWrites.Load()
+	if mark == 0 || f.AppliedIndex() >= mark {
+		return e, false
+	}
+	wctx, cancel := context.WithTimeout(ctx, ownWriteWait)
+	defer cancel()
+	if b.node.WaitApplied(wctx, mark) != nil {
+		return e, false
+	}
+	b.met.ownWriteWaits.Inc()
+	return b.node.FSM().Lookup(key)
+}
