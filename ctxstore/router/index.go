@@ -10,7 +10,7 @@ import (
 )
 
 // shardBits sets the number of position-map shards (1<<shardBits).
-const shardBits = 6
+const shardBits = 8
 
 // IndexConfig bounds one namespace's index.
 type IndexConfig struct {
@@ -143,6 +143,32 @@ func mix(h uint64, pos uint32) uint64 {
 
 func (idx *Index) shardFor(h uint64, pos uint32) *shard {
 	return &idx.shards[mix(h, pos)>>(64-shardBits)]
+}
+
+// Shard locks are held for one slot's update or lookup, a few hundred
+// nanoseconds. Blocking on one costs far more: the waker readies the
+// sleeper on its own P, where it waits until the waker yields or another P
+// steals it (tens of microseconds; this was a concurrent writer's whole
+// effect on lookup p99). So readers and writers retry TryRLock/TryLock a
+// bounded number of times before they block.
+const lockSpins = 1000
+
+func rlockSpin(mu *sync.RWMutex) {
+	for range lockSpins {
+		if mu.TryRLock() {
+			return
+		}
+	}
+	mu.RLock()
+}
+
+func lockSpin(mu *sync.RWMutex) {
+	for range lockSpins {
+		if mu.TryLock() {
+			return
+		}
+	}
+	mu.Lock()
 }
 
 func (idx *Index) tick() uint32 { return uint32(time.Since(idx.start) / time.Millisecond) }
@@ -327,7 +353,7 @@ func (idx *Index) clearLocked(w *workerState) int {
 // addHolder adds x to (h, pos)'s holder set and reports whether the key is new.
 func (idx *Index) addHolder(h uint64, pos uint32, x holder) bool {
 	s := idx.shardFor(h, pos)
-	s.mu.Lock()
+	lockSpin(&s.mu)
 	isNew := s.t.add(h, pos, x)
 	s.mu.Unlock()
 	return isNew
@@ -336,7 +362,7 @@ func (idx *Index) addHolder(h uint64, pos uint32, x holder) bool {
 // delHolder removes x from (h, pos)'s holder set and reports whether the key is gone.
 func (idx *Index) delHolder(h uint64, pos uint32, x holder) bool {
 	s := idx.shardFor(h, pos)
-	s.mu.Lock()
+	lockSpin(&s.mu)
 	gone := s.t.del(h, pos, x)
 	s.mu.Unlock()
 	return gone

@@ -173,7 +173,7 @@ func (idx *Index) walk(hashes []uint64, ws []*workerState, n int) *scratch {
 	for i, h := range hashes {
 		pos := uint32(i)
 		s := idx.shardFor(h, pos)
-		s.mu.RLock()
+		rlockSpin(&s.mu)
 		var hs []uint32
 		if j := s.t.find(h, pos); j >= 0 {
 			hs = s.t.holders(&s.t.slots[j], &inline)
