@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -58,6 +59,20 @@ func TestClusterLinearizableReadThroughFollower(t *testing.T) {
 	}
 	t.Logf("%d puts through %s, each read back linearizably through %s at once (%v in all); %d of %d local reads before them missed",
 		n, followers[0].id, followers[1].id, time.Since(start).Round(time.Millisecond), localMisses, n/2)
+	// A delete through the other follower right after the put finds the
+	// block (it asks the leader before it answers NotFound).
+	for i := range 20 {
+		key := block.NewKey(block.DefaultNamespace, 0xde1e0000+uint64(i))
+		if err := a.Put(ctx, key, blockBytes(i, 4<<10), block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctx, key); err != nil {
+			t.Fatalf("delete %d through %s right after its put through %s: %v", i, followers[1].id, followers[0].id, err)
+		}
+		if _, err := b.Get(lin, key); !errors.Is(err, block.ErrNotFound) {
+			t.Fatalf("deleted block %d: get says %v", i, err)
+		}
+	}
 }
 
 // TestClusterNamespaceUsableAtOnce: a namespace created through the leader

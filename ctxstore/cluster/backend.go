@@ -635,8 +635,18 @@ func (b *Backend) Contains(key block.Key) bool {
 // Delete removes the index entry, then (best effort) its shards.
 func (b *Backend) Delete(ctx context.Context, key block.Key) error {
 	key = key.Block()
+	synced := false
 	for range 3 {
 		e, ok := b.lookup(ctx, key)
+		if !ok && !synced {
+			// The block may have been put through another node a moment
+			// ago: a delete is rare enough to ask the leader before it
+			// answers NotFound (one read-index round trip on a miss).
+			synced = true
+			if b.SyncRead(ctx) == nil {
+				e, ok = b.node.FSM().Lookup(key)
+			}
+		}
 		if !ok {
 			return fmt.Errorf("%w: %s", block.ErrNotFound, key)
 		}
