@@ -118,7 +118,7 @@ func (c *nconn) handshake(ctx context.Context, opts Options) error {
 	if v == 0 {
 		v = wire.Version
 	}
-	if _, err := c.nc.Write(wire.AppendHello(nil, v)); err != nil {
+	if _, err := c.nc.Write(wire.AppendHello(nil, v, 0)); err != nil {
 		return fmt.Errorf("%w: handshake: %v", block.ErrUnavailable, err)
 	}
 	var rb [wire.HelloReplySize]byte
