@@ -405,8 +405,10 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 			ref, err := b.local.Get(ctx, key)
 			if err == nil {
 				// The tier verified the bytes against the fingerprint it took
-				// from bytes that matched this CRC at put time; comparing the
-				// recorded sums avoids a second pass over the block.
+				// from bytes that matched this CRC at put time (or, under
+				// block.WithReaderVerify, the reader checks them against
+				// this CRC); comparing the recorded sums avoids a second
+				// pass over the block.
 				if int64(len(ref.Data)) == e.Size && ref.Sum == e.Sum {
 					allGone = false
 					b.met.reads.WithLabelValues("local").Inc()
@@ -486,9 +488,11 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 	return nil, fmt.Errorf("%s: every replica failed: %w", key, last)
 }
 
-// fetch reads one shard (a copy) from a node.
+// fetch reads one shard (a copy) from a node. The copy is used here
+// (decoded, or handed on as a replica's bytes), so the tier must verify it
+// whatever the reader declared (block.WithReaderVerify).
 func (b *Backend) fetch(ctx context.Context, nodeID string, sk block.Key) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
+	ctx, cancel := context.WithTimeout(block.WithoutReaderVerify(ctx), b.cfg.ShardTimeout)
 	defer cancel()
 	if nodeID == b.cfg.NodeID {
 		ref, err := b.local.Get(ctx, sk)

@@ -7,6 +7,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,9 @@ type Client struct {
 	closed atomic.Bool
 	limits wire.Limits
 	direct directState // ReadDirect (direct.go)
+	// noHelloFlags latches once the server refused the hello flags (a
+	// server older than them): later connections are dialed without.
+	noHelloFlags atomic.Bool
 }
 
 type slot struct {
@@ -42,7 +46,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	}
 	c := &Client{addr: addr, opts: opts, slots: make([]*slot, opts.Conns)}
 	for i := range c.slots {
-		nc, err := dialConn(ctx, addr, opts)
+		nc, err := c.dial(ctx)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -87,7 +91,7 @@ func (c *Client) conn(ctx context.Context) (*nconn, error) {
 	if s.c != nil && s.c.healthy() {
 		return s.c, nil
 	}
-	nc, err := dialConn(ctx, c.addr, c.opts)
+	nc, err := c.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +101,24 @@ func (c *Client) conn(ctx context.Context) (*nconn, error) {
 	}
 	s.c = nc
 	return nc, nil
+}
+
+// dial opens one connection. Unless Options.TierVerify is set, its hello
+// declares that this client verifies every GET (wire.HelloVerifiesGets,
+// which it always does), so the server's DRAM tier can skip its own pass. A
+// server older than hello flags refuses them and closes the connection: the
+// client then dials again without, and from then on.
+func (c *Client) dial(ctx context.Context) (*nconn, error) {
+	var flags uint16
+	if !c.opts.TierVerify && !c.noHelloFlags.Load() {
+		flags = wire.HelloVerifiesGets
+	}
+	nc, err := dialConn(ctx, c.addr, c.opts, flags)
+	if err != nil && flags != 0 && errors.Is(err, errHelloFlagsRefused) {
+		c.noHelloFlags.Store(true)
+		nc, err = dialConn(ctx, c.addr, c.opts, 0)
+	}
+	return nc, err
 }
 
 // chunk is a run of batch items sent in one frame: items [lo, hi) of one namespace.

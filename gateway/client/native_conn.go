@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -31,6 +32,9 @@ type nconn struct {
 	limits wire.Limits
 	wto    time.Duration
 	ids    atomic.Uint64
+	// declared: the server accepted wire.HelloVerifiesGets (it echoed the
+	// flag), so it knows wire.FlagVerifyAtRest too.
+	declared bool
 
 	wmu     sync.Mutex
 	waiting atomic.Int32 // writers queued on wmu
@@ -61,7 +65,13 @@ type call struct {
 	err   error
 }
 
-func dialConn(ctx context.Context, addr string, opts Options) (*nconn, error) {
+// errHelloFlagsRefused marks a handshake refused (MalformedFrame) while it
+// carried hello flags: what a server older than the flags answers.
+var errHelloFlagsRefused = errors.New("hello flags refused")
+
+// dialConn connects to addr and completes the handshake with the given
+// hello flags.
+func dialConn(ctx context.Context, addr string, opts Options, flags uint16) (*nconn, error) {
 	if opts.DialTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.DialTimeout)
@@ -81,7 +91,7 @@ func dialConn(ctx context.Context, addr string, opts Options) (*nconn, error) {
 		}
 	}
 	c := &nconn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), wto: opts.WriteTimeout, pending: map[uint64]*call{}}
-	if err := c.handshake(ctx, opts); err != nil {
+	if err := c.handshake(ctx, opts, flags); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -109,7 +119,7 @@ func tlsHandshake(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config
 	return tc, nil
 }
 
-func (c *nconn) handshake(ctx context.Context, opts Options) error {
+func (c *nconn) handshake(ctx context.Context, opts Options, flags uint16) error {
 	if dl, ok := ctx.Deadline(); ok {
 		c.nc.SetDeadline(dl)
 		defer c.nc.SetDeadline(time.Time{})
@@ -118,7 +128,7 @@ func (c *nconn) handshake(ctx context.Context, opts Options) error {
 	if v == 0 {
 		v = wire.Version
 	}
-	if _, err := c.nc.Write(wire.AppendHello(nil, v)); err != nil {
+	if _, err := c.nc.Write(wire.AppendHello(nil, v, flags)); err != nil {
 		return fmt.Errorf("%w: handshake: %v", block.ErrUnavailable, err)
 	}
 	var rb [wire.HelloReplySize]byte
@@ -130,7 +140,11 @@ func (c *nconn) handshake(ctx context.Context, opts Options) error {
 		return err
 	}
 	if r.Code != errcode.OK {
-		return r.Code.Err(fmt.Sprintf("handshake refused: %s (client version %d, server version %d)", r.Code, v, r.Version))
+		err := r.Code.Err(fmt.Sprintf("handshake refused: %s (client version %d, server version %d, hello flags %#04x)", r.Code, v, r.Version, flags))
+		if r.Code == errcode.MalformedFrame && flags != 0 {
+			return fmt.Errorf("%w: %w", errHelloFlagsRefused, err)
+		}
+		return err
 	}
 	if r.Version != v {
 		return errcode.VersionMismatch.Err(fmt.Sprintf("server speaks protocol version %d, client %d", r.Version, v))
@@ -139,6 +153,7 @@ func (c *nconn) handshake(ctx context.Context, opts Options) error {
 		return errcode.MalformedFrame.Err("handshake reply announces unusable limits")
 	}
 	c.limits = r.Limits
+	c.declared = flags&r.Flags&wire.HelloVerifiesGets != 0
 	if v == wire.Version1 {
 		return nil
 	}

@@ -172,8 +172,9 @@ func (c *Client) collect(ctx context.Context, fl []flight, idx func(j int) int, 
 func identity(j int) int { return j }
 
 // keyOp sends a key-only request (GET, EXISTS, DELETE, PIN) for keys, in
-// pipelined frames.
-func (c *Client) keyOp(ctx context.Context, op wire.Op, keys []block.Key, ttl time.Duration, dest func(lo int) wire.Dest, each func(i int, it *wire.ItemResult) error) ([]error, error) {
+// pipelined frames. atRest (GET only) sets wire.FlagVerifyAtRest on frames
+// sent over a connection whose server knows it.
+func (c *Client) keyOp(ctx context.Context, op wire.Op, keys []block.Key, ttl time.Duration, atRest bool, dest func(lo int) wire.Dest, each func(i int, it *wire.ItemResult) error) ([]error, error) {
 	errs := make([]error, len(keys))
 	chs := c.chunks(len(keys), func(i int) string { return keys[i].Namespace }, nil)
 	fl := make([]flight, len(chs))
@@ -184,6 +185,9 @@ func (c *Client) keyOp(ctx context.Context, op wire.Op, keys []block.Key, ttl ti
 			continue
 		}
 		f.cl = &call{op: op, flags: frameFlags(ctx, op), count: uint32(ch.hi - ch.lo)}
+		if atRest && f.nc.declared {
+			f.cl.flags |= wire.FlagVerifyAtRest
+		}
 		if dest != nil {
 			f.cl.dest = dest(ch.lo)
 		}
@@ -234,13 +238,11 @@ func (c *Client) GetInto(ctx context.Context, key block.Key, buf []byte) (int, e
 }
 
 // GetBatch fetches blocks into new slices; out[i] is nil where errs[i] is
-// not. err is as for PutBatch. Every block is checked against its CRC-32C.
+// not. err is as for PutBatch. Every block is checked against its CRC-32C
+// (see getVerified).
 func (c *Client) GetBatch(ctx context.Context, keys []block.Key) (out [][]byte, errs []error, err error) {
 	out = make([][]byte, len(keys))
-	errs, err = c.keyOp(ctx, wire.OpGet, keys, 0, nil, func(i int, it *wire.ItemResult) error {
-		if err := verify(keys[i], it); err != nil {
-			return err
-		}
+	errs, err = c.getVerified(ctx, keys, nil, func(i int, it *wire.ItemResult) error {
 		out[i] = it.Data
 		return nil
 	})
@@ -249,26 +251,86 @@ func (c *Client) GetBatch(ctx context.Context, keys []block.Key) (out [][]byte, 
 
 // GetBatchInto fetches block i straight into bufs[i] (nil: a new slice is
 // allocated) and returns the sizes. A block larger than its non-nil buffer
-// is block.ErrTooLarge.
+// is block.ErrTooLarge. Every block is checked against its CRC-32C (see
+// getVerified); where errs[i] is not nil, bufs[i] may hold any bytes.
 func (c *Client) GetBatchInto(ctx context.Context, keys []block.Key, bufs [][]byte) (sizes []int, errs []error, err error) {
 	if len(bufs) != len(keys) {
 		return nil, nil, fmt.Errorf("%w: %d buffers for %d keys", block.ErrInvalidArgument, len(bufs), len(keys))
 	}
 	sizes = make([]int, len(keys))
-	dest := func(lo int) wire.Dest {
-		return func(j int, _ uint32) []byte { return bufs[lo+j] }
-	}
-	errs, err = c.keyOp(ctx, wire.OpGet, keys, 0, dest, func(i int, it *wire.ItemResult) error {
-		if it.Skipped {
-			return fmt.Errorf("%w: %s: block is %d bytes, buffer %d", block.ErrTooLarge, keys[i], it.Size, len(bufs[i]))
-		}
-		if err := verify(keys[i], it); err != nil {
-			return err
-		}
+	errs, err = c.getVerified(ctx, keys, bufs, func(i int, it *wire.ItemResult) error {
 		sizes[i] = int(it.Size)
 		return nil
 	})
 	return sizes, errs, err
+}
+
+// getVerified GETs keys (into bufs[i] when bufs is not nil) and calls ok
+// for each block whose bytes match the CRC-32C the server recorded at put
+// time. A block that does not match is never handed to ok: it is read once
+// more with wire.FlagVerifyAtRest, so the server's tier verifies it at rest
+// (the connection declared that this client verifies, so the first read
+// skipped that). A block corrupt at rest is then dropped by the tier and
+// answered with the server's error; one that went wrong on the way arrives
+// intact the second time; a second mismatch is block.ErrChecksum.
+func (c *Client) getVerified(ctx context.Context, keys []block.Key, bufs [][]byte, ok func(i int, it *wire.ItemResult) error) ([]error, error) {
+	var bad []int // collect calls each in order, on this goroutine
+	errs, err := c.keyOp(ctx, wire.OpGet, keys, 0, false, bufDest(bufs), func(i int, it *wire.ItemResult) error {
+		if it.Skipped {
+			return tooSmall(keys[i], it, bufs[i])
+		}
+		if err := verify(keys[i], it); err != nil {
+			bad = append(bad, i)
+			return err
+		}
+		return ok(i, it)
+	})
+	if len(bad) == 0 {
+		return errs, err
+	}
+	rkeys := make([]block.Key, len(bad))
+	var rbufs [][]byte
+	if bufs != nil {
+		rbufs = make([][]byte, len(bad))
+	}
+	for j, i := range bad {
+		rkeys[j] = keys[i]
+		if bufs != nil {
+			rbufs[j] = bufs[i]
+		}
+	}
+	rerrs, rerr := c.keyOp(ctx, wire.OpGet, rkeys, 0, true, bufDest(rbufs), func(j int, it *wire.ItemResult) error {
+		if it.Skipped {
+			return tooSmall(rkeys[j], it, rbufs[j])
+		}
+		if err := verify(rkeys[j], it); err != nil {
+			return err
+		}
+		return ok(bad[j], it)
+	})
+	for j, i := range bad {
+		errs[i] = rerrs[j]
+	}
+	if err == nil {
+		err = rerr
+	}
+	return errs, err
+}
+
+// tooSmall is the error of a block whose bytes were skipped because buf
+// (only a non-nil buffer can be too small) could not hold them.
+func tooSmall(k block.Key, it *wire.ItemResult, buf []byte) error {
+	return fmt.Errorf("%w: %s: block is %d bytes, buffer %d", block.ErrTooLarge, k, it.Size, len(buf))
+}
+
+// bufDest is the wire.Dest of a GET batch into bufs (nil: new slices).
+func bufDest(bufs [][]byte) func(lo int) wire.Dest {
+	if bufs == nil {
+		return nil
+	}
+	return func(lo int) wire.Dest {
+		return func(j int, _ uint32) []byte { return bufs[lo+j] }
+	}
 }
 
 // verify checks a received block (summed as it was read) against the
@@ -292,7 +354,7 @@ func (c *Client) Exists(ctx context.Context, key block.Key) (bool, error) {
 // ExistsBatch reports the presence of each block.
 func (c *Client) ExistsBatch(ctx context.Context, keys []block.Key) (present []bool, errs []error, err error) {
 	present = make([]bool, len(keys))
-	errs, err = c.keyOp(ctx, wire.OpExists, keys, 0, nil, func(i int, it *wire.ItemResult) error {
+	errs, err = c.keyOp(ctx, wire.OpExists, keys, 0, false, nil, func(i int, it *wire.ItemResult) error {
 		present[i] = it.Present
 		return nil
 	})
@@ -310,7 +372,7 @@ func (c *Client) Delete(ctx context.Context, key block.Key) error {
 
 // DeleteBatch evicts blocks.
 func (c *Client) DeleteBatch(ctx context.Context, keys []block.Key) ([]error, error) {
-	return c.keyOp(ctx, wire.OpDelete, keys, 0, nil, nil)
+	return c.keyOp(ctx, wire.OpDelete, keys, 0, false, nil, nil)
 }
 
 // Pin protects a block from eviction for ttl (millisecond resolution,
@@ -325,7 +387,7 @@ func (c *Client) Pin(ctx context.Context, key block.Key, ttl time.Duration) erro
 
 // PinBatch pins blocks for ttl.
 func (c *Client) PinBatch(ctx context.Context, keys []block.Key, ttl time.Duration) ([]error, error) {
-	return c.keyOp(ctx, wire.OpPin, keys, ttl, nil, nil)
+	return c.keyOp(ctx, wire.OpPin, keys, ttl, false, nil, nil)
 }
 
 // Lookup returns how many leading keys are present, stopping at the first

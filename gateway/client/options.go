@@ -33,6 +33,16 @@ type Options struct {
 	// itself never crosses the wire. Empty: connect anonymously.
 	AccessKeyID string
 	Secret      string
+	// TierVerify makes the server's DRAM tier verify every GET block at
+	// rest as well, as it does for readers that do not check the bytes
+	// themselves. By default the client declares in its handshake that it
+	// verifies every GET block against the CRC-32C recorded at put time
+	// (it always does), which covers the tier's memory, the server's copy,
+	// the wire and this process's buffer, and the tier skips its own pass;
+	// a block that fails is read once more with the tier's verification,
+	// which drops it if it is corrupt at rest (docs/protocol.md,
+	// "Checksums"). The client's own check runs either way.
+	TierVerify bool
 	// TLS, when set, wraps every native connection in TLS; the TLS
 	// handshake runs within DialTimeout, before the protocol's own. An
 	// empty ServerName becomes the host part of the dialed address (ctxd
@@ -95,7 +105,8 @@ const (
 	// byte of the copy was written after the block was stored, without a
 	// pass over the bytes. It does not hash them, so unlike VerifyChecksum
 	// it does not catch corruption at rest (a memory fault in the arena
-	// after the put); the server's own reads still do (xxh3). Where the
+	// after the put); GETs still do (this client's CRC-32C, or the tier's
+	// xxh3 for readers that do not verify themselves). Where the
 	// server sends no version word (an older server) or this architecture
 	// has no fence for it (dram.VersionReads: only amd64 and arm64 do),
 	// reads check the checksum instead.

@@ -41,6 +41,9 @@ type conn struct {
 	// keyID is the access key the connection authenticated with (empty
 	// while authentication is off).
 	keyID string
+	// readerVerifies: the client declared wire.HelloVerifiesGets, so its
+	// GETs read DRAM without the tier's at-rest pass (exec.go, get).
+	readerVerifies bool
 
 	mu      sync.Mutex
 	idle    bool // the reader waits for the next frame header
@@ -139,6 +142,12 @@ func (c *conn) handshake() bool {
 	case h.Version != wire.Version:
 		reply.Code = errcode.VersionMismatch
 		err = errcode.ErrVersionMismatch
+	}
+	if err == nil {
+		// Every known hello flag is honoured; echoing it tells the client
+		// so (and that this server knows wire.FlagVerifyAtRest).
+		reply.Flags = h.Flags
+		c.readerVerifies = h.Flags&wire.HelloVerifiesGets != 0
 	}
 	var ch wire.Challenge
 	if err == nil && reply.Version == wire.Version {

@@ -118,10 +118,21 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 // get leases every block, then lays the response out as one writev: the
 // header and each item's status and metadata from b, each block's bytes
 // straight from the tier's memory. The leases are released by the writer.
+// Each block goes out with the CRC-32C recorded when it was put (Ref.Sum),
+// never one computed from the bytes being sent, so the client's check
+// covers the tier's memory too. On a connection whose client declared that
+// it verifies (wire.HelloVerifiesGets) the DRAM tier skips its own pass,
+// unless the request asks for it (wire.FlagVerifyAtRest: the client's
+// check failed and it reads again).
 func (c *conn) get(req *wire.Request, r *response, b []byte) *response {
 	s := c.s
 	h := req.Header
 	op := h.Op.String()
+	ctx := s.base
+	atRest := h.Flags&wire.FlagVerifyAtRest != 0
+	if c.readerVerifies && !atRest {
+		ctx = s.readerCtx
+	}
 	room := int64(s.limits.MaxResponseSize) - wire.HeaderSize
 	var used int64
 	// cuts[i] is where, in b, block i's payload goes (-1: none).
@@ -132,7 +143,15 @@ func (c *conn) get(req *wire.Request, r *response, b []byte) *response {
 		err := keyErr(req, i)
 		var ref *block.Ref
 		if err == nil {
-			ref, err = s.store.Get(s.base, k)
+			ref, err = s.store.Get(ctx, k)
+		}
+		if atRest {
+			// Rare: the client received bytes that did not match their
+			// CRC-32C. An error here is the tier finding the block
+			// corrupt at rest (it dropped it and counted it); success
+			// means the bytes went wrong after the tier, on the way.
+			s.log.Warn("get re-read with at-rest verification after the client's checksum failed",
+				"remote", c.nc.RemoteAddr(), "key", k.String(), "err", err)
 		}
 		if err == nil {
 			need := int64(wire.StatusSize+wire.GetMetaSize) + int64(len(ref.Data))

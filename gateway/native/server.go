@@ -44,6 +44,10 @@ type Server struct {
 	// that Shutdown lets in-flight requests finish.
 	base   context.Context
 	cancel context.CancelFunc
+	// readerCtx is base marked block.WithReaderVerify: the context of the
+	// GETs of a connection whose client verifies every block itself
+	// (wire.HelloVerifiesGets), so the DRAM tier skips its own pass.
+	readerCtx context.Context
 
 	mu       sync.Mutex
 	lns      map[net.Listener]struct{}
@@ -66,7 +70,7 @@ func New(cfg Config, store *ctxstore.Store, met *metrics.Metrics, log *slog.Logg
 	base, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, store: store, met: met, log: log.With("proto", Proto),
-		limits: cfg.limits(), base: base, cancel: cancel,
+		limits: cfg.limits(), base: base, cancel: cancel, readerCtx: block.WithReaderVerify(base),
 		lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 	}
 	for _, o := range opts {

@@ -37,6 +37,12 @@ func dialRaw(t *testing.T, addr string, version uint16) (*raw, wire.HelloReply) 
 // dialHello sends the hello and reads the reply, nothing more.
 func dialHello(t *testing.T, addr string, version uint16) (*raw, wire.HelloReply) {
 	t.Helper()
+	return dialHelloFlags(t, addr, version, 0)
+}
+
+// dialHelloFlags is dialHello with hello flags.
+func dialHelloFlags(t *testing.T, addr string, version, flags uint16) (*raw, wire.HelloReply) {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +50,7 @@ func dialHello(t *testing.T, addr string, version uint16) (*raw, wire.HelloReply
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	r := &raw{t: t, nc: nc, br: bufio.NewReader(nc)}
-	r.send(wire.AppendHello(nil, version))
+	r.send(wire.AppendHello(nil, version, flags))
 	var b [wire.HelloReplySize]byte
 	if _, err := io.ReadFull(r.br, b[:]); err != nil {
 		t.Fatalf("handshake reply: %v", err)
@@ -174,7 +180,7 @@ func TestHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	hello := wire.AppendHello(nil, wire.Version)
+	hello := wire.AppendHello(nil, wire.Version, 0)
 	copy(hello, "HTTP")
 	nc.Write(hello)
 	var b [wire.HelloReplySize]byte

@@ -34,10 +34,14 @@ type Options struct {
 	Client client.Options
 }
 
-// DefaultOptions: 2 connections per member, 2 s to dial.
+// DefaultOptions: 2 connections per member, 2 s to dial, and shard reads
+// verified at rest by the serving node's tier (client.Options.TierVerify):
+// a shard is node-to-node traffic feeding repair, reconstruction and
+// replication, which keep the tier's own check.
 func DefaultOptions() Options {
 	o := client.DefaultOptions()
 	o.DialTimeout = 2 * time.Second
+	o.TierVerify = true
 	return Options{Client: o}
 }
 

@@ -97,6 +97,11 @@ func TestShardRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Shard reads are verified at rest by the serving tier, not left to
+	// the reading node.
+	if s := stack.DRAM().Stats(); s.Hits < 3 || s.ReaderVerified != 0 {
+		t.Fatalf("peer tier stats %+v: every shard read must be tier-verified", s)
+	}
 	// Distinct keys: deleting shard 1 leaves the whole block and shard 3.
 	if err := p.DeleteShard(ctx, m, whole.WithShard(0)); err != nil {
 		t.Fatal(err)

@@ -143,6 +143,9 @@ type stats struct {
 	expirations   atomic.Uint64
 	corruptions   atomic.Uint64
 	noSpace       atomic.Uint64
+	// readerVerified counts hits handed out unverified to a reader that
+	// checks the bytes itself (block.WithReaderVerify).
+	readerVerified atomic.Uint64
 }
 
 // Stats is a snapshot of the tier's counters.
@@ -158,6 +161,9 @@ type Stats struct {
 	Expirations   uint64
 	Corruptions   uint64
 	NoSpace       uint64
+	// ReaderVerified counts the Hits that skipped the tier's at-rest check
+	// because the reader verifies the bytes end to end (block.WithReaderVerify).
+	ReaderVerified uint64
 }
 
 // New maps the arena and returns an empty tier.
@@ -461,8 +467,17 @@ func (t *Tier) lookupLocked(key block.Key, now int64) (uint32, bool) {
 	return h, true
 }
 
-// Get returns a leased view of the block's verified bytes.
-func (t *Tier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
+// Get returns a leased view of the block's verified bytes. Under
+// block.WithReaderVerify it skips its own pass over the bytes: the reader
+// checks them against Ref.Sum, the CRC-32C recorded at put time, and reads
+// again without the mark on a mismatch, which verifies, counts and drops a
+// corrupt block here (see docs/tiers.md, "Who verifies a read").
+func (t *Tier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+	return t.get(key, !block.ReaderVerifies(ctx))
+}
+
+// get is Get; verify false leaves the check to the reader.
+func (t *Tier) get(key block.Key, verify bool) (*block.Ref, error) {
 	now := t.now().UnixNano()
 	t.mu.Lock()
 	if t.closed {
@@ -484,6 +499,12 @@ func (t *Tier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
 	data, sum, fp := t.bytesOf(e), e.sum, e.fp
 	t.mu.Unlock()
 
+	release := func() { t.releaseLease(h) }
+	if !verify {
+		t.st.hits.Add(1)
+		t.st.readerVerified.Add(1)
+		return block.NewRef(data, sum, block.TierDRAM, release), nil
+	}
 	// Verify outside the lock; the lease keeps the bytes in place.
 	if got := xxh3.Hash(data); got != fp {
 		t.st.corruptions.Add(1)
@@ -498,7 +519,7 @@ func (t *Tier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
 		return nil, fmt.Errorf("%w: %s failed verification at rest and was dropped", block.ErrNotFound, key)
 	}
 	t.st.hits.Add(1)
-	return block.NewRef(data, sum, block.TierDRAM, func() { t.releaseLease(h) }), nil
+	return block.NewRef(data, sum, block.TierDRAM, release), nil
 }
 
 func (t *Tier) releaseLease(h uint32) {
@@ -526,9 +547,9 @@ type Descriptor struct {
 
 // Descriptor leases key's bytes in place and says where they are. Until
 // release is called the block is neither evicted nor moved. The bytes are
-// verified before the descriptor is handed out.
-func (t *Tier) Descriptor(ctx context.Context, key block.Key) (Descriptor, func(), error) {
-	ref, err := t.Get(ctx, key)
+// verified before the descriptor is handed out, whatever ctx says.
+func (t *Tier) Descriptor(_ context.Context, key block.Key) (Descriptor, func(), error) {
+	ref, err := t.get(key, true)
 	if err != nil {
 		return Descriptor{}, nil, err
 	}
@@ -701,18 +722,19 @@ func (t *Tier) Stats() Stats {
 	allocated := int64(t.alloc.npages-t.alloc.freePages) * PageSize
 	t.mu.Unlock()
 	return Stats{
-		Capacity:      int64(len(t.arena)),
-		ResidentBytes: t.st.residentBytes.Load(),
-		AllocatedB:    allocated,
-		Blocks:        t.st.blocks.Load(),
-		Hits:          t.st.hits.Load(),
-		Misses:        t.st.misses.Load(),
-		Puts:          t.st.puts.Load(),
-		Evictions:     t.st.evictions.Load(),
-		EvictedBytes:  t.st.evictedBytes.Load(),
-		Expirations:   t.st.expirations.Load(),
-		Corruptions:   t.st.corruptions.Load(),
-		NoSpace:       t.st.noSpace.Load(),
+		Capacity:       int64(len(t.arena)),
+		ResidentBytes:  t.st.residentBytes.Load(),
+		AllocatedB:     allocated,
+		Blocks:         t.st.blocks.Load(),
+		Hits:           t.st.hits.Load(),
+		Misses:         t.st.misses.Load(),
+		Puts:           t.st.puts.Load(),
+		Evictions:      t.st.evictions.Load(),
+		EvictedBytes:   t.st.evictedBytes.Load(),
+		Expirations:    t.st.expirations.Load(),
+		Corruptions:    t.st.corruptions.Load(),
+		NoSpace:        t.st.noSpace.Load(),
+		ReaderVerified: t.st.readerVerified.Load(),
 	}
 }
 

@@ -28,6 +28,7 @@ func NewCollector(t *Tier) *Collector {
 		"expired":   d("expirations_total", "Blocks dropped because their TTL passed."),
 		"corrupt":   d("corruptions_total", "Blocks that failed checksum verification and were dropped."),
 		"nospace":   d("no_space_total", "Puts refused because nothing evictable was left."),
+		"readerver": d("reader_verified_total", "Reads handed out without the tier's at-rest check, to a reader that verifies the bytes end to end."),
 	}}
 }
 
@@ -57,4 +58,5 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	n("expired", s.Expirations)
 	n("corrupt", s.Corruptions)
 	n("nospace", s.NoSpace)
+	n("readerver", s.ReaderVerified)
 }

@@ -29,6 +29,9 @@ type MapTier struct {
 	m    map[block.Key]*entry
 	mu2  sync.Mutex
 	open int
+	// marks records, per Get, whether its context carried
+	// block.WithReaderVerify (TakeReaderMarks).
+	marks []bool
 }
 
 type entry struct {
@@ -61,7 +64,10 @@ func (t *MapTier) Put(_ context.Context, key block.Key, data []byte, sum uint32,
 }
 
 // Get returns a lease on the stored bytes.
-func (t *MapTier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
+func (t *MapTier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+	t.mu2.Lock()
+	t.marks = append(t.marks, block.ReaderVerifies(ctx))
+	t.mu2.Unlock()
 	t.mu.RLock()
 	e, ok := t.m[key]
 	t.mu.RUnlock()
@@ -129,6 +135,17 @@ func (t *MapTier) Len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.m)
+}
+
+// TakeReaderMarks returns, for every Get since the last call, whether its
+// context carried block.WithReaderVerify (the reader verifies the bytes
+// itself), in call order, and forgets them.
+func (t *MapTier) TakeReaderMarks() []bool {
+	t.mu2.Lock()
+	defer t.mu2.Unlock()
+	out := t.marks
+	t.marks = nil
+	return out
 }
 
 // OpenLeases is the number of Refs handed out and not yet released.

@@ -46,6 +46,9 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 	if h.Flags&FlagLinearizable != 0 && !h.Op.ReadOp() {
 		return req, fmt.Errorf("%w: the linearizable flag on a %s request (only get, exists, lookup and describe read)", errcode.ErrMalformedFrame, h.Op)
 	}
+	if h.Flags&FlagVerifyAtRest != 0 && h.Op != OpGet {
+		return req, fmt.Errorf("%w: the verify-at-rest flag on a %s request (only get)", errcode.ErrMalformedFrame, h.Op)
+	}
 	if uint64(len(body)) != uint64(h.Length) {
 		return req, fmt.Errorf("%w: body is %d bytes, header says %d", errcode.ErrMalformedFrame, len(body), h.Length)
 	}

@@ -109,7 +109,16 @@ const (
 	// every write acknowledged before the request, through any node of
 	// the cluster. Without it a read answers from the node's own index.
 	FlagLinearizable uint8 = 1 << 1
-	flagsKnown             = FlagResponse | FlagLinearizable
+	// FlagVerifyAtRest asks the server to verify each block of a GET
+	// request at rest before sending it (GET only), even on a connection
+	// whose hello declared HelloVerifiesGets. A client sends it when a
+	// block it received failed its CRC-32C check, and only to a server that
+	// echoed HelloVerifiesGets (an older server closes the connection on
+	// an unknown frame flag): a block corrupt at rest is then dropped and
+	// answered as missing, and one that only went wrong on the way arrives
+	// intact.
+	FlagVerifyAtRest uint8 = 1 << 2
+	flagsKnown             = FlagResponse | FlagLinearizable | FlagVerifyAtRest
 )
 
 // ReadOp reports whether o reads the block index, so it may carry
@@ -131,22 +140,38 @@ const (
 
 var le = binary.LittleEndian
 
+// Hello flags (the client's handshake, either version).
+const (
+	// HelloVerifiesGets declares that the client checks every GET block it
+	// receives against the CRC-32C in the response (the one recorded at
+	// put time) and never uses a block that fails; on a failure it reads
+	// the block again with FlagVerifyAtRest. A server that knows the flag
+	// echoes it in its reply and then lets its DRAM tier skip the at-rest
+	// verification of that connection's GETs: the client's check covers the
+	// bytes end to end. A client that sets it MUST verify. A server older
+	// than the flag refuses the hello (code MalformedFrame) and closes the
+	// connection; the client then connects again without it.
+	HelloVerifiesGets uint16 = 1 << 0
+	helloFlagsKnown          = HelloVerifiesGets
+)
+
 // Hello is the client's handshake.
 type Hello struct {
 	Version uint16
+	Flags   uint16
 }
 
-// AppendHello appends the client handshake for version v.
-func AppendHello(b []byte, v uint16) []byte {
+// AppendHello appends the client handshake for version v with hello flags.
+func AppendHello(b []byte, v, flags uint16) []byte {
 	b = append(b, Magic[:]...)
 	b = le.AppendUint16(b, v)
-	b = le.AppendUint16(b, 0)    // flags
+	b = le.AppendUint16(b, flags)
 	return le.AppendUint64(b, 0) // reserved
 }
 
-// DecodeHello parses a client handshake. A wrong magic or non-zero reserved
-// bytes are ErrMalformedFrame; the version is returned as sent, for the
-// server to accept or refuse.
+// DecodeHello parses a client handshake. A wrong magic, unknown flags or
+// non-zero reserved bytes are ErrMalformedFrame; the version is returned as
+// sent, for the server to accept or refuse.
 func DecodeHello(b []byte) (Hello, error) {
 	if len(b) < HelloSize {
 		return Hello{}, fmt.Errorf("%w: handshake is %d bytes, want %d", errcode.ErrMalformedFrame, len(b), HelloSize)
@@ -154,10 +179,14 @@ func DecodeHello(b []byte) (Hello, error) {
 	if [4]byte(b[0:4]) != Magic {
 		return Hello{}, fmt.Errorf("%w: bad handshake magic %q", errcode.ErrMalformedFrame, b[0:4])
 	}
-	if le.Uint16(b[6:]) != 0 || le.Uint64(b[8:]) != 0 {
-		return Hello{}, fmt.Errorf("%w: handshake flags and reserved bytes must be zero", errcode.ErrMalformedFrame)
+	h := Hello{Version: le.Uint16(b[4:]), Flags: le.Uint16(b[6:])}
+	if h.Flags&^helloFlagsKnown != 0 {
+		return Hello{}, fmt.Errorf("%w: unknown handshake flags %#04x", errcode.ErrMalformedFrame, h.Flags)
 	}
-	return Hello{Version: le.Uint16(b[4:])}, nil
+	if le.Uint64(b[8:]) != 0 {
+		return Hello{}, fmt.Errorf("%w: handshake reserved bytes must be zero", errcode.ErrMalformedFrame)
+	}
+	return h, nil
 }
 
 // Limits are what the server announces in its handshake reply.
@@ -181,6 +210,9 @@ type HelloReply struct {
 	Version uint16
 	Code    errcode.Code
 	Limits  Limits
+	// Flags are the hello flags the server accepted and honours (an echo of
+	// the client's known ones); 0 from a server older than hello flags.
+	Flags uint16
 }
 
 // AppendHelloReply appends the server's handshake reply.
@@ -193,7 +225,8 @@ func AppendHelloReply(b []byte, r HelloReply) []byte {
 	b = le.AppendUint32(b, r.Limits.MaxBatch)
 	b = le.AppendUint32(b, r.Limits.MaxInFlight)
 	b = le.AppendUint32(b, r.Limits.MaxResponseSize)
-	return le.AppendUint32(b, 0)
+	b = le.AppendUint16(b, r.Flags)
+	return le.AppendUint16(b, 0) // reserved
 }
 
 // DecodeHelloReply parses the server's handshake reply.
@@ -214,6 +247,7 @@ func DecodeHelloReply(b []byte) (HelloReply, error) {
 			MaxInFlight:     le.Uint32(b[20:]),
 			MaxResponseSize: le.Uint32(b[24:]),
 		},
+		Flags: le.Uint16(b[28:]),
 	}
 	return r, nil
 }

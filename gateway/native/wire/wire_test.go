@@ -30,16 +30,48 @@ func TestHeaderRoundTrip(t *testing.T) {
 }
 
 func TestHelloRoundTrip(t *testing.T) {
-	b := AppendHello(nil, Version)
-	h, err := DecodeHello(b)
-	if len(b) != HelloSize || err != nil || h.Version != Version {
-		t.Fatalf("hello %d bytes, %+v, %v", len(b), h, err)
+	for _, flags := range []uint16{0, HelloVerifiesGets} {
+		b := AppendHello(nil, Version, flags)
+		h, err := DecodeHello(b)
+		if len(b) != HelloSize || err != nil || h != (Hello{Version: Version, Flags: flags}) {
+			t.Fatalf("hello %d bytes, %+v, %v", len(b), h, err)
+		}
+		r := HelloReply{Version: Version, Code: errcode.VersionMismatch, Limits: testLimits, Flags: flags}
+		rb := AppendHelloReply(nil, r)
+		got, err := DecodeHelloReply(rb)
+		if len(rb) != HelloReplySize || err != nil || got != r {
+			t.Fatalf("reply %d bytes, %+v, %v", len(rb), got, err)
+		}
 	}
-	r := HelloReply{Version: Version, Code: errcode.VersionMismatch, Limits: testLimits}
-	rb := AppendHelloReply(nil, r)
-	got, err := DecodeHelloReply(rb)
-	if len(rb) != HelloReplySize || err != nil || got != r {
-		t.Fatalf("reply %d bytes, %+v, %v", len(rb), got, err)
+}
+
+// The hello's flags: known bits decode, unknown bits and reserved bytes are
+// MalformedFrame (what a server older than a flag answers, closing the
+// connection); a reply from a server older than hello flags carries zeros
+// where the echo goes, so it reads as "no flag honoured".
+func TestHelloFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"none", AppendHello(nil, Version, 0), nil},
+		{"verifies gets", AppendHello(nil, Version, HelloVerifiesGets), nil},
+		{"verifies gets, version 1", AppendHello(nil, Version1, HelloVerifiesGets), nil},
+		{"unknown bit", AppendHello(nil, Version, 1<<1), errcode.ErrMalformedFrame},
+		{"high bit", AppendHello(nil, Version, HelloVerifiesGets|1<<15), errcode.ErrMalformedFrame},
+		{"reserved", func() []byte { b := AppendHello(nil, Version, HelloVerifiesGets); b[15] = 1; return b }(), errcode.ErrMalformedFrame},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeHello(tc.b)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	old := AppendHelloReply(nil, HelloReply{Version: Version, Limits: testLimits})
+	if r, err := DecodeHelloReply(old); err != nil || r.Flags != 0 || [4]byte(old[28:]) != [4]byte{} {
+		t.Fatalf("reply without flags: %+v %v, tail %x", r, err, old[28:])
 	}
 }
 
@@ -51,7 +83,7 @@ func TestDecodeHeaderErrors(t *testing.T) {
 		want error
 	}{
 		{"short", ok[:10], errcode.ErrMalformedFrame},
-		{"flags", func() []byte { b := bytes.Clone(ok); b[5] = 4; return b }(), errcode.ErrMalformedFrame},
+		{"flags", func() []byte { b := bytes.Clone(ok); b[5] = 8; return b }(), errcode.ErrMalformedFrame},
 		{"reserved", func() []byte { b := bytes.Clone(ok); b[23] = 1; return b }(), errcode.ErrMalformedFrame},
 		{"too large", AppendHeader(nil, Header{Length: 1 << 20}), block.ErrTooLarge},
 	}
