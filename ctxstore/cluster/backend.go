@@ -388,7 +388,7 @@ func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
 }
 
 func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*block.Ref, error) {
-	var last error = fmt.Errorf("%w: %s: no replica placed", block.ErrUnavailable, key)
+	var last error // built lazily: the hit path allocates nothing for it
 	allGone := len(e.Placement) > 0
 	defer func() {
 		if allGone {
@@ -481,6 +481,9 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 		// Every holder answered that it no longer has the block (capacity
 		// drops whose index correction is still on its way): it is gone.
 		return nil, fmt.Errorf("%w: %s: every replica was dropped", block.ErrNotFound, key)
+	}
+	if last == nil {
+		return nil, fmt.Errorf("%w: %s: no replica placed", block.ErrUnavailable, key)
 	}
 	if errors.Is(last, block.ErrNotFound) {
 		last = fmt.Errorf("%w: %v", block.ErrUnavailable, last)
