@@ -533,6 +533,72 @@ func (b *Backend) fetchShards(ctx context.Context, key block.Key, c *erasure.Cod
 	wg.Wait()
 }
 
+// fetchFirstK reads the data shards and returns once k shards are in hand
+// (or every read has ended). Parity shards are asked for too as soon as a
+// data shard fails, or when the data shards have not all answered within
+// hedgeDelay: a slow or partitioned holder (whose connection has not failed
+// yet) costs a quarter second, not the shard timeout. It reports whether a
+// parity read was started. Reads still running when it returns are
+// cancelled; only this goroutine writes shards.
+func (b *Backend) fetchFirstK(ctx context.Context, key block.Key, c *erasure.Code, data, parity []fsm.Shard, shards [][]byte, size int) bool {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		idx  int
+		data []byte
+	}
+	answers := make(chan answer, len(data)+len(parity))
+	pending := 0
+	launch := func(list []fsm.Shard) {
+		for _, s := range list {
+			if int(s.Index) >= len(shards) {
+				continue
+			}
+			pending++
+			go func() {
+				d, err := b.fetch(fctx, s.NodeID, shardKey(key, c, int(s.Index)))
+				if err != nil || len(d) != c.ShardSize(size) {
+					if fctx.Err() == nil {
+						b.met.shardErrors.Inc()
+					}
+					d = nil
+				}
+				answers <- answer{int(s.Index), d}
+			}()
+		}
+	}
+	launch(data)
+	hedged := false
+	hedge := func() {
+		if !hedged {
+			hedged = true
+			launch(parity)
+		}
+	}
+	timer := time.NewTimer(hedgeDelay)
+	defer timer.Stop()
+	have := 0
+	for pending > 0 && have < c.K {
+		select {
+		case a := <-answers:
+			pending--
+			if a.data == nil {
+				hedge()
+				continue
+			}
+			if shards[a.idx] == nil {
+				shards[a.idx] = a.data
+				have++
+			}
+		case <-timer.C:
+			hedge()
+		case <-ctx.Done():
+			return hedged
+		}
+	}
+	return hedged
+}
+
 func (b *Backend) getCoded(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code) ([]byte, error) {
 	size := int(e.Size)
 	shards := make([][]byte, c.N())
@@ -546,13 +612,22 @@ func (b *Backend) getCoded(ctx context.Context, key block.Key, e fsm.Entry, c *e
 			parity = append(parity, s)
 		}
 	}
-	b.fetchShards(ctx, key, c, data, shards, size)
+	usedParity := b.fetchFirstK(ctx, key, c, data, parity, shards, size)
 	if out, ok := b.tryDecode(c, shards, size, e.Sum); ok {
+		if usedParity {
+			b.met.reconstructions.Inc()
+		}
 		return out, nil
 	}
-	// A data shard is missing or wrong: bring in parity and search.
+	// A shard is missing or wrong: bring in the rest and search.
 	b.met.reconstructions.Inc()
-	b.fetchShards(ctx, key, c, parity, shards, size)
+	var rest []fsm.Shard
+	for _, s := range append(data, parity...) {
+		if int(s.Index) < len(shards) && shards[s.Index] == nil {
+			rest = append(rest, s)
+		}
+	}
+	b.fetchShards(ctx, key, c, rest, shards, size)
 	have := 0
 	for _, s := range shards {
 		if s != nil {

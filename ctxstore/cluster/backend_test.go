@@ -311,3 +311,47 @@ func TestForwardedRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestCodedGetHedgesAStalledShard: with RS(2,1), a data shard whose holder
+// does not answer (a partition whose connection has not failed yet) costs
+// the hedge delay, not the shard timeout: parity is asked for after
+// hedgeDelay and the block is decoded from the two shards in hand.
+func TestCodedGetHedgesAStalledShard(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	tc.createNS("rs21", 2, 1)
+	ctx := withTimeout(t, 20*time.Second)
+	key := block.NewKey("rs21", 99)
+	data := payload(99, 100_003)
+	if err := tc.nodes[0].store.Put(ctx, key, data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tc.waitEntry(key)
+	e, _ := tc.nodes[0].node.FSM().Lookup(key)
+	var victim string
+	for _, s := range e.Placement {
+		if s.Index < 2 {
+			victim = s.NodeID
+			break
+		}
+	}
+	// Read through a node that does not hold the stalled data shard, so the
+	// slow read is a remote one.
+	var reader *testNode
+	for _, n := range tc.nodes {
+		if n.id != victim {
+			reader = n
+			break
+		}
+	}
+	tc.peers.setStalled(victim, true)
+	defer tc.peers.setStalled(victim, false)
+	start := time.Now()
+	mustGet(t, reader.store, key, data)
+	// Without the hedge the read waits for the stalled shard's timeout
+	// (ShardTimeout, 2 s in this harness) before it asks for parity.
+	d := time.Since(start)
+	if d >= 1500*time.Millisecond {
+		t.Fatalf("the read took %v with one stalled data shard; the hedge is %v, the shard timeout 2s", d, hedgeDelay)
+	}
+	t.Logf("read with a stalled data shard in %v", d)
+}

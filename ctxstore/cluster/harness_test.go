@@ -35,7 +35,10 @@ type fakePeers struct {
 	mu    sync.Mutex
 	tiers map[string]*tiers.Manager
 	down  map[string]bool
-	calls int
+	// stalled members answer shard reads only when the caller gives up (a
+	// partitioned peer whose connection has not failed yet).
+	stalled map[string]bool
+	calls   int
 }
 
 func (p *fakePeers) tier(m fsm.Member) (*tiers.Manager, error) {
@@ -69,7 +72,23 @@ func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, d
 	return t.Put(ctx, key, slices.Clone(data), sum, opts)
 }
 
+func (p *fakePeers) setStalled(id string, v bool) {
+	p.mu.Lock()
+	if p.stalled == nil {
+		p.stalled = map[string]bool{}
+	}
+	p.stalled[id] = v
+	p.mu.Unlock()
+}
+
 func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, error) {
+	p.mu.Lock()
+	stalled := p.stalled[m.ID]
+	p.mu.Unlock()
+	if stalled {
+		<-ctx.Done()
+		return nil, fmt.Errorf("%w: %s did not answer: %v", block.ErrUnavailable, m.ID, ctx.Err())
+	}
 	t, err := p.tier(m)
 	if err != nil {
 		return nil, err
