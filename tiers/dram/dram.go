@@ -188,8 +188,15 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 		f = os.NewFile(uintptr(fd), "ctxtier-dram")
 		path = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd)
 	} else {
+		// A file left by an earlier run may still be mapped by clients:
+		// truncating it would make their mappings fault (SIGBUS). Unlink it
+		// and create a fresh inode instead; old mappings keep the old one
+		// (and its version words, so their checks fail and they fall back).
+		if err := os.Remove(cfg.MemFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("dram: replace memory file: %w", err)
+		}
 		var err error
-		f, err = os.OpenFile(cfg.MemFile, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+		f, err = os.OpenFile(cfg.MemFile, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
 		if err != nil {
 			return nil, fmt.Errorf("dram: %w", err)
 		}

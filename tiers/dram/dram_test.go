@@ -1,15 +1,19 @@
 package dram
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
@@ -495,4 +499,42 @@ func TestDescriptorReadsThroughMemFile(t *testing.T) {
 		t.Fatal("leased extent freed before release")
 	}
 	release()
+}
+
+// TestNamedMemFileReplacedNotTruncated: a tier opened on the path of an
+// earlier run's memory file gets a fresh file; a mapping of the old one
+// (a co-located client that has not noticed the restart) stays readable.
+func TestNamedMemFileReplacedNotTruncated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "arena")
+	old := make([]byte, 1<<20)
+	for i := range old {
+		old[i] = byte(i)
+	}
+	if err := os.WriteFile(path, old, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, len(old), unix.PROT_READ, unix.MAP_SHARED)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	cfg := DefaultConfig()
+	cfg.Capacity = 4 << 20
+	cfg.MemFile = path
+	tr, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if !bytes.Equal(m, old) { // a truncated file would fault here instead
+		t.Fatal("the old mapping changed")
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() < cfg.Capacity {
+		t.Fatalf("new memory file: %v %v", st, err)
+	}
 }
