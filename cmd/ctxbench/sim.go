@@ -30,6 +30,7 @@ type simArgs struct {
 	sweepTokens    []int64
 	plotPath       string
 	protect        bool
+	oracles        bool
 }
 
 func parseSimArgs(args []string) (simArgs, error) {
@@ -43,6 +44,7 @@ func parseSimArgs(args []string) (simArgs, error) {
 	sweepList := fs.String("sweep-tokens", "500000,1000000,2000000,3000000,5000000,7500000,10000000,15000000,20000000,30000000", "comma-separated capacities (tokens) for --sweep")
 	fs.StringVar(&a.plotPath, "plot", "sim_sweep.png", "PNG file written by --sweep")
 	fs.BoolVar(&a.protect, "protect-request", false, "do not let a request evict its own blocks while it is processed")
+	fs.BoolVar(&a.oracles, "oracles", false, "also print the partial-oracle bounds (oracle-reused-death, oracle-reused-future; docs/policy.md)")
 	if err := fs.Parse(args); err != nil {
 		return a, fmt.Errorf("%w: %v", errSimUsage, err)
 	}
@@ -78,7 +80,7 @@ func runSim(ctx context.Context, args []string) error {
 		return err
 	}
 	if !a.sweep {
-		row, err := simulate(ctx, reqs, a.policyName, int(a.capacityTokens/int64(a.blockTokens)), a.protect)
+		row, err := simulate(ctx, reqs, a.policyName, int(a.capacityTokens/int64(a.blockTokens)), a.protect, a.oracles)
 		if err != nil {
 			return err
 		}
@@ -104,9 +106,10 @@ type simRow struct {
 	policy         sim.Result
 	lru            sim.Result
 	belady         sim.Result
+	oracles        []sim.Result // partial oracles, with --oracles
 }
 
-func simulate(ctx context.Context, reqs []trace.Request, name string, blocks int, protect bool) (simRow, error) {
+func simulate(ctx context.Context, reqs []trace.Request, name string, blocks int, protect, oracles bool) (simRow, error) {
 	f, err := policy.Lookup(name)
 	if err != nil {
 		return simRow{}, err
@@ -125,13 +128,22 @@ func simulate(ctx context.Context, reqs []trace.Request, name string, blocks int
 	if row.belady, err = sim.Belady(reqs, blocks, opt); err != nil {
 		return row, err
 	}
+	if oracles {
+		for _, k := range []sim.Knowledge{sim.KnowsDeath, sim.KnowsFuture} {
+			r, err := sim.ReusedOracle(reqs, blocks, k, opt)
+			if err != nil {
+				return row, err
+			}
+			row.oracles = append(row.oracles, r)
+		}
+	}
 	return row, ctx.Err()
 }
 
 func simSweep(ctx context.Context, reqs []trace.Request, a simArgs) ([]simRow, error) {
 	rows := make([]simRow, 0, len(a.sweepTokens))
 	for _, tok := range a.sweepTokens {
-		row, err := simulate(ctx, reqs, a.policyName, int(tok/int64(a.blockTokens)), a.protect)
+		row, err := simulate(ctx, reqs, a.policyName, int(tok/int64(a.blockTokens)), a.protect, a.oracles)
 		if err != nil {
 			return nil, err
 		}
@@ -151,17 +163,25 @@ func frac(r sim.Result, bound float64) float64 {
 func printSimRow(w io.Writer, a simArgs, r simRow) {
 	fmt.Fprintf(w, "trace %s, capacity %d tokens = %d blocks of %d tokens\n", a.tracePath, a.capacityTokens, r.blocks, a.blockTokens)
 	fmt.Fprintf(w, "infinite-cache bound  %.4f\n", r.bound)
-	for _, res := range []sim.Result{r.policy, r.lru, r.belady} {
+	for _, res := range append([]sim.Result{r.policy, r.lru, r.belady}, r.oracles...) {
 		fmt.Fprintf(w, "%-22s hit ratio %.4f  = %5.1f%% of bound\n", res.Policy, res.HitRatio(), 100*frac(res, r.bound))
 	}
 }
 
 func printSimSweep(w io.Writer, a simArgs, rows []simRow) {
 	fmt.Fprintf(w, "trace %s, %d tokens per block; hit ratio (%% of bound %.4f)\n", a.tracePath, a.blockTokens, rows[0].bound)
-	fmt.Fprintf(w, "%12s %8s  %-16s %-16s %-16s\n", "tokens", "blocks", a.policyName, "lru", "belady")
+	fmt.Fprintf(w, "%12s %8s  %-16s %-16s %-16s", "tokens", "blocks", a.policyName, "lru", "belady")
+	for _, o := range rows[0].oracles {
+		fmt.Fprintf(w, " %-22s", o.Policy)
+	}
+	fmt.Fprintln(w)
 	for _, r := range rows {
-		fmt.Fprintf(w, "%12d %8d  %.4f (%5.1f%%)  %.4f (%5.1f%%)  %.4f (%5.1f%%)\n", r.tokens, r.blocks,
+		fmt.Fprintf(w, "%12d %8d  %.4f (%5.1f%%)  %.4f (%5.1f%%)  %.4f (%5.1f%%)", r.tokens, r.blocks,
 			r.policy.HitRatio(), 100*frac(r.policy, r.bound), r.lru.HitRatio(), 100*frac(r.lru, r.bound),
 			r.belady.HitRatio(), 100*frac(r.belady, r.bound))
+		for _, o := range r.oracles {
+			fmt.Fprintf(w, "  %.4f (%5.1f%%)      ", o.HitRatio(), 100*frac(o, r.bound))
+		}
+		fmt.Fprintln(w)
 	}
 }

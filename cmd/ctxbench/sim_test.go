@@ -5,7 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/ctxtier/ctxtier/ctxstore/trace"
 )
 
 func TestParseSimArgsRejectsBadInput(t *testing.T) {
@@ -46,5 +49,26 @@ func TestSimSweepWritesPNG(t *testing.T) {
 	b, err := os.ReadFile(png)
 	if err != nil || len(b) < 8 || string(b[1:4]) != "PNG" {
 		t.Fatalf("plot not written as PNG: %v", err)
+	}
+}
+
+func TestSimulateWithOracles(t *testing.T) {
+	reqs := []trace.Request{{HashIDs: []uint64{1, 2}}, {HashIDs: []uint64{1, 2, 3}}, {HashIDs: []uint64{4, 5}}, {HashIDs: []uint64{1, 2, 3}}}
+	row, err := simulate(context.Background(), reqs, "window", 3, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(row.oracles) != 2 || row.oracles[0].Policy != "oracle-reused-death" || row.oracles[1].Policy != "oracle-reused-future" {
+		t.Fatalf("oracle rows %+v", row.oracles)
+	}
+	for _, o := range row.oracles {
+		if o.Total != row.lru.Total || o.HitRatio() > row.bound {
+			t.Fatalf("%s: %d/%d accesses, ratio %.3f above bound %.3f", o.Policy, o.Hits, o.Total, o.HitRatio(), row.bound)
+		}
+	}
+	var out strings.Builder
+	printSimRow(&out, simArgs{tracePath: "t", capacityTokens: 1536, blockTokens: 512}, row)
+	if !strings.Contains(out.String(), "oracle-reused-future") {
+		t.Fatalf("oracles not printed:\n%s", out.String())
 	}
 }
