@@ -406,6 +406,53 @@ func (h *handler) notLeader() error {
 	return &raft.NotLeaderError{LeaderID: id, LeaderAddr: addr}
 }
 
+// leaderWait bounds how long a member of a configuration waits for a leader
+// to become known before it answers a request it must forward with 503.
+const leaderWait = 3 * time.Second
+
+// leaderToForward returns the leader to relay a request to. While no leader
+// is known (an election, or the moments after a leadership transfer before
+// the new leader's first heartbeat reaches this node), a node that belongs
+// to a configuration waits up to leaderWait instead of failing a request
+// that a retry a few milliseconds later would complete. A node in no
+// configuration (not joined yet) answers at once: it cannot learn a leader
+// by waiting, and Join relies on that answer to move on to the next seed.
+// ok is false when no leader became known or this node became the leader.
+func (h *handler) leaderToForward(ctx context.Context) (fsm.Member, bool) {
+	if !h.inConfiguration() {
+		lm, ok := h.node.LeaderMember()
+		return lm, ok && lm.HTTPAddr != "" && lm.ID != h.node.ID()
+	}
+	ctx, cancel := context.WithTimeout(ctx, leaderWait)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		lm, ok := h.node.LeaderMember()
+		switch {
+		case ok && lm.ID == h.node.ID():
+			return lm, false
+		case ok && lm.HTTPAddr != "":
+			return lm, true
+		}
+		select {
+		case <-ctx.Done():
+			return lm, false
+		case <-t.C:
+		}
+	}
+}
+
+// inConfiguration reports whether this node is in its Raft configuration.
+func (h *handler) inConfiguration() bool {
+	for _, s := range h.node.Servers() {
+		if s.ID == h.node.ID() {
+			return true
+		}
+	}
+	return false
+}
+
 // forward relays a membership request to the leader and its reply back.
 // A request that was already forwarded once is refused with 503 (and the
 // leader hint) unless again is set: the remove-the-leader path, which has
@@ -414,12 +461,12 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, a
 	if r.Header.Get(HeaderForwardedBy) != "" && !again {
 		return h.notLeader()
 	}
-	lm, ok := h.node.LeaderMember()
-	if !ok || lm.HTTPAddr == "" || lm.ID == h.node.ID() {
-		return h.notLeader()
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
+	lm, ok := h.leaderToForward(ctx)
+	if !ok {
+		return h.notLeader()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+lm.HTTPAddr+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%w: forwarding to leader %s: %v", block.ErrUnavailable, lm.ID, err)

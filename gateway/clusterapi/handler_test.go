@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -406,4 +407,78 @@ func FuzzJoinRequest(f *testing.F) {
 			t.Fatalf("re-decode: %v", err)
 		}
 	})
+}
+
+// TestForwardWaitsForALeader: a member that knows no leader (here: cut off
+// from the others until it has lost the leader) holds a membership request
+// until a leader is known again, then forwards it, instead of answering 503
+// to a request that succeeds a moment later.
+func TestForwardWaitsForALeader(t *testing.T) {
+	c := newCluster(t, 3)
+	c.waitLeader()
+	f := c.follower()
+	cut := func(connect bool) {
+		for _, o := range c.nodes {
+			if o == f {
+				continue
+			}
+			if connect {
+				f.tr.Connect(o.tr.LocalAddr(), o.tr)
+				o.tr.Connect(f.tr.LocalAddr(), f.tr)
+			} else {
+				f.tr.Disconnect(o.tr.LocalAddr())
+				o.tr.Disconnect(f.tr.LocalAddr())
+			}
+		}
+	}
+	cut(false)
+	c.eventually("the cut-off follower knows no leader", func() bool {
+		id, _ := f.node.Leader()
+		return id == ""
+	})
+	n4 := c.add(false)
+	const heal = 400 * time.Millisecond
+	time.AfterFunc(heal, func() { cut(true) })
+	start := time.Now()
+	m, err := NewClient(f.addr()).Join(context.Background(), FromMember(n4.member()))
+	if err != nil {
+		t.Fatalf("join through a follower that regains a leader after %v: %v", heal, err)
+	}
+	if waited := time.Since(start); waited < heal || m.ID != "n4" {
+		t.Fatalf("join answered %+v after %v: it did not wait for the leader", m, waited)
+	}
+	c.eventually("n4 is a voter", func() bool {
+		for _, tn := range c.nodes[:3] {
+			if tn.node.IsLeader() {
+				return hasVoter(tn.node, "n4")
+			}
+		}
+		return false
+	})
+}
+
+// TestForwardGivesUpWithoutALeader: a member that cannot reach a leader
+// answers 503 (unavailable, no leader known) after the bounded wait.
+func TestForwardGivesUpWithoutALeader(t *testing.T) {
+	c := newCluster(t, 3)
+	c.waitLeader()
+	f := c.follower()
+	for _, o := range c.nodes {
+		if o != f {
+			f.tr.Disconnect(o.tr.LocalAddr())
+			o.tr.Disconnect(f.tr.LocalAddr())
+		}
+	}
+	c.eventually("the cut-off follower knows no leader", func() bool {
+		id, _ := f.node.Leader()
+		return id == ""
+	})
+	start := time.Now()
+	err := NewClient(f.addr()).Remove(context.Background(), "n3")
+	if !errors.Is(err, block.ErrUnavailable) || !strings.Contains(fmt.Sprint(err), "no leader known") {
+		t.Fatalf("remove without a leader: %v, want unavailable, no leader known", err)
+	}
+	if waited := time.Since(start); waited < leaderWait {
+		t.Fatalf("answered after %v, before the %v wait", waited, leaderWait)
+	}
 }
