@@ -20,7 +20,7 @@
 # Environment: CTXD_IMAGE, S3_IMAGE (images; built when missing), E2E_PROJECT
 # (compose project prefix, default ctxtier-e2e), E2E_KEEP=1 (leave the
 # containers running), E2E_REQUIRE_CLUSTER=1, E2E_PHASES ("single cluster"),
-# CTXTIER_PORT_PREFIX (host ports, default 474xx), E2E_DATA_SHARDS / E2E_PARITY_SHARDS (the test namespace's redundancy,
+# CTXTIER_PORT_PREFIX (host ports, default 274xx), E2E_DATA_SHARDS / E2E_PARITY_SHARDS (the test namespace's redundancy,
 # default 1+2: one node may be lost). Requests go only to 127.0.0.1 ports
 # published by the containers, and to 127.0.0.1 inside a cut-off node's own
 # network namespace (nsenter), never to a container address.
@@ -37,7 +37,7 @@ PROJECT=${E2E_PROJECT:-ctxtier-e2e}
 PHASES=${E2E_PHASES:-single cluster}
 NS=e2e
 # Host ports are CTXTIER_PORT_PREFIX (3 digits) + 2 digits, as in the compose files.
-export CTXTIER_PORT_PREFIX=${CTXTIER_PORT_PREFIX:-474}
+export CTXTIER_PORT_PREFIX=${CTXTIER_PORT_PREFIX:-274}
 P=$CTXTIER_PORT_PREFIX
 S3_URL=http://127.0.0.1:${P}70
 ELECTION_TIMEOUT=${E2E_ELECTION_TIMEOUT:-30}

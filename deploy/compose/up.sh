@@ -11,7 +11,7 @@ file=${2:-deploy/compose/docker-compose.yml}
 compose=(${COMPOSE:-docker-compose} -p "$project" -f "$file")
 : "${S3_ACCESS_KEY:=ctxtier-dev}" "${S3_SECRET_KEY:=ctxtier-dev-secret}" "${S3_BUCKET:=ctxtier}"
 export S3_ACCESS_KEY S3_SECRET_KEY S3_BUCKET
-export CTXTIER_PORT_PREFIX=${CTXTIER_PORT_PREFIX:-474}
+export CTXTIER_PORT_PREFIX=${CTXTIER_PORT_PREFIX:-274}
 P=$CTXTIER_PORT_PREFIX
 
 docker info >/dev/null 2>&1 || { echo "up.sh: no Docker engine answers (docker info failed)" >&2; exit 1; }

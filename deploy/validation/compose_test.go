@@ -88,16 +88,16 @@ func TestComposeChecksCatchMistakes(t *testing.T) {
 		{"node id not the service", "docker-compose.yml", func(f *ComposeFile) { setEnv(f, "ctxd-2", "CTXD_NODE_ID", "two") }, `node id "two"`},
 		{"unknown variable", "docker-compose.yml", func(f *ComposeFile) { setEnv(f, "ctxd-1", "CTXD_RAFT_PORT", "1") }, "CTXD_RAFT_PORT"},
 		{"published beyond loopback", "docker-compose.yml", func(f *ComposeFile) {
-			setPorts(f, "ctxd-1", "0.0.0.0:47400:7400", "127.0.0.1:47401:7401", "127.0.0.1:47403:7403")
+			setPorts(f, "ctxd-1", "0.0.0.0:27400:7400", "127.0.0.1:27401:7401", "127.0.0.1:27403:7403")
 		}, "published beyond 127.0.0.1"},
 		{"host port reused", "docker-compose.yml", func(f *ComposeFile) {
-			setPorts(f, "ctxd-2", "127.0.0.1:47400:7400", "127.0.0.1:47411:7401", "127.0.0.1:47413:7403")
-		}, "host port 47400 already used"},
+			setPorts(f, "ctxd-2", "127.0.0.1:27400:7400", "127.0.0.1:27411:7401", "127.0.0.1:27413:7403")
+		}, "host port 27400 already used"},
 		{"http not published", "docker-compose.yml", func(f *ComposeFile) {
-			setPorts(f, "ctxd-2", "127.0.0.1:47410:7400", "127.0.0.1:47413:7403")
+			setPorts(f, "ctxd-2", "127.0.0.1:27410:7400", "127.0.0.1:27413:7403")
 		}, "http-listen port 7401 is not published"},
 		{"stray published port", "docker-compose.single.yml", func(f *ComposeFile) {
-			setPorts(f, "ctxd", "127.0.0.1:47400:7400", "127.0.0.1:47401:7401", "127.0.0.1:47499:7499")
+			setPorts(f, "ctxd", "127.0.0.1:27400:7400", "127.0.0.1:27401:7401", "127.0.0.1:27499:7499")
 		}, "container port 7499"},
 		{"cluster flag in the single-node file", "docker-compose.single.yml", func(f *ComposeFile) { setEnv(f, "ctxd", "CTXD_NODE_ID", "x") }, "--node-id, which today's"},
 		{"data not on a volume", "docker-compose.single.yml", func(f *ComposeFile) {
