@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/internal/freeport"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 	"github.com/ctxtier/ctxtier/raft/tlstest"
 )
@@ -25,15 +26,7 @@ func testCA(t *testing.T) (*x509.CertPool, func() tls.Certificate) {
 	return ca.Pool(), func() tls.Certificate { return ca.Issue(t, "node") }
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 func tcpConfig(t *testing.T, id string, tlsc *TLS) Config {
 	cfg := DefaultConfig()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/replay"
+	"github.com/ctxtier/ctxtier/internal/freeport"
 )
 
 func TestParseReplayArgs(t *testing.T) {
@@ -64,15 +64,7 @@ func ctxdBinary(t *testing.T) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 // startCtxd runs a ctxd process and returns its HTTP base URL.
 func startCtxd(t *testing.T, bin string) string {

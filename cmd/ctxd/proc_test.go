@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxtier/ctxtier/internal/freeport"
 )
 
 // ctxdBin is the ctxd binary the process tests run, built once by TestMain.
@@ -197,14 +198,6 @@ var (
 	raftAddrs   = map[string]string{}
 )
 
-// freeAddr returns a 127.0.0.1 port that was free a moment ago (Raft needs
-// its address before it listens, so the tests cannot use port 0 for it).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a 127.0.0.1 address for a listener whose address must be
+// known before it listens (see internal/freeport).
+func freeAddr(t *testing.T) string { return freeport.Addr(t) }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxtier/ctxtier/internal/freeport"
 )
 
 // Credentials of the test server (the same as scripts/versitygw.sh's).
@@ -63,12 +65,7 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{t: t, bin: Binary(t), Dir: t.TempDir()}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Addr = l.Addr().String()
-	l.Close()
+	s.Addr = freeport.Addr(t)
 	s.log = filepath.Join(t.TempDir(), "versitygw.log")
 	s.Restart()
 	t.Cleanup(s.Stop)
