@@ -206,7 +206,7 @@ func TestVersityExpiryCompactionRebuild(t *testing.T) {
 	mustGet(t, tr2, 230, 2000)
 
 	// Past the TTL everything expires and the packs are deleted.
-	tr.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	tr.setClock(func() time.Time { return time.Now().Add(2 * time.Hour) })
 	rep, err = tr.Maintain(ctx)
 	if err != nil || rep.Expired != 56 || rep.PacksDeleted != 1 || len(objects(t, tr)) != 0 {
 		t.Fatalf("expiry: %+v %v %v", rep, err, objects(t, tr))

@@ -233,7 +233,9 @@ type Tier struct {
 	log   *slog.Logger
 	store objectStore
 	brk   *breaker
-	now   func() time.Time
+	// clock is time.Now; tests swap it (setClock) while the tier's
+	// goroutines run, so it is read atomically.
+	clock atomic.Pointer[func() time.Time]
 
 	mu      sync.Mutex
 	index   map[block.Key]loc
@@ -322,6 +324,12 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	return newTier(cfg, ms, log)
 }
 
+// now reads the tier's clock.
+func (t *Tier) now() time.Time { return (*t.clock.Load())() }
+
+// setClock replaces the tier's clock (tests move time forward with it).
+func (t *Tier) setClock(f func() time.Time) { t.clock.Store(&f) }
+
 // newTier opens the tier over any object store (unit tests pass a fake).
 func newTier(cfg Config, store objectStore, log *slog.Logger) (*Tier, error) {
 	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
@@ -334,7 +342,7 @@ func newTier(cfg Config, store objectStore, log *slog.Logger) (*Tier, error) {
 		return nil, fmt.Errorf("s3 tier: %w", err)
 	}
 	t := &Tier{
-		cfg: cfg, log: log, store: store, now: time.Now,
+		cfg: cfg, log: log, store: store,
 		index: make(map[block.Key]loc),
 		packs: make(map[string]*packMeta),
 		pend:  make(map[block.Key]*pending),
@@ -342,6 +350,7 @@ func newTier(cfg Config, store objectStore, log *slog.Logger) (*Tier, error) {
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
+	t.setClock(time.Now)
 	t.brk = &breaker{threshold: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown, now: func() time.Time { return t.now() }}
 	fresh, err := t.openJournal()
 	if err != nil {

@@ -134,7 +134,24 @@ func blockData(i, size int) []byte {
 
 func key(i int) block.Key { return block.NewKey("default", uint64(i)+1) }
 
+// openTest opens a tier and waits until its index is complete: a tier with
+// no journal rebuilds it from the bucket in the background, and until then
+// a get of an unknown block answers Unavailable instead of NotFound.
 func openTest(t *testing.T, cfg Config, st objectStore) *Tier {
+	t.Helper()
+	tr := openRebuilding(t, cfg, st)
+	deadline := time.Now().Add(5 * time.Second)
+	for !tr.Rebuilt() {
+		if time.Now().After(deadline) {
+			t.Fatal("the tier's index was not rebuilt within 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return tr
+}
+
+// openRebuilding opens a tier without waiting for its index.
+func openRebuilding(t *testing.T, cfg Config, st objectStore) *Tier {
 	t.Helper()
 	tr, err := newTier(cfg, st, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -256,7 +273,7 @@ func TestRebuildingAnswersUnavailable(t *testing.T) {
 	st.listGate = gate
 	st.mu.Unlock()
 	cfg.Dir = t.TempDir() // no journal: rebuild from the bucket
-	again := openTest(t, cfg, st)
+	again := openRebuilding(t, cfg, st)
 	if _, err := again.Get(context.Background(), key(1)); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("get while rebuilding: %v, want ErrUnavailable", err)
 	}
@@ -288,7 +305,7 @@ func TestPolicySkipsAndExpires(t *testing.T) {
 		return Policy{Enabled: true, TTL: time.Minute}
 	}
 	tr := openTest(t, cfg, st)
-	tr.now = func() time.Time { return now }
+	tr.setClock(func() time.Time { return now })
 	d := blockData(1, 100)
 	tr.Demote(block.NewKey("private", 1), d, block.Checksum(d))
 	for i := 0; i < 5; i++ {
@@ -301,7 +318,8 @@ func TestPolicySkipsAndExpires(t *testing.T) {
 	if s := tr.Stats(); s.SkippedPolicy != 1 || s.Blocks != 5 {
 		t.Fatalf("stats: %+v", s)
 	}
-	now = now.Add(2 * time.Minute)
+	later := now.Add(2 * time.Minute)
+	tr.setClock(func() time.Time { return later })
 	if tr.Contains(key(0)) {
 		t.Fatal("expired block still reported")
 	}
@@ -400,7 +418,7 @@ func TestS3DownBoundsBufferAndFailsFast(t *testing.T) {
 	if err := tr.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tr.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	tr.setClock(func() time.Time { return time.Now().Add(2 * time.Hour) })
 	mustGet(t, tr, 0, 1000)
 	mustGet(t, tr, 12, 1000)
 	if s := tr.Stats(); s.Blocks != 14 || s.BufferedBytes != 0 || s.BreakerOpen {
@@ -466,11 +484,7 @@ func TestIndexSurvivesReopenAndRebuilds(t *testing.T) {
 	// A node with no index rebuilds it from the packs.
 	fresh := testConfig(t.TempDir())
 	tr4 := openTest(t, fresh, st)
-	deadline := time.Now().Add(5 * time.Second)
-	for !tr4.Rebuilt() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !tr4.Rebuilt() || tr4.Stats().Blocks != 20 {
+	if tr4.Stats().Blocks != 20 {
 		t.Fatalf("rebuild: %+v", tr4.Stats())
 	}
 	mustGet(t, tr4, 19, 700)
