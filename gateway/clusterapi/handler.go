@@ -413,34 +413,20 @@ const leaderWait = 3 * time.Second
 // leaderToForward returns the leader to relay a request to. While no leader
 // is known (an election, or the moments after a leadership transfer before
 // the new leader's first heartbeat reaches this node), a node that belongs
-// to a configuration waits up to leaderWait instead of failing a request
-// that a retry a few milliseconds later would complete. A node in no
-// configuration (not joined yet) answers at once: it cannot learn a leader
-// by waiting, and Join relies on that answer to move on to the next seed.
-// ok is false when no leader became known or this node became the leader.
+// to a configuration waits up to leaderWait (waitNewLeader, with this node
+// as the leader to look past) instead of failing a request that a retry a
+// few milliseconds later would complete. A node in no configuration (not
+// joined yet) answers at once: it cannot learn a leader by waiting, and Join
+// relies on that answer to move on to the next seed. ok is false when no
+// other node is known to lead with an HTTP address.
 func (h *handler) leaderToForward(ctx context.Context) (fsm.Member, bool) {
-	if !h.inConfiguration() {
-		lm, ok := h.node.LeaderMember()
-		return lm, ok && lm.HTTPAddr != "" && lm.ID != h.node.ID()
+	if h.inConfiguration() {
+		wctx, cancel := context.WithTimeout(ctx, leaderWait)
+		_, _ = h.waitNewLeader(wctx, h.node.ID(), true)
+		cancel()
 	}
-	ctx, cancel := context.WithTimeout(ctx, leaderWait)
-	defer cancel()
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
-		lm, ok := h.node.LeaderMember()
-		switch {
-		case ok && lm.ID == h.node.ID():
-			return lm, false
-		case ok && lm.HTTPAddr != "":
-			return lm, true
-		}
-		select {
-		case <-ctx.Done():
-			return lm, false
-		case <-t.C:
-		}
-	}
+	lm, ok := h.node.LeaderMember()
+	return lm, ok && lm.HTTPAddr != "" && lm.ID != h.node.ID()
 }
 
 // inConfiguration reports whether this node is in its Raft configuration.
