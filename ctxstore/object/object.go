@@ -22,6 +22,10 @@ var ErrKeyCollision = fmt.Errorf("key hash collides with another key; %w", block
 type Config struct {
 	// MaxKeyLen bounds a key's length in bytes.
 	MaxKeyLen int
+	// MaxBlockSize is the node's own block limit (its tiers'); a record is
+	// bounded by the smaller of it and the namespace's max block size.
+	// 0 means the namespace's limit alone.
+	MaxBlockSize int64
 	// ReplaceAttempts bounds the delete-then-put rounds of one Set racing
 	// other writers of the same key before it gives up (Unavailable).
 	ReplaceAttempts int
@@ -35,6 +39,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.MaxKeyLen < 1 || c.MaxKeyLen > 16<<20:
 		return fmt.Errorf("%w: object config: MaxKeyLen %d out of range 1..16777216", block.ErrInvalidArgument, c.MaxKeyLen)
+	case c.MaxBlockSize < 0:
+		return fmt.Errorf("%w: object config: MaxBlockSize %d is negative", block.ErrInvalidArgument, c.MaxBlockSize)
 	case c.ReplaceAttempts < 1 || c.ReplaceAttempts > 1000:
 		return fmt.Errorf("%w: object config: ReplaceAttempts %d out of range 1..1000", block.ErrInvalidArgument, c.ReplaceAttempts)
 	}
@@ -76,10 +82,19 @@ func (s *Store) SlotKey(ns block.Namespace, key []byte) block.Key {
 	return block.NewKey(ns.Name, s.hash(ns.TenantSalt, key))
 }
 
-// MaxValueSize is the largest value key may hold in namespace ns: the
-// namespace's max block size less the record's header and the key.
+// maxBlock is the largest record namespace ns may hold on this node.
+func (s *Store) maxBlock(ns block.Namespace) int64 {
+	if s.cfg.MaxBlockSize > 0 {
+		return min(ns.MaxBlockSize, s.cfg.MaxBlockSize)
+	}
+	return ns.MaxBlockSize
+}
+
+// MaxValueSize is the largest value key may hold in namespace ns: the max
+// block size (the namespace's, or the node's if smaller) less the record's
+// header and the key.
 func (s *Store) MaxValueSize(ns block.Namespace, keyLen int) int64 {
-	return max(ns.MaxBlockSize-HeaderSize-int64(keyLen), 0)
+	return max(s.maxBlock(ns)-HeaderSize-int64(keyLen), 0)
 }
 
 // Value is a leased view of a stored value; Release it when done. Data must
@@ -195,13 +210,14 @@ func (s *Store) Set(ctx context.Context, ns string, key, value []byte, opts SetO
 		return false, err
 	}
 	if limit := s.MaxValueSize(n, len(key)); int64(len(value)) > limit {
-		return false, fmt.Errorf("%w: value of %d bytes exceeds the limit of %d bytes for namespace %q (max_block_size %d less a %d-byte header and the key)",
-			block.ErrTooLarge, len(value), limit, n.Name, n.MaxBlockSize, HeaderSize)
+		return false, fmt.Errorf("%w: value of %d bytes exceeds the limit of %d bytes for namespace %q (max block size %d less a %d-byte header and the key)",
+			block.ErrTooLarge, len(value), limit, n.Name, s.maxBlock(n), HeaderSize)
 	}
 	bk := s.SlotKey(n, key)
 	expires := opts.Expires
 	if opts.Cond != Always || opts.KeepTTL {
-		cur, other, err := s.read(ctx, bk, key)
+		// A condition is checked against the cluster's current state.
+		cur, other, err := s.read(ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable), bk, key)
 		switch {
 		case err == nil:
 			if opts.KeepTTL {
@@ -227,6 +243,7 @@ func (s *Store) Set(ctx context.Context, ns string, key, value []byte, opts SetO
 // record of any key) is there first.
 func (s *Store) replace(ctx context.Context, n block.Namespace, bk block.Key, key, rec []byte, expires time.Time, ifAbsent bool) (bool, error) {
 	opts := block.PutOptions{Expires: expires}
+	lin := ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable)
 	for range s.cfg.ReplaceAttempts {
 		err := s.blocks.Put(ctx, bk, rec, opts)
 		if err == nil {
@@ -236,8 +253,10 @@ func (s *Store) replace(ctx context.Context, n block.Namespace, bk block.Key, ke
 			return false, err
 		}
 		// The slot holds other bytes: the key's previous value, an expired
-		// record, or another key.
-		ref, err := s.blocks.Get(ctx, bk)
+		// record, or another key. Replacing is rare: it reads and, after
+		// the delete, syncs with the cluster's leader, so the next put does
+		// not find the retired record still in this node's index.
+		ref, err := s.blocks.Get(lin, bk)
 		if errors.Is(err, block.ErrNotFound) {
 			continue // retired meanwhile
 		}
@@ -256,6 +275,9 @@ func (s *Store) replace(ctx context.Context, n block.Namespace, bk block.Key, ke
 			return false, nil // a concurrent Set won
 		}
 		if err := s.blocks.Delete(ctx, bk); err != nil && !errors.Is(err, block.ErrNotFound) {
+			return false, err
+		}
+		if _, err := s.blocks.Linearize(lin); err != nil {
 			return false, err
 		}
 	}

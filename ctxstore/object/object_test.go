@@ -249,6 +249,15 @@ func TestLimitsStoreNothing(t *testing.T) {
 	if ok, err := s.Set(ctx, "small", []byte("k"), make([]byte, limit), SetOptions{}); !ok || err != nil {
 		t.Fatalf("value at the limit: %v %v", ok, err)
 	}
+	// The node's own limit bounds records when it is below the namespace's.
+	s.cfg.MaxBlockSize = 50
+	if got := s.MaxValueSize(n, 1); got != 50-HeaderSize-1 {
+		t.Fatalf("limit under the node's max block size: %d", got)
+	}
+	if _, err := s.Set(ctx, "small", []byte("j"), make([]byte, 50-HeaderSize), SetOptions{}); !errors.Is(err, block.ErrTooLarge) {
+		t.Fatalf("value over the node's limit: %v", err)
+	}
+	s.cfg.MaxBlockSize = 0
 	if _, err := s.Set(ctx, "nope", []byte("k"), []byte("v"), SetOptions{}); !errors.Is(err, block.ErrUnknownNamespace) {
 		t.Fatalf("unknown namespace: %v", err)
 	}
