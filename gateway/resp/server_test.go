@@ -90,7 +90,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"HSET", "h", "f", "v"}, "-ERR unknown command 'HSET', with args beginning with: 'h' 'f' 'v' \r\n"},
 		{[]string{"GET"}, "-ERR wrong number of arguments for 'get' command\r\n"},
 		{[]string{"SELECT", "1"}, "+OK\r\n"},
-		{[]string{"SET", "big", strings.Repeat("x", 1024)}, "-ERR too large: value of 1024 bytes exceeds the limit of 1003 bytes for namespace \"small\" (max_block_size 1024 less a 18-byte header and the key)\r\n"},
+		{[]string{"SET", "big", strings.Repeat("x", 1024)}, "-ERR too large: value of 1024 bytes exceeds the limit of 1003 bytes for namespace \"small\" (max block size 1024 less a 18-byte header and the key)\r\n"},
 		{[]string{"SET", "big", strings.Repeat("x", 1003)}, "+OK\r\n"},
 		{[]string{"STRLEN", "big"}, ":1003\r\n"},
 		{[]string{"HELLO", "3"}, "%7\r\n" + bulk("server") + bulk("redis") + bulk("version") + bulk(redisVersion) + bulk("proto") + ":3\r\n" + bulk("id") + ":1\r\n" + bulk("mode") + bulk("standalone") + bulk("role") + bulk("master") + bulk("modules") + "*0\r\n"},
