@@ -26,7 +26,12 @@ type command struct {
 	since             string
 	beforeAuth, keyed bool
 	run               func(c *conn, args [][]byte) errcode.Code
+	// idx is the command's position in commandList (its Observer's index).
+	idx int
 }
+
+// commandList is the command table in definition order.
+var commandList []*command
 
 var commandTable map[string]*command
 
@@ -62,9 +67,11 @@ func init() {
 		{name: "quit", arity: -1, flags: []string{"noauth", "fast"}, group: "connection", summary: "Closes the connection.", since: "1.0.0", beforeAuth: true, run: func(c *conn, _ [][]byte) errcode.Code { c.writer().ok(); return errcode.OK }},
 	}
 	commandTable = make(map[string]*command, len(list))
-	for _, cmd := range list {
+	for i, cmd := range list {
+		cmd.idx = i
 		commandTable[cmd.name] = cmd
 	}
+	commandList = list
 }
 
 // lookupCommand finds a command by name, in any case, without allocating.
@@ -115,7 +122,7 @@ func (c *conn) exec(args [][]byte) bool {
 		}
 	}
 	code := cmd.run(c, args)
-	s.met.Request(Proto, cmd.name, code, time.Since(start))
+	s.obs[cmd.idx].Request(code, time.Since(start))
 	return cmd.name != "quit"
 }
 

@@ -21,7 +21,7 @@ const readBufSize = 8 << 10
 
 // writeBufSize is the buffer a connection borrows while it has replies to
 // write; an idle connection holds none.
-const writeBufSize = 16 << 10
+const writeBufSize = 64 << 10
 
 // conn is one client connection: requests are read, run and answered in
 // order; replies are flushed when no further request is already buffered,

@@ -49,6 +49,8 @@ type Server struct {
 	writers sync.Pool
 	started time.Time
 	stats   stats
+	// obs records each command's requests (indexed by command.idx).
+	obs []*metrics.Observer
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -75,6 +77,9 @@ func New(cfg Config, objects *object.Store, met *metrics.Metrics, log *slog.Logg
 	s := &Server{
 		cfg: cfg, objects: objects, met: met, log: log.With("proto", Proto), started: time.Now(),
 		base: base, cancel: cancel, lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+	}
+	for _, cmd := range commandList {
+		s.obs = append(s.obs, met.Observer(Proto, cmd.name))
 	}
 	for _, o := range opts {
 		o(s)
