@@ -45,3 +45,4 @@ clean: ## remove build outputs and the default data directory
 	rm -rf $(BIN) ctxd-data
 include deploy/deploy.mk
 include cluster.mk
+-include resp.mk
