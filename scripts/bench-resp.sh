@@ -30,6 +30,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap '[[ -s $work/bench.err ]] && cat "$work/bench.err" >&2' ERR
 go build -trimpath -o "$work/ctxd" ./cmd/ctxd
 
 # ctxd on ports next to CTXD_PORT (only the RESP one matters here).
@@ -40,6 +41,12 @@ base=$((CTXD_PORT - 5))
 pids+=($!)
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 pids+=($!)
+# ctxd answers PING before its one-node Raft has a leader; writes need one.
+for _ in $(seq 200); do
+	curl -fsS "http://127.0.0.1:$((base + 1))/readyz" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$((base + 1))/readyz" >/dev/null || { echo "bench-resp: ctxd not ready" >&2; cat "$work/ctxd.log" >&2; exit 1; }
 for port in "$CTXD_PORT" "$REDIS_PORT"; do
 	for _ in $(seq 100); do
 		[[ $(redis-cli -p "$port" PING 2>/dev/null) == PONG ]] && break
@@ -52,7 +59,7 @@ done
 run() {
 	local target=$1 port=$2 size=$3
 	shift 3
-	redis-benchmark -p "$port" -t set,get --csv "$@" 2>/dev/null | tr -d '"' | awk -F, -v t="$target" -v s="$size" \
+	redis-benchmark -p "$port" -t set,get --csv "$@" 2>"$work/bench.err" | tr -d '"' | awk -F, -v t="$target" -v s="$size" \
 		'$1 == "SET" || $1 == "GET" { printf "%s %s %s %s\n", t, s, $1, $2 }' | tee -a "$work/results"
 }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
