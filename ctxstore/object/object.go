@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -71,7 +72,19 @@ func New(cfg Config, blocks *ctxstore.Store) (*Store, error) {
 
 // slotHash is xxh3-64 of key seeded by a hash of the namespace's salt.
 func slotHash(salt string, key []byte) uint64 {
-	return xxh3.HashSeed(key, xxh3.HashString("ctxtier/object\x00"+salt))
+	return xxh3.HashSeed(key, saltSeed(salt))
+}
+
+// seeds caches each salt's seed (a handful of namespaces, for ever).
+var seeds sync.Map
+
+func saltSeed(salt string) uint64 {
+	if v, ok := seeds.Load(salt); ok {
+		return v.(uint64)
+	}
+	seed := xxh3.HashString("ctxtier/object\x00" + salt)
+	seeds.Store(salt, seed)
+	return seed
 }
 
 // Blocks returns the block store under s.

@@ -418,3 +418,18 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestSlotsDependOnTheSalt: the same key has another slot under another
+// tenant salt, and the same slot under the same salt every time.
+func TestSlotsDependOnTheSalt(t *testing.T) {
+	cases := []struct {
+		saltA, saltB string
+		same         bool
+	}{{"", "", true}, {"tenant-a", "tenant-a", true}, {"tenant-a", "tenant-b", false}, {"", "x", false}}
+	for _, tc := range cases {
+		a, b := slotHash(tc.saltA, []byte("key")), slotHash(tc.saltB, []byte("key"))
+		if (a == b) != tc.same {
+			t.Errorf("salts %q, %q: slots %x, %x", tc.saltA, tc.saltB, a, b)
+		}
+	}
+}
