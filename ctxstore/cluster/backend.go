@@ -382,6 +382,9 @@ func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
 		}
 		return 3
 	}
+	if len(place) < 2 {
+		return place // one copy: nothing to order (and nothing to allocate on every read)
+	}
 	out := slices.Clone(place)
 	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
 	return out
