@@ -162,7 +162,7 @@ func cmdGet(c *conn, args [][]byte) errcode.Code {
 	}
 	c.s.stats.hits.Add(1)
 	c.writer().bulk(v.Data)
-	c.s.met.Bytes(Proto, 0, int64(len(v.Data)))
+	c.bytesOut += int64(len(v.Data))
 	v.Release()
 	return errcode.OK
 }
@@ -213,7 +213,7 @@ func cmdSet(c *conn, args [][]byte) errcode.Code {
 	if err != nil {
 		return c.fail(err)
 	}
-	c.s.met.Bytes(Proto, int64(len(args[2])), 0)
+	c.bytesIn += int64(len(args[2]))
 	if !stored {
 		c.writer().null()
 		return errcode.OK
@@ -239,7 +239,7 @@ func cmdMGet(c *conn, args [][]byte) errcode.Code {
 		}
 		c.s.stats.hits.Add(1)
 		w.bulk(v.Data)
-		c.s.met.Bytes(Proto, 0, int64(len(v.Data)))
+		c.bytesOut += int64(len(v.Data))
 		v.Release()
 	}
 	return errcode.OK
@@ -254,7 +254,7 @@ func cmdMSet(c *conn, args [][]byte) errcode.Code {
 		if _, err := c.s.objects.Set(c.s.base, c.ns, args[i], args[i+1], object.SetOptions{}); err != nil {
 			return c.fail(fmt.Errorf("key %d of %d (the ones before it are set): %w", (i+1)/2, len(args)/2, err))
 		}
-		c.s.met.Bytes(Proto, int64(len(args[i+1])), 0)
+		c.bytesIn += int64(len(args[i+1]))
 	}
 	c.writer().ok()
 	return errcode.OK
@@ -320,7 +320,7 @@ func cmdGetRange(c *conn, args [][]byte) errcode.Code {
 	}
 	defer v.Release()
 	c.writer().bulk(subrange(v.Data, start, end))
-	c.s.met.Bytes(Proto, 0, int64(len(v.Data)))
+	c.bytesOut += int64(len(v.Data))
 	return errcode.OK
 }
 

@@ -41,6 +41,9 @@ type conn struct {
 	keyID  string
 	// deadlineSet is when the read deadline was last moved.
 	deadlineSet time.Time
+	// bytesIn and bytesOut are value bytes not yet added to the metrics
+	// (they are added once per flush, not per command).
+	bytesIn, bytesOut int64
 
 	mu      sync.Mutex
 	idle    bool
@@ -179,6 +182,10 @@ func (c *conn) writer() *writer {
 // flush writes the buffered replies and gives the buffer back; false when
 // the client cannot be written to.
 func (c *conn) flush() bool {
+	if c.bytesIn|c.bytesOut != 0 {
+		c.s.met.Bytes(Proto, c.bytesIn, c.bytesOut)
+		c.bytesIn, c.bytesOut = 0, 0
+	}
 	if c.w.bw == nil {
 		return true
 	}
