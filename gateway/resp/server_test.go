@@ -318,3 +318,25 @@ func TestShutdownFinishesTheRunningPipeline(t *testing.T) {
 		t.Fatal("idle connection left open")
 	}
 }
+
+// TestClientThatDoesNotReadIsCutOff: a client that pipelines GETs of a
+// large value and never reads the replies is closed after WriteTimeout;
+// the server keeps serving others and its connection count goes back.
+func TestClientThatDoesNotReadIsCutOff(t *testing.T) {
+	addr, srv := testServer(t, func(c *Config) { c.WriteTimeout = 300 * time.Millisecond })
+	c := dial(t, addr)
+	if got := c.do("SET", "big", strings.Repeat("v", 1<<20)); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	go c.send(strings.Repeat(encode("GET", "big"), 200)) // 200 MiB of replies nobody reads
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Conns() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := srv.Conns(); n != 0 {
+		t.Fatalf("%d connections still open 10 s after the client stopped reading", n)
+	}
+	if got := dial(t, addr).do("PING"); got != "+PONG\r\n" {
+		t.Fatal(got)
+	}
+}
