@@ -93,18 +93,39 @@ func cmdInfo(c *conn, args [][]byte) errcode.Code {
 					continue
 				}
 			}
-			// The namespace's blocks, listed without reading them:
-			// records not yet dropped (expired ones included).
-			infos, err := s.objects.Blocks().List(s.base, ns, "", "", 1<<20)
-			if err != nil || len(infos) == 0 {
+			// The namespace's blocks, listed a page at a time without
+			// reading them: records not yet dropped (expired ones included).
+			n, err := countBlocks(s, ns)
+			if err != nil || n == 0 {
 				continue
 			}
-			lines = append(lines, fmt.Sprintf("db%d:keys=%d,expires=0,avg_ttl=0,namespace=%s", i, len(infos), ns))
+			lines = append(lines, fmt.Sprintf("db%d:keys=%d,expires=0,avg_ttl=0,namespace=%s", i, n, ns))
 		}
 		section("keyspace", lines...)
 	}
 	c.writer().bulk(b.Bytes())
 	return errcode.OK
+}
+
+// countBlocks counts a namespace's whole blocks, listing 4096 at a time.
+func countBlocks(s *Server, ns string) (int, error) {
+	const page = 4096
+	n, after := 0, ""
+	for {
+		infos, err := s.objects.Blocks().List(s.base, ns, "", after, page)
+		if err != nil {
+			return n, err
+		}
+		for _, in := range infos {
+			if !in.Key.HasPart {
+				n++
+			}
+		}
+		if len(infos) < page {
+			return n, nil
+		}
+		after = infos[len(infos)-1].Key.ObjectName()
+	}
 }
 
 // sortedCommands is the command table in name order.

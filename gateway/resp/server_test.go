@@ -340,3 +340,42 @@ func TestClientThatDoesNotReadIsCutOff(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestInfoSections(t *testing.T) {
+	addr, _ := testServer(t, nil)
+	c := dial(t, addr)
+	for _, k := range []string{"a", "b", "c"} {
+		c.do("SET", k, "v")
+	}
+	c.do("SELECT", "2")
+	c.do("SET", "x", "v")
+	c.do("GET", "x")
+	c.do("GET", "nope")
+	cases := []struct {
+		section string
+		want    []string
+		absent  []string
+	}{
+		{"keyspace", []string{"# Keyspace\r\n", "db0:keys=3,", "namespace=default", "db2:keys=1,"}, []string{"db1:", "# Server"}},
+		{"stats", []string{"keyspace_hits:1\r\n", "keyspace_misses:1\r\n", "total_connections_received:1\r\n"}, []string{"# Keyspace"}},
+		{"server", []string{"redis_version:" + redisVersion, "databases:3\r\n", "tcp_port:"}, []string{"# Stats"}},
+		{"", []string{"# Server", "# Clients", "# Memory", "# Stats", "# Keyspace", "connected_clients:1\r\n"}, nil},
+	}
+	for _, tc := range cases {
+		args := []string{"INFO"}
+		if tc.section != "" {
+			args = append(args, tc.section)
+		}
+		got := c.do(args...)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("INFO %s lacks %q:\n%s", tc.section, w, got)
+			}
+		}
+		for _, a := range tc.absent {
+			if strings.Contains(got, a) {
+				t.Errorf("INFO %s has %q:\n%s", tc.section, a, got)
+			}
+		}
+	}
+}
