@@ -261,8 +261,9 @@ func TestRESPIdleConnections(t *testing.T) {
 // node (and one block, the old one retired), even with a node gone.
 func TestRESPClusterReplace(t *testing.T) {
 	needTool(t, "redis-cli", "apt-get install redis-tools")
-	nodes, _ := startClusterWith(t, 3, func(string) []string { return []string{"--resp-databases", "kv3"} })
+	nodes, _ := startClusterWith(t, 3, func(string) []string { return []string{"--resp-databases", "kv3,ec21"} })
 	replicated(t, nodes[0], "kv3")
+	createNamespace(t, nodes[0].http, block.Namespace{Name: "ec21", DataShards: 2, ParityShards: 1})
 	v1 := make([]byte, 256<<10)
 	v2 := make([]byte, 300<<10)
 	rand.Read(v1)
@@ -296,11 +297,27 @@ func TestRESPClusterReplace(t *testing.T) {
 			t.Fatalf("DBSIZE on %s = %q, want 1 (the old record retired)", nd.id, got)
 		}
 	}
-	// Three replicas: with one node gone the others still serve it.
+	// Database 1 is erasure-coded, RS(2,1): a value set through one node
+	// reads back through the others, and is replaced the same way.
+	if got := redisCLI(t, nodes[2].p.RESP, v1, "-n", "1", "SET", "chunk"); got != "OK\n" {
+		t.Fatal(got)
+	}
+	if got := redisCLI(t, nodes[0].p.RESP, v2, "-n", "1", "SET", "chunk"); got != "OK\n" {
+		t.Fatal(got)
+	}
+	for _, nd := range nodes {
+		waitFor(t, 10*time.Second, "the erasure-coded value on "+nd.id, func() bool {
+			return redisCLI(t, nd.p.RESP, nil, "-n", "1", "GET", "chunk") == string(v2)+"\n"
+		})
+	}
+	// Three replicas (and RS(2,1)): with one node gone the others still serve both.
 	nodes[2].p.Kill()
 	for _, nd := range nodes[:2] {
 		if !readsOn(nd, v2) {
-			t.Fatalf("%s cannot read the key with n3 down", nd.id)
+			t.Fatalf("%s cannot read the replicated key with n3 down", nd.id)
+		}
+		if got := redisCLI(t, nd.p.RESP, nil, "-n", "1", "GET", "chunk"); got != string(v2)+"\n" {
+			t.Fatalf("%s cannot read the erasure-coded key with n3 down (%d bytes)", nd.id, len(got))
 		}
 	}
 }
