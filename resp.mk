@@ -2,7 +2,7 @@
 # the Makefile; .ci/run runs resp-deps before make test.
 .PHONY: resp-deps bench-resp
 
-resp-deps: ## install redis-server, redis-tools (Debian) and the pinned redis-py and LMCache (python/requirements-resp.txt) into .venv
+resp-deps: ## install redis-server, redis-tools (Debian) and the pinned redis-py and LMCache (python/requirements-resp.txt) into .venv-resp
 	scripts/resp-deps.sh
 
 bench-resp: ## redis-benchmark against ctxd's RESP port and a real redis-server, alternating; prints ratio_vs_redis_get_2mib= and _1kib= last

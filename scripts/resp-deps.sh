@@ -2,10 +2,13 @@
 # Installs what the RESP endpoint's tests and benchmark drive: Debian's
 # redis-server and redis-tools (redis-cli, redis-benchmark), and the pinned
 # Python clients of python/requirements-resp.txt (redis-py, LMCache) in the
-# repository's .venv. Idempotent: it installs only what is missing.
+# repository's .venv-resp. Idempotent: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${VENV:-.venv}
+# A venv of its own: lmcache needs numpy<=2.2.6 and brings its own torch,
+# which the client and engine tests' pins in .venv (python.mk, engines.mk)
+# would fight over.
+VENV=${RESP_VENV:-.venv-resp}
 
 if ! command -v redis-cli >/dev/null || ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
 	echo "resp-deps: installing redis-server and redis-tools"
@@ -38,6 +41,6 @@ for line in open(sys.argv[1]):
 PY
 then
 	echo "resp-deps: pip install -r python/requirements-resp.txt (lmcache pulls torch: several GiB)"
-	"$VENV/bin/pip" install -q -r python/requirements-resp.txt
+	"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-resp.txt
 fi
 "$VENV/bin/python" -c 'import redis, lmcache; print("resp-deps: redis-py", redis.__version__, "and lmcache ready in '"$VENV"'")'

@@ -33,18 +33,18 @@ func needTool(t *testing.T, name, hint string) string {
 	return ""
 }
 
-// venvPython returns the Python of the repository's .venv (make resp-deps
-// creates it) if it can import every module named; see needTool for what
+// venvPython returns the Python of the repository's .venv-resp (make
+// resp-deps creates it; CTXTIER_RESP_PYTHON overrides it) if it can import every module named; see needTool for what
 // happens when it cannot.
 func venvPython(t *testing.T, modules ...string) string {
 	t.Helper()
-	py := os.Getenv("CTXTIER_PYTHON")
+	py := os.Getenv("CTXTIER_RESP_PYTHON")
 	if py == "" {
 		root, err := filepath.Abs("../..")
 		if err != nil {
 			t.Fatal(err)
 		}
-		py = filepath.Join(root, ".venv", "bin", "python")
+		py = filepath.Join(root, ".venv-resp", "bin", "python")
 	}
 	imp := "import " + strings.Join(modules, ", ")
 	if out, err := exec.Command(py, "-c", imp).CombinedOutput(); err != nil {
