@@ -1,7 +1,8 @@
 // Package s3auth verifies AWS Signature Version 4 on incoming S3 requests:
 // the Authorization header form, presigned URLs (query form), payload hashes
-// (x-amz-content-sha256) and aws-chunked streaming uploads
-// (STREAMING-AWS4-HMAC-SHA256-PAYLOAD). Canonicalization and signing are done
+// (x-amz-content-sha256) and aws-chunked streaming uploads, signed
+// (STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER]) or unsigned with a trailing
+// checksum (STREAMING-UNSIGNED-PAYLOAD-TRAILER). Canonicalization and signing are done
 // by aws-sdk-go-v2's signer: this package only parses what the client
 // claims, rebuilds the request from the headers the client says it signed,
 // has the SDK sign that, and compares in constant time.
@@ -17,6 +18,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,13 @@ import (
 const (
 	UnsignedPayload  = "UNSIGNED-PAYLOAD"
 	StreamingPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+	// StreamingTrailer is StreamingPayload followed by signed trailing headers
+	// (a checksum named by x-amz-trailer) and x-amz-trailer-signature.
+	StreamingTrailer = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+	// StreamingUnsignedTrailer is aws-chunked framing without chunk
+	// signatures, followed by a trailing checksum (what the AWS SDKs send
+	// over HTTPS by default).
+	StreamingUnsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 	// EmptySHA256 is the hex SHA-256 of no bytes.
 	EmptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -61,9 +70,42 @@ var (
 	ErrExpired = fmt.Errorf("%w: request has expired", block.ErrUnauthenticated)
 	// ErrPayloadHash: the body does not hash to x-amz-content-sha256.
 	ErrPayloadHash = fmt.Errorf("%w: x-amz-content-sha256 does not match the body", block.ErrChecksum)
+	// ErrPayloadMalformed: x-amz-content-sha256 is neither a SHA-256 nor a
+	// known payload mode (AWS answers 400 InvalidArgument).
+	ErrPayloadMalformed = fmt.Errorf("%w: x-amz-content-sha256 must be UNSIGNED-PAYLOAD, a STREAMING-* mode or a SHA-256", block.ErrInvalidArgument)
 	// ErrChunk: a malformed aws-chunked body.
 	ErrChunk = fmt.Errorf("%w: malformed aws-chunked body", block.ErrInvalidArgument)
+	// ErrDate: a header-signed request without a valid x-amz-date (AWS
+	// answers 403 AccessDenied).
+	ErrDate = fmt.Errorf("%w: AWS authentication requires a valid Date or x-amz-date header", block.ErrUnauthenticated)
+	// ErrQuery: a presigned URL whose X-Amz-* query parameters cannot be
+	// parsed or do not match this server (AWS's AuthorizationQueryParametersError).
+	ErrQuery = fmt.Errorf("%w: malformed presigned query", block.ErrInvalidArgument)
+	// ErrUnsignedHeaders: x-amz-* headers the signature does not cover.
+	// Errors carrying it are *HeadersNotSignedError, which names them.
+	ErrUnsignedHeaders = fmt.Errorf("%w: there were headers present in the request which were not signed", block.ErrPermissionDenied)
+	// ErrTrailer: a missing, undeclared or malformed trailing header.
+	ErrTrailer = fmt.Errorf("%w: malformed trailing headers", block.ErrInvalidArgument)
 )
+
+// HeadersNotSignedError names the x-amz-* headers a request carried
+// without signing them. It matches ErrUnsignedHeaders.
+type HeadersNotSignedError struct {
+	Headers []string // lower case, sorted
+}
+
+func (e *HeadersNotSignedError) Error() string {
+	return ErrUnsignedHeaders.Error() + ": " + strings.Join(e.Headers, ", ")
+}
+
+// Unwrap returns ErrUnsignedHeaders.
+func (e *HeadersNotSignedError) Unwrap() error { return ErrUnsignedHeaders }
+
+// trailerChecksums are the trailing headers x-amz-trailer may declare.
+var trailerChecksums = map[string]bool{
+	"x-amz-checksum-crc32": true, "x-amz-checksum-crc32c": true, "x-amz-checksum-crc64nvme": true,
+	"x-amz-checksum-sha1": true, "x-amz-checksum-sha256": true,
+}
 
 // Config configures a Verifier.
 type Config struct {
@@ -100,13 +142,26 @@ func (c Config) Validate() error {
 type Auth struct {
 	Credential credential.Credential
 	// PayloadHash is the claimed x-amz-content-sha256: 64 hex digits,
-	// UnsignedPayload or StreamingPayload.
+	// UnsignedPayload, StreamingPayload, StreamingTrailer or
+	// StreamingUnsignedTrailer.
 	PayloadHash string
-	Presigned   bool
+	// Trailer is the trailing checksum header x-amz-trailer declares (lower
+	// case), for the two trailer payload modes.
+	Trailer   string
+	Presigned bool
 
 	v         *Verifier
 	signature []byte // the request signature, seed of the chunk chain
 	time      time.Time
+}
+
+// Streaming reports whether the body is aws-chunked (decode it with ChunkedBody).
+func (a *Auth) Streaming() bool {
+	switch a.PayloadHash {
+	case StreamingPayload, StreamingTrailer, StreamingUnsignedTrailer:
+		return true
+	}
+	return false
 }
 
 // Verifier checks SigV4 signatures against a credential store.
@@ -149,23 +204,26 @@ type scope struct {
 	id, date, region, service string
 }
 
-func parseScope(s string) (scope, error) {
+// parseScope splits "<key>/<date>/<region>/<service>/aws4_request"; base is
+// the sentinel its errors wrap (ErrMalformed or ErrQuery). Only the parts'
+// shape is echoed, never the whole value.
+func parseScope(s string, base error) (scope, error) {
 	p := strings.Split(s, "/")
 	if len(p) != 5 || p[4] != "aws4_request" || p[0] == "" {
-		return scope{}, fmt.Errorf("%w: credential %q is not <key>/<date>/<region>/s3/aws4_request", ErrMalformed, s)
+		return scope{}, fmt.Errorf("%w: the credential is not <key>/<date>/<region>/s3/aws4_request (%d parts)", base, len(p))
 	}
 	return scope{id: p[0], date: p[1], region: p[2], service: p[3]}, nil
 }
 
-func (v *Verifier) checkScope(sc scope, t time.Time) error {
+func (v *Verifier) checkScope(sc scope, t time.Time, base error) error {
 	if sc.date != t.Format(dateFormat) {
-		return fmt.Errorf("%w: credential date %q does not match request date %s", ErrMalformed, sc.date, t.Format(timeFormat))
+		return fmt.Errorf("%w: credential date %q does not match request date %s", base, sc.date, t.Format(timeFormat))
 	}
 	if sc.region != v.cfg.Region {
-		return fmt.Errorf("%w: the region %q is wrong; expecting %q", ErrMalformed, sc.region, v.cfg.Region)
+		return fmt.Errorf("%w: the region %q is wrong; expecting %q", base, sc.region, v.cfg.Region)
 	}
 	if sc.service != "s3" {
-		return fmt.Errorf("%w: service %q is wrong; expecting \"s3\"", ErrMalformed, sc.service)
+		return fmt.Errorf("%w: service %q is wrong; expecting \"s3\"", base, sc.service)
 	}
 	return nil
 }
@@ -182,6 +240,7 @@ func (v *Verifier) lookup(id string) (credential.Credential, error) {
 }
 
 // parseAuthorization splits "AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...".
+// Its errors never quote the header: it carries the signature.
 func parseAuthorization(h string) (cred, signed, sig string, err error) {
 	alg, rest, ok := strings.Cut(h, " ")
 	if !ok || alg != algorithm {
@@ -190,10 +249,10 @@ func parseAuthorization(h string) (cred, signed, sig string, err error) {
 		}
 		return "", "", "", fmt.Errorf("%w: algorithm must be %s", ErrUnsupported, algorithm)
 	}
-	for _, part := range strings.Split(rest, ",") {
+	for i, part := range strings.Split(rest, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return "", "", "", fmt.Errorf("%w: %q is not key=value", ErrMalformed, part)
+			return "", "", "", fmt.Errorf("%w: component %d is not key=value", ErrMalformed, i+1)
 		}
 		switch k {
 		case "Credential":
@@ -203,7 +262,7 @@ func parseAuthorization(h string) (cred, signed, sig string, err error) {
 		case "Signature":
 			sig = val
 		default:
-			return "", "", "", fmt.Errorf("%w: unknown component %q", ErrMalformed, k)
+			return "", "", "", fmt.Errorf("%w: unknown component %q", ErrMalformed, printable(k))
 		}
 	}
 	if cred == "" || signed == "" || sig == "" {
@@ -212,28 +271,79 @@ func parseAuthorization(h string) (cred, signed, sig string, err error) {
 	return cred, signed, sig, nil
 }
 
-func parseSignature(sig string) ([]byte, error) {
+// printable bounds a client-supplied token quoted in an error.
+func printable(s string) string {
+	if len(s) > 32 {
+		s = s[:32] + "..."
+	}
+	return s
+}
+
+func parseSignature(sig string, base error) ([]byte, error) {
 	b, err := hex.DecodeString(sig)
 	if err != nil || len(b) != sha256.Size {
-		return nil, fmt.Errorf("%w: signature must be 64 hex digits", ErrMalformed)
+		return nil, fmt.Errorf("%w: signature must be 64 hex digits", base)
 	}
 	return b, nil
 }
 
 func validPayloadHash(h string) error {
 	switch h {
-	case UnsignedPayload, StreamingPayload:
+	case UnsignedPayload, StreamingPayload, StreamingTrailer, StreamingUnsignedTrailer:
 		return nil
 	case "":
 		return fmt.Errorf("%w: x-amz-content-sha256 is required", ErrMalformed)
 	}
 	if strings.HasPrefix(h, "STREAMING-") {
-		return fmt.Errorf("%w: payload mode %q (use %s or %s)", ErrUnsupported, h, StreamingPayload, UnsignedPayload)
+		return fmt.Errorf("%w: payload mode %q (use %s, %s, %s or %s)", ErrUnsupported, printable(h),
+			StreamingPayload, StreamingTrailer, StreamingUnsignedTrailer, UnsignedPayload)
 	}
 	if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
-		return fmt.Errorf("%w: x-amz-content-sha256 %q is not a SHA-256", ErrMalformed, h)
+		return fmt.Errorf("%w: x-amz-content-sha256 %q is not a SHA-256", ErrPayloadMalformed, printable(h))
 	}
 	return nil
+}
+
+// trailerName checks x-amz-trailer for the trailer payload modes: exactly
+// one checksum header.
+func trailerName(r *http.Request, payload string) (string, error) {
+	vals := r.Header.Values("X-Amz-Trailer")
+	if payload != StreamingTrailer && payload != StreamingUnsignedTrailer {
+		if len(vals) > 0 {
+			return "", fmt.Errorf("%w: x-amz-trailer needs a trailer payload mode (%s or %s)", ErrTrailer, StreamingTrailer, StreamingUnsignedTrailer)
+		}
+		return "", nil
+	}
+	if len(vals) != 1 {
+		return "", fmt.Errorf("%w: %s needs exactly one x-amz-trailer", ErrTrailer, payload)
+	}
+	name := strings.ToLower(strings.TrimSpace(vals[0]))
+	if !trailerChecksums[name] {
+		return "", fmt.Errorf("%w: x-amz-trailer %q is not a supported checksum (x-amz-checksum-crc32, -crc32c, -crc64nvme, -sha1, -sha256)", ErrTrailer, printable(name))
+	}
+	return name, nil
+}
+
+// unsignedAmzHeaders returns the x-amz-* headers of r that signed (a
+// SignedHeaders list) does not name. For presigned URLs the query's own
+// X-Amz-* parameters are signed and not headers.
+func unsignedAmzHeaders(r *http.Request, signed string) error {
+	names := map[string]bool{}
+	for _, h := range strings.Split(signed, ";") {
+		names[h] = true
+	}
+	var missing []string
+	for k := range r.Header {
+		lk := strings.ToLower(k)
+		if strings.HasPrefix(lk, "x-amz-") && !names[lk] {
+			missing = append(missing, lk)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	return &HeadersNotSignedError{Headers: missing}
 }
 
 func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
@@ -241,23 +351,20 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 	if err != nil {
 		return nil, err
 	}
-	sig, err := parseSignature(sigStr)
+	sig, err := parseSignature(sigStr, ErrMalformed)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := parseScope(credStr)
+	sc, err := parseScope(credStr, ErrMalformed)
 	if err != nil {
 		return nil, err
 	}
 	amzDate := r.Header.Get("X-Amz-Date")
-	if amzDate == "" {
-		return nil, fmt.Errorf("%w: x-amz-date is required", ErrMalformed)
-	}
 	t, err := time.Parse(timeFormat, amzDate)
 	if err != nil {
-		return nil, fmt.Errorf("%w: x-amz-date %q is not %s", ErrMalformed, amzDate, timeFormat)
+		return nil, ErrDate
 	}
-	if err := v.checkScope(sc, t); err != nil {
+	if err := v.checkScope(sc, t, ErrMalformed); err != nil {
 		return nil, err
 	}
 	if d := v.now().Sub(t); d > v.cfg.MaxSkew || d < -v.cfg.MaxSkew {
@@ -265,6 +372,13 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 	}
 	payload := r.Header.Get("X-Amz-Content-Sha256")
 	if err := validPayloadHash(payload); err != nil {
+		return nil, err
+	}
+	trailer, err := trailerName(r, payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := unsignedAmzHeaders(r, signedStr); err != nil {
 		return nil, err
 	}
 	c, err := v.lookup(sc.id)
@@ -277,7 +391,7 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 	}
 	creds := aws.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.Secret}
 	if err := v.signer.SignHTTP(r.Context(), creds, req, payload, "s3", v.cfg.Region, t); err != nil {
-		return nil, fmt.Errorf("%w: signing: %v", ErrSignature, err)
+		return nil, fmt.Errorf("%w: signing failed", ErrSignature)
 	}
 	_, gotSigned, gotSig, err := parseAuthorization(req.Header.Get("Authorization"))
 	if err != nil {
@@ -287,52 +401,61 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 	if gotSigned != signedStr || !hmac.Equal(want, sig) {
 		return nil, ErrSignature
 	}
-	return &Auth{Credential: c, PayloadHash: payload, v: v, signature: sig, time: t}, nil
+	return &Auth{Credential: c, PayloadHash: payload, Trailer: trailer, v: v, signature: sig, time: t}, nil
 }
 
 func (v *Verifier) verifyQuery(r *http.Request) (*Auth, error) {
 	q := r.URL.Query()
 	if alg := q.Get("X-Amz-Algorithm"); alg != algorithm {
-		return nil, fmt.Errorf("%w: X-Amz-Algorithm %q (want %s)", ErrUnsupported, alg, algorithm)
+		return nil, fmt.Errorf("%w: X-Amz-Algorithm only supports %q", ErrQuery, algorithm)
 	}
-	sig, err := parseSignature(q.Get("X-Amz-Signature"))
+	sig, err := parseSignature(q.Get("X-Amz-Signature"), ErrQuery)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := parseScope(q.Get("X-Amz-Credential"))
+	sc, err := parseScope(q.Get("X-Amz-Credential"), ErrQuery)
 	if err != nil {
 		return nil, err
 	}
 	t, err := time.Parse(timeFormat, q.Get("X-Amz-Date"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: X-Amz-Date %q is not %s", ErrMalformed, q.Get("X-Amz-Date"), timeFormat)
+		return nil, fmt.Errorf("%w: X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"", ErrQuery)
 	}
 	exp, err := strconv.ParseInt(q.Get("X-Amz-Expires"), 10, 64)
-	if err != nil || exp < 1 || time.Duration(exp)*time.Second > v.cfg.MaxPresignExpiry {
-		return nil, fmt.Errorf("%w: X-Amz-Expires %q must be 1..%d seconds", ErrMalformed, q.Get("X-Amz-Expires"), int64(v.cfg.MaxPresignExpiry/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("%w: X-Amz-Expires should be a number", ErrQuery)
+	}
+	if exp < 0 {
+		return nil, fmt.Errorf("%w: X-Amz-Expires must be non-negative", ErrQuery)
+	}
+	if time.Duration(exp)*time.Second > v.cfg.MaxPresignExpiry {
+		return nil, fmt.Errorf("%w: X-Amz-Expires must be less than a week (in seconds) that is %d", ErrQuery, int64(v.cfg.MaxPresignExpiry/time.Second))
 	}
 	signedStr := q.Get("X-Amz-SignedHeaders")
 	if signedStr == "" {
-		return nil, fmt.Errorf("%w: X-Amz-SignedHeaders is required", ErrMalformed)
+		return nil, fmt.Errorf("%w: X-Amz-SignedHeaders is required", ErrQuery)
 	}
-	if err := v.checkScope(sc, t); err != nil {
+	if err := v.checkScope(sc, t, ErrQuery); err != nil {
 		return nil, err
 	}
 	now := v.now()
 	if now.Before(t.Add(-v.cfg.MaxSkew)) {
 		return nil, fmt.Errorf("%w: presigned URL not valid before %s", ErrExpired, t.Format(timeFormat))
 	}
-	if now.After(t.Add(time.Duration(exp) * time.Second)) {
+	if !now.Before(t.Add(time.Duration(exp) * time.Second)) {
 		return nil, fmt.Errorf("%w: presigned URL expired at %s", ErrExpired, t.Add(time.Duration(exp)*time.Second).UTC().Format(timeFormat))
 	}
 	payload := UnsignedPayload
 	if p := q.Get("X-Amz-Content-Sha256"); p != "" {
 		payload = p
 	}
-	if payload == StreamingPayload {
+	if strings.HasPrefix(payload, "STREAMING-") {
 		return nil, fmt.Errorf("%w: streaming payloads need header signing", ErrUnsupported)
 	}
 	if err := validPayloadHash(payload); err != nil {
+		return nil, err
+	}
+	if err := unsignedAmzHeaders(r, signedStr); err != nil {
 		return nil, err
 	}
 	c, err := v.lookup(sc.id)
@@ -347,11 +470,11 @@ func (v *Verifier) verifyQuery(r *http.Request) (*Auth, error) {
 	signedURL, _, err := v.signer.PresignHTTP(r.Context(), creds, req, payload, "s3", v.cfg.Region, t,
 		func(o *v4.SignerOptions) { o.DisableHeaderHoisting = true })
 	if err != nil {
-		return nil, fmt.Errorf("%w: signing: %v", ErrSignature, err)
+		return nil, fmt.Errorf("%w: signing failed", ErrSignature)
 	}
 	u, err := url.Parse(signedURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSignature, err)
+		return nil, fmt.Errorf("%w: signed URL does not parse", ErrSignature)
 	}
 	uq := u.Query()
 	want, _ := hex.DecodeString(uq.Get("X-Amz-Signature"))
@@ -399,7 +522,7 @@ func rebuild(r *http.Request, signedStr string, presign bool) (*http.Request, er
 			}
 			vals := r.Header.Values(h)
 			if len(vals) == 0 {
-				return nil, fmt.Errorf("%w: signed header %q is missing", ErrSignature, h)
+				return nil, fmt.Errorf("%w: signed header %q is missing", ErrSignature, printable(h))
 			}
 			req.Header[textproto.CanonicalMIMEHeaderKey(h)] = vals
 		}
@@ -417,7 +540,7 @@ func rebuild(r *http.Request, signedStr string, presign bool) (*http.Request, er
 // for UNSIGNED-PAYLOAD). Streaming bodies are verified by ChunkedBody.
 func (a *Auth) CheckPayload(body []byte) error {
 	switch a.PayloadHash {
-	case UnsignedPayload, StreamingPayload:
+	case UnsignedPayload, StreamingPayload, StreamingTrailer, StreamingUnsignedTrailer:
 		return nil
 	}
 	sum := sha256.Sum256(body)
