@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
@@ -18,7 +19,9 @@ type apiError struct {
 	Code   string
 	Status int
 	Msg    string
-	err    error
+	// HeadersNotSigned names unsigned x-amz-* headers (AccessDenied).
+	HeadersNotSigned string
+	err              error
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Msg }
@@ -49,7 +52,22 @@ func toAPI(err error) *apiError {
 		return ae
 	}
 	msg := err.Error()
+	var hns *s3auth.HeadersNotSignedError
+	if errors.As(err, &hns) {
+		ae := newErr("AccessDenied", http.StatusForbidden, err, "There were headers present in the request which were not signed")
+		ae.HeadersNotSigned = strings.Join(hns.Headers, ", ")
+		return ae
+	}
 	switch {
+	case errors.Is(err, s3auth.ErrDate):
+		// AWS's words and status for a missing or unparseable x-amz-date.
+		return newErr("AccessDenied", http.StatusForbidden, err, "AWS authentication requires a valid Date or x-amz-date header")
+	case errors.Is(err, s3auth.ErrQuery):
+		return newErr("AuthorizationQueryParametersError", http.StatusBadRequest, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrTrailer):
+		return newErr("MalformedTrailerError", http.StatusBadRequest, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrPayloadMalformed):
+		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
 	case errors.Is(err, s3auth.ErrAnonymous):
 		return newErr("AccessDenied", http.StatusForbidden, err, "anonymous access is not allowed; sign requests with SigV4")
 	case errors.Is(err, s3auth.ErrUnknownKey):
@@ -109,4 +127,6 @@ type xmlError struct {
 	RequestID string   `xml:"RequestId"`
 	Key       string   `xml:"Key,omitempty"`
 	Bucket    string   `xml:"BucketName,omitempty"`
+	// HeadersNotSigned lists unsigned x-amz-* headers, as AWS does.
+	HeadersNotSigned string `xml:"HeadersNotSigned,omitempty"`
 }

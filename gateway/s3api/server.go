@@ -208,6 +208,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serve(q *request, handler func(*request) error) error {
 	a, err := s.verify.Verify(q.r)
 	if err != nil {
+		// s3auth's errors never carry a secret or a signature (tested).
+		s.log.Debug("s3 authentication failed", "op", q.op, "bucket", q.bucket, "remote", q.r.RemoteAddr, "err", err)
 		return err
 	}
 	q.auth = a
@@ -328,7 +330,8 @@ func (s *Server) writeError(q *request, err error) {
 		q.w.WriteHeader(ae.Status)
 		return
 	}
-	body, _ := xml.Marshal(xmlError{Code: ae.Code, Message: ae.Msg, Resource: q.r.URL.Path, RequestID: q.id, Key: q.key, Bucket: q.bucket})
+	body, _ := xml.Marshal(xmlError{Code: ae.Code, Message: ae.Msg, Resource: q.r.URL.Path, RequestID: q.id, Key: q.key, Bucket: q.bucket,
+		HeadersNotSigned: ae.HeadersNotSigned})
 	h.Set("Content-Type", "application/xml")
 	h.Set("Content-Length", strconv.Itoa(len(xml.Header)+len(body)))
 	q.w.WriteHeader(ae.Status)
