@@ -3,8 +3,9 @@
 // use it as a data path. A bucket is a namespace; an object is a block, named
 // by its 16-hex-digit sequence hash plus ".N" for tensor-parallel part N.
 // Requests are authenticated with SigV4 (gateway/s3auth) against namespace-
-// scoped access keys (ctxstore/credential). Only path-style addressing is
-// served (http://host:port/bucket/key).
+// scoped access keys (ctxstore/credential). Path-style addressing
+// (http://host:port/bucket/key) is always served; virtual-hosted-style
+// (http://bucket.domain:port/key) for the base domains in Config.Domains.
 package s3api
 
 import (
@@ -50,6 +51,11 @@ type Config struct {
 	// ReadHeaderTimeout and IdleTimeout configure the HTTP server.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// Domains are the base domains of virtual-hosted-style requests: a
+	// request whose Host (port aside) is "<bucket>.<domain>" addresses that
+	// bucket, and its whole path is the object key. Any other Host is path
+	// style. Empty: path style only.
+	Domains []string
 }
 
 // DefaultConfig returns port 9000, us-east-1, 64 MiB objects, 15 minutes of
@@ -87,7 +93,47 @@ func (c Config) Validate() error {
 	case c.ReadHeaderTimeout <= 0 || c.IdleTimeout <= 0:
 		return bad("timeouts must be positive")
 	}
+	for _, d := range c.Domains {
+		if err := validDomain(d); err != nil {
+			return bad("%v", err)
+		}
+	}
 	return nil
+}
+
+// validDomain checks a virtual-host base domain: DNS labels of a-z, 0-9 and
+// '-', no port, no leading or trailing dot.
+func validDomain(d string) error {
+	if d == "" || len(d) > 253 {
+		return fmt.Errorf("domain %q must be 1..253 characters", d)
+	}
+	for _, label := range strings.Split(d, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("domain %q: empty, over-long or dash-edged label", d)
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') && c != '-' {
+				return fmt.Errorf("domain %q: only lower-case a-z, 0-9, '-' and '.' (and no port)", d)
+			}
+		}
+	}
+	return nil
+}
+
+// hostBucket returns the bucket a virtual-hosted-style Host names, or ""
+// for path style.
+func (s *Server) hostBucket(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, d := range s.cfg.Domains {
+		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
+			return b
+		}
+	}
+	return ""
 }
 
 // Server is the S3 endpoint.
@@ -193,7 +239,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Amz-Request-Id", q.id)
 	w.Header().Set("Server", "ctxtier")
 	path := strings.TrimPrefix(r.URL.Path, "/")
-	q.bucket, q.key, _ = strings.Cut(path, "/")
+	if b := s.hostBucket(r.Host); b != "" {
+		q.bucket, q.key = b, path
+	} else {
+		q.bucket, q.key, _ = strings.Cut(path, "/")
+	}
 	handler := s.route(q)
 	err := s.serve(q, handler)
 	code := errcode.OK
