@@ -11,7 +11,7 @@ TEST_TIMEOUT ?= 20m
 .PHONY: help build run test test-race bench fuzz soak lint clean
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build ctxd, ctxctl and ctxbench into ./bin
 	@mkdir -p $(BIN)
@@ -45,3 +45,4 @@ clean: ## remove build outputs and the default data directory
 	rm -rf $(BIN) ctxd-data
 include deploy/deploy.mk
 include cluster.mk
+-include s3.mk

@@ -1,0 +1,22 @@
+# S3 endpoint: the real Python S3 clients its tests drive (boto3, pinned in
+# python/requirements-s3.txt, installed into .venv) and the S3 conformance run.
+PYTHON   ?= python3
+VENV     ?= .venv
+S3_REQS  := python/requirements-s3.txt
+S3_STAMP := $(VENV)/.ctxtier-s3-$(shell cat $(S3_REQS) 2>/dev/null | cksum | cut -d' ' -f1)
+
+.PHONY: s3-venv s3-conformance
+
+$(S3_STAMP): $(S3_REQS)
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r $(S3_REQS)
+	@rm -f $(VENV)/.ctxtier-s3-*
+	@touch $@
+
+s3-venv: $(S3_STAMP) ## create .venv with the pinned S3 clients (boto3) the S3 tests drive
+
+# gateway/s3api's TestBoto3 runs boto3 from .venv (and fails under CI=true without it).
+test test-race: s3-venv
+
+s3-conformance: ## versitygw's S3 test suite against a real ctxd; per-operation summary in s3-conformance-out/
+	scripts/s3-conformance.sh $(SUITE)
