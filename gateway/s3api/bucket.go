@@ -46,7 +46,7 @@ func (s *Server) listBuckets(q *request) error {
 	if v := qs.Get("max-buckets"); v != "" || qs.Has("max-buckets") {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxBuckets {
-			return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "max-buckets must be an integer in 1..%d", maxBuckets)
+			return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "Argument max-buckets must be an integer between 1 and %d.", maxBuckets)
 		}
 		limit = n
 	}
@@ -59,7 +59,9 @@ func (s *Server) listBuckets(q *request) error {
 		after = c
 	}
 	prefix := qs.Get("prefix")
-	res := listBucketsResult{Xmlns: s3NS, Owner: xmlOwner{ID: "ctxtier", DisplayName: "ctxtier"}, Buckets: []xmlBucket{}, Prefix: prefix}
+	// The owner is the requester: every bucket it may see is "its own".
+	owner := q.auth.Credential.AccessKeyID
+	res := listBucketsResult{Xmlns: s3NS, Owner: xmlOwner{ID: owner, DisplayName: owner}, Buckets: []xmlBucket{}, Prefix: prefix}
 	created := s.started.Format(time.RFC3339)
 	names := make([]string, 0)
 	for _, ns := range s.store.Namespaces() {
@@ -83,8 +85,9 @@ func (s *Server) listBuckets(q *request) error {
 // ending with a letter or digit, no "..", not shaped like an IPv4 address,
 // and none of the prefixes and suffixes S3 reserves.
 func validBucketName(name string) error {
+	// AWS's message names no rule; the wrapped cause (logged, in metrics) does.
 	bad := func(why string) error {
-		return newErr("InvalidBucketName", http.StatusBadRequest, block.ErrInvalidArgument, "the specified bucket is not valid: %s", why)
+		return newErr("InvalidBucketName", http.StatusBadRequest, fmt.Errorf("%w: %s", block.ErrInvalidArgument, why), "The specified bucket is not valid.")
 	}
 	if len(name) < 3 || len(name) > 63 {
 		return bad("a bucket name is 3..63 characters")
@@ -126,7 +129,7 @@ func (s *Server) createBucket(q *request) error {
 		return err
 	}
 	if err := block.ValidNamespaceName(q.bucket); err != nil {
-		return newErr("InvalidBucketName", http.StatusBadRequest, err, "%v", err)
+		return newErr("InvalidBucketName", http.StatusBadRequest, err, "The specified bucket is not valid.")
 	}
 	body, err := s.readBody(q, s.cfg.MaxXMLBody, nil, false)
 	if err != nil {
@@ -139,7 +142,7 @@ func (s *Server) createBucket(q *request) error {
 		}
 		if cfg.LocationConstraint != "" && cfg.LocationConstraint != s.cfg.Region {
 			return newErr("InvalidLocationConstraint", http.StatusBadRequest, block.ErrInvalidArgument,
-				"this endpoint serves region %q only", s.cfg.Region)
+				"The specified location-constraint is not valid")
 		}
 	}
 	if _, err := s.store.Namespace(q.bucket); err == nil {

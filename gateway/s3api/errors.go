@@ -52,6 +52,9 @@ func toAPI(err error) *apiError {
 		return ae
 	}
 	msg := err.Error()
+	if m, ok := s3auth.Message(err); ok {
+		msg = m // AWS's words for an authentication failure
+	}
 	var hns *s3auth.HeadersNotSignedError
 	if errors.As(err, &hns) {
 		ae := newErr("AccessDenied", http.StatusForbidden, err, "There were headers present in the request which were not signed")
@@ -60,8 +63,9 @@ func toAPI(err error) *apiError {
 	}
 	switch {
 	case errors.Is(err, s3auth.ErrDate):
-		// AWS's words and status for a missing or unparseable x-amz-date.
-		return newErr("AccessDenied", http.StatusForbidden, err, "AWS authentication requires a valid Date or x-amz-date header")
+		return newErr("AccessDenied", http.StatusForbidden, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrAuthType):
+		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
 	case errors.Is(err, s3auth.ErrQuery):
 		return newErr("AuthorizationQueryParametersError", http.StatusBadRequest, err, "%s", msg)
 	case errors.Is(err, s3auth.ErrTrailer):
@@ -71,9 +75,9 @@ func toAPI(err error) *apiError {
 	case errors.Is(err, s3auth.ErrAnonymous):
 		return newErr("AccessDenied", http.StatusForbidden, err, "anonymous access is not allowed; sign requests with SigV4")
 	case errors.Is(err, s3auth.ErrUnknownKey):
-		return newErr("InvalidAccessKeyId", http.StatusForbidden, err, "the access key id you provided does not exist in our records")
+		return newErr("InvalidAccessKeyId", http.StatusForbidden, err, "The AWS Access Key Id you provided does not exist in our records.")
 	case errors.Is(err, s3auth.ErrSignature):
-		return newErr("SignatureDoesNotMatch", http.StatusForbidden, err, "the request signature we calculated does not match the signature you provided")
+		return newErr("SignatureDoesNotMatch", http.StatusForbidden, err, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
 	case errors.Is(err, s3auth.ErrSkewed):
 		return newErr("RequestTimeTooSkewed", http.StatusForbidden, err, "%s", msg)
 	case errors.Is(err, s3auth.ErrExpired):
@@ -92,9 +96,9 @@ func toAPI(err error) *apiError {
 	}
 	switch errcode.Of(err) {
 	case errcode.NotFound:
-		return newErr("NoSuchKey", http.StatusNotFound, err, "the specified key does not exist")
+		return newErr("NoSuchKey", http.StatusNotFound, err, "The specified key does not exist.")
 	case errcode.UnknownNamespace:
-		return newErr("NoSuchBucket", http.StatusNotFound, err, "the specified bucket does not exist")
+		return newErr("NoSuchBucket", http.StatusNotFound, err, "The specified bucket does not exist.")
 	case errcode.Conflict:
 		return newErr("BlockConflict", http.StatusConflict, err, "%s (blocks are immutable: a key keeps its first bytes)", msg)
 	case errcode.ChecksumMismatch:
@@ -110,7 +114,7 @@ func toAPI(err error) *apiError {
 	case errcode.NamespaceExists:
 		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, err, "%s", msg)
 	case errcode.NamespaceNotEmpty:
-		return newErr("BucketNotEmpty", http.StatusConflict, err, "the bucket you tried to delete is not empty")
+		return newErr("BucketNotEmpty", http.StatusConflict, err, "The bucket you tried to delete is not empty")
 	case errcode.Unauthenticated, errcode.PermissionDenied:
 		return newErr("AccessDenied", http.StatusForbidden, err, "access denied")
 	case errcode.Canceled, errcode.DeadlineExceeded:

@@ -298,7 +298,7 @@ func (s *Server) route(q *request) func(*request) error {
 			case qs.Has("acl"), qs.Has("policy"), qs.Has("cors"), qs.Has("website"), qs.Has("logging"),
 				qs.Has("replication"), qs.Has("encryption"), qs.Has("object-lock"), qs.Has("notification"),
 				qs.Has("requestPayment"), qs.Has("accelerate"), qs.Has("ownershipControls"), qs.Has("policyStatus"):
-				return set("GetBucketSubresource", notImplemented)
+				return set("GetBucketSubresource", s.bucketNotImplemented)
 			case qs.Get("list-type") == "2":
 				return set("ListObjectsV2", s.listObjectsV2)
 			default:
@@ -311,7 +311,7 @@ func (s *Server) route(q *request) func(*request) error {
 			case qs.Has("tagging"):
 				return set("PutBucketTagging", s.putTagging)
 			case len(qs) > 0:
-				return set("PutBucketSubresource", notImplemented)
+				return set("PutBucketSubresource", s.bucketNotImplemented)
 			}
 			return set("CreateBucket", s.createBucket)
 		case http.MethodHead:
@@ -323,7 +323,7 @@ func (s *Server) route(q *request) func(*request) error {
 			case qs.Has("tagging"):
 				return set("DeleteBucketTagging", s.deleteTagging)
 			case len(qs) > 0:
-				return set("DeleteBucketSubresource", notImplemented)
+				return set("DeleteBucketSubresource", s.bucketNotImplemented)
 			}
 			return set("DeleteBucket", s.deleteBucket)
 		case http.MethodPost:
@@ -357,6 +357,16 @@ func (s *Server) route(q *request) func(*request) error {
 
 func notImplemented(q *request) error {
 	return errNotImplemented(q.op + " (" + q.r.Method + " " + q.r.URL.RawQuery + ")")
+}
+
+// bucketNotImplemented answers a bucket sub-resource ctxtier does not
+// implement: 404 NoSuchBucket first, as S3 checks the bucket before the
+// operation, then 501.
+func (s *Server) bucketNotImplemented(q *request) error {
+	if _, err := s.store.Namespace(q.bucket); err != nil {
+		return err
+	}
+	return notImplemented(q)
 }
 
 func methodNotAllowed(q *request) error {

@@ -86,6 +86,10 @@ var (
 	ErrUnsignedHeaders = fmt.Errorf("%w: there were headers present in the request which were not signed", block.ErrPermissionDenied)
 	// ErrTrailer: a missing, undeclared or malformed trailing header.
 	ErrTrailer = fmt.Errorf("%w: malformed trailing headers", block.ErrInvalidArgument)
+	// ErrTrailerValue: an x-amz-trailer naming no supported checksum.
+	ErrTrailerValue = fmt.Errorf("%w: unsupported x-amz-trailer", ErrUnsupported)
+	// ErrAuthType: an Authorization header of an unknown scheme.
+	ErrAuthType = fmt.Errorf("%w: unsupported authorization type", block.ErrInvalidArgument)
 )
 
 // HeadersNotSignedError names the x-amz-* headers a request carried
@@ -100,6 +104,41 @@ func (e *HeadersNotSignedError) Error() string {
 
 // Unwrap returns ErrUnsignedHeaders.
 func (e *HeadersNotSignedError) Unwrap() error { return ErrUnsignedHeaders }
+
+// awsError is a verification error carrying the message AWS gives clients
+// for it, so S3 tools and conformance suites see AWS's words.
+type awsError struct {
+	base error
+	msg  string
+}
+
+func (e *awsError) Error() string { return e.base.Error() + ": " + e.msg }
+func (e *awsError) Unwrap() error { return e.base }
+
+func awsErr(base error, format string, a ...any) error {
+	return &awsError{base: base, msg: fmt.Sprintf(format, a...)}
+}
+
+// Message returns the client-facing S3 error message of err, when s3auth
+// gave it one.
+func Message(err error) (string, bool) {
+	var ae *awsError
+	if errors.As(err, &ae) {
+		return ae.msg, true
+	}
+	return "", false
+}
+
+// Messages AWS gives for these failures.
+const (
+	msgHeaderMalformed = "The authorization header is malformed; "
+	msgQueryCredential = "Error parsing the X-Amz-Credential parameter; "
+	msgQueryRequired   = "Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters."
+	msgPayloadHash     = "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD, STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD-TRAILER or a valid sha256 value."
+)
+
+// errSignature is ErrSignature with AWS's message.
+var errSignature = awsErr(ErrSignature, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
 
 // trailerChecksums are the trailing headers x-amz-trailer may declare.
 var trailerChecksums = map[string]bool{
@@ -204,26 +243,34 @@ type scope struct {
 	id, date, region, service string
 }
 
-// parseScope splits "<key>/<date>/<region>/<service>/aws4_request"; base is
-// the sentinel its errors wrap (ErrMalformed or ErrQuery). Only the parts'
-// shape is echoed, never the whole value.
-func parseScope(s string, base error) (scope, error) {
+// parseScope splits "<key>/<date>/<region>/<service>/aws4_request" and
+// checks each part. base is the sentinel its errors wrap (ErrMalformed or
+// ErrQuery) and prefix AWS's message prefix for it.
+func (v *Verifier) parseScope(s string, base error, prefix string) (scope, error) {
 	p := strings.Split(s, "/")
-	if len(p) != 5 || p[4] != "aws4_request" || p[0] == "" {
-		return scope{}, fmt.Errorf("%w: the credential is not <key>/<date>/<region>/s3/aws4_request (%d parts)", base, len(p))
+	if len(p) != 5 || p[0] == "" {
+		return scope{}, awsErr(base, "%sthe Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".", prefix)
 	}
-	return scope{id: p[0], date: p[1], region: p[2], service: p[3]}, nil
-}
-
-func (v *Verifier) checkScope(sc scope, t time.Time, base error) error {
-	if sc.date != t.Format(dateFormat) {
-		return fmt.Errorf("%w: credential date %q does not match request date %s", base, sc.date, t.Format(timeFormat))
+	sc := scope{id: p[0], date: p[1], region: p[2], service: p[3]}
+	if p[4] != "aws4_request" {
+		return scope{}, awsErr(base, "%sincorrect terminal %q. This endpoint uses \"aws4_request\".", prefix, printable(p[4]))
 	}
-	if sc.region != v.cfg.Region {
-		return fmt.Errorf("%w: the region %q is wrong; expecting %q", base, sc.region, v.cfg.Region)
+	if _, err := time.Parse(dateFormat, sc.date); err != nil || len(sc.date) != 8 {
+		return scope{}, awsErr(base, "%sincorrect date format %q. This date in the credential must be in the format \"yyyyMMdd\".", prefix, printable(sc.date))
 	}
 	if sc.service != "s3" {
-		return fmt.Errorf("%w: service %q is wrong; expecting \"s3\"", base, sc.service)
+		return scope{}, awsErr(base, "%sincorrect service %q. This endpoint belongs to \"s3\".", prefix, printable(sc.service))
+	}
+	if sc.region != v.cfg.Region {
+		return scope{}, awsErr(base, "%sthe region %q is wrong; expecting %q", prefix, printable(sc.region), v.cfg.Region)
+	}
+	return sc, nil
+}
+
+// checkDate requires the scope's date to be the request's.
+func checkDate(sc scope, t time.Time, base error, prefix string) error {
+	if sc.date != t.Format(dateFormat) {
+		return awsErr(base, "%sInvalid credential date %q. This date is not the same as X-Amz-Date: %q.", prefix, sc.date, t.Format(dateFormat))
 	}
 	return nil
 }
@@ -232,7 +279,7 @@ func (v *Verifier) lookup(id string) (credential.Credential, error) {
 	c, err := v.keys.Lookup(id)
 	if err != nil {
 		if errors.Is(err, block.ErrUnauthenticated) {
-			return credential.Credential{}, fmt.Errorf("%w: %q", ErrUnknownKey, id)
+			return credential.Credential{}, awsErr(ErrUnknownKey, "The AWS Access Key Id you provided does not exist in our records.")
 		}
 		return credential.Credential{}, err
 	}
@@ -240,33 +287,47 @@ func (v *Verifier) lookup(id string) (credential.Credential, error) {
 }
 
 // parseAuthorization splits "AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...".
-// Its errors never quote the header: it carries the signature.
+// Its errors never quote the signature.
 func parseAuthorization(h string) (cred, signed, sig string, err error) {
 	alg, rest, ok := strings.Cut(h, " ")
-	if !ok || alg != algorithm {
+	if alg != algorithm {
 		if strings.HasPrefix(h, "AWS ") {
 			return "", "", "", ErrSigV2
 		}
-		return "", "", "", fmt.Errorf("%w: algorithm must be %s", ErrUnsupported, algorithm)
+		return "", "", "", awsErr(ErrAuthType, "Unsupported Authorization Type")
 	}
-	for i, part := range strings.Split(rest, ",") {
-		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return "", "", "", fmt.Errorf("%w: component %d is not key=value", ErrMalformed, i+1)
-		}
-		switch k {
-		case "Credential":
+	if !ok || strings.TrimSpace(rest) == "" {
+		return "", "", "", awsErr(ErrMalformed, "%sthe authorization header requires three components: Credential, SignedHeaders, and Signature.", msgHeaderMalformed)
+	}
+	malformed := ""
+	for _, part := range strings.Split(rest, ",") {
+		part = strings.TrimSpace(part)
+		k, val, ok := strings.Cut(part, "=")
+		switch {
+		case !ok:
+			if malformed == "" {
+				malformed = part
+			}
+		case k == "Credential":
 			cred = val
-		case "SignedHeaders":
+		case k == "SignedHeaders":
 			signed = val
-		case "Signature":
+		case k == "Signature":
 			sig = val
-		default:
-			return "", "", "", fmt.Errorf("%w: unknown component %q", ErrMalformed, printable(k))
 		}
 	}
-	if cred == "" || signed == "" || sig == "" {
-		return "", "", "", fmt.Errorf("%w: Credential, SignedHeaders and Signature are all required", ErrMalformed)
+	switch {
+	case malformed != "":
+		if strings.HasPrefix(malformed, "Signature") {
+			malformed = "Signature..." // never echo a signature
+		}
+		return "", "", "", awsErr(ErrMalformed, "%sthe authorization component %q is malformed.", msgHeaderMalformed, printable(malformed))
+	case cred == "":
+		return "", "", "", awsErr(ErrMalformed, "%smissing Credential.", msgHeaderMalformed)
+	case signed == "":
+		return "", "", "", awsErr(ErrMalformed, "%smissing SignedHeaders.", msgHeaderMalformed)
+	case sig == "":
+		return "", "", "", awsErr(ErrMalformed, "%smissing Signature.", msgHeaderMalformed)
 	}
 	return cred, signed, sig, nil
 }
@@ -294,32 +355,34 @@ func validPayloadHash(h string) error {
 	case "":
 		return fmt.Errorf("%w: x-amz-content-sha256 is required", ErrMalformed)
 	}
-	if strings.HasPrefix(h, "STREAMING-") {
-		return fmt.Errorf("%w: payload mode %q (use %s, %s, %s or %s)", ErrUnsupported, printable(h),
-			StreamingPayload, StreamingTrailer, StreamingUnsignedTrailer, UnsignedPayload)
+	if strings.HasPrefix(h, "STREAMING-AWS4-ECDSA-") {
+		return fmt.Errorf("%w: payload mode %q (SigV4A) is not supported", ErrUnsupported, printable(h))
 	}
 	if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
-		return fmt.Errorf("%w: x-amz-content-sha256 %q is not a SHA-256", ErrPayloadMalformed, printable(h))
+		return awsErr(ErrPayloadMalformed, "%s", msgPayloadHash)
 	}
 	return nil
 }
 
-// trailerName checks x-amz-trailer for the trailer payload modes: exactly
+// trailerName checks x-amz-trailer for the trailer payload modes: none, or
 // one checksum header.
 func trailerName(r *http.Request, payload string) (string, error) {
 	vals := r.Header.Values("X-Amz-Trailer")
 	if payload != StreamingTrailer && payload != StreamingUnsignedTrailer {
 		if len(vals) > 0 {
-			return "", fmt.Errorf("%w: x-amz-trailer needs a trailer payload mode (%s or %s)", ErrTrailer, StreamingTrailer, StreamingUnsignedTrailer)
+			return "", awsErr(ErrTrailer, "The request contained trailing data that was not well-formed or did not conform to our published schema.")
 		}
 		return "", nil
 	}
-	if len(vals) != 1 {
-		return "", fmt.Errorf("%w: %s needs exactly one x-amz-trailer", ErrTrailer, payload)
+	if len(vals) == 0 {
+		return "", nil // no trailer: the body ends with the last chunk
+	}
+	if len(vals) > 1 {
+		return "", awsErr(ErrTrailerValue, "The value specified in the x-amz-trailer header is not supported")
 	}
 	name := strings.ToLower(strings.TrimSpace(vals[0]))
 	if !trailerChecksums[name] {
-		return "", fmt.Errorf("%w: x-amz-trailer %q is not a supported checksum (x-amz-checksum-crc32, -crc32c, -crc64nvme, -sha1, -sha256)", ErrTrailer, printable(name))
+		return "", awsErr(ErrTrailerValue, "The value specified in the x-amz-trailer header is not supported")
 	}
 	return name, nil
 }
@@ -355,20 +418,20 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := parseScope(credStr, ErrMalformed)
+	sc, err := v.parseScope(credStr, ErrMalformed, msgHeaderMalformed)
 	if err != nil {
 		return nil, err
 	}
 	amzDate := r.Header.Get("X-Amz-Date")
 	t, err := time.Parse(timeFormat, amzDate)
 	if err != nil {
-		return nil, ErrDate
+		return nil, awsErr(ErrDate, "AWS authentication requires a valid Date or x-amz-date header.")
 	}
-	if err := v.checkScope(sc, t, ErrMalformed); err != nil {
+	if err := checkDate(sc, t, ErrMalformed, msgHeaderMalformed); err != nil {
 		return nil, err
 	}
 	if d := v.now().Sub(t); d > v.cfg.MaxSkew || d < -v.cfg.MaxSkew {
-		return nil, fmt.Errorf("%w: request time %s, server time %s", ErrSkewed, t.Format(timeFormat), v.now().UTC().Format(timeFormat))
+		return nil, awsErr(ErrSkewed, "The difference between the request time (%s) and the server's time (%s) is too large.", t.Format(timeFormat), v.now().UTC().Format(timeFormat))
 	}
 	payload := r.Header.Get("X-Amz-Content-Sha256")
 	if err := validPayloadHash(payload); err != nil {
@@ -399,51 +462,52 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 	}
 	want, _ := hex.DecodeString(gotSig)
 	if gotSigned != signedStr || !hmac.Equal(want, sig) {
-		return nil, ErrSignature
+		return nil, errSignature
 	}
 	return &Auth{Credential: c, PayloadHash: payload, Trailer: trailer, v: v, signature: sig, time: t}, nil
 }
 
 func (v *Verifier) verifyQuery(r *http.Request) (*Auth, error) {
 	q := r.URL.Query()
-	if alg := q.Get("X-Amz-Algorithm"); alg != algorithm {
-		return nil, fmt.Errorf("%w: X-Amz-Algorithm only supports %q", ErrQuery, algorithm)
+	for _, p := range []string{"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Signature", "X-Amz-Date", "X-Amz-SignedHeaders", "X-Amz-Expires"} {
+		if q.Get(p) == "" {
+			return nil, awsErr(ErrQuery, "%s", msgQueryRequired)
+		}
+	}
+	if q.Get("X-Amz-Algorithm") != algorithm {
+		return nil, awsErr(ErrQuery, "X-Amz-Algorithm only supports %q", algorithm)
 	}
 	sig, err := parseSignature(q.Get("X-Amz-Signature"), ErrQuery)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := parseScope(q.Get("X-Amz-Credential"), ErrQuery)
+	sc, err := v.parseScope(q.Get("X-Amz-Credential"), ErrQuery, msgQueryCredential)
 	if err != nil {
 		return nil, err
 	}
 	t, err := time.Parse(timeFormat, q.Get("X-Amz-Date"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"", ErrQuery)
+		return nil, awsErr(ErrQuery, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
 	}
 	exp, err := strconv.ParseInt(q.Get("X-Amz-Expires"), 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("%w: X-Amz-Expires should be a number", ErrQuery)
-	}
-	if exp < 0 {
-		return nil, fmt.Errorf("%w: X-Amz-Expires must be non-negative", ErrQuery)
-	}
-	if time.Duration(exp)*time.Second > v.cfg.MaxPresignExpiry {
-		return nil, fmt.Errorf("%w: X-Amz-Expires must be less than a week (in seconds) that is %d", ErrQuery, int64(v.cfg.MaxPresignExpiry/time.Second))
+	switch {
+	case err != nil:
+		return nil, awsErr(ErrQuery, "X-Amz-Expires should be a number")
+	case exp < 0:
+		return nil, awsErr(ErrQuery, "X-Amz-Expires must be non-negative")
+	case time.Duration(exp)*time.Second > v.cfg.MaxPresignExpiry:
+		return nil, awsErr(ErrQuery, "X-Amz-Expires must be less than a week (in seconds); that is, the given X-Amz-Expires must be less than %d seconds", int64(v.cfg.MaxPresignExpiry/time.Second))
 	}
 	signedStr := q.Get("X-Amz-SignedHeaders")
-	if signedStr == "" {
-		return nil, fmt.Errorf("%w: X-Amz-SignedHeaders is required", ErrQuery)
-	}
-	if err := v.checkScope(sc, t, ErrQuery); err != nil {
+	if err := checkDate(sc, t, ErrQuery, ""); err != nil {
 		return nil, err
 	}
 	now := v.now()
 	if now.Before(t.Add(-v.cfg.MaxSkew)) {
-		return nil, fmt.Errorf("%w: presigned URL not valid before %s", ErrExpired, t.Format(timeFormat))
+		return nil, awsErr(ErrExpired, "Request is not valid yet.")
 	}
 	if !now.Before(t.Add(time.Duration(exp) * time.Second)) {
-		return nil, fmt.Errorf("%w: presigned URL expired at %s", ErrExpired, t.Add(time.Duration(exp)*time.Second).UTC().Format(timeFormat))
+		return nil, awsErr(ErrExpired, "Request has expired.")
 	}
 	payload := UnsignedPayload
 	if p := q.Get("X-Amz-Content-Sha256"); p != "" {
@@ -479,7 +543,7 @@ func (v *Verifier) verifyQuery(r *http.Request) (*Auth, error) {
 	uq := u.Query()
 	want, _ := hex.DecodeString(uq.Get("X-Amz-Signature"))
 	if uq.Get("X-Amz-SignedHeaders") != signedStr || !hmac.Equal(want, sig) {
-		return nil, ErrSignature
+		return nil, errSignature
 	}
 	return &Auth{Credential: c, PayloadHash: payload, Presigned: true, v: v, signature: sig, time: t}, nil
 }

@@ -62,7 +62,7 @@ func (a *Auth) ChunkedBody(body io.Reader, decoded int64) *ChunkedReader {
 		remain:  decoded,
 		decoded: decoded,
 		prev:    a.signature,
-		trailer: a.PayloadHash == StreamingTrailer || a.PayloadHash == StreamingUnsignedTrailer,
+		trailer: a.Trailer != "",
 	}
 	if a.PayloadHash != StreamingUnsignedTrailer {
 		creds := aws.Credentials{AccessKeyID: a.Credential.AccessKeyID, SecretAccessKey: a.Credential.Secret}

@@ -56,13 +56,13 @@ func TestVerifyHeaderStrict(t *testing.T) {
 		{name: "unknown streaming mode", sign: func(r *http.Request) {
 			r.Header.Set("X-Amz-Content-Sha256", "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD")
 		}, want: ErrUnsupported},
-		{name: "trailer mode without x-amz-trailer", sign: func(r *http.Request) {
+		{name: "trailer mode without x-amz-trailer (no trailer follows)", sign: func(r *http.Request) {
 			r.Header.Set("X-Amz-Content-Sha256", StreamingUnsignedTrailer)
-		}, want: ErrTrailer},
+		}},
 		{name: "x-amz-trailer naming a non-checksum", sign: func(r *http.Request) {
 			r.Header.Set("X-Amz-Content-Sha256", StreamingUnsignedTrailer)
 			r.Header.Set("X-Amz-Trailer", "x-amz-meta-a")
-		}, want: ErrTrailer},
+		}, want: ErrTrailerValue},
 		{name: "x-amz-trailer without a trailer mode", sign: func(r *http.Request) {
 			r.Header.Set("X-Amz-Trailer", "x-amz-checksum-crc32")
 		}, want: ErrTrailer},
@@ -290,6 +290,62 @@ func TestChunkedUnsignedTrailer(t *testing.T) {
 				t.Fatalf("decoded %d bytes, trailer %v", len(got), cr.Trailer())
 			}
 		})
+	}
+}
+
+func TestChunkedUnsignedNoTrailer(t *testing.T) {
+	v := newVerifier(t)
+	a := unsignedTrailerAuth(t, v)
+	a.Trailer = "" // x-amz-trailer absent: the body ends with the last chunk
+	payload := []byte("no trailer at all")
+	for _, end := range []string{"", "\r\n"} {
+		body := append(unsignedTrailerBody(payload, 5, "")[:0:0], unsignedTrailerBody(payload, 5, "")...)
+		body = append(body[:len(body)-2], end...) // drop the trailer section's blank line, maybe put it back
+		cr := a.ChunkedBody(bytes.NewReader(body), int64(len(payload)))
+		got, err := io.ReadAll(cr)
+		if err != nil || !bytes.Equal(got, payload) || len(cr.Trailer()) != 0 {
+			t.Fatalf("end %q: %q %v %v", end, got, err, cr.Trailer())
+		}
+	}
+}
+
+// TestAWSMessages: the client-facing messages are AWS's, and none echoes
+// a signature.
+func TestAWSMessages(t *testing.T) {
+	v := newVerifier(t)
+	sig := strings.Repeat("5a", 32)
+	cred := testKey.AccessKeyID + "/20260301/us-east-1/s3/aws4_request"
+	header := func(h string) *http.Request {
+		r := httptest.NewRequest("GET", "http://127.0.0.1:9000/", nil)
+		r.Header.Set("Authorization", h)
+		r.Header.Set("X-Amz-Date", epoch.Format(timeFormat))
+		r.Header.Set("X-Amz-Content-Sha256", UnsignedPayload)
+		return r
+	}
+	cases := []struct {
+		auth, want string
+	}{
+		{"AWS4-HMAC-SHA256 Credential=" + cred + ", SignedHeaders=host;x-amz-date", "The authorization header is malformed; missing Signature."},
+		{"AWS4-HMAC-SHA256 SignedHeaders=host, Signature=" + sig, "The authorization header is malformed; missing Credential."},
+		{"AWS4-HMAC-SHA256 Credential=" + cred + ", SignedHeaders=host, Signature:" + sig, `The authorization header is malformed; the authorization component "Signature..." is malformed.`},
+		{"AWS4-HMAC-SHA256 Credential=" + strings.Replace(cred, "aws4_request", "aws_request", 1) + ", SignedHeaders=host, Signature=" + sig,
+			`The authorization header is malformed; incorrect terminal "aws_request". This endpoint uses "aws4_request".`},
+		{"AWS4-HMAC-SHA256 Credential=" + strings.Replace(cred, "/s3/", "/ec2/", 1) + ", SignedHeaders=host, Signature=" + sig,
+			`The authorization header is malformed; incorrect service "ec2". This endpoint belongs to "s3".`},
+		{"AWS4-HMAC-SHA256 Credential=" + strings.Replace(cred, "20260301", "2026031", 1) + ", SignedHeaders=host, Signature=" + sig,
+			`The authorization header is malformed; incorrect date format "2026031". This date in the credential must be in the format "yyyyMMdd".`},
+		{"AWS4-HMAC-SHA256 Credential=" + strings.Replace(cred, "20260301", "20260302", 1) + ", SignedHeaders=host, Signature=" + sig,
+			`The authorization header is malformed; Invalid credential date "20260302". This date is not the same as X-Amz-Date: "20260301".`},
+		{"AWS4-HMAC-SHA256 Credential=a/b, SignedHeaders=host, Signature=" + sig,
+			`The authorization header is malformed; the Credential is mal-formed; expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request".`},
+		{"Bearer x", "Unsupported Authorization Type"},
+	}
+	for _, tc := range cases {
+		_, err := v.Verify(header(tc.auth))
+		msg, ok := Message(err)
+		if !ok || msg != tc.want || strings.Contains(err.Error(), sig) {
+			t.Errorf("%s:\n got %q (%v)\nwant %q", tc.auth, msg, err, tc.want)
+		}
 	}
 }
 
