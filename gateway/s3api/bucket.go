@@ -17,6 +17,7 @@ import (
 type xmlBucket struct {
 	Name         string `xml:"Name"`
 	CreationDate string `xml:"CreationDate"`
+	BucketRegion string `xml:"BucketRegion"`
 }
 
 type xmlOwner struct {
@@ -75,7 +76,7 @@ func (s *Server) listBuckets(q *request) error {
 		res.ContinuationToken = encodeToken(names[limit-1])
 	}
 	for _, n := range names {
-		res.Buckets = append(res.Buckets, xmlBucket{Name: n, CreationDate: created})
+		res.Buckets = append(res.Buckets, xmlBucket{Name: n, CreationDate: created, BucketRegion: s.cfg.Region})
 	}
 	return q.writeXML(res)
 }

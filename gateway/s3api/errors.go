@@ -21,7 +21,9 @@ type apiError struct {
 	Msg    string
 	// HeadersNotSigned names unsigned x-amz-* headers (AccessDenied).
 	HeadersNotSigned string
-	err              error
+	// Extra are further elements AWS puts in the body (ArgumentName, Region...).
+	Extra []xmlExtra
+	err   error
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Msg }
@@ -44,7 +46,7 @@ func errAccessDenied(bucket string) *apiError {
 	return newErr("AccessDenied", http.StatusForbidden, block.ErrPermissionDenied, "access denied to bucket %q for this access key", bucket)
 }
 
-// s3Code maps an error to the S3 error response. Auth failures first (they
+// toAPI maps an error to the S3 error response. Auth failures first (they
 // have S3-specific codes), then the store's sentinels through errcode's table.
 func toAPI(err error) *apiError {
 	var ae *apiError
@@ -55,6 +57,43 @@ func toAPI(err error) *apiError {
 	if m, ok := s3auth.Message(err); ok {
 		msg = m // AWS's words for an authentication failure
 	}
+	if a := authAPI(err, msg); a != nil {
+		for _, f := range s3auth.Fields(err) {
+			a.Extra = append(a.Extra, xmlExtra{XMLName: xml.Name{Local: f[0]}, Value: f[1]})
+		}
+		return a
+	}
+	switch errcode.Of(err) {
+	case errcode.NotFound:
+		return newErr("NoSuchKey", http.StatusNotFound, err, "The specified key does not exist.")
+	case errcode.UnknownNamespace:
+		return newErr("NoSuchBucket", http.StatusNotFound, err, "The specified bucket does not exist.")
+	case errcode.Conflict:
+		return newErr("BlockConflict", http.StatusConflict, err, "%s (blocks are immutable: a key keeps its first bytes)", msg)
+	case errcode.ChecksumMismatch:
+		return newErr("BadDigest", http.StatusBadRequest, err, "%s", msg)
+	case errcode.TooLarge:
+		return newErr("EntityTooLarge", http.StatusBadRequest, err, "%s", msg)
+	case errcode.InvalidKey, errcode.InvalidArgument:
+		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
+	case errcode.NoSpace:
+		return newErr("InsufficientStorage", http.StatusInsufficientStorage, err, "%s", msg)
+	case errcode.Unavailable, errcode.Closed:
+		return newErr("ServiceUnavailable", http.StatusServiceUnavailable, err, "%s", msg)
+	case errcode.NamespaceExists:
+		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, err, "%s", msg)
+	case errcode.NamespaceNotEmpty:
+		return newErr("BucketNotEmpty", http.StatusConflict, err, "The bucket you tried to delete is not empty")
+	case errcode.Unauthenticated, errcode.PermissionDenied:
+		return newErr("AccessDenied", http.StatusForbidden, err, "access denied")
+	case errcode.Canceled, errcode.DeadlineExceeded:
+		return newErr("RequestTimeout", http.StatusBadRequest, err, "%s", msg)
+	}
+	return newErr("InternalError", http.StatusInternalServerError, errcode.ErrInternal, "we encountered an internal error; please try again")
+}
+
+// authAPI maps s3auth's errors to S3 errors (nil for other errors).
+func authAPI(err error, msg string) *apiError {
 	var hns *s3auth.HeadersNotSignedError
 	if errors.As(err, &hns) {
 		ae := newErr("AccessDenied", http.StatusForbidden, err, "There were headers present in the request which were not signed")
@@ -94,33 +133,13 @@ func toAPI(err error) *apiError {
 	case errors.Is(err, s3auth.ErrChunk):
 		return newErr("IncompleteBody", http.StatusBadRequest, err, "%s", msg)
 	}
-	switch errcode.Of(err) {
-	case errcode.NotFound:
-		return newErr("NoSuchKey", http.StatusNotFound, err, "The specified key does not exist.")
-	case errcode.UnknownNamespace:
-		return newErr("NoSuchBucket", http.StatusNotFound, err, "The specified bucket does not exist.")
-	case errcode.Conflict:
-		return newErr("BlockConflict", http.StatusConflict, err, "%s (blocks are immutable: a key keeps its first bytes)", msg)
-	case errcode.ChecksumMismatch:
-		return newErr("BadDigest", http.StatusBadRequest, err, "%s", msg)
-	case errcode.TooLarge:
-		return newErr("EntityTooLarge", http.StatusBadRequest, err, "%s", msg)
-	case errcode.InvalidKey, errcode.InvalidArgument:
-		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
-	case errcode.NoSpace:
-		return newErr("InsufficientStorage", http.StatusInsufficientStorage, err, "%s", msg)
-	case errcode.Unavailable, errcode.Closed:
-		return newErr("ServiceUnavailable", http.StatusServiceUnavailable, err, "%s", msg)
-	case errcode.NamespaceExists:
-		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, err, "%s", msg)
-	case errcode.NamespaceNotEmpty:
-		return newErr("BucketNotEmpty", http.StatusConflict, err, "The bucket you tried to delete is not empty")
-	case errcode.Unauthenticated, errcode.PermissionDenied:
-		return newErr("AccessDenied", http.StatusForbidden, err, "access denied")
-	case errcode.Canceled, errcode.DeadlineExceeded:
-		return newErr("RequestTimeout", http.StatusBadRequest, err, "%s", msg)
-	}
-	return newErr("InternalError", http.StatusInternalServerError, errcode.ErrInternal, "we encountered an internal error; please try again")
+	return nil
+}
+
+// xmlExtra is one extra element of an error body.
+type xmlExtra struct {
+	XMLName xml.Name
+	Value   string `xml:",chardata"`
 }
 
 type xmlError struct {
@@ -133,4 +152,5 @@ type xmlError struct {
 	Bucket    string   `xml:"BucketName,omitempty"`
 	// HeadersNotSigned lists unsigned x-amz-* headers, as AWS does.
 	HeadersNotSigned string `xml:"HeadersNotSigned,omitempty"`
+	Extra            []xmlExtra
 }

@@ -391,7 +391,7 @@ func (s *Server) writeError(q *request, err error) {
 		return
 	}
 	body, _ := xml.Marshal(xmlError{Code: ae.Code, Message: ae.Msg, Resource: q.r.URL.Path, RequestID: q.id, Key: q.key, Bucket: q.bucket,
-		HeadersNotSigned: ae.HeadersNotSigned})
+		HeadersNotSigned: ae.HeadersNotSigned, Extra: ae.Extra})
 	h.Set("Content-Type", "application/xml")
 	h.Set("Content-Length", strconv.Itoa(len(xml.Header)+len(body)))
 	q.w.WriteHeader(ae.Status)

@@ -143,7 +143,19 @@ func TestStrictAuthResponses(t *testing.T) {
 		{"presign: expired", func() *http.Request {
 			r, _ := http.NewRequest("GET", presignURL(t, e, e.admin, obj, now.Add(-10*time.Minute), nil), nil)
 			return r
-		}, 403, "AccessDenied", "expired"},
+		}, 403, "AccessDenied", "<Message>Request has expired.</Message>"},
+		{"presign: expired names the server time", func() *http.Request {
+			r, _ := http.NewRequest("GET", presignURL(t, e, e.admin, obj, now.Add(-10*time.Minute), nil), nil)
+			return r
+		}, 403, "AccessDenied", "<ServerTime>"},
+		{"unknown access key", func() *http.Request {
+			c := e.admin
+			c.AccessKeyID = "CTXNOSUCHKEY00000001"
+			return rawSigned(t, e, c, "PUT", obj, body, now, nil, nil)
+		}, 403, "InvalidAccessKeyId", "<AWSAccessKeyId>CTXNOSUCHKEY00000001</AWSAccessKeyId>"},
+		{"unsupported authorization type", func() *http.Request {
+			return rawSigned(t, e, e.admin, "PUT", obj, body, now, nil, func(r *http.Request) { r.Header.Set("Authorization", "Bearer abc") })
+		}, 400, "InvalidArgument", "<ArgumentName>Authorization</ArgumentName>"},
 		{"presign: unsigned x-amz header", func() *http.Request {
 			r, _ := http.NewRequest("GET", presignURL(t, e, e.admin, obj, now, nil), nil)
 			r.Header.Set("X-Amz-Meta-A", "1")

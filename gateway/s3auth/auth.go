@@ -108,8 +108,9 @@ func (e *HeadersNotSignedError) Unwrap() error { return ErrUnsignedHeaders }
 // awsError is a verification error carrying the message AWS gives clients
 // for it, so S3 tools and conformance suites see AWS's words.
 type awsError struct {
-	base error
-	msg  string
+	base   error
+	msg    string
+	fields [][2]string // extra elements of AWS's error body (name, value)
 }
 
 func (e *awsError) Error() string { return e.base.Error() + ": " + e.msg }
@@ -117,6 +118,16 @@ func (e *awsError) Unwrap() error { return e.base }
 
 func awsErr(base error, format string, a ...any) error {
 	return &awsError{base: base, msg: fmt.Sprintf(format, a...)}
+}
+
+// withFields adds extra error-body elements (AWS's ArgumentName, Region,
+// AWSAccessKeyId, ServerTime...) to an awsError.
+func withFields(err error, kv ...string) error {
+	ae := err.(*awsError)
+	for i := 0; i+1 < len(kv); i += 2 {
+		ae.fields = append(ae.fields, [2]string{kv[i], kv[i+1]})
+	}
+	return ae
 }
 
 // Message returns the client-facing S3 error message of err, when s3auth
@@ -127,6 +138,16 @@ func Message(err error) (string, bool) {
 		return ae.msg, true
 	}
 	return "", false
+}
+
+// Fields returns the extra elements AWS puts in the error body for err
+// (name, value pairs), if any. They never include a secret or signature.
+func Fields(err error) [][2]string {
+	var ae *awsError
+	if errors.As(err, &ae) {
+		return ae.fields
+	}
+	return nil
 }
 
 // Messages AWS gives for these failures.
@@ -252,17 +273,18 @@ func (v *Verifier) parseScope(s string, base error, prefix string) (scope, error
 		return scope{}, awsErr(base, "%sthe Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".", prefix)
 	}
 	sc := scope{id: p[0], date: p[1], region: p[2], service: p[3]}
+	// The order AWS checks the parts in.
 	if p[4] != "aws4_request" {
 		return scope{}, awsErr(base, "%sincorrect terminal %q. This endpoint uses \"aws4_request\".", prefix, printable(p[4]))
-	}
-	if _, err := time.Parse(dateFormat, sc.date); err != nil || len(sc.date) != 8 {
-		return scope{}, awsErr(base, "%sincorrect date format %q. This date in the credential must be in the format \"yyyyMMdd\".", prefix, printable(sc.date))
 	}
 	if sc.service != "s3" {
 		return scope{}, awsErr(base, "%sincorrect service %q. This endpoint belongs to \"s3\".", prefix, printable(sc.service))
 	}
 	if sc.region != v.cfg.Region {
-		return scope{}, awsErr(base, "%sthe region %q is wrong; expecting %q", prefix, printable(sc.region), v.cfg.Region)
+		return scope{}, withFields(awsErr(base, "%sthe region %q is wrong; expecting %q", prefix, printable(sc.region), v.cfg.Region), "Region", v.cfg.Region)
+	}
+	if _, err := time.Parse(dateFormat, sc.date); err != nil || len(sc.date) != 8 {
+		return scope{}, awsErr(base, "%sincorrect date format %q. This date in the credential must be in the format \"yyyyMMdd\".", prefix, printable(sc.date))
 	}
 	return sc, nil
 }
@@ -279,7 +301,7 @@ func (v *Verifier) lookup(id string) (credential.Credential, error) {
 	c, err := v.keys.Lookup(id)
 	if err != nil {
 		if errors.Is(err, block.ErrUnauthenticated) {
-			return credential.Credential{}, awsErr(ErrUnknownKey, "The AWS Access Key Id you provided does not exist in our records.")
+			return credential.Credential{}, withFields(awsErr(ErrUnknownKey, "The AWS Access Key Id you provided does not exist in our records."), "AWSAccessKeyId", printable(id))
 		}
 		return credential.Credential{}, err
 	}
@@ -290,11 +312,15 @@ func (v *Verifier) lookup(id string) (credential.Credential, error) {
 // Its errors never quote the signature.
 func parseAuthorization(h string) (cred, signed, sig string, err error) {
 	alg, rest, ok := strings.Cut(h, " ")
+	if !ok {
+		return "", "", "", withFields(awsErr(ErrAuthType, "Authorization header is invalid -- one and only one ' ' (space) required."),
+			"ArgumentName", "Authorization")
+	}
 	if alg != algorithm {
-		if strings.HasPrefix(h, "AWS ") {
+		if alg == "AWS" {
 			return "", "", "", ErrSigV2
 		}
-		return "", "", "", awsErr(ErrAuthType, "Unsupported Authorization Type")
+		return "", "", "", withFields(awsErr(ErrAuthType, "Unsupported Authorization Type"), "ArgumentName", "Authorization", "ArgumentValue", printable(alg))
 	}
 	if !ok || strings.TrimSpace(rest) == "" {
 		return "", "", "", awsErr(ErrMalformed, "%sthe authorization header requires three components: Credential, SignedHeaders, and Signature.", msgHeaderMalformed)
@@ -359,7 +385,7 @@ func validPayloadHash(h string) error {
 		return fmt.Errorf("%w: payload mode %q (SigV4A) is not supported", ErrUnsupported, printable(h))
 	}
 	if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
-		return awsErr(ErrPayloadMalformed, "%s", msgPayloadHash)
+		return withFields(awsErr(ErrPayloadMalformed, "%s", msgPayloadHash), "ArgumentName", "x-amz-content-sha256", "ArgumentValue", printable(h))
 	}
 	return nil
 }
@@ -507,7 +533,8 @@ func (v *Verifier) verifyQuery(r *http.Request) (*Auth, error) {
 		return nil, awsErr(ErrExpired, "Request is not valid yet.")
 	}
 	if !now.Before(t.Add(time.Duration(exp) * time.Second)) {
-		return nil, awsErr(ErrExpired, "Request has expired.")
+		return nil, withFields(awsErr(ErrExpired, "Request has expired."), "X-Amz-Expires", strconv.FormatInt(exp, 10),
+			"Expires", t.Add(time.Duration(exp)*time.Second).UTC().Format(time.RFC3339), "ServerTime", now.UTC().Format(time.RFC3339))
 	}
 	payload := UnsignedPayload
 	if p := q.Get("X-Amz-Content-Sha256"); p != "" {
