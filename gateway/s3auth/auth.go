@@ -301,7 +301,7 @@ func (v *Verifier) lookup(id string) (credential.Credential, error) {
 	c, err := v.keys.Lookup(id)
 	if err != nil {
 		if errors.Is(err, block.ErrUnauthenticated) {
-			return credential.Credential{}, withFields(awsErr(ErrUnknownKey, "The AWS Access Key Id you provided does not exist in our records."), "AWSAccessKeyId", printable(id))
+			return credential.Credential{}, withFields(awsErr(ErrUnknownKey, "The AWS Access Key Id you provided does not exist in our records."), "AWSAccessKeyId", bounded(id, 128))
 		}
 		return credential.Credential{}, err
 	}
@@ -314,7 +314,7 @@ func parseAuthorization(h string) (cred, signed, sig string, err error) {
 	alg, rest, ok := strings.Cut(h, " ")
 	if !ok {
 		return "", "", "", withFields(awsErr(ErrAuthType, "Authorization header is invalid -- one and only one ' ' (space) required."),
-			"ArgumentName", "Authorization")
+			"ArgumentName", "Authorization", "ArgumentValue", printable(h))
 	}
 	if alg != algorithm {
 		if alg == "AWS" {
@@ -322,11 +322,12 @@ func parseAuthorization(h string) (cred, signed, sig string, err error) {
 		}
 		return "", "", "", withFields(awsErr(ErrAuthType, "Unsupported Authorization Type"), "ArgumentName", "Authorization", "ArgumentValue", printable(alg))
 	}
-	if !ok || strings.TrimSpace(rest) == "" {
+	parts := strings.Split(rest, ",")
+	if len(parts) < 3 {
 		return "", "", "", awsErr(ErrMalformed, "%sthe authorization header requires three components: Credential, SignedHeaders, and Signature.", msgHeaderMalformed)
 	}
 	malformed := ""
-	for _, part := range strings.Split(rest, ",") {
+	for _, part := range parts {
 		part = strings.TrimSpace(part)
 		k, val, ok := strings.Cut(part, "=")
 		switch {
@@ -359,9 +360,11 @@ func parseAuthorization(h string) (cred, signed, sig string, err error) {
 }
 
 // printable bounds a client-supplied token quoted in an error.
-func printable(s string) string {
-	if len(s) > 32 {
-		s = s[:32] + "..."
+func printable(s string) string { return bounded(s, 32) }
+
+func bounded(s string, n int) string {
+	if len(s) > n {
+		s = s[:n] + "..."
 	}
 	return s
 }

@@ -325,8 +325,8 @@ func TestAWSMessages(t *testing.T) {
 	cases := []struct {
 		auth, want string
 	}{
-		{"AWS4-HMAC-SHA256 Credential=" + cred + ", SignedHeaders=host;x-amz-date", "The authorization header is malformed; missing Signature."},
-		{"AWS4-HMAC-SHA256 SignedHeaders=host, Signature=" + sig, "The authorization header is malformed; missing Credential."},
+		{"AWS4-HMAC-SHA256 Credential=" + cred + ", SignedHeaders=host;x-amz-date, Sig=" + sig, "The authorization header is malformed; missing Signature."},
+		{"AWS4-HMAC-SHA256 Creds=x, SignedHeaders=host, Signature=" + sig, "The authorization header is malformed; missing Credential."},
 		{"AWS4-HMAC-SHA256 Credential=" + cred + ", SignedHeaders=host, Signature:" + sig, `The authorization header is malformed; the authorization component "Signature..." is malformed.`},
 		{"AWS4-HMAC-SHA256 Credential=" + strings.Replace(cred, "aws4_request", "aws_request", 1) + ", SignedHeaders=host, Signature=" + sig,
 			`The authorization header is malformed; incorrect terminal "aws_request". This endpoint uses "aws4_request".`},
@@ -339,6 +339,9 @@ func TestAWSMessages(t *testing.T) {
 		{"AWS4-HMAC-SHA256 Credential=a/b, SignedHeaders=host, Signature=" + sig,
 			`The authorization header is malformed; the Credential is mal-formed; expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request".`},
 		{"Bearer x", "Unsupported Authorization Type"},
+		{"AWS4-HMAC-SHA256 Credential=" + cred + ",Signature=" + sig,
+			"The authorization header is malformed; the authorization header requires three components: Credential, SignedHeaders, and Signature."},
+		{"invalid_header", "Authorization header is invalid -- one and only one ' ' (space) required."},
 	}
 	for _, tc := range cases {
 		_, err := v.Verify(header(tc.auth))
