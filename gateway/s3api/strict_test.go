@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"io"
 	"log/slog"
@@ -396,4 +398,27 @@ func TestNoSecretsInLogs(t *testing.T) {
 			t.Fatalf("signature %q appears in the log (or was not captured):\n%s", s, out)
 		}
 	}
+}
+
+// FuzzContinuationToken: a token decodes only if its checksum matches its
+// cursor, and every cursor survives encode/decode.
+func FuzzContinuationToken(f *testing.F) {
+	f.Add(encodeToken(objName(7)))
+	f.Add(encodeToken(""))
+	f.Add("AQAAAAAx")
+	f.Add("garbage!")
+	f.Fuzz(func(t *testing.T, tok string) {
+		if c, err := decodeToken(tok); err == nil {
+			raw, _ := base64.RawURLEncoding.DecodeString(tok)
+			if len(raw) < 5 || raw[0] != tokenVersion || binary.BigEndian.Uint32(raw[1:5]) != block.Checksum([]byte(c)) {
+				t.Fatalf("accepted %q without a matching checksum", tok)
+			}
+		} else if code := toAPI(err); code.Code != "InvalidArgument" || code.Status != 400 {
+			t.Fatalf("refusal %v", err)
+		}
+		back, err := decodeToken(encodeToken(tok))
+		if err != nil || back != tok {
+			t.Fatalf("cursor %q came back as %q, %v", tok, back, err)
+		}
+	})
 }
