@@ -1,5 +1,6 @@
-# S3 endpoint: the real Python S3 clients its tests drive (boto3, pinned in
-# python/requirements-s3.txt, installed into .venv) and the S3 conformance run.
+# S3 endpoint: the real Python S3 clients its tests drive (boto3 and the aws
+# cli, pinned in python/requirements-s3.txt, installed into .venv) and the S3
+# conformance run.
 PYTHON   ?= python3
 VENV     ?= .venv
 S3_REQS  := python/requirements-s3.txt
@@ -13,9 +14,10 @@ $(S3_STAMP): $(S3_REQS)
 	@rm -f $(VENV)/.ctxtier-s3-*
 	@touch $@
 
-s3-venv: $(S3_STAMP) ## create .venv with the pinned S3 clients (boto3) the S3 tests drive
+s3-venv: $(S3_STAMP) ## create .venv with the pinned S3 clients (boto3, aws cli) the S3 tests drive
 
-# gateway/s3api's TestBoto3 runs boto3 from .venv (and fails under CI=true without it).
+# gateway/s3api's TestBoto3 and TestAWSCLI run the clients from .venv (and fail
+# under CI=true without them).
 test test-race: s3-venv
 
 s3-conformance: ## versitygw's S3 test suite against a real ctxd; per-operation summary in s3-conformance-out/
