@@ -1,7 +1,7 @@
 """Loaded by every Python process started with this directory on PYTHONPATH
-(the aws cli in awscli_s3.sh): maps BUCKET.localhost to 127.0.0.1, which
-glibc here does not, so virtual-hosted requests reach the test server with
-their Host header and signature unchanged."""
+(the aws cli in awscli_s3.sh, s3cmd in TestS3CLI): maps BUCKET.localhost to
+127.0.0.1, which glibc here does not, so virtual-hosted requests reach the
+test server with their Host header and signature unchanged."""
 
 import socket
 
