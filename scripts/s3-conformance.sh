@@ -4,19 +4,33 @@
 # single-node ctxd, and writes a per-operation passed/failed summary.
 #
 #   scripts/s3-conformance.sh [SUITE]     # SUITE: full-flow (default) or one test name
+#   scripts/s3-conformance.sh --gate FILE # each test named in FILE must pass (exit 1 otherwise)
 #
+# In --gate mode each test runs as its own `versitygw test NAME`, and a test
+# that fails can leave its bucket behind, which makes later tests that reuse
+# the name fail too: read the first failure.
 # Environment: OUT (default ./s3-conformance-out) receives suite.log (the
 # suite's own output), summary.md (per operation) and ctxd.log; HOST_STYLE=1
 # runs the suite with virtual-hosted-style requests (ctxd --s3-domain
 # localhost, endpoint http://localhost:PORT): it needs BUCKET.localhost to
 # resolve to loopback (systemd-resolved or nss-myhostname do; plain glibc and
 # Go's own resolver do not). The script exits 0
-# when the suite ran, whatever it found: the failures are the report.
+# when the suite ran, whatever it found: the failures are the report (except
+# with --gate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 
-SUITE="${1:-full-flow}"
+GATE=""
+if [[ "${1:-}" == --gate ]]; then
+	GATE="${2:?usage: --gate FILE}"
+	GATE="$(cd "$(dirname "$GATE")" && pwd)/$(basename "$GATE")"
+	mapfile -t SUITES < <(grep -v '^#' "$GATE" | grep -v '^$')
+	SUITE="gate ($(basename "$GATE"), ${#SUITES[@]} tests)"
+else
+	SUITE="${1:-full-flow}"
+	SUITES=("$SUITE")
+fi
 OUT="${OUT:-$PWD/s3-conformance-out}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -64,8 +78,11 @@ start=$(date +%s)
 ln -s "$VGW" "$DATA/versitygw"
 cd "$DATA"
 # AWS_CA_BUNDLE breaks tools built on the AWS SDK v2.
-env -u AWS_CA_BUNDLE "$VGW" test --access "$ID" --secret "$SECRET" --endpoint "$endpoint" \
-	"${host_args[@]}" "$SUITE" >"$OUT/suite.log" 2>&1 || true
+: >"$OUT/suite.log"
+for t in "${SUITES[@]}"; do
+	env -u AWS_CA_BUNDLE "$VGW" test --access "$ID" --secret "$SECRET" --endpoint "$endpoint" \
+		"${host_args[@]}" "$t" >>"$OUT/suite.log" 2>&1 || true
+done
 elapsed=$(($(date +%s) - start))
 
 # Per operation: a test named Op_case counts for Op. Each failure is put in
@@ -101,3 +118,19 @@ sed 's/\x1b\[[0-9;]*m//g' "$OUT/suite.log" | awk -v secs="$elapsed" -v suite="$S
 	}' >"$OUT/summary.md"
 head -1 "$OUT/summary.md"
 echo "s3-conformance: summary in $OUT/summary.md, suite output in $OUT/suite.log"
+if [[ -n "$GATE" ]]; then
+	missing=0
+	sed 's/\x1b\[[0-9;]*m//g' "$OUT/suite.log" >"$OUT/suite.txt"
+	for t in "${SUITES[@]}"; do
+		if ! grep -qx "PASS $t" "$OUT/suite.txt"; then
+			echo "s3-conformance: gate: $t did not pass:" >&2
+			grep "^FAIL $t" "$OUT/suite.txt" >&2 || true
+			missing=$((missing + 1))
+		fi
+	done
+	if ((missing > 0)); then
+		echo "s3-conformance: gate: $missing of ${#SUITES[@]} tests failed" >&2
+		exit 1
+	fi
+	echo "s3-conformance: gate: all ${#SUITES[@]} tests passed"
+fi
