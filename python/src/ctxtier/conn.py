@@ -17,7 +17,8 @@ from typing import Callable, Optional
 from . import errors, wire
 from .crc import crc32c
 
-READ_BUF = 256 << 10  # the receive buffer for headers, statuses and small blocks
+READ_BUF = 64 << 10  # the receive buffer for headers, statuses and small blocks (bytes of a
+# large block that land in it are copied out once; the rest go straight to the caller)
 SUM_CHUNK = 256 << 10  # block data is summed chunk by chunk, while it is in cache
 IOV_MAX = 1024
 
