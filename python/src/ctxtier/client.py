@@ -23,6 +23,7 @@ from typing import Iterable, Optional
 
 from . import crc, errors, wire
 from .conn import Conn, HelloFlagsRefused, split_addr
+from .direct import DirectReads
 
 
 def as_view(obj, writable: bool = False) -> memoryview:
@@ -77,7 +78,7 @@ def _ttl_ms(ttl: Optional[float]) -> int:
     return math.ceil(ttl * 1000)
 
 
-class Client:
+class Client(DirectReads):
     """A native-protocol client of ctxd, safe to share between threads.
 
     addr: "HOST:PORT" of ctxd's --listen.
@@ -121,6 +122,7 @@ class Client:
         self._idle: list[Conn] = []
         self._open = 0
         self._closed = False
+        self._direct_init()
         # Dial one connection now: a dead server or bad credentials fail here,
         # and the limits are known from the start.
         c = self._dial()
@@ -180,6 +182,7 @@ class Client:
             self._cv.notify_all()
         for c in idle:
             c.close()
+        self._close_direct()
 
     def __enter__(self) -> "Client":
         return self

@@ -41,6 +41,8 @@ class Conn:
         self._hi = 0
         self._next_id = 0
         self.broken = False
+        #: ids of frames sent without waiting (RELEASE): their answers are read and dropped
+        self.orphans: set[int] = set()
 
     # ------------------------------------------------------------ dialing
 
@@ -202,6 +204,17 @@ class Conn:
 
     # ------------------------------------------------------------ calls
 
+    def send_nowait(self, op: int, count: int, segs: list) -> None:
+        """Send a frame whose answer nobody waits for; the next call reads and drops it."""
+        try:
+            self._next_id += 1
+            hdr = bytearray(wire.HEADER_SIZE)
+            wire.pack_header_into(hdr, sum(len(s) for s in segs), op, 0, self._next_id, count)
+            self.orphans.add(self._next_id)
+            self.sendv([hdr, *segs])
+        except OSError as e:
+            raise self._io_error("native call", e) from e
+
     def pipeline(self, frames: list, summing: bool = False) -> list:
         """Send frames and return their responses in order.
 
@@ -228,6 +241,10 @@ class Conn:
                     self.sendv([hdr, *segs])
                     sent += 1
                 h = wire.decode_header(self._read_exact(wire.HEADER_SIZE), self.limits.max_response_size)
+                if h.id in self.orphans:
+                    self.orphans.discard(h.id)
+                    wire.read_response(self, h, _skip_all)
+                    continue
                 idx = pending.pop(h.id, None)
                 if idx is None:
                     msg = f"response for unknown request id {h.id} (code {errors.name_of(h.code)})"
@@ -259,6 +276,10 @@ class Conn:
             self.close()  # interrupted mid-frame: the stream cannot be trusted
             raise
         return out
+
+
+def _skip_all(i: int, size: int) -> memoryview:
+    return memoryview(b"")
 
 
 def split_addr(addr: str) -> tuple[str, int]:
