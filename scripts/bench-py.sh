@@ -12,4 +12,4 @@ bin/ctxd --data-dir "$dir" --listen 127.0.0.1:7400 --http-listen 127.0.0.1:7401 
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 50); do curl -fsS http://127.0.0.1:7401/readyz >/dev/null 2>&1 && break; sleep 0.1; done
-.venv/bin/python -m ctxtier.bench --addr 127.0.0.1:7400 --block-size 2MiB --clients 4 --duration 10s --go-ctxbench bin/ctxbench "$@"
+.venv/bin/python -m ctxtier.bench --addr 127.0.0.1:7400 --block-size 2MiB --clients 4 --duration 10s --server-pid "$pid" --go-ctxbench bin/ctxbench "$@"

@@ -132,6 +132,16 @@ def _worker(conn, addr: str, raw_port: int, ns: str, hashes: list, block_size: i
     c.close()
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc), 0 when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _pct(xs: list, p: float) -> float:
     if not xs:
         return 0.0
@@ -149,6 +159,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of each load")
     ap.add_argument("--keys", type=int, default=64, help="working set: distinct blocks")
     ap.add_argument("--no-verify", action="store_true", help="leave GET verification to the server's tier")
+    ap.add_argument("--server-pid", type=int, help="ctxd's pid, to report the server's CPU per GB as well")
     ap.add_argument("--go-ctxbench", metavar="PATH", help="also run the Go client's `ctxbench load --vs-baseline`")
     a = ap.parse_args(argv)
     if a.clients < 1 or a.keys < 1 or a.rounds < 1 or a.block_size < 1:
@@ -193,11 +204,14 @@ def main(argv=None) -> int:
         assert pp.recv() == "ready"
 
     totals = {"ctxtier": [0, 0, 0, [], 0.0, 0.0], "raw": [0, 0, 0, [], 0.0, 0.0]}
+    server_cpu = {"ctxtier": 0.0, "raw": 0.0}
+    server_pid = {"ctxtier": a.server_pid, "raw": server.pid}
     per_round = a.duration / a.rounds
     for _ in range(a.rounds):
         for mode in ("raw", "ctxtier"):
             t_end = time.perf_counter() + per_round + 0.05
             t0 = time.perf_counter()
+            s0 = _cpu_seconds(server_pid[mode]) if server_pid[mode] else 0.0
             for pp in pipes:
                 pp.send((mode, t_end))
             for pp in pipes:
@@ -209,6 +223,8 @@ def main(argv=None) -> int:
                 t[3].extend(lat)
                 t[5] += cpu
             totals[mode][4] += time.perf_counter() - t0
+            if server_pid[mode]:
+                server_cpu[mode] += _cpu_seconds(server_pid[mode]) - s0
     for pp in pipes:
         pp.send(None)
     for p in procs:
@@ -227,7 +243,8 @@ def main(argv=None) -> int:
         n, nb, errs, lat, secs, cpu = totals[mode]
         print(f"{label}: {n} gets, {errs} errors in {secs:.2f}s: {gbps(mode):.3f} GB/s, {n / secs if secs else 0:.0f} "
               f"gets/s; latency p50={_pct(lat, 0.5) * 1e6:.0f}us p99={_pct(lat, 0.99) * 1e6:.0f}us; "
-              f"client cpu {cpu / (nb / 1e9) if nb else 0:.3f} s/GB")
+              f"client cpu {cpu / (nb / 1e9) if nb else 0:.3f} s/GB"
+              + (f", server cpu {server_cpu[mode] / (nb / 1e9) if nb else 0:.3f} s/GB" if server_pid[mode] else ""))
     ratio = gbps("ctxtier") / gbps("raw") if gbps("raw") else 0.0
     print(f"ratio_vs_raw_socket={ratio:.3f}")
     return 0 if totals["ctxtier"][2] == 0 else 1

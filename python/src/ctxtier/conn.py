@@ -19,7 +19,7 @@ from .crc import crc32c
 
 READ_BUF = 64 << 10  # the receive buffer for headers, statuses and small blocks (bytes of a
 # large block that land in it are copied out once; the rest go straight to the caller)
-SUM_CHUNK = 256 << 10  # block data is summed chunk by chunk, while it is in cache
+SUM_CHUNK = 1 << 20  # block data is summed chunk by chunk, while it is still in cache
 IOV_MAX = 1024
 
 
