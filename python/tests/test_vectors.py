@@ -244,11 +244,9 @@ def test_response_encoding_equals_go(v):
     assert got.hex() == v["hex"]
 
 
-@pytest.mark.parametrize("v", cases("response"))
+@pytest.mark.parametrize("v", [p for p in cases("response") if len(p.values[0]["hex"]) > 2 * wire.HEADER_SIZE])
 def test_truncated_responses_are_malformed(v):
     raw = bytes.fromhex(v["hex"])
     h = wire.decode_header(raw[:wire.HEADER_SIZE], 1 << 30)
-    if h.length == 0:
-        pytest.skip("empty body")
     with pytest.raises(ctxtier.MalformedFrame):
         wire.read_response(wire.BytesReader(raw[wire.HEADER_SIZE:-1]), h)
