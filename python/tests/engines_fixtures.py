@@ -4,7 +4,9 @@ An :class:`Engine` is vLLM's own ``Scheduler`` built from a real
 ``VllmConfig`` (a config-only llama directory: no weights, no hub) whose
 kv_transfer_config loads ``ctxtier.vllm.CtxtierConnector`` through vLLM's
 connector factory, plus the connector's worker side over real CPU torch KV
-tensors. The one thing not run is the model's forward pass (vLLM's model
+tensors: in-process, or with tp=2 one process per tensor-parallel rank, each
+in vLLM's own TP group (gloo on CPU) so the connector reads its rank from
+vLLM. The one thing not run is the model's forward pass (vLLM's model
 runner needs a GPU or vLLM's CPU build, which the PyPI wheel is not):
 ``Engine.step`` stands in for it by writing, for every token the scheduler
 scheduled, KV values that are a pure function of (layer, position, prefix),
@@ -39,6 +41,7 @@ from vllm.config import (  # noqa: E402
     DeviceConfig,
     KVTransferConfig,
     ModelConfig,
+    ParallelConfig,
     SchedulerConfig,
     VllmConfig,
 )
@@ -93,55 +96,169 @@ def create_namespace(http_addr: str, name: str) -> None:
         assert r.status == 201, r.status
 
 
-def fake_kv(layer: int, kv: int, tokens, pos: int) -> torch.Tensor:
-    """The KV 'a model' writes for position pos: a function of the whole prefix."""
+def fake_kv(layer: int, kv: int, tokens, pos: int, rank: int = 0) -> torch.Tensor:
+    """The KV 'a model' writes for position pos: a function of the whole prefix
+    (and of the tensor-parallel rank, whose heads differ)."""
     sig = 0
     for t in tokens[: pos + 1]:
         sig = (sig * 1000003 + int(t)) % (1 << 20)
-    base = float((sig + 7 * layer + 3 * kv) % (1 << 20))
+    base = float((sig + 7 * layer + 3 * kv) % (1 << 20) + rank * (1 << 20))
     return torch.arange(KV_HEADS * HEAD, dtype=torch.float32).reshape(KV_HEADS, HEAD) + base
 
 
-class Engine:
-    """vLLM's scheduler + the connector's worker side over CPU KV tensors."""
+LAYER_NAMES = [f"model.layers.{i}.self_attn.attn" for i in range(LAYERS)]
 
-    def __init__(self, model_dir: Path, addr: str, namespace: str, num_blocks: int = 64, **extra):
-        model = ModelConfig(model=str(model_dir), skip_tokenizer_init=True, dtype="float32", seed=0,
-                            max_model_len=1024)
-        cfg = VllmConfig(
-            model_config=model,
-            scheduler_config=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024,
-                                             is_encoder_decoder=False),
-            cache_config=CacheConfig(block_size=BLOCK, enable_prefix_caching=True,
-                                     prefix_caching_hash_algo="sha256_cbor"),
-            kv_transfer_config=KVTransferConfig(
-                kv_connector="CtxtierConnector",
-                kv_connector_module_path="ctxtier.vllm",
-                kv_role="kv_both",
-                kv_load_failure_policy="recompute",
-                kv_connector_extra_config={"addr": addr, "namespace": namespace, "timeout": 5.0, **extra},
-            ),
-            device_config=DeviceConfig("cpu"),
-        )
-        self.layer_names = [f"model.layers.{i}.self_attn.attn" for i in range(LAYERS)]
-        kv_cfg = KVCacheConfig(
-            num_blocks=num_blocks,
-            kv_cache_tensors=[],
-            kv_cache_groups=[KVCacheGroupSpec(self.layer_names, FullAttentionSpec(
-                block_size=BLOCK, num_kv_heads=KV_HEADS, head_size=HEAD, dtype=torch.float32))],
-        )
-        cfg.cache_config.num_gpu_blocks = num_blocks
+
+def make_config(model_dir, addr: str, namespace: str, num_blocks: int, tp: int = 1, **extra):
+    """A real VllmConfig loading CtxtierConnector, and the matching KVCacheConfig."""
+    model = ModelConfig(model=str(model_dir), skip_tokenizer_init=True, dtype="float32", seed=0,
+                        max_model_len=1024)
+    cfg = VllmConfig(
+        model_config=model,
+        scheduler_config=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024,
+                                         is_encoder_decoder=False),
+        cache_config=CacheConfig(block_size=BLOCK, enable_prefix_caching=True,
+                                 prefix_caching_hash_algo="sha256_cbor"),
+        parallel_config=ParallelConfig(tensor_parallel_size=tp),
+        kv_transfer_config=KVTransferConfig(
+            kv_connector="CtxtierConnector",
+            kv_connector_module_path="ctxtier.vllm",
+            kv_role="kv_both",
+            kv_load_failure_policy="recompute",
+            kv_connector_extra_config={"addr": addr, "namespace": namespace, "timeout": 5.0, **extra},
+        ),
+        device_config=DeviceConfig("cpu"),
+    )
+    kv_cfg = KVCacheConfig(
+        num_blocks=num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[KVCacheGroupSpec(LAYER_NAMES, FullAttentionSpec(
+            block_size=BLOCK, num_kv_heads=KV_HEADS, head_size=HEAD, dtype=torch.float32))],
+    )
+    cfg.cache_config.num_gpu_blocks = num_blocks
+    return cfg, kv_cfg
+
+
+class Worker:
+    """The connector's worker side over CPU KV tensors, and the stand-in forward pass."""
+
+    def __init__(self, cfg, kv_cfg, rank: int = 0):
+        self.rank = rank
+        self.connector = KVConnectorFactory.create_connector(cfg, KVConnectorRole.WORKER, kv_cfg)
+        # The flash-attention layout: (K/V, blocks, block size, kv heads, head size).
+        self.kv = {n: torch.zeros(2, kv_cfg.num_blocks, BLOCK, KV_HEADS, HEAD) for n in LAYER_NAMES}
+        self.connector.register_kv_caches(self.kv)
+
+    def execute(self, meta, work):
+        """One step as vLLM's model runner drives a connector; work is
+        [(tokens, first position, count, block ids)]. Returns the failed block ids."""
+        w = self.connector
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(None)
+        for toks, start, n, blocks in work:
+            for pos in range(start, start + n):
+                blk, off = blocks[pos // BLOCK], pos % BLOCK
+                for li, name in enumerate(LAYER_NAMES):
+                    for kvi in range(2):
+                        self.kv[name][kvi, blk, off] = fake_kv(li, kvi, toks, pos, self.rank)
+        w.wait_for_save()
+        invalid = w.get_block_ids_with_load_errors()
+        w.clear_connector_metadata()
+        return invalid
+
+    def block_bytes(self, block_id: int) -> bytes:
+        """One block of every layer, as raw bytes (layers in name order)."""
+        return b"".join(self.kv[n][:, block_id].contiguous().numpy().tobytes() for n in sorted(self.kv))
+
+
+def _tp_worker_main(rank, port, model_dir, addr, namespace, num_blocks, tp, inq, outq):
+    os.environ["PYTHONHASHSEED"] = "0"
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed.parallel_state import ensure_model_parallel_initialized, init_distributed_environment
+
+    cfg, kv_cfg = make_config(model_dir, addr, namespace, num_blocks, tp)
+    with set_current_vllm_config(cfg):
+        init_distributed_environment(world_size=tp, rank=rank, distributed_init_method=f"tcp://127.0.0.1:{port}",
+                                     local_rank=rank, backend="gloo")
+        ensure_model_parallel_initialized(tp, 1)
+        w = Worker(cfg, kv_cfg, rank)
+        outq.put(("ready", rank))
+        while True:
+            msg = inq.get()
+            if msg is None:
+                w.connector.shutdown()
+                outq.put(("bye", rank))
+                return
+            meta, work, want = msg
+            invalid = w.execute(meta, work)
+            ok = w.connector.flush(10)
+            outq.put((invalid, {b: w.block_bytes(b) for b in want}, w.connector.save_stats(), ok,
+                      dict(w.connector.stats)))
+
+
+class TPWorkers:
+    """tp worker processes, each a vLLM tensor-parallel rank (gloo on CPU) with its own Worker."""
+
+    def __init__(self, model_dir, addr: str, namespace: str, num_blocks: int, tp: int):
+        import socket
+        import torch.multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.inqs = [ctx.Queue() for _ in range(tp)]
+        self.outqs = [ctx.Queue() for _ in range(tp)]
+        self.procs = [ctx.Process(target=_tp_worker_main, args=(r, port, str(model_dir), addr, namespace, num_blocks,
+                                                                tp, self.inqs[r], self.outqs[r]), daemon=True)
+                      for r in range(tp)]
+        for p in self.procs:
+            p.start()
+        for r, q in enumerate(self.outqs):
+            assert q.get(timeout=180) == ("ready", r)
+        self.last = None
+
+    def execute(self, meta, work, want=()):
+        for q in self.inqs:
+            q.put((meta, work, list(want)))
+        self.last = [q.get(timeout=120) for q in self.outqs]
+        invalid = set()
+        for res in self.last:
+            invalid |= res[0]
+        return invalid
+
+    def close(self) -> None:
+        for q in self.inqs:
+            q.put(None)
+        for p, q in zip(self.procs, self.outqs):
+            try:
+                q.get(timeout=30)
+            except Exception:
+                pass
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+
+
+class Engine:
+    """vLLM's scheduler + the connector's worker side (in-process, or TPWorkers)."""
+
+    def __init__(self, model_dir: Path, addr: str, namespace: str, num_blocks: int = 64, tp: int = 1, **extra):
+        cfg, kv_cfg = make_config(model_dir, addr, namespace, num_blocks, tp, **extra)
         self.config = cfg
         self.hash_fn = get_hash_fn_by_name(cfg.cache_config.prefix_caching_hash_algo)
         init_none_hash(self.hash_fn)  # what EngineCore does at start-up
         self.sched = Scheduler(vllm_config=cfg, kv_cache_config=kv_cfg,
                                structured_output_manager=StructuredOutputManager(cfg), block_size=BLOCK,
                                log_stats=True)
-        self.worker = KVConnectorFactory.create_connector(cfg, KVConnectorRole.WORKER, kv_cfg)
-        # The flash-attention layout: (K/V, blocks, block size, kv heads, head size).
-        self.kv = {n: torch.zeros(2, num_blocks, BLOCK, KV_HEADS, HEAD) for n in self.layer_names}
-        self.worker.register_kv_caches(self.kv)
-        self.outputs = {}
+        if tp == 1:
+            self.local = Worker(cfg, kv_cfg)
+            self.workers = self.local
+            self.worker = self.local.connector
+            self.kv = self.local.kv
+        else:
+            self.local = None
+            self.workers = TPWorkers(model_dir, addr, namespace, num_blocks, tp)
         self.last = None
 
     @property
@@ -157,32 +274,25 @@ class Engine:
     def add(self, req: Request) -> None:
         self.sched.add_request(req)
 
-    def step(self, before_load=None):
-        """One engine step; returns the scheduler output."""
+    def step(self, before_load=None, want=()):
+        """One engine step; returns (scheduler output, failed block ids)."""
         so = self.sched.schedule()
         self.last = so
         if before_load is not None:
             before_load(so)
-        w = self.worker
-        w.bind_connector_metadata(so.kv_connector_metadata)
-        w.start_load_kv(None)
         starts = {r.req_id: r.num_computed_tokens for r in so.scheduled_new_reqs}
         c = so.scheduled_cached_reqs
         starts.update({rid: c.num_computed_tokens[i] for i, rid in enumerate(c.req_ids)})
-        sampled = []
+        work = []
         for rid, start in starts.items():
             req = self.sched.requests[rid]
             blocks = self.sched.kv_cache_manager.get_block_ids(rid)[0]
-            toks = req.all_token_ids
-            for pos in range(start, start + so.num_scheduled_tokens[rid]):
-                blk, off = blocks[pos // BLOCK], pos % BLOCK
-                for li, name in enumerate(self.layer_names):
-                    for kvi in range(2):
-                        self.kv[name][kvi, blk, off] = fake_kv(li, kvi, toks, pos)
-            sampled.append(rid)
-        w.wait_for_save()
-        invalid = w.get_block_ids_with_load_errors()
-        w.clear_connector_metadata()
+            work.append((list(req.all_token_ids), start, so.num_scheduled_tokens[rid], list(blocks)))
+        if self.local is not None:
+            invalid = self.local.execute(so.kv_connector_metadata, work)
+        else:
+            invalid = self.workers.execute(so.kv_connector_metadata, work, want)
+        sampled = list(starts)
         out = ModelRunnerOutput(
             req_ids=sampled,
             req_id_to_index={r: i for i, r in enumerate(sampled)},
@@ -200,9 +310,11 @@ class Engine:
         raise AssertionError("requests did not finish")
 
     def block_bytes(self, block_id: int) -> bytes:
-        """One block of every layer, as raw bytes (layers in name order)."""
-        return b"".join(self.kv[n][:, block_id].contiguous().numpy().tobytes() for n in sorted(self.kv))
+        return self.local.block_bytes(block_id)
 
     def close(self) -> None:
-        self.worker.shutdown()
+        if self.local is not None:
+            self.worker.shutdown()
+        else:
+            self.workers.close()
         self.sched.shutdown()

@@ -142,3 +142,55 @@ def test_bad_extra_config_is_a_clear_error(model_dir):
         Engine(model_dir, "127.0.0.1:1", "vllm", adress="typo")
     with pytest.raises(ValueError, match="HOST:PORT"):
         Engine(model_dir, "nowhere", "vllm")
+
+
+def test_tensor_parallel_ranks_write_their_own_parts(tier, model_dir):
+    """TP=2: two worker processes (vLLM's TP group over gloo) save and load their own parts."""
+    client = ctxtier.Client(tier.addr)
+    keys = vllm_chain(PROMPT_A, BLOCK, python_hash_seed="0")
+    a = Engine(model_dir, tier.addr, "vllm", tp=2)
+    try:
+        a.add(a.request("a-1", PROMPT_A))
+        a_blocks = []
+
+        def note_blocks(so):
+            a_blocks.extend(so.scheduled_new_reqs[0].block_ids[0][:3])
+
+        so, invalid = a.step(before_load=note_blocks)
+        assert not invalid and len(a_blocks) == 3
+        so, _ = a.step(want=a_blocks)  # the decode step; collect each rank's blocks
+        ranks = a.workers.last
+        assert all(r[3] for r in ranks), "a rank's saves did not finish"
+        assert [r[2]["saved"] for r in ranks] == [3, 3]
+        for i, k in enumerate(keys):
+            assert not client.exists("vllm", k), "a whole-block key was written under TP"
+            p0, p1 = bytes(client.get("vllm", k, 0)), bytes(client.get("vllm", k, 1))
+            assert p0 == ranks[0][1][a_blocks[i]] and p1 == ranks[1][1][a_blocks[i]]
+            assert p0 != p1
+        a.run()
+    finally:
+        a.close()
+
+    # A rank's part missing stops the match there, for the scheduler.
+    client.delete("vllm", keys[2], 1)
+    b = Engine(model_dir, tier.addr, "vllm", tp=2)
+    try:
+        b.add(b.request("b-1", PROMPT_A))
+        b_blocks = []
+
+        def note(so):
+            assert so.scheduled_new_reqs[0].num_computed_tokens == 2 * BLOCK
+            b_blocks.extend(so.scheduled_new_reqs[0].block_ids[0][:2])
+
+        so, invalid = b.step(before_load=note)
+        assert not invalid
+        so, _ = b.step(want=b_blocks)
+        ranks = b.workers.last
+        assert [r[4]["loaded"] for r in ranks] == [2, 2]
+        for i in range(2):
+            assert ranks[0][1][b_blocks[i]] == bytes(client.get("vllm", keys[i], 0))
+            assert ranks[1][1][b_blocks[i]] == bytes(client.get("vllm", keys[i], 1))
+        b.run()
+    finally:
+        b.close()
+        client.close()
