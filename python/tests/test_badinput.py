@@ -231,10 +231,15 @@ def test_an_old_server_refusing_hello_flags_gets_a_connection_without_them():
     srv.close()
 
 
-@pytest.mark.parametrize("mutate", ["unknown-id", "wrong-op", "bad-flags", "trailing-bytes", "too-many-items"])
-def test_malformed_responses_break_the_connection(mutate):
+@pytest.mark.parametrize("call", ["delete_many", "get_many"])  # the pipelined path and GET's one-frame path
+@pytest.mark.parametrize("mutate", ["unknown-id", "wrong-op", "bad-flags", "no-response-flag", "trailing-bytes",
+                                    "too-many-items", "block-past-the-end", "message-on-ok"])
+def test_malformed_responses_break_the_connection(mutate, call):
     def handler(s, h, body, st):
-        items = wire.encode_status(0) * h.count
+        if h.op == wire.OP_GET:
+            items = (wire.encode_status(0) + wire.encode_get_meta(crc.crc32c(b"abc"), 3, 1) + b"abc") * h.count
+        else:
+            items = wire.encode_status(0) * h.count
         op, fid, count, flags = h.op, h.id, h.count, wire.FLAG_RESPONSE
         if mutate == "unknown-id":
             fid += 1000
@@ -246,13 +251,19 @@ def test_malformed_responses_break_the_connection(mutate):
             items += b"\0\0"
         elif mutate == "too-many-items":
             count += 1
-            items += wire.encode_status(0)
+            items += wire.encode_status(1, "x")
+        elif mutate == "no-response-flag":
+            flags = 0
+        elif mutate == "block-past-the-end":
+            items = items[:-1]
+        elif mutate == "message-on-ok":
+            items = struct.pack("<HH", 0, 1) + b"!" + items[4:]
         s.sendall(struct.pack("<IBBHQII", len(items), op, flags, 0, fid, count, 0) + items)
 
     srv = FakeServer(handler)
     c = ctxtier.Client(srv.addr, timeout=3)
     with pytest.raises(errors.MalformedFrame):
-        c.delete_many("default", [1, 2])
+        getattr(c, call)("default", [1, 2])
     assert c._open == 0
     c.close()
     srv.close()

@@ -250,3 +250,21 @@ def test_truncated_responses_are_malformed(v):
     h = wire.decode_header(raw[:wire.HEADER_SIZE], 1 << 30)
     with pytest.raises(ctxtier.MalformedFrame):
         wire.read_response(wire.BytesReader(raw[wire.HEADER_SIZE:-1]), h)
+
+
+def test_the_client_reads_the_go_get_response():
+    # GET's one-frame path on a socket, fed the Go codec's bytes.
+    v = next(v for v in ALL if v["name"] == "get data and a miss")
+    raw = bytes.fromhex(v["hex"])
+
+    def handler(s, h, body, st):
+        s.sendall(raw[:8] + h.id.to_bytes(8, "little") + raw[16:])  # the vector's frame with this request's id
+
+    srv = FakeServer(handler)
+    c = ctxtier.Client(srv.addr, verify=True)
+    assert c.get_many("default", [1, 2]) == [b"kv bytes", None]
+    buf = bytearray(16)
+    assert c.get_into("default", [1, 2], [buf, bytearray(1)]) == [8, None]
+    assert bytes(buf[:8]) == b"kv bytes"
+    c.close()
+    srv.close()

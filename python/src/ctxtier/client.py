@@ -317,6 +317,19 @@ class Client(DirectReads):
 
         def run(idx: list, at_rest: bool) -> list:
             sub = [keys[i] for i in idx]
+            if len(sub) <= self.limits.max_batch:
+                # One frame (the common case): the lean path, no pipeline bookkeeping.
+                body = wire.key_body(wire.OP_GET, namespace, sub)
+                views = [bufs[i] for i in idx] if bufs is not None else None
+                t = self.timeout if timeout is None else timeout
+                c = self._acquire(t)
+                try:
+                    if not c.orphans:
+                        c.settimeout(t)
+                        f = flags | (wire.FLAG_VERIFY_AT_REST if at_rest and c.declared else 0)
+                        return c.get_frame(body, len(sub), f, views, self.verify)
+                finally:
+                    self._release(c)
 
             def dests(lo):
                 if bufs is None:
