@@ -426,13 +426,8 @@ class Client(DirectReads):
 
     def _simple(self, op: int, namespace: str, keys: list, timeout, flags: int = 0, ttl_ms: int = 0) -> list:
         wire.check_namespace(namespace)
-        holder = {}
-
-        def build(c):
-            holder["chunks"], frames = self._key_frames(op, namespace, keys, flags, ttl_ms)
-            return frames
-
-        resps = self._call(build, timeout)
+        _, frames = self._key_frames(op, namespace, keys, flags, ttl_ms)
+        resps = self._call(lambda c: frames, timeout)
         out = []
         for r in resps:
             self._raise_request(r)
