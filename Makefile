@@ -25,7 +25,7 @@ test: lint go-test py-test ## the whole test suite: Go with the race detector, t
 go-test: ## the Go tests, with the race detector
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
 
-test-race: ## same as test, without lint
+test-race: ## the Go tests with the race detector, as go-test (kept for existing scripts)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
 
 bench: build ## Go micro-benchmarks, then the ctxbench load run against a local ctxd
