@@ -109,14 +109,15 @@ def fake_kv(layer: int, kv: int, tokens, pos: int, rank: int = 0) -> torch.Tenso
 LAYER_NAMES = [f"model.layers.{i}.self_attn.attn" for i in range(LAYERS)]
 
 
-def make_config(model_dir, addr: str, namespace: str, num_blocks: int, tp: int = 1, **extra):
+def make_config(model_dir, addr: str, namespace: str, num_blocks: int, tp: int = 1, batch_tokens: int = 512,
+                **extra):
     """A real VllmConfig loading CtxtierConnector, and the matching KVCacheConfig."""
     model = ModelConfig(model=str(model_dir), skip_tokenizer_init=True, dtype="float32", seed=0,
                         max_model_len=1024)
     cfg = VllmConfig(
         model_config=model,
-        scheduler_config=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024,
-                                         is_encoder_decoder=False),
+        scheduler_config=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=batch_tokens, max_model_len=1024,
+                                         is_encoder_decoder=False, enable_chunked_prefill=True),
         cache_config=CacheConfig(block_size=BLOCK, enable_prefix_caching=True,
                                  prefix_caching_hash_algo="sha256_cbor"),
         parallel_config=ParallelConfig(tensor_parallel_size=tp),
@@ -243,8 +244,9 @@ class TPWorkers:
 class Engine:
     """vLLM's scheduler + the connector's worker side (in-process, or TPWorkers)."""
 
-    def __init__(self, model_dir: Path, addr: str, namespace: str, num_blocks: int = 64, tp: int = 1, **extra):
-        cfg, kv_cfg = make_config(model_dir, addr, namespace, num_blocks, tp, **extra)
+    def __init__(self, model_dir: Path, addr: str, namespace: str, num_blocks: int = 64, tp: int = 1,
+                 batch_tokens: int = 512, **extra):
+        cfg, kv_cfg = make_config(model_dir, addr, namespace, num_blocks, tp, batch_tokens, **extra)
         self.config = cfg
         self.hash_fn = get_hash_fn_by_name(cfg.cache_config.prefix_caching_hash_algo)
         init_none_hash(self.hash_fn)  # what EngineCore does at start-up
@@ -293,10 +295,14 @@ class Engine:
         else:
             invalid = self.workers.execute(so.kv_connector_metadata, work, want)
         sampled = list(starts)
+        # As vLLM's model runner: a request still in (chunked) prefill samples nothing.
+        tokens = []
+        for (toks, start, n, _), rid in zip(work, sampled):
+            tokens.append([1000 + len(toks)] if start + n >= len(toks) else [])
         out = ModelRunnerOutput(
             req_ids=sampled,
             req_id_to_index={r: i for i, r in enumerate(sampled)},
-            sampled_token_ids=[[1000 + len(self.sched.requests[r].all_token_ids)] for r in sampled],
+            sampled_token_ids=tokens,
             kv_connector_output=KVConnectorOutput(invalid_block_ids=invalid) if invalid else None,
         )
         self.sched.update_from_output(so, out)

@@ -194,3 +194,31 @@ def test_tensor_parallel_ranks_write_their_own_parts(tier, model_dir):
     finally:
         b.close()
         client.close()
+
+
+def test_chunked_prefill_saves_each_block_once(tier, model_dir):
+    """A prompt prefilled in 40-token chunks: each full block is saved once, after the step computing its last token."""
+    client = ctxtier.Client(tier.addr)
+    prompt = [(i * 13 + 7) % 30000 + 3 for i in range(5 * BLOCK + 3)]
+    keys = vllm_chain(prompt, BLOCK, python_hash_seed="0")
+    a = Engine(model_dir, tier.addr, "vllm", batch_tokens=40)
+    try:
+        a.add(a.request("a-1", prompt))
+        present, chunks = [], []
+        for _ in range(3):
+            so, invalid = a.step()
+            assert not invalid
+            assert a.worker.flush(10)
+            chunks.append(so.num_scheduled_tokens["a-1"])
+            present.append(client.lookup("vllm", keys))
+        assert chunks == [40, 40, 3]
+        assert present == [2, 5, 5]  # 40 tokens complete 2 blocks, 80 complete 5
+        assert a.worker.save_stats()["saved"] == 5
+        blocks = a.sched.kv_cache_manager.get_block_ids("a-1")[0]
+        for i, k in enumerate(keys):
+            assert bytes(client.get("vllm", k)) == a.block_bytes(blocks[i])
+        a.run()
+        assert a.worker.save_stats()["saved"] == 5
+    finally:
+        a.close()
+        client.close()
