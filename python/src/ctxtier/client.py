@@ -312,7 +312,7 @@ class Client(DirectReads):
         drops a block corrupt at rest); a second mismatch is ChecksumMismatch.
         Bytes that failed are never returned.
         """
-        wire.check_namespace(namespace)
+        wire.encode_namespace(namespace)  # checks the name (cached)
         flags = wire.FLAG_LINEARIZABLE if linearizable else 0
 
         def run(idx: list, at_rest: bool) -> list:

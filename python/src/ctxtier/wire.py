@@ -15,6 +15,7 @@ reader over a body already in memory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import struct
@@ -280,7 +281,9 @@ def encode_key(h: int, part: Optional[int] = None, shard: int = 0) -> bytes:
     return _KEY.pack(h, part or 0, f, shard)
 
 
+@functools.lru_cache(maxsize=256)
 def encode_namespace(ns: str) -> bytes:
+    """u8 length + the name (cached: engines use a handful of namespaces)."""
     b = check_namespace(ns)
     return bytes([len(b)]) + b
 
