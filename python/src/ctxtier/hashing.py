@@ -10,7 +10,7 @@ module reproduces the two schemes of ``ctxstore/block`` bit for bit:
     over the tokens as u32 little-endian; block 0's sequence hash is its local
     hash and block i>0 has XXH3-64(le64(seq[i-1]) || le64(local[i]), 1337).
     A cache salt moves the block seed to 1337 + XXH3-64(salt, seed 1). Needs
-    the optional ``xxhash`` package (``pip install ctxtier[hashing]``).
+    the optional ``xxhash`` package (``pip install ctxtier[dynamo]``).
 
 ``vllm-sha256``
     vLLM V1 with ``--prefix-caching-hash-algo sha256_cbor``: a block's digest
@@ -253,7 +253,7 @@ def _xxh3():
         import xxhash  # type: ignore[import-not-found]
     except ImportError as e:  # pragma: no cover - exercised only without the extra
         raise ImportError(
-            "the dynamo hash scheme needs the optional 'xxhash' package: pip install 'ctxtier[hashing]'"
+            "the dynamo hash scheme needs the optional 'xxhash' package: pip install 'ctxtier[dynamo]'"
         ) from e
     return xxhash.xxh3_64_intdigest
 
