@@ -65,3 +65,29 @@ def test_cpu_torch_tensors_without_copies(ctxd):
     with pytest.raises(ctxtier.InvalidArgument):
         c.put("default", random.getrandbits(64), kv.transpose(0, 2))
     c.close()
+
+
+def test_put_and_get_into_copy_nothing_into_python_objects(ctxd):
+    # tracemalloc sees every bytes/bytearray/numpy allocation: a put that joined
+    # its frame into one bytes object, or a get_into that received into a
+    # temporary, would allocate at least the block's size.
+    import tracemalloc
+
+    c = ctxtier.Client(ctxd.addr)
+    block = np.random.default_rng(2).integers(0, 255, size=8 << 20, dtype=np.uint8)
+    out = np.empty_like(block)
+    h = random.getrandbits(64)
+    c.put("default", h, block)  # warm: the pool's connection and caches exist
+    tracemalloc.start()
+    try:
+        c.put("default", h, block)  # idempotent: the same bytes travel again
+        _, peak_put = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        assert c.get_into("default", [h], [out]) == [block.nbytes]
+        _, peak_get = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(out, block)
+    assert peak_put < 1 << 20, peak_put
+    assert peak_get < 1 << 20, peak_get
+    c.close()
