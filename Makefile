@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # Test binaries run with the race detector; the whole suite must stay well under 20 minutes.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: help build run test go-test test-race bench fuzz soak lint clean
+.PHONY: help build run test test-race bench fuzz soak lint clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -20,12 +20,11 @@ build: ## build ctxd, ctxctl and ctxbench into ./bin
 run: build ## start a single-node ctxd with embedded defaults (data in ./ctxd-data)
 	$(BIN)/ctxd $(ARGS)
 
-test: lint go-test py-test ## the whole test suite: Go with the race detector, then the Python client's
-
-go-test: ## the Go tests, with the race detector
+test: lint ## the whole test suite: Go with the race detector, then the Python client's (py-test)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
+	$(MAKE) --no-print-directory py-test
 
-test-race: ## the Go tests with the race detector, as go-test (kept for existing scripts)
+test-race: ## the Go tests with the race detector (test without lint and without the Python tests)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
 
 bench: build ## Go micro-benchmarks, then the ctxbench load run against a local ctxd
@@ -48,5 +47,5 @@ clean: ## remove build outputs and the default data directory
 include deploy/deploy.mk
 include cluster.mk
 include python.mk
-# engines.mk (make test-engines: vLLM against ctxtier) is optional until it lands.
+# engines.mk: make test-engines (vLLM's own scheduler and the connector against real ctxd processes).
 -include engines.mk
