@@ -25,6 +25,8 @@ class Config:
     save_batch: most blocks per PUT batch.
     save_queue_blocks: most blocks waiting to be saved; past it new saves
         are dropped (counted) rather than stalling the forward pass.
+    load_batch: most blocks per GET batch; also the number of block-sized
+        staging buffers a worker keeps for loads.
     """
 
     addr: str = ""
@@ -38,6 +40,7 @@ class Config:
     verify: Optional[bool] = None
     save_batch: int = 16
     save_queue_blocks: int = 256
+    load_batch: int = 32
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
@@ -54,6 +57,8 @@ class Config:
             raise ValueError(f"ctxtier connector: pool_size {self.pool_size} out of range 1..1024")
         if self.save_batch < 1:
             raise ValueError("ctxtier connector: save_batch must be at least 1")
+        if self.load_batch < 1:
+            raise ValueError("ctxtier connector: load_batch must be at least 1")
         if self.save_queue_blocks < 1:
             raise ValueError("ctxtier connector: save_queue_blocks must be at least 1")
 

@@ -104,6 +104,7 @@ class CtxtierConnector(KVConnectorBase_V1):
         # Worker side.
         self._layout: Optional[BlockLayout] = None
         self._load_errors: Set[int] = set()
+        self._staging: List[torch.Tensor] = []
         self._saver: Optional[Saver] = None
         self.stats = {"lookups": 0, "lookup_errors": 0, "loaded": 0, "load_failed": 0}
         if role == KVConnectorRole.WORKER:
@@ -250,8 +251,18 @@ class CtxtierConnector(KVConnectorBase_V1):
         lay = self._layout
         if lay is None:
             raise RuntimeError("ctxtier connector: start_load_kv before register_kv_caches")
+        n = self.cfg.load_batch
+        for lo in range(0, len(refs), n):
+            self._load_batch(req_id, refs[lo : lo + n])
+
+    def _load_batch(self, req_id: str, refs: BlockRefs) -> None:
+        lay = self._layout
+        # Staging buffers are reused from step to step: their pages are
+        # already mapped, so receiving into them costs no page faults.
+        while len(self._staging) < len(refs):
+            self._staging.append(lay.alloc())
+        bufs = self._staging[: len(refs)]
         client = self._get_client()
-        bufs = [lay.alloc() for _ in refs]
         sizes: List[Optional[int]] = [None] * len(refs)
         if client is not None:
             try:
