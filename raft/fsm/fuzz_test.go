@@ -20,6 +20,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add(EncodeNamespace(NamespaceCommand{NamespaceCreate, block.DefaultNamespaceConfig()}))
 	f.Add(EncodeNamespace(NamespaceCommand{NamespaceDelete, block.Namespace{Name: "x"}}))
 	f.Add(EncodeCredential(CredentialCommand{CredentialPut, Credential{AccessKeyID: "a", Kind: SecretHashed, Secret: make([]byte, 52), Scopes: []Scope{{"*", 7}}}}))
+	f.Add(EncodeIncarnation(IncarnationCommand{ID: "n1", Incarnation: 1 << 40, Restoring: true}))
 	f.Add([]byte{0x50 | FlagIgnoreUnknown, 1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -44,6 +45,8 @@ func FuzzDecodeCommand(f *testing.F) {
 			again = EncodeNamespace(c.Namespace)
 		case CmdCredential:
 			again = EncodeCredential(c.Credential)
+		case CmdIncarnation:
+			again = EncodeIncarnation(c.Incarnation)
 		}
 		c2, err := DecodeCommand(again)
 		if err != nil {
@@ -64,6 +67,8 @@ func EncodeAny(c Command) []byte {
 		return EncodeMember(c.Member)
 	case CmdNamespace:
 		return EncodeNamespace(c.Namespace)
+	case CmdIncarnation:
+		return EncodeIncarnation(c.Incarnation)
 	default:
 		return EncodeCredential(c.Credential)
 	}
