@@ -59,6 +59,12 @@ type Backend struct {
 	// readIndex shares a follower's read-index requests to the leader
 	// (read.go).
 	readIndex *raft.Coalescer
+
+	// restore is this start's restore progress (restore.go); restored is
+	// set once it is done.
+	restoreMu sync.Mutex
+	restore   RestoreStatus
+	restored  atomic.Bool
 }
 
 var _ ctxstore.Tier = (*Backend)(nil)
@@ -87,6 +93,17 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 		drains: map[string]*drainProgress{}, unreachable: map[string]bool{},
 	}
 	b.readIndex = raft.NewCoalescer(b.fetchReadIndex)
+	if b.cfg.Incarnation == 0 {
+		b.cfg.Incarnation = uint64(time.Now().UnixNano())
+	}
+	b.met.restoring.Set(1)
+	b.wg.Add(1)
+	go func() {
+		b.restoreLoop()
+		if b.Restored() {
+			b.met.restoring.Set(0)
+		}
+	}()
 	if cfg.Self.RaftAddr != "" {
 		b.wg.Add(1)
 		go b.registerLoop()
@@ -365,7 +382,7 @@ func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 }
 
 // readOrder sorts placement entries: this node first, then alive, then
-// suspect and draining, then the rest.
+// restoring, suspect and draining, then the rest.
 func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
 	rank := func(s fsm.Shard) int {
 		if s.NodeID == b.cfg.NodeID {
@@ -375,8 +392,10 @@ func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
 		switch {
 		case !ok:
 			return 4
-		case m.State == fsm.MemberAlive:
+		case m.State == fsm.MemberAlive && !m.Restoring:
 			return 1
+		case m.State == fsm.MemberAlive:
+			return 2 // restarted, and may lack the shard until restored
 		case m.State == fsm.MemberSuspect || m.State == fsm.MemberDraining:
 			return 2
 		}

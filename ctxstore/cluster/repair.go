@@ -18,8 +18,10 @@ type RepairStatus struct {
 	// Active: this node is the leader and runs repair.
 	Active bool `json:"active"`
 	// Pending shards found by the last scan (on dead, removed, draining or
-	// unknown members, or never written).
-	Pending int `json:"pending"`
+	// unknown members, or never written), plus the shards placed on members
+	// still restoring after a restart (Restoring counts those alone).
+	Pending   int `json:"pending"`
+	Restoring int `json:"restoring"`
 	// Unrepairable blocks of the last scan: too few survivors to rebuild, or
 	// no member left to take a shard.
 	Unrepairable   int       `json:"unrepairable"`
@@ -84,7 +86,12 @@ func holderOK(ms map[string]fsm.Member, id string) bool {
 // and every entry with a shard on a draining member. A draining member's
 // shards do not count towards redundancy: the shards it holds are missing
 // like a dead member's, except that they can still be read from it.
-func (b *Backend) scan() (tasks []repairTask, scanned int) {
+//
+// It also counts the shards placed on members that restarted and are still
+// restoring (restore.go): they are not rebuilt elsewhere (the member
+// restores them itself), but they count as pending, so that an operator
+// who waits for pending to reach 0 waits for the restore too.
+func (b *Backend) scan() (tasks []repairTask, scanned, restoring int) {
 	f := b.node.FSM()
 	ms := map[string]fsm.Member{}
 	usable := 0
@@ -112,6 +119,9 @@ func (b *Backend) scan() (tasks []repairTask, scanned int) {
 				if !holderOK(ms, s.NodeID) {
 					continue
 				}
+				if ms[s.NodeID].Restoring {
+					restoring++
+				}
 				if c.K == 1 && nodes[s.NodeID] {
 					continue // a second replica on one node is no redundancy
 				}
@@ -137,18 +147,19 @@ func (b *Backend) scan() (tasks []repairTask, scanned int) {
 			return true
 		})
 	}
-	return tasks, scanned
+	return tasks, scanned, restoring
 }
 
 func (b *Backend) repairPass() {
-	tasks, scanned := b.scan()
-	pending := 0
+	tasks, scanned, restoring := b.scan()
+	pending := restoring
 	for _, t := range tasks {
 		pending += len(t.missing)
 	}
 	b.met.pending.Set(float64(pending))
 	b.repairMu.Lock()
 	b.repair.Pending, b.repair.LastScan, b.repair.ScannedBlocks = pending, time.Now(), scanned
+	b.repair.Restoring = restoring
 	b.repairMu.Unlock()
 	unrepairable := 0
 	pass := drainPass{}
