@@ -193,8 +193,13 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 	if opts.PinTTL > 0 {
 		pinUntil = now.Add(opts.PinTTL)
 	}
-	quorum := min(c.K+(c.M+1)/2, n)
+	quorum := writeQuorum(c, n)
 	written, firstErr := b.writeShards(ctx, key, c, shards, place, opts, quorum)
+	if len(written) < n && !errors.Is(firstErr, block.ErrConflict) {
+		// A member that does not take its shard (dead, not yet suspect):
+		// place the shard on a spare member instead.
+		written = b.writeSpares(ctx, key, c, shards, place, written, opts)
+	}
 	if len(written) < quorum || len(written) < c.K {
 		b.cleanup(key, c, written, nil)
 		if errors.Is(firstErr, block.ErrConflict) {
@@ -247,6 +252,51 @@ const hedgeDelay = 250 * time.Millisecond
 // this much, not a whole ShardTimeout. Shards that land later are not in
 // the index (they are evicted in time); repair restores full redundancy.
 const stragglerGrace = 200 * time.Millisecond
+
+// writeQuorum is how many of a put's n shards must be written before it is
+// acknowledged: k plus half the parity, rounded up, but never all n when
+// there is parity, so that a put survives one member that has died and is
+// not yet marked suspect. Repair writes the missing shard once a member
+// can take it.
+func writeQuorum(c *erasure.Code, n int) int {
+	q := c.K + (c.M+1)/2
+	if n > c.K {
+		q = min(q, n-1)
+	}
+	return max(min(q, n), 1)
+}
+
+// writeSpares writes the shards of place that written lacks to alive
+// members that hold none of the block's shards, and returns written with
+// those that succeeded added.
+func (b *Backend) writeSpares(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place, written []fsm.Shard, opts block.PutOptions) []fsm.Shard {
+	exclude := map[string]bool{}
+	var failed []fsm.Shard
+	for _, p := range place {
+		exclude[p.NodeID] = true
+		if !slices.Contains(written, p) {
+			failed = append(failed, p)
+		}
+	}
+	spares := b.candidates(exclude)
+	if len(failed) == 0 || len(spares) == 0 {
+		return written
+	}
+	picked, err := placement.Pick(key, spares, min(len(failed), len(spares)))
+	if err != nil {
+		return written
+	}
+	moved := make([]fsm.Shard, len(picked))
+	for i, p := range picked {
+		moved[i] = fsm.Shard{NodeID: p.ID, Index: failed[i].Index}
+	}
+	ok, err := b.writeShards(ctx, key, c, shards, moved, opts, len(moved))
+	if err != nil {
+		b.log.Debug("spare shard write failed", "key", key.String(), "err", err)
+	}
+	b.met.spareWrites.Add(float64(len(ok)))
+	return append(written, ok...)
+}
 
 // writeShards writes shards[p.Index] to each placement entry in parallel and
 // returns the entries that succeeded: all of them, or those done within

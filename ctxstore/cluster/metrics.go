@@ -20,6 +20,7 @@ type metrics struct {
 	restored        prometheus.Counter
 	restoreLost     prometheus.Counter
 	restoring       prometheus.Gauge
+	spareWrites     prometheus.Counter
 
 	reg  prometheus.Registerer
 	list []prometheus.Collector
@@ -53,9 +54,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Shards this node found missing after a start that no other holder had; it left their placement."}),
 		restoring: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_restore_pending",
 			Help: "1 while this node's start is still restoring the shards the index places on it, else 0."}),
+		spareWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_spare_shard_writes_total",
+			Help: "Shards a put wrote to a spare member because the member placement picked did not take them."}),
 		reg: reg,
 	}
-	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring}
+	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites}
 	if reg == nil {
 		return m, nil
 	}
