@@ -319,6 +319,7 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 		var data []byte
 		// Gone only if every placement entry's holder is asked and says so.
 		gone := len(sources) == len(t.leaving) && len(t.healthy)+len(t.leaving) == len(t.entry.Placement)
+		var said []string
 		for _, s := range append(sources, b.readOrder(t.healthy)...) {
 			d, err := b.fetch(ctx, s.NodeID, t.key)
 			if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
@@ -326,9 +327,12 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 				break
 			}
 			gone = gone && errors.Is(err, block.ErrNotFound)
+			said = append(said, s.NodeID)
 			b.noteReadFailure(s.NodeID, err)
 		}
-		if data == nil && gone {
+		// Each NotFound must come from the member itself, not from a stale
+		// address (identity.go), before the entry is given up.
+		if data == nil && gone && b.allVerified(ctx, said) {
 			return nil, fmt.Errorf("%w: every holder of %s answered that it does not have it", errBlockGone, t.key)
 		}
 		if data == nil {

@@ -75,6 +75,11 @@ func (b *Backend) restoreLoop() {
 	b.restoreMu.Lock()
 	b.restore.Incarnation = inc
 	b.restoreMu.Unlock()
+	ictx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout)
+	if err := b.putIdentity(ictx); err != nil {
+		b.log.Error("no identity block: other members cannot tell this node from a stale address", "err", err)
+	}
+	cancel()
 	backoff := 50 * time.Millisecond
 	wait := func() bool {
 		select {
@@ -340,6 +345,7 @@ func placedOn(place []fsm.Shard, id string, idx int) bool {
 func (b *Backend) readReplica(ctx context.Context, t restoreTask, others []fsm.Shard) ([]byte, error) {
 	gone := true
 	var last error
+	var said []string // holders that answered NotFound
 	for _, s := range b.readOrder(others) {
 		d, err := b.fetch(ctx, s.NodeID, t.key)
 		if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
@@ -349,9 +355,10 @@ func (b *Backend) readReplica(ctx context.Context, t restoreTask, others []fsm.S
 			err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
 		}
 		gone = gone && errors.Is(err, block.ErrNotFound)
+		said = append(said, s.NodeID)
 		last = err
 	}
-	if gone {
+	if gone && b.allVerified(ctx, said) {
 		return nil, fmt.Errorf("%w: no other holder of %s has it", errBlockGone, t.key)
 	}
 	return nil, fmt.Errorf("%w: restore %s: %v", block.ErrUnavailable, t.key, last)
@@ -366,6 +373,7 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 	var mu sync.Mutex
 	notFound := map[int]int{} // shard index -> holders that said NotFound
 	holders := map[int]int{}
+	var said []string
 	var wg sync.WaitGroup
 	for _, s := range others {
 		if int(s.Index) >= c.N() {
@@ -386,6 +394,7 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 			}
 			if errors.Is(err, block.ErrNotFound) {
 				notFound[int(s.Index)]++
+				said = append(said, s.NodeID)
 			}
 		}()
 	}
@@ -411,7 +420,7 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 			possible++
 		}
 	}
-	if possible < c.K {
+	if possible < c.K && b.allVerified(ctx, said) {
 		return nil, fmt.Errorf("%w: %s: %d of %d shards left on other holders, need %d", errBlockGone, t.key, possible, c.N(), c.K)
 	}
 	return nil, fmt.Errorf("%w: restore %s: %d of %d shards readable, need %d", block.ErrUnavailable, t.key, have, c.N(), c.K)

@@ -195,3 +195,30 @@ func TestRestoreGivesUpOnlyWhatNoHolderHas(t *testing.T) {
 		t.Fatalf("lost single copy: %v, want NotFound", err)
 	}
 }
+
+// TestIdentityTellsAStaleAddress: a member whose address reaches another
+// member (a restarted node's old port, reused) is not verified, so its
+// NotFound cannot make anyone give a block up.
+func TestIdentityTellsAStaleAddress(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	ctx := withTimeout(t, 5*time.Second)
+	n1, n2, n3 := tc.nodes[0], tc.nodes[1], tc.nodes[2]
+	if !n1.backend.verified(ctx, n2.id) || !n1.backend.verified(ctx, n3.id) {
+		t.Fatal("members at their own addresses must verify")
+	}
+	tc.peers.mu.Lock()
+	tc.peers.tiers[n2.id] = n3.tiers // n2's address now reaches n3
+	tc.peers.mu.Unlock()
+	if n1.backend.verified(ctx, n2.id) {
+		t.Fatal("n2's address answers as n3, yet n2 verified")
+	}
+	if n1.backend.allVerified(ctx, []string{n3.id, n2.id}) {
+		t.Fatal("allVerified with a stale member")
+	}
+	tc.peers.mu.Lock()
+	tc.peers.tiers[n2.id] = n2.tiers
+	tc.peers.mu.Unlock()
+	if !n1.backend.allVerified(ctx, []string{n2.id, n3.id, n1.id}) {
+		t.Fatal("members back at their addresses must verify")
+	}
+}
