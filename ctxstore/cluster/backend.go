@@ -96,6 +96,12 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 	if b.cfg.Incarnation == 0 {
 		b.cfg.Incarnation = uint64(time.Now().UnixNano())
 	}
+	// Before the peer listener serves: peers check it on every connection.
+	ictx, cancel := context.WithTimeout(context.Background(), cfg.ShardTimeout)
+	if err := b.putIdentity(ictx); err != nil {
+		b.log.Error("no identity block: other members cannot tell this node from a stale address", "err", err)
+	}
+	cancel()
 	b.met.restoring.Set(1)
 	b.wg.Add(1)
 	go func() {

@@ -17,10 +17,13 @@ import (
 // block under identityKey whose bytes are its node id, and a member whose
 // address answers that key with its own id is the member the index means.
 
-// identityKey is the reserved key of a node's identity block: the
-// default namespace, hash 0, and the highest shard number, which no
-// erasure code reaches (at most 32 shards).
-var identityKey = block.Key{Namespace: block.DefaultNamespace, Shard: block.MaxShard}
+// IdentityKey is the reserved key of a node's identity block: the default
+// namespace, hash 0, and the highest shard number, which no erasure code
+// reaches (at most 32 shards). gateway/peer reads it on every new
+// connection, so a shard meant for one member never lands on another.
+var IdentityKey = block.Key{Namespace: block.DefaultNamespace, Shard: block.MaxShard}
+
+var identityKey = IdentityKey
 
 // putIdentity stores this node's identity block in its tier stack.
 func (b *Backend) putIdentity(ctx context.Context) error {

@@ -75,11 +75,6 @@ func (b *Backend) restoreLoop() {
 	b.restoreMu.Lock()
 	b.restore.Incarnation = inc
 	b.restoreMu.Unlock()
-	ictx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout)
-	if err := b.putIdentity(ictx); err != nil {
-		b.log.Error("no identity block: other members cannot tell this node from a stale address", "err", err)
-	}
-	cancel()
 	backoff := 50 * time.Millisecond
 	wait := func() bool {
 		select {
