@@ -65,6 +65,10 @@ type Backend struct {
 	restoreMu sync.Mutex
 	restore   RestoreStatus
 	restored  atomic.Bool
+	// restoreApplied is the applied index the last restore pass covered
+	// (only the restore goroutine touches it); started is when New ran.
+	restoreApplied uint64
+	started        time.Time
 }
 
 var _ ctxstore.Tier = (*Backend)(nil)
@@ -90,7 +94,7 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 	b := &Backend{
 		cfg: cfg, node: node, local: local, peers: peers, fwd: fwd, log: log.With("node_id", cfg.NodeID), met: met,
 		drops: make(chan block.Key, 4096), stop: make(chan struct{}), wake: make(chan struct{}, 1),
-		drains: map[string]*drainProgress{}, unreachable: map[string]bool{},
+		drains: map[string]*drainProgress{}, unreachable: map[string]bool{}, started: time.Now(),
 	}
 	b.readIndex = raft.NewCoalescer(b.fetchReadIndex)
 	if b.cfg.Incarnation == 0 {

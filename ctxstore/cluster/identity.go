@@ -66,4 +66,3 @@ func (b *Backend) allVerified(ctx context.Context, ids []string) bool {
 	}
 	return true
 }
-

@@ -21,6 +21,7 @@ type metrics struct {
 	restoreLost     prometheus.Counter
 	restoring       prometheus.Gauge
 	spareWrites     prometheus.Counter
+	lastScan        prometheus.Gauge
 
 	reg  prometheus.Registerer
 	list []prometheus.Collector
@@ -56,9 +57,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 while this node's start is still restoring the shards the index places on it, else 0."}),
 		spareWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_spare_shard_writes_total",
 			Help: "Shards a put wrote to a spare member because the member placement picked did not take them."}),
+		lastScan: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_repair_last_scan_timestamp_seconds",
+			Help: "When the leader's last repair scan began (Unix seconds): ctxtier_repair_shards_pending counts every entry committed before then."}),
 		reg: reg,
 	}
-	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites}
+	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan}
 	if reg == nil {
 		return m, nil
 	}

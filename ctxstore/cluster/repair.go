@@ -24,11 +24,13 @@ type RepairStatus struct {
 	Restoring int `json:"restoring"`
 	// Unrepairable blocks of the last scan: too few survivors to rebuild, or
 	// no member left to take a shard.
-	Unrepairable   int       `json:"unrepairable"`
-	RepairedShards uint64    `json:"repaired_shards"`
-	RepairedBytes  uint64    `json:"repaired_bytes"`
-	LastScan       time.Time `json:"last_scan"`
-	ScannedBlocks  int       `json:"scanned_blocks"`
+	Unrepairable   int    `json:"unrepairable"`
+	RepairedShards uint64 `json:"repaired_shards"`
+	RepairedBytes  uint64 `json:"repaired_bytes"`
+	// LastScan is when the last scan began: Pending counts every entry
+	// committed before then.
+	LastScan      time.Time `json:"last_scan"`
+	ScannedBlocks int       `json:"scanned_blocks"`
 }
 
 // RepairStatus returns the repair progress.
@@ -151,14 +153,16 @@ func (b *Backend) scan() (tasks []repairTask, scanned, restoring int) {
 }
 
 func (b *Backend) repairPass() {
+	scanStart := time.Now()
 	tasks, scanned, restoring := b.scan()
+	b.met.lastScan.Set(float64(scanStart.UnixNano()) / 1e9)
 	pending := restoring
 	for _, t := range tasks {
 		pending += len(t.missing)
 	}
 	b.met.pending.Set(float64(pending))
 	b.repairMu.Lock()
-	b.repair.Pending, b.repair.LastScan, b.repair.ScannedBlocks = pending, time.Now(), scanned
+	b.repair.Pending, b.repair.LastScan, b.repair.ScannedBlocks = pending, scanStart, scanned
 	b.repair.Restoring = restoring
 	b.repairMu.Unlock()
 	unrepairable := 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,6 +124,19 @@ func (b *Backend) restoreLoop() {
 	}
 	st := b.RestoreStatus()
 	b.log.Info("restore done", "incarnation", inc, "checked", st.Checked, "restored", st.Restored, "lost", st.Lost)
+	// A put that wrote its shard to the previous incarnation just before it
+	// died may commit only now. Such puts end (commit or fail) within a
+	// shard write and a proposal of their start, so new entries are checked
+	// for that long after the start.
+	until := b.started.Add(b.cfg.ShardTimeout + b.cfg.ProposeTimeout)
+	for time.Now().Before(until) {
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(time.Second):
+		}
+		b.restorePass()
+	}
 }
 
 // recordIncarnation commits this node's incarnation and restoring flag,
@@ -194,6 +208,12 @@ func (b *Backend) restorePass() bool {
 		b.restoreMu.Unlock()
 		return true
 	}
+	// Entries up to the index applied now are checked by this pass; a later
+	// pass checks only newer ones (a new entry's generation is its log
+	// index).
+	applied := f.AppliedIndex()
+	minGen := b.restoreApplied
+	b.restoreApplied = applied
 	var missing []restoreTask
 	checked := 0
 	for _, ns := range f.Namespaces() {
@@ -202,6 +222,9 @@ func (b *Backend) restorePass() bool {
 			continue
 		}
 		f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+			if e.Generation <= minGen {
+				return true
+			}
 			for _, s := range e.Placement {
 				if s.NodeID != b.cfg.NodeID {
 					continue
@@ -218,7 +241,12 @@ func (b *Backend) restorePass() bool {
 		})
 	}
 	b.restoreMu.Lock()
-	b.restore.Checked, b.restore.Missing = checked, len(missing)
+	if minGen == 0 {
+		b.restore.Checked, b.restore.Missing = checked, len(missing)
+	} else {
+		b.restore.Checked += checked
+		b.restore.Missing += len(missing)
+	}
 	b.restoreMu.Unlock()
 	var (
 		mu       sync.Mutex
@@ -249,7 +277,8 @@ func (b *Backend) restorePass() bool {
 			case errors.Is(err, errBlockGone):
 				b.restore.Lost++
 				b.met.restoreLost.Inc()
-				b.log.Warn("restore: no holder has the shard; leaving its placement", "key", t.key.String(), "shard", t.index)
+				b.log.Warn("restore: no holder has the shard; leaving its placement", "key", t.key.String(), "shard", t.index,
+					"placement", fmt.Sprint(t.entry.Placement), "generation", t.entry.Generation, "err", err)
 				b.Dropped(shardKey(t.key, t.code, t.index))
 			default:
 				waiting++
@@ -263,8 +292,11 @@ func (b *Backend) restorePass() bool {
 	b.restoreMu.Lock()
 	defer b.restoreMu.Unlock()
 	b.restore.Passes++
+	if waiting > 0 {
+		b.restoreApplied = minGen // check these entries again next pass
+	}
 	b.restore.Waiting = waiting
-	b.restore.Done = waiting == 0
+	b.restore.Done = waiting == 0 || b.restore.Done
 	b.restore.Err = ""
 	if firstErr != nil {
 		b.restore.Err = firstErr.Error()
@@ -368,7 +400,7 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 	var mu sync.Mutex
 	notFound := map[int]int{} // shard index -> holders that said NotFound
 	holders := map[int]int{}
-	var said []string
+	var said, errs []string
 	var wg sync.WaitGroup
 	for _, s := range others {
 		if int(s.Index) >= c.N() {
@@ -390,6 +422,9 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 			if errors.Is(err, block.ErrNotFound) {
 				notFound[int(s.Index)]++
 				said = append(said, s.NodeID)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", s.NodeID, err))
 			}
 		}()
 	}
@@ -416,7 +451,7 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 		}
 	}
 	if possible < c.K && b.allVerified(ctx, said) {
-		return nil, fmt.Errorf("%w: %s: %d of %d shards left on other holders, need %d", errBlockGone, t.key, possible, c.N(), c.K)
+		return nil, fmt.Errorf("%w: %s: %d of %d shards left on other holders, need %d (%s)", errBlockGone, t.key, possible, c.N(), c.K, strings.Join(errs, "; "))
 	}
 	return nil, fmt.Errorf("%w: restore %s: %d of %d shards readable, need %d", block.ErrUnavailable, t.key, have, c.N(), c.K)
 }
