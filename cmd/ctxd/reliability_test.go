@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
@@ -572,7 +573,7 @@ func relNVMe(t *testing.T, mode relMode, table *relTable) {
 	nvme := map[string]string{}
 	rc := newRelCluster(t, mode, func(id string) []string {
 		nvme[id] = filepath.Join(t.TempDir(), "nvme")
-		return []string{"--dram-capacity", "16MiB", "--nvme-dir", nvme[id], "--nvme-capacity", "512MiB", "--nvme-segment-size", "16MiB"}
+		return []string{"--dram-capacity", "4MiB", "--max-block-size", "1MiB", "--nvme-dir", nvme[id], "--nvme-capacity", "512MiB", "--nvme-segment-size", "16MiB"}
 	})
 	rc.load.fill(mode.blocks)
 	rc.load.start()
@@ -588,8 +589,29 @@ func relNVMe(t *testing.T, mode relMode, table *relTable) {
 		t.Fatal(err)
 	}
 	rc.restart(victim)
+	if st := restoreOf(t, victim); st.Restored == 0 {
+		t.Errorf("%s restarted without its NVMe directory but restored nothing: %+v", victim.id, st)
+	} else {
+		t.Logf("%s restored %d shards (%d bytes) after losing its NVMe directory", victim.id, st.Restored, st.RestoredBytes)
+	}
 	rc.waitSettled()
 	res, failed = rc.load.resumeAfter(t0)
 	rc.load.halt()
 	rc.rows(table, "NVMe directory deleted, restarted", rc.verifyEachDown(), 1, 0, res, failed)
+}
+
+// restoreOf is the restore object of nd's cluster status.
+func restoreOf(t *testing.T, nd *testNode) cluster.RestoreStatus {
+	t.Helper()
+	st, err := clusterapi.NewClient(nd.http).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var extra struct {
+		Restore cluster.RestoreStatus `json:"restore"`
+	}
+	if err := json.Unmarshal(st.Extra, &extra); err != nil {
+		t.Fatal(err)
+	}
+	return extra.Restore
 }
