@@ -72,10 +72,17 @@ var relFaults = []struct {
 	{"nvme", relNVMe},
 }
 
+// relMode sizes a run. Every acknowledged block must stay in the nodes'
+// DRAM (or NVMe): a cache that evicts would read as loss. The fill blocks
+// are the reported case's 64 KiB (full run); the steady load under the
+// faults writes small blocks, and stops at loadCap blocks per namespace
+// (a run that reaches it fails when it next needs a put to go through).
 type relMode struct {
 	name                 string
 	rounds, leaderKills  int
-	blocks, blockSize    int
+	blocks, blockSize    int // the fill: blocks per namespace, and their size
+	loadBlockSize        int
+	loadCap              int
 	followerDown         time.Duration
 	writers              int
 	writeEvery           time.Duration
@@ -83,10 +90,10 @@ type relMode struct {
 }
 
 var (
-	relShort = relMode{name: "short", rounds: 1, leaderKills: 3, blocks: 40, blockSize: 16 << 10,
+	relShort = relMode{name: "short", rounds: 1, leaderKills: 3, blocks: 40, blockSize: 16 << 10, loadBlockSize: 4 << 10, loadCap: 6000,
 		followerDown: 4 * time.Second, writers: 3, writeEvery: 10 * time.Millisecond, readyWait: 90 * time.Second, settleFor: 90 * time.Second}
-	relFull = relMode{name: "full", rounds: 3, leaderKills: 20, blocks: 300, blockSize: 64 << 10,
-		followerDown: 8 * time.Second, writers: 4, writeEvery: 5 * time.Millisecond, readyWait: 3 * time.Minute, settleFor: 3 * time.Minute}
+	relFull = relMode{name: "full", rounds: 3, leaderKills: 20, blocks: 300, blockSize: 64 << 10, loadBlockSize: 4 << 10, loadCap: 12000,
+		followerDown: 8 * time.Second, writers: 3, writeEvery: 20 * time.Millisecond, readyWait: 3 * time.Minute, settleFor: 3 * time.Minute}
 )
 
 // relRow is one line of the table.
@@ -150,7 +157,7 @@ func newRelCluster(t *testing.T, mode relMode, extra func(id string) []string) *
 	nodes, join := startClusterWith(t, 3, func(id string) []string {
 		// The default failure detector: a quick restart stays well under
 		// --dead-after, as in the reported loss.
-		args := []string{"--dead-after", "10s", "--dram-capacity", "128MiB"}
+		args := []string{"--dead-after", "10s", "--dram-capacity", "256MiB"}
 		if extra != nil {
 			args = append(args, extra(id)...)
 		}
@@ -268,7 +275,7 @@ type relLoad struct {
 	rc      *relCluster
 	mu      sync.Mutex
 	down    map[string]bool
-	acked   map[block.Key]int // seed of the bytes
+	acked   map[block.Key][2]int // seed and size of the bytes
 	events  []relPut
 	seq     atomic.Int64
 	stop    chan struct{}
@@ -282,7 +289,7 @@ type relPut struct {
 }
 
 func newRelLoad(rc *relCluster) *relLoad {
-	l := &relLoad{rc: rc, down: map[string]bool{}, acked: map[block.Key]int{}, clients: map[string]*client.HTTPClient{}}
+	l := &relLoad{rc: rc, down: map[string]bool{}, acked: map[block.Key][2]int{}, clients: map[string]*client.HTTPClient{}}
 	for _, nd := range rc.nodes {
 		l.clients[nd.id] = httpClient(rc.t, nd.http)
 	}
@@ -310,8 +317,9 @@ func (l *relLoad) upClient(r *rand.Rand) *client.HTTPClient {
 	return l.clients[up[r.IntN(len(up))]]
 }
 
-// put stores one new block through an up node and records it if acknowledged.
-func (l *relLoad) put(r *rand.Rand, ns string) bool {
+// put stores one new block of size bytes through an up node and records it
+// if acknowledged.
+func (l *relLoad) put(r *rand.Rand, ns string, size int) bool {
 	c := l.upClient(r)
 	if c == nil {
 		return false
@@ -321,14 +329,27 @@ func (l *relLoad) put(r *rand.Rand, ns string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	err := c.Put(ctx, key, blockBytes(seed, l.rc.mode.blockSize), block.PutOptions{})
+	err := c.Put(ctx, key, blockBytes(seed, size), block.PutOptions{})
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, relPut{start, time.Now(), err == nil})
 	if err == nil {
-		l.acked[key] = seed
+		l.acked[key] = [2]int{seed, size}
 	}
 	return err == nil
+}
+
+// count returns the acknowledged blocks of ns.
+func (l *relLoad) count(ns string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for k := range l.acked {
+		if k.Namespace == ns {
+			n++
+		}
+	}
+	return n
 }
 
 // fill puts n blocks into every namespace, failing the test on any error.
@@ -339,7 +360,7 @@ func (l *relLoad) fill(n int) {
 		for _, ns := range l.rc.nss {
 			ok := false
 			for try := 0; try < 5 && !ok; try++ {
-				ok = l.put(r, ns)
+				ok = l.put(r, ns, l.rc.mode.blockSize)
 			}
 			if !ok {
 				l.rc.t.Fatalf("filling: put %d of %s failed five times", i, ns)
@@ -362,7 +383,11 @@ func (l *relLoad) start() {
 					return
 				case <-time.After(l.rc.mode.writeEvery):
 				}
-				l.put(r, l.rc.nss[i%len(l.rc.nss)])
+				ns := l.rc.nss[i%len(l.rc.nss)]
+				if l.count(ns) >= l.rc.mode.loadCap {
+					continue // the run is sized to stay in DRAM
+				}
+				l.put(r, ns, l.rc.mode.loadBlockSize)
 			}
 		}()
 	}
@@ -407,7 +432,7 @@ func (l *relLoad) since(t0 time.Time) (resume time.Duration, failed int) {
 // and those read back with wrong bytes.
 func (l *relLoad) verify(ns string, through []*testNode) (acked, lost, wrong int) {
 	l.mu.Lock()
-	keys := map[block.Key]int{}
+	keys := map[block.Key][2]int{}
 	for k, s := range l.acked {
 		if k.Namespace == ns {
 			keys[k] = s
@@ -415,10 +440,10 @@ func (l *relLoad) verify(ns string, through []*testNode) (acked, lost, wrong int
 	}
 	l.mu.Unlock()
 	i := 0
-	for k, seed := range keys {
+	for k, ss := range keys {
 		c := l.clients[through[i%len(through)].id]
 		i++
-		want := blockBytes(seed, l.rc.mode.blockSize)
+		want := blockBytes(ss[0], ss[1])
 		var got []byte
 		var err error
 		deadline := time.Now().Add(15 * time.Second)
