@@ -49,6 +49,7 @@ type repairTask struct {
 	healthy []fsm.Shard // placement entries on members that count
 	leaving []fsm.Shard // placement entries on draining members: read, then dropped
 	missing []int       // shard indexes to rebuild (or copy off a draining member)
+	dups    []fsm.Shard // extra erasure shards on a node that holds another: replaced, then dropped
 }
 
 // repairResult is what repairOne did.
@@ -126,6 +127,14 @@ func (b *Backend) scan() (tasks []repairTask, scanned, restoring int) {
 				}
 				if c.K == 1 && nodes[s.NodeID] {
 					continue // a second replica on one node is no redundancy
+				}
+				if nodes[s.NodeID] && usable >= c.N() {
+					// A second erasure shard on one node (written while
+					// fewer members were alive than the code has shards):
+					// losing that node would lose both. Rebuild the shard
+					// on another member and drop this entry.
+					t.dups = append(t.dups, s)
+					continue
 				}
 				t.healthy = append(t.healthy, s)
 				have[int(s.Index)] = true
@@ -280,6 +289,15 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 			place[i].Index = uint16(i)
 		}
 	}
+	// A duplicate whose index was not rewritten stays (a later pass retries).
+	var dupsGone []fsm.Shard
+	for _, s := range t.dups {
+		if slices.ContainsFunc(written, func(w fsm.Shard) bool { return w.Index == s.Index }) {
+			dupsGone = append(dupsGone, s)
+		} else {
+			place = append(place, s)
+		}
+	}
 	r, err := b.propose(ctx, fsm.PlaceOp(t.key, t.entry.Sum, place))
 	if err != nil {
 		return repairResult{}, err
@@ -289,6 +307,7 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 		return repairResult{}, fmt.Errorf("%w: placement of %s not updated: %s", block.ErrUnavailable, t.key, r[0].Status)
 	}
 	b.cleanup(t.key, c, b.reachable(drop), nil)
+	b.cleanup(t.key, c, dupsGone, nil)
 	res.written, res.dropped = len(written), drop
 	return res, nil
 }

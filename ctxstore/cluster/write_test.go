@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
 func TestWriteQuorum(t *testing.T) {
@@ -110,5 +111,58 @@ func TestPutSurvivesADeadMember(t *testing.T) {
 				mustGet(t, dead.store, b.key, b.data)
 			}
 		})
+	}
+}
+
+// TestRepairSpreadsShardsOfOneNode: a put made while fewer members were
+// alive than the code has shards puts two shards on one node; once enough
+// members are alive again, repair moves one of them, so that losing any
+// single node leaves the block readable.
+func TestRepairSpreadsShardsOfOneNode(t *testing.T) {
+	cl := newTestCluster(t, 3, nil)
+	cl.createNS("rs", 2, 1)
+	leader := cl.leader()
+	var down *testNode
+	for _, tn := range cl.nodes {
+		if tn != leader {
+			down = tn
+		}
+	}
+	cl.peers.setDown(down.id, true)
+	cl.eventually("the member marked suspect", func() bool {
+		m, _ := leader.node.FSM().Member(down.id)
+		return m.State != fsm.MemberAlive
+	})
+	ctx := withTimeout(t, 10*time.Second)
+	key := block.NewKey("rs", 77)
+	data := payload(77, 30_000)
+	if err := leader.store.Put(ctx, key, data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	distinct := func() int {
+		e, _ := leader.node.FSM().Lookup(key)
+		nodes := map[string]bool{}
+		for _, s := range e.Placement {
+			nodes[s.NodeID] = true
+		}
+		return len(nodes)
+	}
+	if n := distinct(); n != 2 {
+		t.Fatalf("with one member suspect the block is on %d nodes, want 2 (one holding two shards)", n)
+	}
+	cl.peers.setDown(down.id, false)
+	cl.eventually("three shards on three nodes", func() bool {
+		e, _ := leader.node.FSM().Lookup(key)
+		return distinct() == 3 && len(e.Placement) == 3
+	})
+	// Any single node may now go: the block still reads.
+	for _, gone := range cl.nodes {
+		cl.peers.setDown(gone.id, true)
+		for _, r := range cl.nodes {
+			if r != gone {
+				mustGet(t, r.store, key, data)
+			}
+		}
+		cl.peers.setDown(gone.id, false)
 	}
 }
