@@ -357,6 +357,16 @@ func (b *Backend) restoreOne(t restoreTask) (int, error) {
 	return len(shard), nil
 }
 
+// memberDown reports whether the cluster has marked a member dead or left
+// (or forgotten it). Such a member cannot supply a shard now, so a restore
+// does not wait for it: giving up this node's own claim on a block it
+// lost only takes this node out of the placement; the dead member's entries
+// stay, and repair uses them if it comes back with its data.
+func (b *Backend) memberDown(id string) bool {
+	m, ok := b.node.FSM().Member(id)
+	return !ok || m.State == fsm.MemberDead || m.State == fsm.MemberLeft
+}
+
 func placedOn(place []fsm.Shard, id string, idx int) bool {
 	for _, s := range place {
 		if s.NodeID == id && int(s.Index) == idx {
@@ -381,8 +391,12 @@ func (b *Backend) readReplica(ctx context.Context, t restoreTask, others []fsm.S
 		if err == nil {
 			err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
 		}
-		gone = gone && errors.Is(err, block.ErrNotFound)
-		said = append(said, s.NodeID)
+		switch {
+		case errors.Is(err, block.ErrNotFound):
+			said = append(said, s.NodeID)
+		case !b.memberDown(s.NodeID):
+			gone = false
+		}
 		last = err
 	}
 	if gone && b.allVerified(ctx, said) {
@@ -422,6 +436,8 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 			if errors.Is(err, block.ErrNotFound) {
 				notFound[int(s.Index)]++
 				said = append(said, s.NodeID)
+			} else if err != nil && b.memberDown(s.NodeID) {
+				notFound[int(s.Index)]++ // cannot supply it now
 			}
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: %v", s.NodeID, err))

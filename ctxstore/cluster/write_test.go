@@ -139,21 +139,26 @@ func TestRepairSpreadsShardsOfOneNode(t *testing.T) {
 	if err := leader.store.Put(ctx, key, data, block.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	distinct := func() int {
-		e, _ := leader.node.FSM().Lookup(key)
+	distinct := func(tn *testNode) int {
+		e, _ := tn.node.FSM().Lookup(key)
 		nodes := map[string]bool{}
 		for _, s := range e.Placement {
 			nodes[s.NodeID] = true
 		}
 		return len(nodes)
 	}
-	if n := distinct(); n != 2 {
+	if n := distinct(leader); n != 2 {
 		t.Fatalf("with one member suspect the block is on %d nodes, want 2 (one holding two shards)", n)
 	}
 	cl.peers.setDown(down.id, false)
-	cl.eventually("three shards on three nodes", func() bool {
-		e, _ := leader.node.FSM().Lookup(key)
-		return distinct() == 3 && len(e.Placement) == 3
+	cl.eventually("three shards on three nodes, in every node's index", func() bool {
+		for _, tn := range cl.nodes {
+			e, _ := tn.node.FSM().Lookup(key)
+			if distinct(tn) != 3 || len(e.Placement) != 3 {
+				return false
+			}
+		}
+		return true
 	})
 	// Any single node may now go: the block still reads.
 	for _, gone := range cl.nodes {
