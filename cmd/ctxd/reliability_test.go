@@ -432,43 +432,61 @@ func (l *relLoad) since(t0 time.Time) (resume time.Duration, failed int) {
 // and those read back with wrong bytes.
 func (l *relLoad) verify(ns string, through []*testNode) (acked, lost, wrong int) {
 	l.mu.Lock()
-	keys := map[block.Key][2]int{}
+	type item struct {
+		key block.Key
+		ss  [2]int
+	}
+	var items []item
 	for k, s := range l.acked {
 		if k.Namespace == ns {
-			keys[k] = s
+			items = append(items, item{k, s})
 		}
 	}
 	l.mu.Unlock()
-	i := 0
-	for k, ss := range keys {
-		c := l.clients[through[i%len(through)].id]
-		i++
-		want := blockBytes(ss[0], ss[1])
-		var got []byte
-		var err error
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			// Linearizable: a NotFound is then the cluster's answer, not a
-			// follower that has not applied the entry yet.
-			ctx, cancel := context.WithTimeout(client.WithLinearizable(context.Background()), 10*time.Second)
-			got, err = c.Get(ctx, k)
-			cancel()
-			if err == nil || errors.Is(err, block.ErrNotFound) || time.Now().After(deadline) {
-				break
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 { // readers in parallel; each block is still read on its own
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				it, via := items[i], through[i%len(through)]
+				c := l.clients[via.id]
+				var got []byte
+				var err error
+				deadline := time.Now().Add(15 * time.Second)
+				for {
+					// Linearizable: a NotFound is then the cluster's answer,
+					// not a follower that has not applied the entry yet.
+					ctx, cancel := context.WithTimeout(client.WithLinearizable(context.Background()), 10*time.Second)
+					got, err = c.Get(ctx, it.key)
+					cancel()
+					if err == nil || errors.Is(err, block.ErrNotFound) || time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				mu.Lock()
+				switch {
+				case err != nil:
+					lost++
+					if lost <= 3 {
+						l.rc.t.Logf("%s: acknowledged block %v not readable through %s: %v", ns, it.key, via.id, err)
+					}
+				case !bytes.Equal(got, blockBytes(it.ss[0], it.ss[1])):
+					wrong++
+				}
+				mu.Unlock()
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		switch {
-		case err != nil:
-			lost++
-			if lost <= 3 {
-				l.rc.t.Logf("%s: acknowledged block %v not readable through %s: %v", ns, k, through[(i-1)%len(through)].id, err)
-			}
-		case !bytes.Equal(got, want):
-			wrong++
-		}
+		}()
 	}
-	return len(keys), lost, wrong
+	for i := range items {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return len(items), lost, wrong
 }
 
 // verifyEachDown checks every acknowledged block while each node in turn
