@@ -224,8 +224,17 @@ func repairStatus(addr string) (pending int, lastScan time.Time, err error) {
 // that began after this call: the documented condition to restart the
 // next node (docs/operations.md). A scan from before would not count the
 // blocks written with a shard missing while the last node was away.
+//
+// Puts that started while the node was away and are still in flight can
+// commit with a shard missing after such a scan, so it first waits until
+// every put that started before the call has ended (operators: a put ends
+// within ShardTimeout + ProposeTimeout, 20 s by default).
 func (rc *relCluster) waitSettled() {
 	rc.t.Helper()
+	before := time.Now()
+	waitFor(rc.t, time.Minute, "puts in flight during the fault to end", func() bool {
+		return !rc.load.inflightSince(before)
+	})
 	since := time.Now()
 	waitFor(rc.t, rc.mode.settleFor, "repair pending 0 on the leader", func() bool {
 		ld, ok := leaderOf(rc.t, rc.nodes)
@@ -277,6 +286,8 @@ type relLoad struct {
 	down    map[string]bool
 	acked   map[block.Key][2]int // seed and size of the bytes
 	events  []relPut
+	// inflight holds the start of every put still running, by sequence.
+	inflight map[int]time.Time
 	seq     atomic.Int64
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -289,7 +300,7 @@ type relPut struct {
 }
 
 func newRelLoad(rc *relCluster) *relLoad {
-	l := &relLoad{rc: rc, down: map[string]bool{}, acked: map[block.Key][2]int{}, clients: map[string]*client.HTTPClient{}}
+	l := &relLoad{rc: rc, down: map[string]bool{}, acked: map[block.Key][2]int{}, clients: map[string]*client.HTTPClient{}, inflight: map[int]time.Time{}}
 	for _, nd := range rc.nodes {
 		l.clients[nd.id] = httpClient(rc.t, nd.http)
 	}
@@ -329,14 +340,30 @@ func (l *relLoad) put(r *rand.Rand, ns string, size int) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
+	l.mu.Lock()
+	l.inflight[seed] = start
+	l.mu.Unlock()
 	err := c.Put(ctx, key, blockBytes(seed, size), block.PutOptions{})
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.inflight, seed)
 	l.events = append(l.events, relPut{start, time.Now(), err == nil})
 	if err == nil {
 		l.acked[key] = [2]int{seed, size}
 	}
 	return err == nil
+}
+
+// inflightSince reports whether a put that started before t is running.
+func (l *relLoad) inflightSince(t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.inflight {
+		if s.Before(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // count returns the acknowledged blocks of ns.
