@@ -287,17 +287,17 @@ func (rc *relCluster) newLeaderAfter(gone *testNode, t0 time.Time) time.Duration
 // relLoad puts blocks continuously through the nodes that are up and
 // remembers every acknowledged one.
 type relLoad struct {
-	rc      *relCluster
-	mu      sync.Mutex
-	down    map[string]bool
-	acked   map[block.Key][2]int // seed and size of the bytes
-	events  []relPut
+	rc     *relCluster
+	mu     sync.Mutex
+	down   map[string]bool
+	acked  map[block.Key][2]int // seed and size of the bytes
+	events []relPut
 	// inflight holds the start of every put still running, by sequence.
 	inflight map[int]time.Time
-	seq     atomic.Int64
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	clients map[string]*client.HTTPClient
+	seq      atomic.Int64
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	clients  map[string]*client.HTTPClient
 }
 
 type relPut struct {
