@@ -79,6 +79,8 @@ func FuzzReadSnapshot(f *testing.F) {
 	var buf bytes.Buffer
 	st := New(nil)
 	apply(f, st, 1, EncodeIndex([]Op{PutOp(key(1), testEntry(1))}))
+	apply(f, st, 2, EncodeMember(MemberCommand{MemberUpsert, Member{ID: "n1", RaftAddr: "a", State: MemberAlive}}))
+	apply(f, st, 3, EncodeIncarnation(IncarnationCommand{ID: "n1", Incarnation: 9, Restoring: true}))
 	if err := writeSnapshot(&buf, st.cur.Load()); err != nil {
 		f.Fatal(err)
 	}
