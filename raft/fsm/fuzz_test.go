@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 	"time"
 
@@ -86,6 +87,22 @@ func FuzzReadSnapshot(f *testing.F) {
 	}
 	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = readSnapshot(bytes.NewReader(b))
+		st, err := readSnapshot(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		// What was accepted writes out and reads back as the same state.
+		var again bytes.Buffer
+		if err := writeSnapshot(&again, st); err != nil {
+			t.Fatalf("accepted snapshot does not write: %v", err)
+		}
+		st2, err := readSnapshot(bytes.NewReader(again.Bytes()))
+		if err != nil {
+			t.Fatalf("rewritten snapshot does not read: %v", err)
+		}
+		if st2.applied != st.applied || !reflect.DeepEqual(st2.members, st.members) || !reflect.DeepEqual(st2.namespaces, st.namespaces) ||
+			!reflect.DeepEqual(st2.creds, st.creds) || st2.index.Len() != st.index.Len() {
+			t.Fatal("a snapshot's state changed through write and read")
+		}
 	})
 }

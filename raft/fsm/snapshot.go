@@ -111,7 +111,7 @@ func writeSnapshot(w io.Writer, st *state) error {
 		}
 	}
 	for _, m := range st.members {
-		if m.Incarnation == 0 {
+		if m.Incarnation == 0 && !m.Restoring {
 			continue
 		}
 		e := rw.body()
