@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # Test binaries run with the race detector; the whole suite must stay well under 20 minutes.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: help build run test test-race bench fuzz soak lint clean
+.PHONY: help build run test test-race bench fuzz soak lint clean reliability
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ bench: build ## Go micro-benchmarks, then the ctxbench load run against a local 
 
 soak: ## long-running checks: 2-minute memory-bound load against a real ctxd
 	CTXTIER_SOAK=2m $(GO) test -count=1 -run 'TestMemoryBoundedUnderEvictingLoad' -v -timeout 10m ./cmd/ctxd/
+
+reliability: ## faults against real 3-node clusters (rolling restarts, 20 leader kills, lost NVMe dir); prints a table
+	set -o pipefail; CTXTIER_RELIABILITY=full CTXTIER_RELIABILITY_OUT=$(or $(OUT),reliability.txt) $(GO) test -count=1 -run 'TestReliability' -v -timeout 60m ./cmd/ctxd/ | grep -v '^=== '
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	scripts/fuzz.sh $(FUZZTIME)

@@ -305,6 +305,12 @@ func (n *Node) SetMemberState(ctx context.Context, id string, s fsm.MemberState)
 	return n.applyErr(ctx, fsm.EncodeMember(fsm.MemberCommand{Action: fsm.MemberSetState, Member: fsm.Member{ID: id, State: s}}))
 }
 
+// SetIncarnation records member id's start (incarnation) and whether it is
+// still restoring its shards (fsm.CmdIncarnation).
+func (n *Node) SetIncarnation(ctx context.Context, id string, incarnation uint64, restoring bool) error {
+	return n.applyErr(ctx, fsm.EncodeIncarnation(fsm.IncarnationCommand{ID: id, Incarnation: incarnation, Restoring: restoring}))
+}
+
 // PutCredential stores a credential whose secret is already hashed or
 // sealed (fsm.HashSecret, fsm.SealSecret).
 func (n *Node) PutCredential(ctx context.Context, c fsm.Credential) error {

@@ -185,8 +185,9 @@ func openCluster(ctx context.Context, cfg Config, self fsm.Member, tlsc *raft.TL
 	return parts, nil
 }
 
-// ready reports whether the node can serve: a leader is known and this
-// node's member record is committed.
+// ready reports whether the node can serve: a leader is known, this node's
+// member record is committed, its FSM holds what its log held at start, and
+// it has restored the shards the index places on it.
 func (p *clusterParts) ready() error {
 	if id, _ := p.node.Leader(); id == "" {
 		return fmt.Errorf("%w: no raft leader yet", block.ErrUnavailable)
@@ -212,6 +213,13 @@ func (p *clusterParts) ready() error {
 	}
 	if _, ok := p.node.FSM().Member(p.node.ID()); !ok {
 		return fmt.Errorf("%w: this node's member record is not committed yet", block.ErrUnavailable)
+	}
+	if !p.backend.Restored() {
+		// A restarted node first rebuilds the shards the index places on it
+		// that its tiers lost (ctxstore/cluster, restore.go).
+		st := p.backend.RestoreStatus()
+		return fmt.Errorf("%w: restoring this node's shards (%d of %d checked were missing, %d restored, %d waiting: %s)",
+			block.ErrUnavailable, st.Missing, st.Checked, st.Restored, st.Waiting, st.Err)
 	}
 	return nil
 }

@@ -313,7 +313,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready))...)
 	hsrv.Mount("/v1/cluster/", clusterapi.Handler(parts.node, parts.backend,
-		func() any { return map[string]any{"repair": parts.backend.RepairStatus()} },
+		func() any {
+			return map[string]any{"repair": parts.backend.RepairStatus(), "restore": parts.backend.RestoreStatus()}
+		},
 		log, clusterapi.WithToken(cfg.ClusterToken)))
 
 	ingest, err := kvevent.New(kvevent.DefaultConfig(), rt, reg, log)

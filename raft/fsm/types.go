@@ -88,6 +88,14 @@ type Member struct {
 	Zone     string
 	Capacity int64 // bytes this node offers to the tier stack
 	State    MemberState
+	// Incarnation identifies the node's current start (CmdIncarnation; 0
+	// before its first). A member upsert or state change keeps it.
+	Incarnation uint64
+	// Restoring: this incarnation has not yet checked that it holds every
+	// shard the index places on it (a node that restarted with an empty
+	// DRAM tier or a lost NVMe directory rebuilds them from the other
+	// holders first). Its shards count as pending repair meanwhile.
+	Restoring bool
 }
 
 // Validate checks a member record.

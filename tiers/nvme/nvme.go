@@ -234,9 +234,9 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 			log.Warn("nvme: O_DIRECT is not supported here; using buffered I/O (reads may come from the page cache)", "dir", segDir)
 		}
 	}
-	db, err := badger.Open(indexOptions(idxDir, cfg, log))
+	db, rebuilt, err := openIndex(idxDir, cfg, log)
 	if err != nil {
-		return nil, fmt.Errorf("nvme: open index: %w", err)
+		return nil, err
 	}
 	buckets := prometheus.ExponentialBuckets(25e-6, 2, 16) // 25 µs .. 0.8 s
 	t := &Tier{
@@ -260,11 +260,38 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 		return nil, err
 	}
 	rep.Duration = time.Since(start)
+	rep.IndexRebuilt = rebuilt
 	t.recovery = rep
 	log.Info("nvme tier ready", "dir", cfg.Dir, "capacity", cfg.Capacity, "direct_io", direct,
 		"blocks", t.st.blocks.Load(), "segments", len(t.segs), "startup", rep.Duration,
-		"dropped", rep.Dropped, "reindexed", rep.Reindexed, "truncated", rep.Truncated)
+		"dropped", rep.Dropped, "reindexed", rep.Reindexed, "truncated", rep.Truncated,
+		"skipped", rep.Skipped, "index_rebuilt", rep.IndexRebuilt)
 	return t, nil
+}
+
+// openIndex opens the badger index in dir. An index that cannot be opened
+// (corrupt files) is moved aside to dir.corrupt-<unix time> and a fresh one
+// is opened: with no head recorded, recovery scans every segment from its
+// start and indexes each extent that verifies, so the blocks come back.
+// It reports whether it did that.
+func openIndex(dir string, cfg Config, log *slog.Logger) (*badger.DB, bool, error) {
+	db, err := badger.Open(indexOptions(dir, cfg, log))
+	if err == nil {
+		return db, false, nil
+	}
+	aside := fmt.Sprintf("%s.corrupt-%d", dir, time.Now().Unix())
+	log.Error("nvme: the index cannot be opened; rebuilding it from the segment files", "dir", dir, "moved_to", aside, "err", err)
+	if rerr := os.Rename(dir, aside); rerr != nil {
+		return nil, false, fmt.Errorf("nvme: open index: %w (and moving it aside failed: %v)", err, rerr)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, false, fmt.Errorf("nvme: %w", err)
+	}
+	db, err = badger.Open(indexOptions(dir, cfg, log))
+	if err != nil {
+		return nil, false, fmt.Errorf("nvme: open a fresh index: %w", err)
+	}
+	return db, true, nil
 }
 
 // Recovery reports what opening the tier found and repaired, and how long
