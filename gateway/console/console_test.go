@@ -37,8 +37,10 @@ func (f *fakeCluster) record(a string) error {
 	f.actions = append(f.actions, a)
 	return f.err
 }
-func (f *fakeCluster) Drain(_ context.Context, id string) error       { return f.record("drain " + id) }
-func (f *fakeCluster) CancelDrain(_ context.Context, id string) error { return f.record("cancel " + id) }
+func (f *fakeCluster) Drain(_ context.Context, id string) error { return f.record("drain " + id) }
+func (f *fakeCluster) CancelDrain(_ context.Context, id string) error {
+	return f.record("cancel " + id)
+}
 func (f *fakeCluster) TransferLeadership(_ context.Context, id string) (string, error) {
 	return "n2", f.record("transfer " + id)
 }
