@@ -365,3 +365,7 @@ func TestActionsNeedAnAdminKey(t *testing.T) {
 		t.Fatalf("failing drain: %d %s", st, b)
 	}
 }
+
+func clusterMember(i int) clusterapi.Member {
+	return clusterapi.Member{ID: fmt.Sprintf("n%d", i), State: "alive", Zone: fmt.Sprintf("z%d", i), Capacity: 64 << 30, Voter: true}
+}
