@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
@@ -198,6 +199,10 @@ func TestConsoleBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tenant, err := keys.Create(ctx, []string{"r2"}, "a tenant's key, revoked from the page")
+	if err != nil {
+		t.Fatal(err)
+	}
 	hc := httpClient(t, n1.http)
 	if _, err := hc.CreateNamespace(ctx, block.Namespace{Name: "r2", DataShards: 1, ParityShards: 1}); err != nil {
 		t.Fatal(err)
@@ -270,16 +275,42 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("actions not unlocked: %v", err)
 	}
 
-	// Drain n3 from the page: the dialog asks, Cancel does nothing,
-	// Confirm starts it; the page shows the drain and then its end.
+	// The charts are drawn from the sampler's ring.
+	waitFor(t, 15*time.Second, "the charts", func() bool {
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#charts figure.chart").length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n >= 7
+	})
+
+	// Drain n3 from the page: the dialog asks; from the keyboard, Enter
+	// on the button opens it and Escape dismisses it; Cancel does
+	// nothing either; Confirm starts the drain; the page shows the drain
+	// and then its end.
 	drainBtn := chromedp.CSS(`#members button[data-action="drain"][data-id="` + n3.id + `"]`)
+	dialogOpen := func() bool {
+		open, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById("confirm").open`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return open
+	}
+	if err := chromedp.Do(bctx, chromedp.Focus(drainBtn), chromedp.KeyEvent(kb.Enter)); err != nil {
+		t.Fatalf("opening the drain dialog from the keyboard: %v", err)
+	}
+	waitFor(t, 5*time.Second, "the dialog to open on Enter", dialogOpen)
+	if err := chromedp.Do(bctx, chromedp.KeyEvent(kb.Escape)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the dialog to close on Escape", func() bool { return !dialogOpen() })
 	if err := chromedp.Do(bctx, chromedp.Click(drainBtn), chromedp.WaitVisible(chromedp.ID("confirm")),
 		chromedp.Click(chromedp.ID("confirm-no"))); err != nil {
 		t.Fatalf("cancelling the drain dialog: %v", err)
 	}
 	time.Sleep(500 * time.Millisecond)
 	if st := ctxctlStatus(t, ctxctl, n1.http); len(st.Drains) != 0 {
-		t.Fatalf("cancelled dialog started a drain: %+v", st.Drains)
+		t.Fatalf("a dismissed dialog started a drain: %+v", st.Drains)
 	}
 	drainStart := time.Now()
 	if err := chromedp.Do(bctx, chromedp.Click(drainBtn), chromedp.WaitVisible(chromedp.ID("confirm")),
@@ -303,11 +334,37 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("ctxctl after the drain: %+v", st.Drains)
 	}
 
+	// Revoke the tenant's key from the page.
+	revokeBtn := chromedp.CSS(`#keys button[data-action="revoke-key"][data-id="` + tenant.AccessKeyID + `"]`)
+	if err := chromedp.Do(bctx, chromedp.Click(revokeBtn), chromedp.WaitVisible(chromedp.ID("confirm")),
+		chromedp.Click(chromedp.ID("confirm-yes"))); err != nil {
+		t.Fatalf("revoking a key from the page: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the key to be revoked", func() bool {
+		_, err := keys.Lookup(tenant.AccessKeyID)
+		return err != nil
+	})
+	if _, err := keys.Lookup(admin.AccessKeyID); err != nil {
+		t.Fatalf("the admin key went too: %v", err)
+	}
+
+	// Transfer leadership from the page (to the most up-to-date follower).
+	before := ctxctlStatus(t, ctxctl, n1.http).Leader.ID
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.ID("transfer-btn")), chromedp.WaitVisible(chromedp.ID("confirm")),
+		chromedp.Click(chromedp.ID("confirm-yes"))); err != nil {
+		t.Fatalf("transferring leadership from the page: %v", err)
+	}
+	waitFor(t, 20*time.Second, "a new leader on the page and in ctxctl", func() bool {
+		st := ctxctlStatus(t, ctxctl, n1.http)
+		return st.Leader != nil && st.Leader.ID != before && readView(t, bctx).Leader == st.Leader.ID
+	})
+	t.Logf("leadership moved from %s to %s from the page", before, readView(t, bctx).Leader)
+
 	// SIGKILL n2: the page shows it suspect, then dead.
 	n2.p.Kill()
 	killed := time.Now()
 	var suspectAt, deadAt time.Duration
-	waitFor(t, 3*deadAfter, n2.id+" dead on the page", func() bool {
+	waitFor(t, 4*deadAfter, n2.id+" dead on the page", func() bool {
 		switch readView(t, bctx).States[n2.id] {
 		case "suspect":
 			if suspectAt == 0 {

@@ -240,7 +240,9 @@
       const ov = await api("/ui/api/overview");
       state.lastOverview = ov;
       alert("");
+      const first = !state.self;
       renderCluster(ov);
+      if (first) refreshSeries();
       renderNodePick();
       renderNamespaces(ov);
       const pick = state.pick || state.self;
