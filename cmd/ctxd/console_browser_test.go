@@ -349,7 +349,13 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 
 	// Transfer leadership from the page (to the most up-to-date follower).
-	before := ctxctlStatus(t, ctxctl, n1.http).Leader.ID
+	var before string
+	waitFor(t, 20*time.Second, "a leader", func() bool {
+		if st := ctxctlStatus(t, ctxctl, n1.http); st.Leader != nil {
+			before = st.Leader.ID
+		}
+		return before != ""
+	})
 	if err := chromedp.Do(bctx, chromedp.Click(chromedp.ID("transfer-btn")), chromedp.WaitVisible(chromedp.ID("confirm")),
 		chromedp.Click(chromedp.ID("confirm-yes"))); err != nil {
 		t.Fatalf("transferring leadership from the page: %v", err)
