@@ -262,6 +262,27 @@ func TestConsoleBrowser(t *testing.T) {
 	t.Logf("page matches ctxctl cluster status --json and /metrics (%v since start)", time.Since(start).Round(time.Millisecond))
 	screenshot(t, bctx, shots, "console-cluster.png")
 
+	// Another member's tiers come from that member's console: pick n3
+	// and compare with n3's own /metrics.
+	pick := func(id string) {
+		t.Helper()
+		if err := chromedp.Do(bctx, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("node-pick");
+			s.value = "`+id+`"; s.dispatchEvent(new Event("change")); })()`)); err != nil {
+			t.Fatalf("picking %s: %v", id, err)
+		}
+	}
+	pick(n3.id)
+	waitFor(t, 15*time.Second, "n3's tiers on the page to match n3's /metrics", func() bool {
+		caption, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("tier-node").textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := scrapeMetrics(t, n3.http, `ctxtier_tier_blocks{tier="dram"}`, `ctxtier_tier_allocated_bytes{tier="dram"}`)
+		d := readView(t, bctx).Tiers["dram"]
+		return caption == n3.id && d.Blocks == m[`ctxtier_tier_blocks{tier="dram"}`] && d.Used == m[`ctxtier_tier_allocated_bytes{tier="dram"}`]
+	})
+	pick(n1.id)
+
 	// Actions are refused until an admin key unlocks them.
 	if dis, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.querySelector('#members button[data-action="drain"]').disabled`)); err != nil || !dis {
 		t.Fatalf("drain button enabled without a key (%v)", err)
