@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # Test binaries run with the race detector; the whole suite must stay well under 20 minutes.
 TEST_TIMEOUT ?= 20m
 
-.PHONY: help build run test test-race bench fuzz soak lint clean reliability
+.PHONY: help build run test test-race test-console bench fuzz soak lint clean reliability
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ test-race: ## the Go tests with the race detector (test without lint and without
 bench: build ## Go micro-benchmarks, then the ctxbench load run against a local ctxd
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	scripts/bench-load.sh
+
+test-console: ## the console's browser test alone: headless chromium against 3 real ctxd (screenshots in $$CTXTIER_SCREENSHOTS)
+	$(GO) test -race -count=1 -run 'TestConsoleBrowser' -v -timeout 5m ./cmd/ctxd/
 
 soak: ## long-running checks: 2-minute memory-bound load against a real ctxd
 	CTXTIER_SOAK=2m $(GO) test -count=1 -run 'TestMemoryBoundedUnderEvictingLoad' -v -timeout 10m ./cmd/ctxd/

@@ -312,17 +312,30 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer psrv.Close()
 	}
 	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready))...)
-	hsrv.Mount("/v1/cluster/", clusterapi.Handler(parts.node, parts.backend,
-		func() any {
-			return map[string]any{"repair": parts.backend.RepairStatus(), "restore": parts.backend.RestoreStatus()}
-		},
-		log, clusterapi.WithToken(cfg.ClusterToken)))
+	clusterExtra := func() any {
+		return map[string]any{"repair": parts.backend.RepairStatus(), "restore": parts.backend.RestoreStatus()}
+	}
+	clusterH := clusterapi.Handler(parts.node, parts.backend, clusterExtra, log, clusterapi.WithToken(cfg.ClusterToken))
+	hsrv.Mount("/v1/cluster/", clusterH)
 
 	ingest, err := kvevent.New(kvevent.DefaultConfig(), rt, reg, log)
 	if err != nil {
 		return err
 	}
 	hsrv.Mount("/v1/route/", routing.Handler("/v1/route", rt, ingest, log))
+	// The operator console (/ui/): read-only for anyone, actions with an
+	// access key scoped to "*" from this node's key file.
+	consoleKeys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
+	if err != nil {
+		return err
+	}
+	ui, err := newConsole(cfg, parts.node, func() clusterapi.Status {
+		return clusterapi.Snapshot(parts.node, parts.backend, clusterExtra, log)
+	}, clusterH, reg, store.Namespaces, rt, consoleKeys, log)
+	if err != nil {
+		return err
+	}
+	hsrv.MountPage("/ui/", ui.Handler())
 	subs, err := parseSubscriptions(cfg.KVSubscribe)
 	if err != nil {
 		return err
@@ -349,6 +362,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go stack.DRAM().Run(runCtx)
+	go ui.Run(runCtx)
 	errc := make(chan error, 4)
 	if tlsc != nil {
 		// The peer listener speaks the native protocol inside TLS;

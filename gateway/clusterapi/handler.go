@@ -119,6 +119,17 @@ func (h *handler) getStatus(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
+// Snapshot is the reply of GET /v1/cluster/status built in process, with
+// no HTTP hop: what the handler serves for the same node, fwd and status
+// (the operator console reads it).
+func Snapshot(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Logger) Status {
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &handler{node: node, fwd: fwd, status: status, log: log}
+	return h.snapshot()
+}
+
 // snapshot builds the status reply from this node's own state.
 func (h *handler) snapshot() Status {
 	stats := h.node.Stats()

@@ -205,6 +205,21 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 	s.mux.Handle(pattern, s.guardAll(h))
 }
 
+// MountPage registers h for a pattern outside /v1/ (the operator console
+// under /ui/) without the block API's authentication: h decides itself
+// what needs credentials. It panics on a pattern under /v1/ or one that
+// conflicts; call it before Serve.
+func (s *Server) MountPage(pattern string, h http.Handler) {
+	path := pattern
+	if i := strings.IndexByte(pattern, ' '); i >= 0 {
+		path = strings.TrimLeft(pattern[i+1:], " \t")
+	}
+	if strings.HasPrefix(path, "/v1/") || !strings.HasPrefix(path, "/") {
+		panic(fmt.Sprintf("httpapi: MountPage(%q): path must start with / and be outside /v1/", pattern))
+	}
+	s.mux.Handle(pattern, h)
+}
+
 // Serve serves on ln until ctx ends (then drains for up to
 // Config.ShutdownTimeout) or Shutdown is called. It returns nil after a
 // graceful stop.
