@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
 
 // Header names of the cluster API.
@@ -35,6 +36,14 @@ type Config struct {
 	// Status and repair stay open (they are read-only). Clients send it
 	// when set.
 	Token string
+	// ProtectStatus makes status and repair require the token too (ctxd
+	// sets it with --auth required, where nothing is open to anonymous
+	// callers but health and metrics).
+	ProtectStatus bool
+	// Keys, when set, is the cluster's access-key store served under
+	// PathKeys: create and revoke (forwarded to the leader) and list. Those
+	// endpoints always require the token, and answer 401 when there is none.
+	Keys credential.Store
 	// Timeout bounds one forwarded request (follower to leader), one
 	// membership change on the leader, and one client request.
 	Timeout time.Duration
@@ -77,6 +86,12 @@ func WithConfig(c Config) Option { return func(dst *Config) { *dst = c } }
 
 // WithToken sets the shared cluster secret (see Config.Token).
 func WithToken(token string) Option { return func(c *Config) { c.Token = token } }
+
+// WithProtectStatus sets Config.ProtectStatus.
+func WithProtectStatus(on bool) Option { return func(c *Config) { c.ProtectStatus = on } }
+
+// WithKeys sets Config.Keys.
+func WithKeys(keys credential.Store) Option { return func(c *Config) { c.Keys = keys } }
 
 // WithHTTPClient sets the HTTP client for outgoing requests.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Config) { c.Client = hc } }
