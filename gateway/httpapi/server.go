@@ -195,6 +195,19 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // Like http.ServeMux.Handle it panics on a bad or conflicting pattern; call
 // it before Serve.
 func (s *Server) Mount(pattern string, h http.Handler) {
+	checkMount(pattern)
+	s.mux.Handle(pattern, s.guardAll(h))
+}
+
+// MountOwnAuth is Mount for a surface that authenticates its callers
+// itself, with credentials that are not access keys (the cluster API
+// requires the cluster secret): WithAuth does not guard it.
+func (s *Server) MountOwnAuth(pattern string, h http.Handler) {
+	checkMount(pattern)
+	s.mux.Handle(pattern, h)
+}
+
+func checkMount(pattern string) {
 	path := pattern
 	if i := strings.IndexByte(pattern, ' '); i >= 0 {
 		path = strings.TrimLeft(pattern[i+1:], " \t")
@@ -202,7 +215,6 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 	if !strings.HasPrefix(path, "/v1/") {
 		panic(fmt.Sprintf("httpapi: Mount(%q): path must be under /v1/", pattern))
 	}
-	s.mux.Handle(pattern, s.guardAll(h))
 }
 
 // Serve serves on ln until ctx ends (then drains for up to
