@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 	"github.com/ctxtier/ctxtier/tiers/s3"
@@ -67,8 +68,12 @@ type Config struct {
 	BootstrapExpect int
 	InitialPeers    string
 	ClusterToken    string
-	Zone            string
-	DeadAfter       time.Duration
+	// ClusterSecret (or the file ClusterSecretFile names) is the cluster's
+	// node identity; ClusterToken is its older name.
+	ClusterSecret     string
+	ClusterSecretFile string
+	Zone              string
+	DeadAfter         time.Duration
 	// Node-to-node TLS (Raft and peer shard traffic): enabled by
 	// --tls-cert, which needs --tls-key and --tls-ca.
 	TLSCert       string
@@ -153,6 +158,17 @@ func (c Config) Validate() error {
 	} else if c.BootstrapExpect > 1 && len(peers) == 0 && c.Join == "" {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d needs --join (join-or-bootstrap) or --initial-peers (ID@RAFTADDR for every node, the same list on each)", c.BootstrapExpect))
 	}
+	if c.ClusterSecret != "" && c.ClusterToken != "" && c.ClusterSecret != c.ClusterToken {
+		errs = append(errs, errors.New("cluster-secret and cluster-token (its older name) differ: give one"))
+	}
+	if (c.ClusterSecret != "" || c.ClusterToken != "") && c.ClusterSecretFile != "" {
+		errs = append(errs, errors.New("give the cluster secret once: cluster-secret or cluster-secret-file"))
+	}
+	if s := c.secretSource().Value; s != "" {
+		if err := clustersecret.Validate(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.Auth != "off" && c.Auth != "required" {
 		errs = append(errs, fmt.Errorf("auth %q: want off or required", c.Auth))
 	}
@@ -161,6 +177,15 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// secretSource is where the operator gave the cluster secret, if anywhere.
+func (c Config) secretSource() clustersecret.Source {
+	v := c.ClusterSecret
+	if v == "" {
+		v = c.ClusterToken
+	}
+	return clustersecret.Source{Value: v, File: c.ClusterSecretFile}
 }
 
 // validateTLS checks that the --tls-* settings come together.
@@ -255,7 +280,9 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "host other nodes use to reach this node's raft, peer and http listeners (default: the listen addresses' host)")
 	fs.StringVar(&c.Join, "join", c.Join, "HTTP addresses (HOST:PORT[,HOST:PORT]) of cluster members to join through")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", c.BootstrapExpect, "expected cluster size: with --initial-peers, a static bootstrap of exactly those voters; with --join, join-or-bootstrap (the node named first in --join forms the cluster, the others join it)")
-	fs.StringVar(&c.ClusterToken, "cluster-token", c.ClusterToken, "shared secret required on the cluster membership and forwarding endpoints (empty: none)")
+	fs.StringVar(&c.ClusterSecret, "cluster-secret", c.ClusterSecret, "the cluster's node identity, required on the peer listener and every cluster endpoint: a node that forms a cluster creates one (printed once, kept in DATA_DIR/cluster.secret); joining nodes need it (or CTXD_CLUSTER_SECRET)")
+	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", c.ClusterSecretFile, "file holding the cluster secret (mode 0600), instead of --cluster-secret")
+	fs.StringVar(&c.ClusterToken, "cluster-token", c.ClusterToken, "older name of --cluster-secret")
 	fs.StringVar(&c.InitialPeers, "initial-peers", c.InitialPeers, "static bootstrap: ID@RAFTHOST:PORT[,ID@RAFTHOST:PORT], every voter including this node")
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure domain (rack, host) for shard placement")
 	fs.DurationVar(&c.DeadAfter, "dead-after", c.DeadAfter, "mark a silent member dead (and repair its shards) after this long")

@@ -36,6 +36,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/peer"
 	"github.com/ctxtier/ctxtier/gateway/routing"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 	"github.com/ctxtier/ctxtier/tiers"
@@ -197,6 +198,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 
+	secret, err := nodeSecret(cfg, self, log)
+	if err != nil {
+		return err
+	}
+
 	var backend atomic.Pointer[cluster.Backend]
 	// The S3 tier asks namespaces for their policy; they live in Raft, which
 	// opens after the tiers.
@@ -217,7 +223,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer closeTiers()
 
-	parts, err := openCluster(ctx, cfg, self, tlsc, stack, reg, log)
+	parts, err := openCluster(ctx, cfg, self, secret, tlsc, stack, reg, log)
 	if err != nil {
 		return err
 	}
@@ -250,25 +256,41 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	pcfg := native.DefaultConfig()
 	pcfg.Addr = cfg.PeerListen
 	pcfg.MaxBlockSize = cfg.MaxBlockSize
-	psrv, err := peer.NewServer(pcfg, local, nil, log)
+	// The peer listener serves only other members: it requires the node
+	// identity (the cluster secret), whatever --auth says.
+	psrv, err := peer.NewServer(pcfg, local, nil, log, native.WithAuth(credential.Static{
+		clustersecret.NodeAccessKeyID: {AccessKeyID: clustersecret.NodeAccessKeyID, Secret: secret, Namespaces: []string{credential.ScopeAll}},
+	}))
 	if err != nil {
 		return err
 	}
 
-	// Block-API authentication (--auth required): the S3 endpoint's access
-	// keys, scoped to namespaces, guard the native protocol and the HTTP API.
+	// Access keys: replicated through Raft (sealed under a key derived from
+	// the cluster secret; made with `ctxctl keys --addr`), then this node's
+	// own credentials.json (`ctxctl keys --data-dir`).
+	sealKey, err := clustersecret.SealingKey(secret)
+	if err != nil {
+		return err
+	}
+	replicatedKeys, err := credential.NewReplicated(parts.node, sealKey)
+	if err != nil {
+		return err
+	}
+	fileKeys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
+	if err != nil {
+		return err
+	}
+	keys := credential.Chain{replicatedKeys, fileKeys}
+
+	// Block-API authentication (--auth required): the access keys, scoped
+	// to namespaces, guard the native protocol and the HTTP API.
 	var nopts []native.Option
 	hopts := []httpapi.Option{httpapi.WithMetrics(met)}
 	if cfg.Auth == "required" {
-		keys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
-		if err != nil {
-			return err
-		}
 		nopts = append(nopts, native.WithAuth(keys))
 		hopts = append(hopts, httpapi.WithAuth(keys, nil))
-	} else if !loopback(cfg.Listen) || !loopback(cfg.HTTPListen) {
-		log.Warn("block APIs accept unauthenticated requests on a non-loopback address (--auth off)", "native", cfg.Listen, "http", cfg.HTTPListen)
 	}
+	warnOpenListeners(cfg, tlsc, log)
 
 	// The router answers "which worker holds this prefix" from engines' KV
 	// events, next to the store, with no network hop. Clients query it over
@@ -312,9 +334,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer psrv.Close()
 	}
 	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready))...)
-	hsrv.Mount("/v1/cluster/", clusterapi.Handler(parts.node, parts.backend,
+	// The cluster API checks the cluster secret itself (all of it with
+	// --auth required; otherwise all but status and repair).
+	hsrv.MountOwnAuth("/v1/cluster/", clusterapi.Handler(parts.node, parts.backend,
 		func() any { return map[string]any{"repair": parts.backend.RepairStatus()} },
-		log, clusterapi.WithToken(cfg.ClusterToken)))
+		log, clusterapi.WithToken(secret), clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(replicatedKeys)))
 
 	ingest, err := kvevent.New(kvevent.DefaultConfig(), rt, reg, log)
 	if err != nil {
@@ -329,10 +353,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var s3srv *s3api.Server
 	var s3ln net.Listener
 	if cfg.S3AdminAddr != "" {
-		keys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
-		if err != nil {
-			return err
-		}
 		scfg := s3api.DefaultConfig()
 		scfg.Addr = cfg.S3AdminAddr
 		if s3srv, err = s3api.New(scfg, store, keys, met, log); err != nil {
@@ -403,6 +423,31 @@ func tlsMode(t *raft.TLS) string {
 		return "mutual"
 	}
 	return "server"
+}
+
+// warnOpenListeners logs a warning naming every listener bound to a
+// non-loopback address that anyone who reaches it may use: the block APIs
+// with --auth off, Raft without mutual TLS, pprof. (The peer listener and
+// the cluster endpoints always require the cluster secret, and the S3
+// endpoint always requires an access key.)
+func warnOpenListeners(cfg Config, tlsc *raft.TLS, log *slog.Logger) {
+	var open []any
+	if cfg.Auth != "required" {
+		for _, l := range []struct{ name, addr string }{{"native", cfg.Listen}, {"http", cfg.HTTPListen}} {
+			if !loopback(l.addr) {
+				open = append(open, l.name, l.addr)
+			}
+		}
+	}
+	if (tlsc == nil || !tlsc.Mutual) && !loopback(cfg.RaftListen) {
+		open = append(open, "raft", cfg.RaftListen)
+	}
+	if cfg.PprofListen != "" && !loopback(cfg.PprofListen) {
+		open = append(open, "pprof", cfg.PprofListen)
+	}
+	if len(open) > 0 {
+		log.Warn("listeners on non-loopback addresses accept unauthenticated requests (block APIs: --auth required; raft: --tls-mutual; pprof: bind it to loopback)", open...)
+	}
 }
 
 // loopback reports whether a listen address only accepts local connections.

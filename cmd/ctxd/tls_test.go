@@ -73,7 +73,7 @@ func TestClusterTLS(t *testing.T) {
 	}
 
 	// The peer listener speaks only TLS, to a client with a certificate.
-	st, err := clusterapi.NewClient(nodes[0].http).Status(ctx)
+	st, err := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestClusterTLS(t *testing.T) {
 			t.Logf("n4: %s", l)
 		}
 	}
-	if st, err = clusterapi.NewClient(nodes[0].http).Status(ctx); err != nil {
+	if st, err = clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(ctx); err != nil {
 		t.Fatal(err)
 	}
 	voters := 0
