@@ -84,6 +84,18 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(clusterapi.RemoveResponse{Removed: "n3"})
 	case clusterapi.PathTransfer:
 		reply(clusterapi.TransferResponse{Previous: "n1", Leader: "n2"})
+	case clusterapi.PathKeys:
+		if r.Method == http.MethodGet {
+			reply([]clusterapi.Key{{AccessKeyID: "CTXLISTED", Namespaces: []string{"a"}, Description: "ops"}})
+			return
+		}
+		var req clusterapi.CreateKeyRequest
+		_ = json.Unmarshal(b, &req)
+		reply(clusterapi.Key{AccessKeyID: "CTXNEW", SecretAccessKey: "sekrit", Namespaces: req.Namespaces, Description: req.Description})
+	case clusterapi.PathKeysRevoke:
+		var req clusterapi.RevokeKeyRequest
+		_ = json.Unmarshal(b, &req)
+		reply(req)
 	case clusterapi.PathRepair:
 		reply(map[string]any{"node_id": "n2", "repair": map[string]any{"pending_blocks": 5, "state": "running"}})
 	default:
