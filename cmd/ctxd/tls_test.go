@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/tlstest"
 )
@@ -91,7 +93,13 @@ func TestClusterTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.Dial(ctx, dataAddr, client.Options{DialTimeout: 2 * time.Second, TLS: n1TLS.ClientConfig("")})
+	// A trusted certificate alone is not enough: the node identity is
+	// required too.
+	if _, err := client.Dial(ctx, dataAddr, client.Options{DialTimeout: 2 * time.Second, TLS: n1TLS.ClientConfig("")}); !errors.Is(err, block.ErrUnauthenticated) {
+		t.Fatalf("peer listener over mutual TLS without the cluster secret: %v", err)
+	}
+	c, err := client.Dial(ctx, dataAddr, client.Options{DialTimeout: 2 * time.Second, TLS: n1TLS.ClientConfig(""),
+		AccessKeyID: clustersecret.NodeAccessKeyID, Secret: testSecret})
 	if err != nil {
 		t.Fatalf("peer listener over mutual TLS: %v", err)
 	}

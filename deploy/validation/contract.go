@@ -41,6 +41,8 @@ var Settings = []Setting{
 	{Name: "join", Cluster: true},
 	{Name: "bootstrap-expect", Cluster: true},
 	{Name: "zone", Cluster: true},
+	{Name: "cluster-secret", Cluster: true},
+	{Name: "cluster-secret-file", Cluster: true},
 	{Name: "tls-cert", Cluster: true},
 	{Name: "tls-key", Cluster: true},
 	{Name: "tls-ca", Cluster: true},
