@@ -275,6 +275,8 @@ func (s *Server) handle(pattern, op string, h handlerFunc) {
 			err = h(w, r)
 		} else if ar, gerr := s.guard(r); gerr != nil {
 			err = gerr
+		} else if gerr = validPathNamespace(ar); gerr != nil {
+			err = gerr
 		} else if ar, gerr = withReadLevel(ar); gerr != nil {
 			err = gerr
 		} else {
@@ -291,6 +293,15 @@ func (s *Server) handle(pattern, op string, h handlerFunc) {
 		}
 		s.metrics.Request(proto, op, code, time.Since(start))
 	})
+}
+
+// validPathNamespace refuses a namespace name in the path that no
+// namespace could have (400 InvalidArgument, not 404 UnknownNamespace).
+func validPathNamespace(r *http.Request) error {
+	if ns := r.PathValue("ns"); ns != "" {
+		return block.ValidNamespaceName(ns)
+	}
+	return nil
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
