@@ -65,6 +65,11 @@ type Config struct {
 	OnEvict func(key block.Key, data []byte, sum uint32)
 	// Index bounds the memory of the badger index.
 	Index IndexConfig
+	// MinFree is the free space the tier leaves on its filesystem (for its
+	// index, whose memory-mapped files must never meet a full disk): a
+	// write that would cross it reclaims segments first, or fails with
+	// block.ErrNoSpace. 0 is MemTableSize × (NumMemtables + 2).
+	MinFree int64
 }
 
 // IndexConfig bounds the badger index's memory. Its resident memory is about
@@ -118,6 +123,8 @@ func (c Config) Validate() error {
 		return bad("index memtable size %d must be >= 1 MiB and memtables >= 1", c.Index.MemTableSize)
 	case c.Index.BlockCacheSize < 0 || c.Index.IndexCacheSize < 0:
 		return bad("index cache sizes must not be negative")
+	case c.MinFree < 0:
+		return bad("min free %d must not be negative", c.MinFree)
 	}
 	return nil
 }
@@ -155,6 +162,13 @@ type Tier struct {
 	leaseSeq uint64
 	closed   bool
 	recovery Recovery
+
+	// freeFn asks the filesystem for free bytes (fsFree; tests replace it).
+	freeFn func(dir string) (int64, error)
+	space  struct {
+		free atomic.Int64 // bytes free at the last statfs
+		at   atomic.Int64 // when (unix ns)
+	}
 
 	st       stats
 	readLat  prometheus.Histogram
@@ -241,6 +255,7 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	buckets := prometheus.ExponentialBuckets(25e-6, 2, 16) // 25 µs .. 0.8 s
 	t := &Tier{
 		cfg: cfg, log: log, db: db, segDir: segDir, direct: direct, now: time.Now,
+		freeFn:   fsFree,
 		segs:     make(map[uint64]*segment),
 		inflight: make(map[block.Key]chan struct{}),
 		readLat: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -261,6 +276,10 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	}
 	rep.Duration = time.Since(start)
 	t.recovery = rep
+	if limit, free, ok := t.fsLimit(); ok && limit < cfg.Capacity {
+		log.Warn("nvme: the filesystem cannot hold the configured capacity: the tier keeps min_free bytes free on it and evicts to stay there",
+			"dir", cfg.Dir, "capacity", cfg.Capacity, "usable_now", max(limit, 0), "free", free, "min_free", cfg.minFree())
+	}
 	log.Info("nvme tier ready", "dir", cfg.Dir, "capacity", cfg.Capacity, "direct_io", direct,
 		"blocks", t.st.blocks.Load(), "segments", len(t.segs), "startup", rep.Duration,
 		"dropped", rep.Dropped, "reindexed", rep.Reindexed, "truncated", rep.Truncated)
