@@ -37,7 +37,7 @@ func (t *Tier) reserve(ctx context.Context, n int64, forClean bool) (reservation
 		limit, fsBound := capLimit, false
 		if fl, _, ok := t.fsLimit(); ok {
 			if forClean {
-				fl += t.cfg.minFree() / 2
+				fl += t.minFree() / 2
 			}
 			if fl < limit {
 				limit, fsBound = fl, true
@@ -65,7 +65,7 @@ func (t *Tier) reserve(ctx context.Context, n int64, forClean bool) (reservation
 			t.st.noSpace.Add(1)
 			if fsBound {
 				return reservation{}, fmt.Errorf("%w: nvme tier's filesystem (%s) is full: %d bytes free, %d kept free for the index, and every reclaimable segment is leased, pinned or being written",
-					block.ErrNoSpace, t.cfg.Dir, t.space.free.Load(), t.cfg.minFree())
+					block.ErrNoSpace, t.cfg.Dir, t.space.free.Load(), t.minFree())
 			}
 			return reservation{}, fmt.Errorf("%w: nvme tier full (%d bytes): every reclaimable segment is leased, pinned or being written", block.ErrNoSpace, t.cfg.Capacity)
 		}

@@ -30,6 +30,11 @@ func (f *fakeFS) free(string) (int64, error) {
 	return max(f.size.Load()-used-f.other.Load(), 0), nil
 }
 
+func (f *fakeFS) space(dir string) (int64, int64, error) {
+	free, err := f.free(dir)
+	return free, f.size.Load(), err
+}
+
 // openOnFS opens a tier that asks fs for free space.
 func openOnFS(t *testing.T, fs *fakeFS, onEvict func(block.Key)) *Tier {
 	t.Helper()
@@ -40,7 +45,7 @@ func openOnFS(t *testing.T, fs *fakeFS, onEvict func(block.Key)) *Tier {
 		cfg.OnEvict = func(k block.Key, _ []byte, _ uint32) { onEvict(k) }
 	}
 	tr := open(t, cfg)
-	tr.freeFn = fs.free
+	tr.spaceFn = fs.space
 	fs.tier.Store(tr)
 	tr.space.at.Store(0) // ask the fake at once
 	t.Cleanup(func() { tr.Close() })
@@ -62,8 +67,8 @@ func TestFilesystemBoundsTheTier(t *testing.T) {
 	const size = 200 << 10
 	checkFloor := func(when string) {
 		t.Helper()
-		if free, _ := fs.free(""); free < tr.cfg.minFree() {
-			t.Fatalf("%s: %d bytes free, below the floor of %d", when, free, tr.cfg.minFree())
+		if free, _ := fs.free(""); free < tr.minFree() {
+			t.Fatalf("%s: %d bytes free, below the floor of %d", when, free, tr.minFree())
 		}
 	}
 	for i := range 60 { // 60 × 204 KiB ≈ 12 MiB through a 10 MiB filesystem
@@ -161,5 +166,77 @@ func TestNoSpaceMapping(t *testing.T) {
 	}
 	if noSpace(nil) != nil {
 		t.Error("noSpace(nil) is not nil")
+	}
+}
+
+// TestOpenMakesRoom: a tier opened on a filesystem with less than its
+// floor free removes its oldest segments until the floor is free (the
+// newest blocks stay served), and refuses to open, with ErrNoSpace and
+// before its index could fault, when that is not enough.
+func TestOpenMakesRoom(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	tr := open(t, cfg)
+	const size = 200 << 10
+	for i := range 30 { // ~6 MiB: six 1 MiB segments
+		put(t, tr, key(uint64(i)), payload(uint64(i), size), block.PutOptions{})
+	}
+	segs := tr.Stats().Segments
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segBytes := func() int64 {
+		des, _ := os.ReadDir(dir + "/segments")
+		var n int64
+		for _, de := range des {
+			if fi, err := de.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return n
+	}
+	// The filesystem: what the segments use, and 1 MiB free beyond them,
+	// below the floor of 3 MiB: two segments must go.
+	var size0 = segBytes() + 1<<20
+	cfg.MinFree = 3 << 20
+	free := func() int64 { return size0 - segBytes() }
+	cfg.spaceFn = func(string) (int64, int64, error) { return free(), size0, nil }
+	tr = open(t, cfg)
+	defer tr.Close()
+	if got := tr.Stats().Segments; got > segs-2 || got == 0 {
+		t.Fatalf("%d segments after making room, had %d", got, segs)
+	}
+	if free() < cfg.MinFree {
+		t.Fatalf("%d free after making room, floor %d", free(), cfg.MinFree)
+	}
+	mustGet(t, tr, key(29), payload(29, size)) // the newest block stays
+	if _, err := tr.Get(ctx, key(0)); !errors.Is(err, block.ErrNotFound) {
+		t.Fatalf("the oldest block: %v, want NotFound (its segment was removed)", err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Full beyond what the tier holds: refuse to open.
+	cfg.spaceFn = func(string) (int64, int64, error) { return 0, size0, nil }
+	if _, err := New(cfg, quiet); !errors.Is(err, block.ErrNoSpace) {
+		t.Fatalf("open on a full filesystem: %v, want ErrNoSpace", err)
+	}
+}
+
+func TestFloor(t *testing.T) {
+	c := testConfig("x")
+	c.Index.MemTableSize = 16 << 20
+	for _, tc := range []struct {
+		minFree, total, want int64
+	}{
+		{0, 100 << 30, 32 << 20}, // two memtables
+		{0, 64 << 20, 16 << 20},  // a quarter of a small filesystem
+		{5 << 20, 64 << 20, 5 << 20},
+	} {
+		c.MinFree = tc.minFree
+		if got := c.floorFor(tc.total); got != tc.want {
+			t.Errorf("floorFor(%d) with MinFree %d = %d, want %d", tc.total, tc.minFree, got, tc.want)
+		}
 	}
 }
