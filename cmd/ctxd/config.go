@@ -92,7 +92,7 @@ func DefaultConfig() Config {
 		HTTPListen:   "127.0.0.1:7401",
 		DRAMCapacity: 1 << 30,
 		DRAMPolicy:   "lru",
-		NVMeCapacity: 16 << 30,
+		NVMeCapacity: 0, // sized from the filesystem (resolveNVMe)
 		NVMeSegment:  256 << 20,
 		NVMeAdmit:    "all",
 		MaxBlockSize: block.DefaultMaxBlockSize,
@@ -142,8 +142,11 @@ func (c Config) Validate() error {
 	if _, err := parseSubscriptions(c.KVSubscribe); err != nil {
 		errs = append(errs, err)
 	}
-	if c.S3Endpoint != "" && c.NVMeDir == "" {
-		errs = append(errs, errors.New("s3-endpoint needs nvme-dir: the S3 tier takes the blocks NVMe evicts"))
+	if c.S3Endpoint != "" && !c.nvmeEnabled() {
+		errs = append(errs, errors.New("s3-endpoint needs the NVMe tier (nvme-dir is off): the S3 tier takes the blocks NVMe evicts"))
+	}
+	if c.NVMeCapacity < 0 {
+		errs = append(errs, fmt.Errorf("nvme-capacity %d must not be negative", c.NVMeCapacity))
 	}
 	if c.NodeID == "" || c.RaftListen == "" || c.PeerListen == "" {
 		errs = append(errs, errors.New("node-id, raft-listen and peer-listen must not be empty"))
@@ -252,8 +255,8 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.Var(sizeValue{&c.DRAMCapacity}, "dram-capacity", "DRAM tier capacity, a hard bound (e.g. 8GiB)")
 	fs.StringVar(&c.DRAMMemFile, "dram-memfile", c.DRAMMemFile, "memory file backing the DRAM arena (default: an anonymous memfd)")
 	fs.StringVar(&c.DRAMPolicy, "dram-policy", c.DRAMPolicy, "DRAM replacement policy: "+strings.Join(policy.Names(), ", "))
-	fs.StringVar(&c.NVMeDir, "nvme-dir", c.NVMeDir, "directory of the NVMe tier (segment files and index); empty disables the tier")
-	fs.Var(sizeValue{&c.NVMeCapacity}, "nvme-capacity", "NVMe tier capacity, a hard bound on its segment files")
+	fs.StringVar(&c.NVMeDir, "nvme-dir", c.NVMeDir, "directory of the NVMe tier (segment files and index); default DATA_DIR/nvme; off disables the tier")
+	fs.Var(sizeValue{&c.NVMeCapacity}, "nvme-capacity", "NVMe tier capacity, a hard bound on its segment files; 0 (default): min(16GiB, half the free space of its filesystem), said in the startup log")
 	fs.Var(sizeValue{&c.NVMeSegment}, "nvme-segment-size", "size of one NVMe segment file")
 	fs.BoolVar(&c.NVMeSync, "nvme-sync-writes", c.NVMeSync, "fdatasync every NVMe write (durable against power loss, not only crashes)")
 	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")

@@ -67,7 +67,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	tcfg.OnDrop = onDrop
 	var lower *nvme.Tier
 	var cold *s3.Tier
-	if cfg.NVMeDir != "" && cfg.S3Endpoint != "" {
+	if cfg.nvmeEnabled() && cfg.S3Endpoint != "" {
 		if cold, err = openS3Tier(cfg, namespaces, reg, log); err != nil {
 			return nil, nil, err
 		}
@@ -80,7 +80,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 		}
 	}
 	var stack *tiers.Manager
-	if cfg.NVMeDir != "" {
+	if cfg.nvmeEnabled() {
 		ncfg := nvme.DefaultConfig()
 		ncfg.Dir = cfg.NVMeDir
 		ncfg.Capacity = cfg.NVMeCapacity
@@ -158,6 +158,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	cfg, err := resolveNVMe(cfg, nil, log)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	met := metrics.New(reg)
@@ -184,7 +188,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer pln.Close()
 	self := fsm.Member{ID: cfg.NodeID, Zone: cfg.Zone, Capacity: cfg.DRAMCapacity, State: fsm.MemberAlive}
-	if cfg.NVMeDir != "" {
+	if cfg.nvmeEnabled() {
 		self.Capacity += cfg.NVMeCapacity
 	}
 	if self.DataAddr, err = advertised(cfg, cfg.PeerListen, pln.Addr()); err != nil {
@@ -392,7 +396,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr,
 		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID, "node_tls", tlsMode(tlsc),
-		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile())
+		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile(),
+		"nvme_dir", cfg.NVMeDir, "nvme_capacity", cfg.NVMeCapacity)
 
 	var serveErr error
 	select {
