@@ -1,5 +1,6 @@
 // Command ctxd is the ctxtier server: one node of the context memory tier.
-// With no flags it starts a single node with data in ./ctxd-data, the native
+// With no flags it starts a single node with data in ./ctxd-data (DRAM over
+// an NVMe tier in ./ctxd-data/nvme sized from the free space), the native
 // block protocol on 127.0.0.1:7400 and HTTP (API, /metrics, /healthz, /readyz)
 // on 127.0.0.1:7401. See `ctxd -h` and README.md.
 package main
@@ -46,8 +47,8 @@ import (
 	"github.com/ctxtier/ctxtier/tiers/s3"
 )
 
-// openTiers builds the node's tier stack: DRAM, over NVMe when --nvme-dir is
-// set, over S3 when --s3-endpoint is set too (namespaces resolves the S3
+// openTiers builds the node's tier stack: DRAM, over NVMe unless --nvme-dir
+// is off, over S3 when --s3-endpoint is set too (namespaces resolves the S3
 // policy). onDrop hears of blocks that leave the node without a delete.
 
 // errLeaderUpToDate skips the namespace sync on the leader (see run).
