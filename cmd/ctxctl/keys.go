@@ -30,7 +30,8 @@ WHERE is either a cluster or one node's file:
 
   --addr HOST:PORT with the cluster secret (--cluster-secret, default
   $CTXTIER_CLUSTER_SECRET; or --cluster-secret-file, default
-  $CTXTIER_CLUSTER_SECRET_FILE): the keys are replicated through Raft (their
+  $CTXTIER_CLUSTER_SECRET_FILE; --tls-ca for a ctxd run with --tls-clients):
+  the keys are replicated through Raft (their
   secrets sealed under a key derived from the cluster secret), any node will
   do, and a key works on every node within a second.
 
@@ -62,6 +63,7 @@ func runKeys(ctx context.Context, args []string, out, errOut io.Writer) error {
 	addr := fs.String("addr", "", "a ctxd HTTP address: manage the cluster's replicated keys (needs the cluster secret)")
 	timeout := fs.Duration("timeout", 15*time.Second, "request timeout (with --addr)")
 	readSecret := secretFlags(fs)
+	readTLS := tlsFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var namespaces, desc *string
 	if action == "create" {
@@ -88,8 +90,12 @@ func runKeys(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if secret == "" {
 			return fmt.Errorf("keys: --addr needs the cluster secret (--cluster-secret, --cluster-secret-file or $CTXTIER_CLUSTER_SECRET)")
 		}
+		tlsConf, err := readTLS()
+		if err != nil {
+			return err
+		}
 		cfg := clusterapi.DefaultConfig()
-		cfg.Token, cfg.Timeout = secret, *timeout
+		cfg.Token, cfg.Timeout, cfg.TLS = secret, *timeout, tlsConf
 		if err := cfg.Validate(); err != nil {
 			return err
 		}

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
+	"fmt"
 	"os"
 
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
@@ -57,3 +60,25 @@ func (r remoteKeys) List(ctx context.Context) ([]credential.Credential, error) {
 }
 
 func (r remoteKeys) Revoke(ctx context.Context, id string) error { return r.c.RevokeKey(ctx, id) }
+
+// tlsFlag adds --tls-ca (default $CTXTIER_TLS_CA): the CA bundle that a ctxd
+// run with --tls-clients presents its certificate from. The returned
+// function gives the client TLS configuration after parsing (nil: plain
+// http).
+func tlsFlag(fs *flag.FlagSet) func() (*tls.Config, error) {
+	ca := fs.String("tls-ca", os.Getenv("CTXTIER_TLS_CA"), "PEM CA bundle for a ctxd run with --tls-clients: talk https and trust it")
+	return func() (*tls.Config, error) {
+		if *ca == "" {
+			return nil, nil
+		}
+		pem, err := os.ReadFile(*ca)
+		if err != nil {
+			return nil, fmt.Errorf("tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls-ca %s: no PEM certificate", *ca)
+		}
+		return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}, nil
+	}
+}

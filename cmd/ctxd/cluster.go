@@ -106,7 +106,7 @@ func openRaft(ctx context.Context, cfg Config, self fsm.Member, secret string, t
 		// Joining is idempotent on the leader, so a restarted member asks
 		// again harmlessly; it retries across the addresses until it is in.
 		go func() {
-			if err := clusterapi.Join(ctx, others, self, clusterapi.WithToken(secret)); err != nil && ctx.Err() == nil {
+			if err := clusterapi.Join(ctx, others, self, clusterOpts(cfg, tlsc, secret)...); err != nil && ctx.Err() == nil {
 				log.Error("joining the cluster failed", "via", others, "err", err)
 				return
 			}
@@ -207,7 +207,7 @@ func openCluster(ctx context.Context, cfg Config, self fsm.Member, secret string
 	ccfg.DeadAfter = cfg.DeadAfter
 	ccfg.ProbeInterval = min(ccfg.ProbeInterval, cfg.DeadAfter/4)
 	ccfg.ProbeTimeout = ccfg.ProbeInterval
-	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, clusterapi.NewForwarder(nil, clusterapi.WithToken(secret)), log, reg); err != nil {
+	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, clusterapi.NewForwarder(nil, clusterOpts(cfg, tlsc, secret)...), log, reg); err != nil {
 		parts.close(log)
 		return nil, err
 	}

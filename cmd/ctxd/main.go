@@ -343,7 +343,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// --auth required; otherwise all but status and repair).
 	hsrv.MountOwnAuth("/v1/cluster/", clusterapi.Handler(parts.node, parts.backend,
 		func() any { return map[string]any{"repair": parts.backend.RepairStatus()} },
-		log, clusterapi.WithToken(secret), clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(replicatedKeys)))
+		log, append(clusterOpts(cfg, tlsc, secret), clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(replicatedKeys))...))
 
 	ingest, err := kvevent.New(kvevent.DefaultConfig(), rt, reg, log)
 	if err != nil {
@@ -377,6 +377,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// peer.Peers dials it with the matching client configuration.
 		pln = tls.NewListener(pln, tlsc.ServerConfig())
 	}
+	if cfg.TLSClients {
+		// The client-facing ports: the same certificate, no client
+		// certificate asked for (--auth required authenticates there).
+		cs := clientTLS(tlsc)
+		nln, hln = tls.NewListener(nln, cs), tls.NewListener(hln, cs)
+		if s3ln != nil {
+			s3ln = tls.NewListener(s3ln, cs)
+		}
+	}
 	go func() { errc <- psrv.Serve(runCtx, pln) }()
 	go func() { errc <- nsrv.Serve(runCtx, nln) }()
 	go func() { errc <- hsrv.Serve(runCtx, hln) }()
@@ -396,7 +405,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("serving before the cluster is ready", "err", err)
 	}
 	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr,
-		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID, "node_tls", tlsMode(tlsc),
+		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID, "node_tls", tlsMode(tlsc), "client_tls", cfg.TLSClients,
 		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile(),
 		"nvme_dir", cfg.NVMeDir, "nvme_capacity", cfg.NVMeCapacity)
 
@@ -418,6 +427,21 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return serveErr
 	}
 	return err
+}
+
+// clientTLS is the server configuration of the client-facing ports.
+func clientTLS(t *raft.TLS) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{t.Certificate}}
+}
+
+// clusterOpts are the cluster API options every node-side user shares: the
+// cluster secret, and https to the members' HTTP ports under --tls-clients.
+func clusterOpts(cfg Config, t *raft.TLS, secret string) []clusterapi.Option {
+	opts := []clusterapi.Option{clusterapi.WithToken(secret)}
+	if cfg.TLSClients {
+		opts = append(opts, clusterapi.WithTLS(t.ClientConfig("")))
+	}
+	return opts
 }
 
 // tlsMode describes node-to-node TLS for the ready log line.

@@ -48,6 +48,7 @@ var Settings = []Setting{
 	{Name: "tls-ca", Cluster: true},
 	{Name: "tls-mutual", Cluster: true, Bool: true},
 	{Name: "tls-server-name", Cluster: true},
+	{Name: "tls-clients", Cluster: true, Bool: true},
 	{Name: "nvme-dir", Cluster: true},
 	{Name: "nvme-capacity", Cluster: true},
 	{Name: "s3-endpoint", Cluster: true},

@@ -1,8 +1,10 @@
 package clusterapi
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -51,8 +53,25 @@ type Config struct {
 	// request, a forwarded proposal and its reply.
 	MaxBodyBytes int64
 	// Client sends forwarded and client requests; nil builds one with
-	// Timeout as its overall limit.
+	// Timeout as its overall limit (and TLS).
 	Client *http.Client
+	// TLS, when set, makes every request go to https:// addresses with
+	// this client configuration (ctxd --tls-clients serves its HTTP API,
+	// and so this API, over TLS).
+	TLS *tls.Config
+}
+
+// baseURL is addr as a URL root: kept when it has a scheme, else with
+// https:// under TLS and http:// otherwise.
+func (c Config) baseURL(addr string) string {
+	addr = strings.TrimRight(addr, "/")
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return addr
+	}
+	if c.TLS != nil {
+		return "https://" + addr
+	}
+	return "http://" + addr
 }
 
 // DefaultConfig returns the defaults: no token, 10 s timeout, 16 MiB bodies.
@@ -93,6 +112,9 @@ func WithProtectStatus(on bool) Option { return func(c *Config) { c.ProtectStatu
 // WithKeys sets Config.Keys.
 func WithKeys(keys credential.Store) Option { return func(c *Config) { c.Keys = keys } }
 
+// WithTLS sets Config.TLS.
+func WithTLS(tc *tls.Config) Option { return func(c *Config) { c.TLS = tc } }
+
 // WithHTTPClient sets the HTTP client for outgoing requests.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Config) { c.Client = hc } }
 
@@ -111,6 +133,9 @@ func build(opts []Option) Config {
 	}
 	if c.Client == nil {
 		c.Client = &http.Client{Timeout: c.Timeout}
+		if c.TLS != nil {
+			c.Client.Transport = &http.Transport{TLSClientConfig: c.TLS, ForceAttemptHTTP2: true}
+		}
 	}
 	return c
 }

@@ -470,7 +470,7 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, a
 	if !ok {
 		return h.notLeader()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+lm.HTTPAddr+r.URL.Path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.baseURL(lm.HTTPAddr)+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%w: forwarding to leader %s: %v", block.ErrUnavailable, lm.ID, err)
 	}
