@@ -86,7 +86,20 @@ func (s *Server) putBlock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	data, err := readBlockBody(w, r, s.maxBlock(ns))
+	max := s.maxBlock(ns)
+	if r.ContentLength > max {
+		return fmt.Errorf("%w: body of %d bytes exceeds the block limit of %d", block.ErrTooLarge, r.ContentLength, max)
+	}
+	need := r.ContentLength
+	if need < 0 {
+		need = max
+	}
+	release, err := s.budget.Acquire(r.Context(), need)
+	if err != nil {
+		return err
+	}
+	defer release()
+	data, err := readBlockBody(w, r, max)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 // proto is the protocol label of this surface's metrics.
@@ -117,6 +118,11 @@ func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics
 // default reports ready whenever the process serves.
 func WithReady(ready func() error) Option { return func(s *Server) { s.ready = ready } }
 
+// WithBudget makes every block PUT wait for its body's bytes in b, the
+// node's in-flight budget shared with its other surfaces, before it reads
+// the body (a body of unknown length takes the block limit). nil: no bound.
+func WithBudget(b *membudget.Budget) Option { return func(s *Server) { s.budget = b } }
+
 // Server serves the HTTP API over a store.
 type Server struct {
 	cfg     Config
@@ -130,6 +136,8 @@ type Server struct {
 	// keys and sigv4 authenticate requests (WithAuth); nil keys: off.
 	keys  credential.Lookuper
 	sigv4 *s3auth.Verifier
+	// budget bounds the block bodies read into memory (WithBudget).
+	budget *membudget.Budget
 }
 
 // New builds a server. cfg must be valid (see Validate); reg is the private
