@@ -40,14 +40,17 @@ type Config struct {
 	NVMeSync     bool
 	NVMeAdmit    string
 	MaxBlockSize int64
-	PinMaxTTL    time.Duration
-	PprofListen  string
-	LeaseTTL     time.Duration
-	S3AdminAddr  string
-	Auth         string
-	KVSubscribe  string
-	LogLevel     string
-	LogFormat    string
+	// InflightBudget bounds the request bodies held in memory across the
+	// client-facing native and HTTP ports.
+	InflightBudget int64
+	PinMaxTTL      time.Duration
+	PprofListen    string
+	LeaseTTL       time.Duration
+	S3AdminAddr    string
+	Auth           string
+	KVSubscribe    string
+	LogLevel       string
+	LogFormat      string
 
 	// The S3 tier (under NVMe): enabled by --s3-endpoint.
 	S3Endpoint  string
@@ -99,20 +102,22 @@ func DefaultConfig() Config {
 		NVMeSegment:  256 << 20,
 		NVMeAdmit:    "all",
 		MaxBlockSize: block.DefaultMaxBlockSize,
-		PinMaxTTL:    24 * time.Hour,
-		LeaseTTL:     30 * time.Second,
-		S3AdminAddr:  "127.0.0.1:7403",
-		S3Bucket:     "ctxtier",
-		S3Prefix:     "ctxtier",
-		S3Region:     "us-east-1",
-		S3SoloSize:   s3.DefaultConfig().SoloSize,
-		Auth:         "off",
-		LogLevel:     "info",
-		LogFormat:    "text",
-		NodeID:       defaultNodeID(),
-		RaftListen:   "127.0.0.1:7402",
-		PeerListen:   "",
-		DeadAfter:    10 * time.Second,
+		// Sixteen max-size blocks in flight.
+		InflightBudget: 16 * block.DefaultMaxBlockSize,
+		PinMaxTTL:      24 * time.Hour,
+		LeaseTTL:       30 * time.Second,
+		S3AdminAddr:    "127.0.0.1:7403",
+		S3Bucket:       "ctxtier",
+		S3Prefix:       "ctxtier",
+		S3Region:       "us-east-1",
+		S3SoloSize:     s3.DefaultConfig().SoloSize,
+		Auth:           "off",
+		LogLevel:       "info",
+		LogFormat:      "text",
+		NodeID:         defaultNodeID(),
+		RaftListen:     "127.0.0.1:7402",
+		PeerListen:     "",
+		DeadAfter:      10 * time.Second,
 	}
 }
 
@@ -147,6 +152,9 @@ func (c Config) Validate() error {
 	}
 	if c.S3Endpoint != "" && !c.nvmeEnabled() {
 		errs = append(errs, errors.New("s3-endpoint needs the NVMe tier (nvme-dir is off): the S3 tier takes the blocks NVMe evicts"))
+	}
+	if c.InflightBudget < c.MaxBlockSize {
+		errs = append(errs, fmt.Errorf("inflight-budget %d must hold at least one max-block-size block (%d)", c.InflightBudget, c.MaxBlockSize))
 	}
 	if c.NVMeCapacity < 0 {
 		errs = append(errs, fmt.Errorf("nvme-capacity %d must not be negative", c.NVMeCapacity))
@@ -267,6 +275,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.NVMeSync, "nvme-sync-writes", c.NVMeSync, "fdatasync every NVMe write (durable against power loss, not only crashes)")
 	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
+	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native and HTTP ports; a request waits (unread) for its share")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "block-API authentication: off (anyone who reaches the ports may read and write every namespace) or required (S3 access keys from ctxctl keys, scoped to namespaces)")
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")

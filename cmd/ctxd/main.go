@@ -38,6 +38,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/routing"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 	"github.com/ctxtier/ctxtier/tiers"
@@ -289,8 +290,24 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	// Block-API authentication (--auth required): the access keys, scoped
 	// to namespaces, guard the native protocol and the HTTP API.
-	var nopts []native.Option
-	hopts := []httpapi.Option{httpapi.WithMetrics(met)}
+	// One in-flight budget for the client-facing ports. The peer listener
+	// stays outside it: a client put holds its bytes while it writes
+	// shards to peers, and peers waiting on their own clients' budget
+	// could otherwise wait on each other.
+	budget, err := membudget.New(cfg.InflightBudget)
+	if err != nil {
+		return err
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxtier_inflight_budget_bytes", Help: "The in-flight budget of request bodies (--inflight-budget)."},
+			func() float64 { return float64(budget.Size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxtier_inflight_bytes", Help: "Request-body bytes held in the in-flight budget now."},
+			func() float64 { return float64(budget.InUse()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxtier_inflight_waits_total", Help: "Requests that waited for their bytes of the in-flight budget."},
+			func() float64 { return float64(budget.Waits()) }),
+	)
+	nopts := []native.Option{native.WithBudget(budget)}
+	hopts := []httpapi.Option{httpapi.WithMetrics(met), httpapi.WithBudget(budget)}
 	if cfg.Auth == "required" {
 		nopts = append(nopts, native.WithAuth(keys))
 		hopts = append(hopts, httpapi.WithAuth(keys, nil))
