@@ -15,7 +15,8 @@ import (
 // (32 native, 32 HTTP) each send all but the last byte and stall. With a
 // 512 MiB in-flight budget, ctxd reads only what fits (the rest wait in
 // their sockets) and its RSS stays under the budget + 200 MiB. When the
-// senders go, the budget is free again and a normal put succeeds.
+// senders go, the budget is free again, the memory goes back to the OS
+// (RSS within 100 MiB of where it started) and a normal put succeeds.
 func TestStalledUploadsBounded(t *testing.T) {
 	const budget, size, senders = 512 << 20, 60 << 20, 64
 	p := startCtxd(t, "--dram-capacity", "64MiB", "--inflight-budget", "512MiB", "--nvme-dir", "off")
@@ -90,6 +91,13 @@ func TestStalledUploadsBounded(t *testing.T) {
 	mu.Unlock()
 	wg.Wait()
 	waitFor(t, 10*time.Second, "the budget freed", func() bool { return metricValue(t, p.HTTP, "ctxtier_inflight_bytes") == 0 })
+	// The request buffers go back to the OS within seconds, not minutes.
+	var after int64
+	took := waitFor(t, 20*time.Second, "RSS back near where it started", func() bool {
+		after, err = p.RSS()
+		return err == nil && after < before+100<<20
+	})
+	t.Logf("RSS %d MiB %v after the uploads ended", after>>20, took.Round(100*time.Millisecond))
 	if st, body := curl(t, []byte("after"), "-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "@-",
 		"http://"+p.HTTP+"/v1/namespaces/default/blocks/0000000000000001"); st != "201" {
 		t.Fatalf("put after the stall: %s %s", st, body)

@@ -388,6 +388,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go stack.DRAM().Run(runCtx)
+	go releaseIdleMemory(runCtx, budget, log)
 	errc := make(chan error, 4)
 	if tlsc != nil {
 		// The peer listener speaks the native protocol inside TLS;

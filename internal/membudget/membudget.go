@@ -18,10 +18,11 @@ import (
 
 // Budget is a byte budget; a nil *Budget is unlimited.
 type Budget struct {
-	size  int64
-	sem   *semaphore.Weighted
-	inUse atomic.Int64
-	waits atomic.Uint64
+	size     int64
+	sem      *semaphore.Weighted
+	inUse    atomic.Int64
+	waits    atomic.Uint64
+	acquired atomic.Uint64 // bytes ever acquired
 }
 
 // New returns a budget of size bytes.
@@ -47,6 +48,7 @@ func (b *Budget) Acquire(ctx context.Context, n int64) (release func(), err erro
 		}
 	}
 	b.inUse.Add(n)
+	b.acquired.Add(uint64(n))
 	var done atomic.Bool
 	return func() {
 		if done.CompareAndSwap(false, true) {
@@ -78,4 +80,12 @@ func (b *Budget) Waits() uint64 {
 		return 0
 	}
 	return b.waits.Load()
+}
+
+// Acquired counts the bytes ever acquired (0 for nil).
+func (b *Budget) Acquired() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.acquired.Load()
 }

@@ -56,6 +56,9 @@ func TestBudgetBoundsAndOrder(t *testing.T) {
 		t.Fatalf("canceled wait: %v", err)
 	}
 	r3()
+	if b.Acquired() != 6<<20+6<<20+10<<20 {
+		t.Fatalf("acquired %d", b.Acquired())
+	}
 	if b.InUse() != 0 {
 		t.Fatalf("in use %d after releasing all", b.InUse())
 	}
