@@ -41,7 +41,7 @@ type Config struct {
 	NVMeAdmit    string
 	MaxBlockSize int64
 	// InflightBudget bounds the request bodies held in memory across the
-	// client-facing native and HTTP ports.
+	// client-facing native, HTTP and S3 ports.
 	InflightBudget int64
 	PinMaxTTL      time.Duration
 	PprofListen    string
@@ -275,7 +275,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.NVMeSync, "nvme-sync-writes", c.NVMeSync, "fdatasync every NVMe write (durable against power loss, not only crashes)")
 	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
-	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native and HTTP ports; a request waits (unread) for its share")
+	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native, HTTP and S3 (PutObject) ports; a request waits (unread) for its share")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "block-API authentication: off (anyone who reaches the ports may read and write every namespace) or required (S3 access keys from ctxctl keys, scoped to namespaces)")
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")

@@ -290,7 +290,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	// Block-API authentication (--auth required): the access keys, scoped
 	// to namespaces, guard the native protocol and the HTTP API.
-	// One in-flight budget for the client-facing ports. The peer listener
+	// One in-flight budget for the client-facing ports (native, HTTP, S3
+	// PutObject). The peer listener
 	// stays outside it: a client put holds its bytes while it writes
 	// shards to peers, and peers waiting on their own clients' budget
 	// could otherwise wait on each other.
@@ -377,6 +378,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.S3AdminAddr != "" {
 		scfg := s3api.DefaultConfig()
 		scfg.Addr = cfg.S3AdminAddr
+		scfg.Budget = budget
 		if s3srv, err = s3api.New(scfg, store, keys, met, log); err != nil {
 			return err
 		}

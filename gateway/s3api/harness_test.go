@@ -27,6 +27,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with mod (when set) applied to the server's Config.
+func newEnvWith(t *testing.T, mod func(*Config)) *env {
+	t.Helper()
 	// This machine may export AWS_CA_BUNDLE, which breaks AWS SDK v2 clients.
 	t.Setenv("AWS_CA_BUNDLE", "")
 	os.Unsetenv("AWS_CA_BUNDLE")
@@ -61,6 +67,9 @@ func newEnv(t *testing.T) *env {
 	e.creds = credential.Static{e.admin.AccessKeyID: e.admin, e.teamA.AccessKeyID: e.teamA}
 	cfg := DefaultConfig()
 	cfg.MaxObjectSize = 8 << 20
+	if mod != nil {
+		mod(&cfg)
+	}
 	e.srv, err = New(cfg, st, e.creds, nil, log)
 	if err != nil {
 		t.Fatal(err)

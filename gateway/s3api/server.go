@@ -27,6 +27,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 const proto = "s3"
@@ -50,6 +51,9 @@ type Config struct {
 	// ReadHeaderTimeout and IdleTimeout configure the HTTP server.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// Budget, when set, is the node's in-flight budget: a PutObject body is
+	// read only once its bytes are in it (nil: no bound).
+	Budget *membudget.Budget
 }
 
 // DefaultConfig returns port 9000, us-east-1, 64 MiB objects, 15 minutes of
