@@ -434,7 +434,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case serveErr = <-errc:
-		log.Error("server failed", "err", serveErr)
+		if ctx.Err() != nil && errors.Is(serveErr, context.Canceled) {
+			// A server saw the signal first: an ordinary shutdown.
+			serveErr = nil
+			log.Info("shutting down")
+		} else {
+			log.Error("server failed", "err", serveErr)
+		}
 	}
 	shCtx, shCancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer shCancel()
