@@ -11,7 +11,7 @@ TEST_TIMEOUT ?= 20m
 .PHONY: help build run test test-race bench fuzz soak lint clean
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build ctxd, ctxctl and ctxbench into ./bin
 	@mkdir -p $(BIN)
@@ -20,10 +20,11 @@ build: ## build ctxd, ctxctl and ctxbench into ./bin
 run: build ## start a single-node ctxd with embedded defaults (data in ./ctxd-data)
 	$(BIN)/ctxd $(ARGS)
 
-test: lint ## the whole test suite, with the race detector
+test: lint ## the whole test suite: Go with the race detector, then the Python client's (py-test)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
+	$(MAKE) --no-print-directory py-test
 
-test-race: ## same as test, without lint
+test-race: ## the Go tests with the race detector (test without lint and without the Python tests)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
 
 bench: build ## Go micro-benchmarks, then the ctxbench load run against a local ctxd
@@ -45,3 +46,7 @@ clean: ## remove build outputs and the default data directory
 	rm -rf $(BIN) ctxd-data
 include deploy/deploy.mk
 include cluster.mk
+-include s3.mk
+include python.mk
+# engines.mk: make test-engines (vLLM's own scheduler and the connector against real ctxd processes).
+-include engines.mk

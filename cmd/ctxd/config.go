@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
+	"github.com/ctxtier/ctxtier/gateway/s3api"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/tiers/policy"
@@ -47,6 +48,7 @@ type Config struct {
 	PprofListen    string
 	LeaseTTL       time.Duration
 	S3AdminAddr    string
+	S3Domain       string // comma-separated virtual-host base domains of the S3 endpoint
 	Auth           string
 	KVSubscribe    string
 	LogLevel       string
@@ -140,6 +142,13 @@ func (c Config) Validate() error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
+	}
+	if c.S3Domain != "" {
+		sc := s3api.DefaultConfig()
+		sc.Domains = splitList(c.S3Domain)
+		if err := sc.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("s3-domain: %w", err))
+		}
 	}
 	if _, err := policy.Lookup(c.DRAMPolicy); err != nil {
 		errs = append(errs, fmt.Errorf("dram-policy: %w", err))
@@ -277,6 +286,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
 	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native, HTTP and S3 (PutObject) ports; a request waits (unread) for its share")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
+	fs.StringVar(&c.S3Domain, "s3-domain", c.S3Domain, "base domains (comma-separated, e.g. s3.example.com) of virtual-hosted-style S3 requests: Host BUCKET.DOMAIN addresses BUCKET; path style is always served")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "block-API authentication: off (anyone who reaches the ports may read and write every namespace) or required (S3 access keys from ctxctl keys, scoped to namespaces)")
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")
 	fs.StringVar(&c.S3Endpoint, "s3-endpoint", c.S3Endpoint, "S3 server host:port of the S3 tier under NVMe (empty disables the tier)")

@@ -379,6 +379,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		scfg := s3api.DefaultConfig()
 		scfg.Addr = cfg.S3AdminAddr
 		scfg.Budget = budget
+		scfg.Domains = splitList(cfg.S3Domain)
 		if s3srv, err = s3api.New(scfg, store, keys, met, log); err != nil {
 			return err
 		}

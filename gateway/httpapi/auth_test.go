@@ -255,11 +255,13 @@ func TestAuthSigV4(t *testing.T) {
 	// Scope applies to SigV4 too.
 	st, hdr, body = put("b", h2, data, keyA, "UNSIGNED-PAYLOAD", time.Now())
 	wantError(t, st, hdr, body, 403, "PermissionDenied")
-	// aws-chunked bodies are refused with a clear error.
-	st, hdr, body = put("a", h2, data, keyA, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", time.Now())
-	wantError(t, st, hdr, body, 400, "InvalidArgument")
-	if !strings.Contains(string(body), "aws-chunked") {
-		t.Fatalf("streaming refusal unclear: %s", body)
+	// aws-chunked bodies, with or without trailers, are refused with a clear error.
+	for _, mode := range []string{"STREAMING-AWS4-HMAC-SHA256-PAYLOAD", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"} {
+		st, hdr, body = put("a", h2, data, keyA, mode, time.Now())
+		wantError(t, st, hdr, body, 400, "InvalidArgument")
+		if !strings.Contains(string(body), "aws-chunked") {
+			t.Fatalf("%s: streaming refusal unclear: %s", mode, body)
+		}
 	}
 
 	// GET signed with the empty-body hash, and a presigned URL.

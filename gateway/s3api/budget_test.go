@@ -40,7 +40,7 @@ func TestPutObjectWaitsForBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvWith(t, func(c *Config) { c.Budget = b })
+	e := newEnvWith(t, func(c *Config) { c.Budget = b }, nil)
 	nc, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)

@@ -25,13 +25,11 @@ type env struct {
 	creds credential.Static
 }
 
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	return newEnvWith(t, nil)
-}
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil, nil) }
 
-// newEnvWith is newEnv with mod (when set) applied to the server's Config.
-func newEnvWith(t *testing.T, mod func(*Config)) *env {
+// newEnvWith is newEnv with the server's configuration adjusted by mut and
+// its log going to log (both may be nil).
+func newEnvWith(t *testing.T, mut func(*Config), srvLog *slog.Logger) *env {
 	t.Helper()
 	// This machine may export AWS_CA_BUNDLE, which breaks AWS SDK v2 clients.
 	t.Setenv("AWS_CA_BUNDLE", "")
@@ -67,10 +65,13 @@ func newEnvWith(t *testing.T, mod func(*Config)) *env {
 	e.creds = credential.Static{e.admin.AccessKeyID: e.admin, e.teamA.AccessKeyID: e.teamA}
 	cfg := DefaultConfig()
 	cfg.MaxObjectSize = 8 << 20
-	if mod != nil {
-		mod(&cfg)
+	if mut != nil {
+		mut(&cfg)
 	}
-	e.srv, err = New(cfg, st, e.creds, nil, log)
+	if srvLog == nil {
+		srvLog = log
+	}
+	e.srv, err = New(cfg, st, e.creds, nil, srvLog)
 	if err != nil {
 		t.Fatal(err)
 	}
