@@ -38,7 +38,9 @@ type fakePeers struct {
 	// stalled members answer shard reads only when the caller gives up (a
 	// partitioned peer whose connection has not failed yet).
 	stalled map[string]bool
-	calls   int
+	// full members refuse shard writes with block.ErrNoSpace (a full disk).
+	full  map[string]bool
+	calls int
 }
 
 func (p *fakePeers) tier(m fsm.Member) (*tiers.Manager, error) {
@@ -65,6 +67,12 @@ func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, d
 	t, err := p.tier(m)
 	if err != nil {
 		return err
+	}
+	p.mu.Lock()
+	full := p.full[m.ID]
+	p.mu.Unlock()
+	if full {
+		return fmt.Errorf("%w: %s: disk full", block.ErrNoSpace, m.ID)
 	}
 	if block.Checksum(data) != sum {
 		return block.ErrChecksum
@@ -161,7 +169,7 @@ type testCluster struct {
 // rest join), each with a DRAM-only tier stack and a Backend.
 func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, peers: &fakePeers{tiers: map[string]*tiers.Manager{}, down: map[string]bool{}}, fwd: &fakeForwarder{backends: map[string]*Backend{}}}
+	tc := &testCluster{t: t, peers: &fakePeers{tiers: map[string]*tiers.Manager{}, down: map[string]bool{}, full: map[string]bool{}}, fwd: &fakeForwarder{backends: map[string]*Backend{}}}
 	var trans []*hraft.InmemTransport
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
