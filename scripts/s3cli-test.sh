@@ -5,7 +5,10 @@
 #
 #   S3_ENDPOINT=127.0.0.1:9000 S3_ACCESS_KEY=CTX... S3_SECRET_KEY=... scripts/s3cli-test.sh
 #
-# Optional: S3_BUCKET (default s3cli-<pid>; created and removed by the script).
+# Optional: S3_BUCKET (default s3cli-<pid>; created and removed by the script);
+# S3_HOST_BUCKET, s3cmd's host_bucket (default S3_ENDPOINT: path style), e.g.
+# '%(bucket)s.s3.example.com:9000' for virtual-hosted requests to a ctxd
+# started with --s3-domain s3.example.com.
 # Installs s3cmd with apt-get when it is missing (needs root, as in CI).
 set -euo pipefail
 
@@ -29,7 +32,7 @@ cat >"$cfg" <<CFG
 access_key = ${S3_ACCESS_KEY}
 secret_key = ${S3_SECRET_KEY}
 host_base = ${S3_ENDPOINT}
-host_bucket = ${S3_ENDPOINT}
+host_bucket = ${S3_HOST_BUCKET:-$S3_ENDPOINT}
 use_https = False
 signature_v2 = False
 bucket_location = us-east-1
@@ -46,6 +49,12 @@ head -c 2097152 /dev/urandom >"$work/block"
 
 s3 mb "s3://$BUCKET" >/dev/null || fail "mb"
 ok "mb s3://$BUCKET"
+if [[ -n "${S3_HOST_BUCKET:-}" ]]; then
+	want="${S3_HOST_BUCKET//%(bucket)s/$BUCKET}"
+	s3 --debug ls "s3://$BUCKET" 2>"$work/debug" >/dev/null || fail "ls (debug)"
+	grep -q "$want" "$work/debug" || fail "requests do not name $want: $(grep -i host "$work/debug" | head -3)"
+	ok "requests are virtual-hosted ($want)"
+fi
 s3 ls >"$work/ls" || fail "ls"
 grep -q "s3://$BUCKET" "$work/ls" || fail "ls does not show the new bucket: $(cat "$work/ls")"
 ok "ls lists buckets"

@@ -23,9 +23,12 @@ type testNode struct {
 	p                       *proc
 }
 
+// testSecret is the cluster secret of every test cluster.
+const testSecret = "test-cluster-secret-0123456789"
+
 func (n *testNode) args(join string) []string {
 	return append([]string{"--node-id", n.id, "--http-listen", n.http, "--raft-listen", n.raft,
-		"--data-dir", n.dataDir, "--join", join, "--bootstrap-expect", "3",
+		"--data-dir", n.dataDir, "--join", join, "--bootstrap-expect", "3", "--cluster-secret", testSecret,
 		"--dead-after", "2s", "--dram-capacity", "64MiB", "--zone", "zone-" + n.id}, n.extra...)
 }
 
@@ -54,7 +57,7 @@ func startClusterWith(t *testing.T, n int, extra func(id string) []string) ([]*t
 		nd.p = startCtxd(t, nd.args(join)...)
 	}
 	waitFor(t, 20*time.Second, "all members alive and voting", func() bool {
-		st, err := clusterapi.NewClient(nodes[0].http).Status(context.Background())
+		st, err := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(context.Background())
 		if err != nil || st.Leader == nil {
 			return false
 		}
@@ -85,7 +88,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.
 func leaderOf(t *testing.T, nodes []*testNode) (*testNode, bool) {
 	t.Helper()
 	for _, nd := range nodes {
-		st, err := clusterapi.NewClient(nd.http).Status(context.Background())
+		st, err := clusterapi.NewClient(nd.http, clusterapi.WithToken(testSecret)).Status(context.Background())
 		if err != nil || st.Leader == nil {
 			continue
 		}
@@ -218,7 +221,7 @@ func TestClusterNodeLostRepairAndRejoin(t *testing.T) {
 	n4.p = startCtxd(t, n4.args(join)...)
 	all := append(nodes, n4)
 	waitFor(t, 20*time.Second, "n4 joined", func() bool {
-		st, err := clusterapi.NewClient(nodes[0].http).Status(context.Background())
+		st, err := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(context.Background())
 		if err != nil {
 			return false
 		}
@@ -256,7 +259,7 @@ func TestClusterNodeLostRepairAndRejoin(t *testing.T) {
 		}
 	}()
 	waitFor(t, 60*time.Second, "repair to restore three live replicas", func() bool {
-		st, err := clusterapi.NewClient(leader.http).Status(context.Background())
+		st, err := clusterapi.NewClient(leader.http, clusterapi.WithToken(testSecret)).Status(context.Background())
 		if err != nil || len(st.Extra) == 0 {
 			return false
 		}

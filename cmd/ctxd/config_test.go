@@ -78,6 +78,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"missing file", []string{"--config", filepath.Join(dir, "none.yaml")}, nil, "no such file"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, "log-level"},
 		{"stray argument", []string{"extra"}, nil, "unexpected"},
+		{"s3 domain with a port", []string{"--s3-domain", "s3.example.com:9000"}, nil, "s3-domain"},
+		{"bad s3 domain in env", nil, map[string]string{"CTXD_S3_DOMAIN": "ok.example,Bad_Domain"}, "s3-domain"},
 		{"bad resp database", []string{"--resp-databases", "default,Bad_Name"}, nil, "resp-databases"},
 		{"empty resp database", []string{"--resp-databases", "default,,kv"}, nil, "database 1"},
 	}
@@ -88,6 +90,16 @@ func TestLoadConfigErrors(t *testing.T) {
 				t.Fatalf("got %v, want error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestLoadConfigS3Domain(t *testing.T) {
+	c, err := LoadConfig([]string{"--s3-domain", "s3.example.com, localhost"}, envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := splitList(c.S3Domain); len(got) != 2 || got[0] != "s3.example.com" || got[1] != "localhost" {
+		t.Fatalf("domains %q", got)
 	}
 }
 

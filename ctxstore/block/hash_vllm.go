@@ -7,9 +7,9 @@ import (
 )
 
 // vLLM's prefix-cache block hashing (SchemeVLLM) with
-// --prefix-caching-hash-algo sha256_cbor, matched against vllm-project/vllm at
-// commit 001cabc1be16a59a70d720ed61a13b678c060a18 (the bytes-valued BlockHash
-// of vLLM's V1 engine):
+// --prefix-caching-hash-algo sha256_cbor, matched against the vllm 0.33.0
+// package (testdata/vllm_vectors.json holds digests that package computed for
+// real requests; python/tools/gen_vllm_vectors.py regenerates it):
 //
 //   - vllm/v1/core/kv_cache_utils.py hash_block_tokens: a block's hash is
 //     sha256_cbor((parent_block_hash, tuple(block_token_ids), extra_keys)),
@@ -21,14 +21,19 @@ import (
 //     in shortest form; then extra_keys, which is CBOR null when the block has
 //     none, else an array of the keys.
 //   - init_none_hash: NONE_HASH = sha256_cbor(os.getenv("PYTHONHASHSEED")),
-//     the seed hashed as a CBOR text string; with PYTHONHASHSEED unset vLLM
-//     draws 32 random bytes and no other process can reproduce its hashes.
-//     vLLM deployments that share caches therefore pin PYTHONHASHSEED; ctxtier
-//     takes that value explicitly (VLLMNoneHash; default DefaultVLLMHashSeed).
-//   - generate_block_hash_extra_keys: extra_keys = LoRA name(s) + multimodal
-//     keys + [cache_salt] (the salt on the block starting at token 0 only) +
-//     prompt-embeds hashes, or None when empty. ctxtier supports string keys
-//     (LoRA name, cache salt); a tenant salt is passed as vLLM's cache_salt.
+//     the seed hashed as a CBOR text string. vLLM 0.33 uses "vllm-none-hash"
+//     when PYTHONHASHSEED is unset (older versions drew random bytes).
+//     ctxtier takes the seed explicitly (VLLMNoneHash, a namespace's
+//     vllm_hash_seed; default DefaultVLLMHashSeed, i.e. engines started with
+//     PYTHONHASHSEED=0).
+//   - generate_block_hash_extra_keys: extra_keys = LoRA key + multimodal keys
+//     + cache-salt key (on the block starting at token 0 only) + prompt-embeds
+//     keys, or None when empty. Since vLLM 0.33 each key is a tagged tuple:
+//     ("lora", lora_name, lora_path) and ("cache_salt", salt). ctxtier
+//     supports keys that are tuples of strings (VLLMExtraKey; LoRA, cache
+//     salt); a tenant salt is passed as vLLM's cache_salt.
+//   - init_none_hash (vLLM 0.33): the seed is PYTHONHASHSEED when set, else
+//     "vllm-none-hash" for sha256/sha256_cbor (VLLMUnsetHashSeed).
 //   - maybe_convert_block_hash: with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES (the
 //     default, "1") KV events carry int.from_bytes(digest, "big") & (2**64-1):
 //     the last 8 digest bytes read big-endian. VLLMHash.Uint64 is that
@@ -42,6 +47,20 @@ import (
 // DefaultVLLMHashSeed is the PYTHONHASHSEED assumed for vLLM engines when a
 // caller sets none: "0", the value vLLM deployments commonly pin.
 const DefaultVLLMHashSeed = "0"
+
+// VLLMUnsetHashSeed is the seed vLLM 0.33 derives NONE_HASH from for
+// sha256/sha256_cbor when PYTHONHASHSEED is unset.
+const VLLMUnsetHashSeed = "vllm-none-hash"
+
+// VLLMExtraKey is one of a block's vLLM extra keys: a tagged tuple of strings,
+// CBOR-encoded as an array of text strings.
+type VLLMExtraKey []string
+
+// VLLMCacheSalt is vLLM's extra key for a request's cache_salt.
+func VLLMCacheSalt(salt string) VLLMExtraKey { return VLLMExtraKey{"cache_salt", salt} }
+
+// VLLMLoRA is vLLM's extra key for a LoRA adapter.
+func VLLMLoRA(name, path string) VLLMExtraKey { return VLLMExtraKey{"lora", name, path} }
 
 // VLLMHash is a vLLM block hash: the full SHA-256 digest that chains.
 type VLLMHash [sha256.Size]byte
@@ -67,10 +86,10 @@ var defaultVLLMNoneHash = VLLMNoneHash(DefaultVLLMHashSeed)
 
 // VLLMBlockHash hashes one full block onto its parent's digest (VLLMNoneHash
 // for a request's first block). extraKeys are the block's vLLM extra keys in
-// vLLM's order (LoRA name, then the cache salt on the first block only); none
-// means extra_keys=None. Keys must be valid UTF-8, as Python strings are.
+// vLLM's order (VLLMLoRA, then VLLMCacheSalt on the first block only); none
+// means extra_keys=None. Strings must be valid UTF-8, as Python strings are.
 // It does not allocate for blocks up to about 800 tokens.
-func VLLMBlockHash(parent VLLMHash, tokens []uint32, extraKeys ...string) VLLMHash {
+func VLLMBlockHash(parent VLLMHash, tokens []uint32, extraKeys ...VLLMExtraKey) VLLMHash {
 	var stack [4096]byte
 	b := stack[:0]
 	if n := vllmBlockCBORLen(tokens, extraKeys); n > len(stack) {
@@ -87,7 +106,7 @@ func appendVLLMChain(dst []uint64, blockTokens int, root VLLMHash, salt string, 
 	for i := 0; i < n; i++ {
 		blk := tokens[i*blockTokens : (i+1)*blockTokens]
 		if i == 0 && salt != "" {
-			h = VLLMBlockHash(h, blk, salt)
+			h = VLLMBlockHash(h, blk, VLLMCacheSalt(salt))
 		} else {
 			h = VLLMBlockHash(h, blk)
 		}
@@ -107,7 +126,7 @@ const (
 
 // appendVLLMBlockCBOR appends cbor2.dumps((parent, tuple(tokens), extra),
 // canonical=True), extra being None when extraKeys is empty.
-func appendVLLMBlockCBOR(b []byte, parent *VLLMHash, tokens []uint32, extraKeys []string) []byte {
+func appendVLLMBlockCBOR(b []byte, parent *VLLMHash, tokens []uint32, extraKeys []VLLMExtraKey) []byte {
 	b = appendCBORHead(b, cborArray, 3)
 	b = appendCBORHead(b, cborBytes, uint64(len(parent)))
 	b = append(b, parent[:]...)
@@ -120,17 +139,23 @@ func appendVLLMBlockCBOR(b []byte, parent *VLLMHash, tokens []uint32, extraKeys 
 	}
 	b = appendCBORHead(b, cborArray, uint64(len(extraKeys)))
 	for _, k := range extraKeys {
-		b = appendCBORHead(b, cborText, uint64(len(k)))
-		b = append(b, k...)
+		b = appendCBORHead(b, cborArray, uint64(len(k)))
+		for _, f := range k {
+			b = appendCBORHead(b, cborText, uint64(len(f)))
+			b = append(b, f...)
+		}
 	}
 	return b
 }
 
 // vllmBlockCBORLen bounds the length of appendVLLMBlockCBOR's output.
-func vllmBlockCBORLen(tokens []uint32, extraKeys []string) int {
+func vllmBlockCBORLen(tokens []uint32, extraKeys []VLLMExtraKey) int {
 	n := 1 + 2 + sha256.Size + 9 + 5*len(tokens) + 9
 	for _, k := range extraKeys {
-		n += 9 + len(k)
+		n += 9
+		for _, f := range k {
+			n += 9 + len(f)
+		}
 	}
 	return n
 }

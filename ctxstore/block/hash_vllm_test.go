@@ -57,11 +57,12 @@ func TestVLLMChainByHand(t *testing.T) {
 	for _, tc := range []struct {
 		name, salt string
 		// block0 is the whole CBOR of block 0: array(3), bytes(32) NONE_HASH,
-		// array(4) of 1..4, then extra_keys (null, or array(1) of text).
+		// array(4) of 1..4, then extra_keys: null, or (vLLM 0.33) array(1) of
+		// the tagged key ("cache_salt", salt), an array(2) of text.
 		block0 string
 	}{
 		{"unsalted", "", "835820" + noneHash0 + "8401020304" + "f6"},
-		{"salted", "tenant-a", "835820" + noneHash0 + "8401020304" + "81" + "68" + "74656e616e742d61"},
+		{"salted", "tenant-a", "835820" + noneHash0 + "8401020304" + "81" + "82" + "6a" + "63616368655f73616c74" + "68" + "74656e616e742d61"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d0 := sha256.Sum256(mustHex(t, tc.block0))
@@ -78,9 +79,9 @@ func TestVLLMChainByHand(t *testing.T) {
 			}
 
 			// The single-step function reproduces the digests themselves.
-			var salt []string
+			var salt []VLLMExtraKey
 			if tc.salt != "" {
-				salt = []string{tc.salt}
+				salt = []VLLMExtraKey{VLLMCacheSalt(tc.salt)}
 			}
 			s0 := VLLMBlockHash(VLLMNoneHash("0"), tokens[:4], salt...)
 			s1 := VLLMBlockHash(s0, tokens[4:8])
@@ -107,14 +108,14 @@ func TestVLLMBlockCBOR(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		tokens []uint32
-		extra  []string
+		extra  []VLLMExtraKey
 		want   string
 	}{
 		{"int widths", []uint32{0, 23, 24, 255, 256, 65535, 65536, 0xffffffff}, nil,
 			head + "88" + "00" + "17" + "1818" + "18ff" + "190100" + "19ffff" + "1a00010000" + "1affffffff" + "f6"},
-		{"lora then salt", []uint32{7}, []string{"lora-x", "salt"},
-			head + "8107" + "82" + "666c6f72612d78" + "6473616c74"},
-		{"utf-8 key", []uint32{7}, []string{"é"}, head + "8107" + "81" + "62c3a9"},
+		{"lora then salt", []uint32{7}, []VLLMExtraKey{VLLMLoRA("lora-x", "/p"), VLLMCacheSalt("s")},
+			head + "8107" + "82" + "83" + "646c6f7261" + "666c6f72612d78" + "622f70" + "82" + "6a63616368655f73616c74" + "6173"},
+		{"utf-8 key", []uint32{7}, []VLLMExtraKey{{"é"}}, head + "8107" + "81" + "81" + "62c3a9"},
 		{"24 tokens", seq(24), nil, head + "9818" + hex.EncodeToString(bytes.Repeat([]byte{1}, 24)) + "f6"},
 		{"512 tokens", seq(512), nil, head + "990200" + hex.EncodeToString(bytes.Repeat([]byte{1}, 512)) + "f6"},
 	} {
@@ -140,8 +141,8 @@ func TestVLLMBlockHashLargeBlock(t *testing.T) {
 		tokens[i] = 0xffffffff - uint32(i)
 	}
 	root := VLLMNoneHash("0")
-	enc := appendVLLMBlockCBOR(nil, &root, tokens, []string{"s"})
-	if got, want := VLLMBlockHash(root, tokens, "s"), VLLMHash(sha256.Sum256(enc)); got != want {
+	enc := appendVLLMBlockCBOR(nil, &root, tokens, []VLLMExtraKey{VLLMCacheSalt("s")})
+	if got, want := VLLMBlockHash(root, tokens, VLLMCacheSalt("s")), VLLMHash(sha256.Sum256(enc)); got != want {
 		t.Fatalf("large block: got %s, want %s", got, want)
 	}
 }
@@ -152,9 +153,10 @@ func TestVLLMHashesDoNotAllocate(t *testing.T) {
 		tokens[i] = uint32(100000 + i)
 	}
 	root := VLLMNoneHash("0")
+	salt := VLLMCacheSalt("salt")
 	var sink VLLMHash
 	if n := testing.AllocsPerRun(50, func() {
-		sink = VLLMBlockHash(root, tokens, "salt")
+		sink = VLLMBlockHash(root, tokens, salt)
 		sink = VLLMBlockHash(sink, tokens)
 	}); n != 0 {
 		t.Errorf("VLLMBlockHash: %v allocs per run, want 0", n)

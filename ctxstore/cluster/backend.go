@@ -59,6 +59,16 @@ type Backend struct {
 	// readIndex shares a follower's read-index requests to the leader
 	// (read.go).
 	readIndex *raft.Coalescer
+
+	// restore is this start's restore progress (restore.go); restored is
+	// set once it is done.
+	restoreMu sync.Mutex
+	restore   RestoreStatus
+	restored  atomic.Bool
+	// restoreApplied is the applied index the last restore pass covered
+	// (only the restore goroutine touches it); started is when New ran.
+	restoreApplied uint64
+	started        time.Time
 }
 
 var _ ctxstore.Tier = (*Backend)(nil)
@@ -84,9 +94,26 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 	b := &Backend{
 		cfg: cfg, node: node, local: local, peers: peers, fwd: fwd, log: log.With("node_id", cfg.NodeID), met: met,
 		drops: make(chan block.Key, 4096), stop: make(chan struct{}), wake: make(chan struct{}, 1),
-		drains: map[string]*drainProgress{}, unreachable: map[string]bool{},
+		drains: map[string]*drainProgress{}, unreachable: map[string]bool{}, started: time.Now(),
 	}
 	b.readIndex = raft.NewCoalescer(b.fetchReadIndex)
+	if b.cfg.Incarnation == 0 {
+		b.cfg.Incarnation = uint64(time.Now().UnixNano())
+	}
+	// Before the peer listener serves: peers check it on every connection.
+	ictx, cancel := context.WithTimeout(context.Background(), cfg.ShardTimeout)
+	if err := b.putIdentity(ictx); err != nil {
+		b.log.Error("no identity block: other members cannot tell this node from a stale address", "err", err)
+	}
+	cancel()
+	b.met.restoring.Set(1)
+	b.wg.Add(1)
+	go func() {
+		b.restoreLoop()
+		if b.Restored() {
+			b.met.restoring.Set(0)
+		}
+	}()
 	if cfg.Self.RaftAddr != "" {
 		b.wg.Add(1)
 		go b.registerLoop()
@@ -176,12 +203,22 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 	if opts.PinTTL > 0 {
 		pinUntil = now.Add(opts.PinTTL)
 	}
-	quorum := min(c.K+(c.M+1)/2, n)
+	quorum := writeQuorum(c, n)
 	written, firstErr := b.writeShards(ctx, key, c, shards, place, opts, quorum)
+	if len(written) < n && !errors.Is(firstErr, block.ErrConflict) {
+		// A member that does not take its shard (dead, not yet suspect):
+		// place the shard on a spare member instead.
+		written = b.writeSpares(ctx, key, c, shards, place, written, opts)
+	}
 	if len(written) < quorum || len(written) < c.K {
 		b.cleanup(key, c, written, nil)
 		if errors.Is(firstErr, block.ErrConflict) {
 			return fmt.Errorf("%w: %s: %v", block.ErrConflict, key, firstErr)
+		}
+		if errors.Is(firstErr, block.ErrNoSpace) {
+			// Full disks are an ordinary condition (507), not an outage:
+			// clients retry 503.
+			return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrNoSpace, key, len(written), n, firstErr)
 		}
 		return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrUnavailable, key, len(written), n, firstErr)
 	}
@@ -224,87 +261,6 @@ func sameBlock(key block.Key, e fsm.Entry, size int64, sum uint32) error {
 // hedgeDelay is how long a read waits for one remote replica before it
 // also asks the next one.
 const hedgeDelay = 250 * time.Millisecond
-
-// stragglerGrace is how long a put waits for the remaining shards once a
-// quorum of them is written: a slow or partitioned peer then costs a put
-// this much, not a whole ShardTimeout. Shards that land later are not in
-// the index (they are evicted in time); repair restores full redundancy.
-const stragglerGrace = 200 * time.Millisecond
-
-// writeShards writes shards[p.Index] to each placement entry in parallel and
-// returns the entries that succeeded: all of them, or those done within
-// stragglerGrace of the quorum'th success.
-func (b *Backend) writeShards(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place []fsm.Shard, opts block.PutOptions, quorum int) ([]fsm.Shard, error) {
-	type result struct {
-		i   int
-		err error
-	}
-	results := make(chan result, len(place))
-	for i, p := range place {
-		go func() {
-			results <- result{i, b.writeShard(ctx, p.NodeID, shardKey(key, c, int(p.Index)), shards[p.Index], opts)}
-		}()
-	}
-	errs := make([]error, len(place))
-	done := make([]bool, len(place))
-	var grace <-chan time.Time
-	succeeded := 0
-collect:
-	for range place {
-		select {
-		case r := <-results:
-			errs[r.i], done[r.i] = r.err, true
-			if r.err == nil {
-				if succeeded++; succeeded == quorum && grace == nil {
-					grace = time.After(stragglerGrace)
-				}
-			}
-		case <-grace:
-			break collect
-		}
-	}
-	for i := range errs {
-		if !done[i] {
-			errs[i] = fmt.Errorf("%w: still writing after the quorum was reached", block.ErrUnavailable)
-		}
-	}
-	var ok []fsm.Shard
-	var first error
-	for i, err := range errs {
-		if err == nil {
-			ok = append(ok, place[i])
-		} else if first == nil {
-			first = fmt.Errorf("shard %d on %s: %w", place[i].Index, place[i].NodeID, err)
-		}
-	}
-	return ok, first
-}
-
-// writeShard stores one shard on a node. A conflict (the node holds other
-// bytes under the key) fails the shard: it may be a concurrent put of the
-// same key that has not committed yet, whose shard must not be touched.
-func (b *Backend) writeShard(ctx context.Context, nodeID string, sk block.Key, data []byte, opts block.PutOptions) error {
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
-	defer cancel()
-	sum := block.Checksum(data)
-	if sk.Shard == 0 {
-		sum = opts.Sum // the whole block: the caller verified it already
-	}
-	o := opts
-	o.Sum, o.HasSum = sum, true
-	o.HasParent, o.Parent = false, 0
-	put := func() error {
-		if nodeID == b.cfg.NodeID {
-			return b.local.Put(ctx, sk, data, sum, o)
-		}
-		m, ok := b.node.FSM().Member(nodeID)
-		if !ok {
-			return fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
-		}
-		return b.peers.PutShard(ctx, m, sk, data, sum, o)
-	}
-	return put()
-}
 
 func (b *Backend) deleteShard(ctx context.Context, nodeID string, sk block.Key) error {
 	if nodeID == b.cfg.NodeID {
@@ -365,7 +321,7 @@ func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 }
 
 // readOrder sorts placement entries: this node first, then alive, then
-// suspect and draining, then the rest.
+// restoring, suspect and draining, then the rest.
 func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
 	rank := func(s fsm.Shard) int {
 		if s.NodeID == b.cfg.NodeID {
@@ -375,8 +331,10 @@ func (b *Backend) readOrder(place []fsm.Shard) []fsm.Shard {
 		switch {
 		case !ok:
 			return 4
-		case m.State == fsm.MemberAlive:
+		case m.State == fsm.MemberAlive && !m.Restoring:
 			return 1
+		case m.State == fsm.MemberAlive:
+			return 2 // restarted, and may lack the shard until restored
 		case m.State == fsm.MemberSuspect || m.State == fsm.MemberDraining:
 			return 2
 		}

@@ -47,6 +47,9 @@ type Config struct {
 	// ProposeTimeout bounds committing an index change, retries and leader
 	// changes included, and likewise a linearizable read's sync (read.go).
 	ProposeTimeout time.Duration
+	// Incarnation identifies this start of the node (0: the clock at New,
+	// in nanoseconds). It must grow from one start to the next.
+	Incarnation uint64
 	// DropBatch and DropLinger bound how capacity drops are batched into
 	// index updates.
 	DropBatch  int

@@ -38,7 +38,9 @@ type fakePeers struct {
 	// stalled members answer shard reads only when the caller gives up (a
 	// partitioned peer whose connection has not failed yet).
 	stalled map[string]bool
-	calls   int
+	// full members refuse shard writes with block.ErrNoSpace (a full disk).
+	full  map[string]bool
+	calls int
 }
 
 func (p *fakePeers) tier(m fsm.Member) (*tiers.Manager, error) {
@@ -65,6 +67,12 @@ func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, d
 	t, err := p.tier(m)
 	if err != nil {
 		return err
+	}
+	p.mu.Lock()
+	full := p.full[m.ID]
+	p.mu.Unlock()
+	if full {
+		return fmt.Errorf("%w: %s: disk full", block.ErrNoSpace, m.ID)
 	}
 	if block.Checksum(data) != sum {
 		return block.ErrChecksum
@@ -143,6 +151,7 @@ func (f *fakeForwarder) Forward(ctx context.Context, leader fsm.Member, req []by
 
 type testNode struct {
 	id      string
+	cfg     Config
 	node    *raft.Node
 	tiers   *tiers.Manager
 	backend *Backend
@@ -160,7 +169,7 @@ type testCluster struct {
 // rest join), each with a DRAM-only tier stack and a Backend.
 func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, peers: &fakePeers{tiers: map[string]*tiers.Manager{}, down: map[string]bool{}}, fwd: &fakeForwarder{backends: map[string]*Backend{}}}
+	tc := &testCluster{t: t, peers: &fakePeers{tiers: map[string]*tiers.Manager{}, down: map[string]bool{}, full: map[string]bool{}}, fwd: &fakeForwarder{backends: map[string]*Backend{}}}
 	var trans []*hraft.InmemTransport
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
@@ -183,19 +192,7 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 		}
 		t.Cleanup(func() { node.Close() })
 		tn := &testNode{id: id, node: node}
-		dc := dram.DefaultConfig()
-		dc.Capacity = 8 << 20
-		tcfg := tiers.DefaultConfig()
-		tcfg.OnDrop = func(k block.Key) {
-			if tn.backend != nil {
-				tn.backend.Dropped(k)
-			}
-		}
-		if tn.tiers, err = tiers.New(tcfg, dc, nil, testLog()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tn.tiers.Close() })
-		tc.peers.tiers[id] = tn.tiers
+		tc.newTiers(tn)
 		cfg := DefaultConfig()
 		cfg.NodeID = id
 		cfg.ProbeInterval, cfg.ProbeTimeout = 50*time.Millisecond, 50*time.Millisecond
@@ -204,14 +201,8 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 		if tweak != nil {
 			tweak(&cfg)
 		}
-		if tn.backend, err = New(cfg, node, tn.tiers, tc.peers, tc.fwd, testLog(), prometheus.NewRegistry()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tn.backend.Close() })
-		tc.fwd.backends[id] = tn.backend
-		if tn.store, err = ctxstore.New(ctxstore.DefaultConfig(), node.Catalog(), tn.backend, testLog()); err != nil {
-			t.Fatal(err)
-		}
+		tn.cfg = cfg
+		tc.newBackend(tn)
 		tc.nodes = append(tc.nodes, tn)
 		if i == 0 {
 			tc.eventually("first leader", node.IsLeader)
@@ -224,15 +215,54 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 			t.Fatal(err)
 		}
 	}
-	tc.eventually("every node sees every member", func() bool {
+	tc.eventually("every node sees every member, and has restored", func() bool {
 		for _, tn := range tc.nodes {
-			if len(tn.node.FSM().Members()) != n {
+			if len(tn.node.FSM().Members()) != n || !tn.backend.Restored() {
 				return false
 			}
 		}
 		return true
 	})
 	return tc
+}
+
+// newTiers gives tn a fresh, empty DRAM-only tier stack, reachable by peers.
+func (tc *testCluster) newTiers(tn *testNode) {
+	tc.t.Helper()
+	dc := dram.DefaultConfig()
+	dc.Capacity = 8 << 20
+	tcfg := tiers.DefaultConfig()
+	tcfg.OnDrop = func(k block.Key) {
+		if b := tn.backend; b != nil {
+			b.Dropped(k)
+		}
+	}
+	tm, err := tiers.New(tcfg, dc, nil, testLog())
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.t.Cleanup(func() { tm.Close() })
+	tn.tiers = tm
+	tc.peers.mu.Lock()
+	tc.peers.tiers[tn.id] = tm
+	tc.peers.mu.Unlock()
+}
+
+// newBackend starts a Backend (and its Store) for tn over its tier stack.
+func (tc *testCluster) newBackend(tn *testNode) {
+	tc.t.Helper()
+	b, err := New(tn.cfg, tn.node, tn.tiers, tc.peers, tc.fwd, testLog(), prometheus.NewRegistry())
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.t.Cleanup(func() { b.Close() })
+	tn.backend = b
+	tc.fwd.mu.Lock()
+	tc.fwd.backends[tn.id] = b
+	tc.fwd.mu.Unlock()
+	if tn.store, err = ctxstore.New(ctxstore.DefaultConfig(), tn.node.Catalog(), b, testLog()); err != nil {
+		tc.t.Fatal(err)
+	}
 }
 
 func withTimeout(t *testing.T, d time.Duration) context.Context {

@@ -17,6 +17,11 @@ type metrics struct {
 	drops           prometheus.Counter
 	memberChanges   *prometheus.CounterVec
 	ownWriteWaits   prometheus.Counter
+	restored        prometheus.Counter
+	restoreLost     prometheus.Counter
+	restoring       prometheus.Gauge
+	spareWrites     prometheus.Counter
+	lastScan        prometheus.Gauge
 
 	reg  prometheus.Registerer
 	list []prometheus.Collector
@@ -25,7 +30,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_repair_shards_pending",
-			Help: "Shards on dead, removed, draining or missing members waiting to be rebuilt or moved (last scan, leader only)."}),
+			Help: "Shards on dead, removed, draining or missing members waiting to be rebuilt or moved, and shards on members still restoring after a restart (last scan, leader only)."}),
 		repaired: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_repair_shards_repaired_total",
 			Help: "Shards rebuilt on a new member and committed to the index."}),
 		repairBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_repair_bytes_total",
@@ -44,9 +49,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Member state changes committed by the failure detector, by new state."}, []string{"state"}),
 		ownWriteWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_own_write_waits_total",
 			Help: "Reads that missed and found the block after waiting for this node to apply its own forwarded writes (read-your-writes through one node)."}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_restore_shards_total",
+			Help: "Shards this node found missing after a start and rebuilt from the other holders."}),
+		restoreLost: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_restore_shards_lost_total",
+			Help: "Shards this node found missing after a start that no other holder had; it left their placement."}),
+		restoring: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_restore_pending",
+			Help: "1 while this node's start is still restoring the shards the index places on it, else 0."}),
+		spareWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_spare_shard_writes_total",
+			Help: "Shards a put wrote to a spare member because the member placement picked did not take them."}),
+		lastScan: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_repair_last_scan_timestamp_seconds",
+			Help: "When the leader's last repair scan began (Unix seconds): ctxtier_repair_shards_pending counts every entry committed before then."}),
 		reg: reg,
 	}
-	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits}
+	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan}
 	if reg == nil {
 		return m, nil
 	}

@@ -18,15 +18,19 @@ type RepairStatus struct {
 	// Active: this node is the leader and runs repair.
 	Active bool `json:"active"`
 	// Pending shards found by the last scan (on dead, removed, draining or
-	// unknown members, or never written).
-	Pending int `json:"pending"`
+	// unknown members, or never written), plus the shards placed on members
+	// still restoring after a restart (Restoring counts those alone).
+	Pending   int `json:"pending"`
+	Restoring int `json:"restoring"`
 	// Unrepairable blocks of the last scan: too few survivors to rebuild, or
 	// no member left to take a shard.
-	Unrepairable   int       `json:"unrepairable"`
-	RepairedShards uint64    `json:"repaired_shards"`
-	RepairedBytes  uint64    `json:"repaired_bytes"`
-	LastScan       time.Time `json:"last_scan"`
-	ScannedBlocks  int       `json:"scanned_blocks"`
+	Unrepairable   int    `json:"unrepairable"`
+	RepairedShards uint64 `json:"repaired_shards"`
+	RepairedBytes  uint64 `json:"repaired_bytes"`
+	// LastScan is when the last scan began: Pending counts every entry
+	// committed before then.
+	LastScan      time.Time `json:"last_scan"`
+	ScannedBlocks int       `json:"scanned_blocks"`
 }
 
 // RepairStatus returns the repair progress.
@@ -45,6 +49,7 @@ type repairTask struct {
 	healthy []fsm.Shard // placement entries on members that count
 	leaving []fsm.Shard // placement entries on draining members: read, then dropped
 	missing []int       // shard indexes to rebuild (or copy off a draining member)
+	dups    []fsm.Shard // extra erasure shards on a node that holds another: replaced, then dropped
 }
 
 // repairResult is what repairOne did.
@@ -84,7 +89,12 @@ func holderOK(ms map[string]fsm.Member, id string) bool {
 // and every entry with a shard on a draining member. A draining member's
 // shards do not count towards redundancy: the shards it holds are missing
 // like a dead member's, except that they can still be read from it.
-func (b *Backend) scan() (tasks []repairTask, scanned int) {
+//
+// It also counts the shards placed on members that restarted and are still
+// restoring (restore.go): they are not rebuilt elsewhere (the member
+// restores them itself), but they count as pending, so that an operator
+// who waits for pending to reach 0 waits for the restore too.
+func (b *Backend) scan() (tasks []repairTask, scanned, restoring int) {
 	f := b.node.FSM()
 	ms := map[string]fsm.Member{}
 	usable := 0
@@ -112,8 +122,19 @@ func (b *Backend) scan() (tasks []repairTask, scanned int) {
 				if !holderOK(ms, s.NodeID) {
 					continue
 				}
+				if ms[s.NodeID].Restoring {
+					restoring++
+				}
 				if c.K == 1 && nodes[s.NodeID] {
 					continue // a second replica on one node is no redundancy
+				}
+				if nodes[s.NodeID] && usable >= c.N() {
+					// A second erasure shard on one node (written while
+					// fewer members were alive than the code has shards):
+					// losing that node would lose both. Rebuild the shard
+					// on another member and drop this entry.
+					t.dups = append(t.dups, s)
+					continue
 				}
 				t.healthy = append(t.healthy, s)
 				have[int(s.Index)] = true
@@ -137,18 +158,21 @@ func (b *Backend) scan() (tasks []repairTask, scanned int) {
 			return true
 		})
 	}
-	return tasks, scanned
+	return tasks, scanned, restoring
 }
 
 func (b *Backend) repairPass() {
-	tasks, scanned := b.scan()
-	pending := 0
+	scanStart := time.Now()
+	tasks, scanned, restoring := b.scan()
+	b.met.lastScan.Set(float64(scanStart.UnixNano()) / 1e9)
+	pending := restoring
 	for _, t := range tasks {
 		pending += len(t.missing)
 	}
 	b.met.pending.Set(float64(pending))
 	b.repairMu.Lock()
-	b.repair.Pending, b.repair.LastScan, b.repair.ScannedBlocks = pending, time.Now(), scanned
+	b.repair.Pending, b.repair.LastScan, b.repair.ScannedBlocks = pending, scanStart, scanned
+	b.repair.Restoring = restoring
 	b.repairMu.Unlock()
 	unrepairable := 0
 	pass := drainPass{}
@@ -265,6 +289,15 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 			place[i].Index = uint16(i)
 		}
 	}
+	// A duplicate whose index was not rewritten stays (a later pass retries).
+	var dupsGone []fsm.Shard
+	for _, s := range t.dups {
+		if slices.ContainsFunc(written, func(w fsm.Shard) bool { return w.Index == s.Index }) {
+			dupsGone = append(dupsGone, s)
+		} else {
+			place = append(place, s)
+		}
+	}
 	r, err := b.propose(ctx, fsm.PlaceOp(t.key, t.entry.Sum, place))
 	if err != nil {
 		return repairResult{}, err
@@ -274,6 +307,7 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 		return repairResult{}, fmt.Errorf("%w: placement of %s not updated: %s", block.ErrUnavailable, t.key, r[0].Status)
 	}
 	b.cleanup(t.key, c, b.reachable(drop), nil)
+	b.cleanup(t.key, c, dupsGone, nil)
 	res.written, res.dropped = len(written), drop
 	return res, nil
 }
@@ -308,6 +342,7 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 		var data []byte
 		// Gone only if every placement entry's holder is asked and says so.
 		gone := len(sources) == len(t.leaving) && len(t.healthy)+len(t.leaving) == len(t.entry.Placement)
+		var said []string
 		for _, s := range append(sources, b.readOrder(t.healthy)...) {
 			d, err := b.fetch(ctx, s.NodeID, t.key)
 			if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
@@ -315,9 +350,12 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 				break
 			}
 			gone = gone && errors.Is(err, block.ErrNotFound)
+			said = append(said, s.NodeID)
 			b.noteReadFailure(s.NodeID, err)
 		}
-		if data == nil && gone {
+		// Each NotFound must come from the member itself, not from a stale
+		// address (identity.go), before the entry is given up.
+		if data == nil && gone && b.allVerified(ctx, said) {
 			return nil, fmt.Errorf("%w: every holder of %s answered that it does not have it", errBlockGone, t.key)
 		}
 		if data == nil {

@@ -91,6 +91,9 @@ func (c *Client) conn(ctx context.Context) (*nconn, error) {
 	if s.c != nil && s.c.healthy() {
 		return s.c, nil
 	}
+	if c.opts.NoRedial && s.c != nil {
+		return nil, fmt.Errorf("%w: connection to %s lost (not redialed)", block.ErrUnavailable, c.addr)
+	}
 	nc, err := c.dial(ctx)
 	if err != nil {
 		return nil, err

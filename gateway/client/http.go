@@ -7,6 +7,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,6 +47,9 @@ type HTTPConfig struct {
 	MaxBlockSize int64
 	// MaxBatchBytes bounds the block bytes of one batch-get response.
 	MaxBatchBytes int64
+	// TLS, when set, is the client configuration for an https:// BaseURL
+	// (ctxd --tls-clients): RootCAs must trust the server's certificate.
+	TLS *tls.Config
 	// AccessKeyID and Secret are the credentials (from `ctxctl keys
 	// create`) for a server started with --auth required. Every request is
 	// then signed with AWS Signature V4 (UNSIGNED-PAYLOAD: the block's own
@@ -128,6 +132,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTPClient, error) {
 		// body would lose its Content-Length.
 		DisableCompression: true,
 		ForceAttemptHTTP2:  false,
+		TLSClientConfig:    cfg.TLS,
 	}
 	c := &HTTPClient{
 		cfg:  cfg,

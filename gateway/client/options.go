@@ -48,6 +48,12 @@ type Options struct {
 	// empty ServerName becomes the host part of the dialed address (ctxd
 	// peers pass raft.TLS.ClientConfig). nil: plain TCP.
 	TLS *tls.Config
+	// NoRedial: a broken connection is not dialed again; calls that would
+	// use it fail with block.ErrUnavailable, and the caller dials a new
+	// Client. gateway/peer sets it, so that every connection to a member
+	// passes its identity check (a restarted member's old port may belong
+	// to another node by then).
+	NoRedial bool
 
 	// version overrides the protocol version sent in the handshake (tests).
 	version uint16

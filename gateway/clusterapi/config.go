@@ -1,11 +1,14 @@
 package clusterapi
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
 
 // Header names of the cluster API.
@@ -35,6 +38,14 @@ type Config struct {
 	// Status and repair stay open (they are read-only). Clients send it
 	// when set.
 	Token string
+	// ProtectStatus makes status and repair require the token too (ctxd
+	// sets it with --auth required, where nothing is open to anonymous
+	// callers but health and metrics).
+	ProtectStatus bool
+	// Keys, when set, is the cluster's access-key store served under
+	// PathKeys: create and revoke (forwarded to the leader) and list. Those
+	// endpoints always require the token, and answer 401 when there is none.
+	Keys credential.Store
 	// Timeout bounds one forwarded request (follower to leader), one
 	// membership change on the leader, and one client request.
 	Timeout time.Duration
@@ -42,8 +53,25 @@ type Config struct {
 	// request, a forwarded proposal and its reply.
 	MaxBodyBytes int64
 	// Client sends forwarded and client requests; nil builds one with
-	// Timeout as its overall limit.
+	// Timeout as its overall limit (and TLS).
 	Client *http.Client
+	// TLS, when set, makes every request go to https:// addresses with
+	// this client configuration (ctxd --tls-clients serves its HTTP API,
+	// and so this API, over TLS).
+	TLS *tls.Config
+}
+
+// baseURL is addr as a URL root: kept when it has a scheme, else with
+// https:// under TLS and http:// otherwise.
+func (c Config) baseURL(addr string) string {
+	addr = strings.TrimRight(addr, "/")
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return addr
+	}
+	if c.TLS != nil {
+		return "https://" + addr
+	}
+	return "http://" + addr
 }
 
 // DefaultConfig returns the defaults: no token, 10 s timeout, 16 MiB bodies.
@@ -78,6 +106,15 @@ func WithConfig(c Config) Option { return func(dst *Config) { *dst = c } }
 // WithToken sets the shared cluster secret (see Config.Token).
 func WithToken(token string) Option { return func(c *Config) { c.Token = token } }
 
+// WithProtectStatus sets Config.ProtectStatus.
+func WithProtectStatus(on bool) Option { return func(c *Config) { c.ProtectStatus = on } }
+
+// WithKeys sets Config.Keys.
+func WithKeys(keys credential.Store) Option { return func(c *Config) { c.Keys = keys } }
+
+// WithTLS sets Config.TLS.
+func WithTLS(tc *tls.Config) Option { return func(c *Config) { c.TLS = tc } }
+
 // WithHTTPClient sets the HTTP client for outgoing requests.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Config) { c.Client = hc } }
 
@@ -96,6 +133,9 @@ func build(opts []Option) Config {
 	}
 	if c.Client == nil {
 		c.Client = &http.Client{Timeout: c.Timeout}
+		if c.TLS != nil {
+			c.Client.Transport = &http.Transport{TLSClientConfig: c.TLS, ForceAttemptHTTP2: true}
+		}
 	}
 	return c
 }

@@ -75,13 +75,16 @@ func Handler(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Lo
 		log = slog.Default()
 	}
 	h := &handler{node: node, fwd: fwd, status: status, log: log.With("component", "clusterapi"), cfg: build(opts), mux: http.NewServeMux()}
-	h.route("GET "+PathStatus, false, h.getStatus)
+	h.route("GET "+PathStatus, h.cfg.ProtectStatus, h.getStatus)
 	h.route("POST "+PathJoin, true, h.join)
 	h.route("POST "+PathRemove, true, h.remove)
 	h.route("POST "+PathTransfer, true, h.transfer)
 	h.route("POST "+PathPropose, true, h.propose)
 	h.route("POST "+PathReadIndex, true, h.readIndex)
-	h.route("GET "+PathRepair, false, h.repair)
+	h.route("GET "+PathRepair, h.cfg.ProtectStatus, h.repair)
+	h.keyRoute("GET "+PathKeys, h.listKeys)
+	h.keyRoute("POST "+PathKeys, h.createKey)
+	h.keyRoute("POST "+PathKeysRevoke, h.revokeKey)
 	h.route("POST "+PathDrain, true, h.drain)
 	h.route("/v1/cluster/", false, func(_ http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no cluster endpoint %s %s", block.ErrNotFound, r.Method, r.URL.Path)
@@ -103,6 +106,20 @@ func (h *handler) route(pattern string, auth bool, fn func(http.ResponseWriter, 
 	})
 }
 
+// keyRoute serves an access-key endpoint: always behind the token, and
+// refused outright on a handler that has none.
+func (h *handler) keyRoute(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
+	h.route(pattern, true, func(w http.ResponseWriter, r *http.Request) error {
+		switch {
+		case h.cfg.Token == "":
+			return fmt.Errorf("%w: access keys are managed only on a node with a cluster secret", block.ErrUnauthenticated)
+		case h.cfg.Keys == nil:
+			return fmt.Errorf("%w: node %s manages no access keys", block.ErrNotFound, h.node.ID())
+		}
+		return fn(w, r)
+	})
+}
+
 func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, raft.ErrNotLeader) {
 		if lm, ok := h.node.LeaderMember(); ok && lm.HTTPAddr != "" {
@@ -117,6 +134,17 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 func (h *handler) getStatus(w http.ResponseWriter, _ *http.Request) error {
 	writeJSON(w, http.StatusOK, h.snapshot())
 	return nil
+}
+
+// Snapshot is the reply of GET /v1/cluster/status built in process, with
+// no HTTP hop: what the handler serves for the same node, fwd and status
+// (the operator console reads it).
+func Snapshot(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Logger) Status {
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &handler{node: node, fwd: fwd, status: status, log: log}
+	return h.snapshot()
 }
 
 // snapshot builds the status reply from this node's own state.
@@ -453,7 +481,7 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, a
 	if !ok {
 		return h.notLeader()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+lm.HTTPAddr+r.URL.Path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.baseURL(lm.HTTPAddr)+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%w: forwarding to leader %s: %v", block.ErrUnavailable, lm.ID, err)
 	}

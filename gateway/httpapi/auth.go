@@ -97,7 +97,7 @@ func (s *Server) authenticate(r *http.Request) (*http.Request, error) {
 		}
 		switch a.PayloadHash {
 		case s3auth.UnsignedPayload:
-		case s3auth.StreamingPayload:
+		case s3auth.StreamingPayload, s3auth.StreamingTrailer, s3auth.StreamingUnsignedTrailer:
 			return nil, errStreaming
 		default:
 			want, _ := hex.DecodeString(a.PayloadHash) // Verify checked the form

@@ -255,11 +255,13 @@ func TestAuthSigV4(t *testing.T) {
 	// Scope applies to SigV4 too.
 	st, hdr, body = put("b", h2, data, keyA, "UNSIGNED-PAYLOAD", time.Now())
 	wantError(t, st, hdr, body, 403, "PermissionDenied")
-	// aws-chunked bodies are refused with a clear error.
-	st, hdr, body = put("a", h2, data, keyA, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", time.Now())
-	wantError(t, st, hdr, body, 400, "InvalidArgument")
-	if !strings.Contains(string(body), "aws-chunked") {
-		t.Fatalf("streaming refusal unclear: %s", body)
+	// aws-chunked bodies, with or without trailers, are refused with a clear error.
+	for _, mode := range []string{"STREAMING-AWS4-HMAC-SHA256-PAYLOAD", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"} {
+		st, hdr, body = put("a", h2, data, keyA, mode, time.Now())
+		wantError(t, st, hdr, body, 400, "InvalidArgument")
+		if !strings.Contains(string(body), "aws-chunked") {
+			t.Fatalf("%s: streaming refusal unclear: %s", mode, body)
+		}
 	}
 
 	// GET signed with the empty-body hash, and a presigned URL.
@@ -293,6 +295,32 @@ func TestAuthMountedNeedsScopeAll(t *testing.T) {
 	if st, _, body := e.do("GET", "/v1/extra", bearer(keyAll), nil); st != 204 {
 		t.Fatalf("* key: %d %s", st, body)
 	}
+}
+
+// A surface mounted with MountOwnAuth gets every request, credentials or
+// not: it checks its own (the cluster API's secret).
+func TestAuthMountOwnAuth(t *testing.T) {
+	keys := credential.Static{keyA.AccessKeyID: keyA}
+	e := newEnv(t, nil, WithAuth(keys, nil))
+	e.srv.MountOwnAuth("GET /v1/own", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Own") != "yes" {
+			w.WriteHeader(401)
+			return
+		}
+		w.WriteHeader(204)
+	}))
+	if st, _, body := e.do("GET", "/v1/own", map[string]string{"X-Own": "yes"}, nil); st != 204 {
+		t.Fatalf("own credentials, no access key: %d %s", st, body)
+	}
+	if st, _, _ := e.do("GET", "/v1/own", bearer(keyA), nil); st != 401 {
+		t.Fatalf("an access key is not the surface's credential: %d", st)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("MountOwnAuth outside /v1/ did not panic")
+		}
+	}()
+	e.srv.MountOwnAuth("GET /admin", http.NotFoundHandler())
 }
 
 // TestAuthOff: without WithAuth nothing is checked, credentials or not.

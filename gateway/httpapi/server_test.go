@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 )
@@ -157,6 +158,30 @@ func TestMount(t *testing.T) {
 				}
 			}()
 			e.srv.Mount(p, http.NotFoundHandler())
+		}()
+	}
+}
+
+// TestMountPage: a page mounted outside /v1/ is served without the block
+// API's credentials, and patterns under /v1/ or without a leading slash panic.
+func TestMountPage(t *testing.T) {
+	keys := credential.Static{}
+	e := newEnv(t, nil, WithAuth(keys, nil))
+	e.srv.MountPage("GET /ui/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("page")) }))
+	if st, _, body := e.do("GET", "/ui/", nil, nil); st != 200 || string(body) != "page" {
+		t.Fatalf("mounted page: %d %q", st, body)
+	}
+	if st, _, _ := e.do("GET", "/v1/namespaces", nil, nil); st != http.StatusUnauthorized {
+		t.Fatalf("block API without credentials: %d, want 401", st)
+	}
+	for _, p := range []string{"GET /v1/ui/", "/v1/x", "GET ui/"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("MountPage(%q) did not panic", p)
+				}
+			}()
+			e.srv.MountPage(p, http.NotFoundHandler())
 		}()
 	}
 }

@@ -7,6 +7,7 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -23,9 +24,11 @@ import (
 
 // NewServer returns the peer listener's server: the native protocol over
 // local, a Store built on this node's own tier stack (tiers.Manager) and the
-// cluster's namespace catalog. cfg.Addr is the peer listen address.
-func NewServer(cfg native.Config, local *ctxstore.Store, met *metrics.Metrics, log *slog.Logger) (*native.Server, error) {
-	return native.New(cfg, local, met, log)
+// cluster's namespace catalog. cfg.Addr is the peer listen address. ctxd
+// passes native.WithAuth with the node identity alone (the cluster
+// secret), so only members may use the listener.
+func NewServer(cfg native.Config, local *ctxstore.Store, met *metrics.Metrics, log *slog.Logger, opts ...native.Option) (*native.Server, error) {
+	return native.New(cfg, local, met, log, opts...)
 }
 
 // Options configure the client side.
@@ -42,6 +45,7 @@ func DefaultOptions() Options {
 	o := client.DefaultOptions()
 	o.DialTimeout = 2 * time.Second
 	o.TierVerify = true
+	o.NoRedial = true // a new connection is a new Client, identity checked
 	return Options{Client: o}
 }
 
@@ -52,7 +56,7 @@ func (o Options) Validate() error { return o.Client.Validate() }
 type Peers struct {
 	opts Options
 	mu   sync.Mutex
-	pool map[string]*client.Client // by data address
+	pool map[string]*client.Client // by member id and data address
 }
 
 var _ cluster.Peers = (*Peers)(nil)
@@ -81,8 +85,9 @@ func (p *Peers) client(ctx context.Context, m fsm.Member) (*client.Client, error
 	if m.DataAddr == "" {
 		return nil, fmt.Errorf("%w: member %q has no data address", block.ErrUnavailable, m.ID)
 	}
+	pk := m.ID + "@" + m.DataAddr
 	p.mu.Lock()
-	c := p.pool[m.DataAddr]
+	c := p.pool[pk]
 	p.mu.Unlock()
 	if c != nil {
 		return c, nil
@@ -92,14 +97,51 @@ func (p *Peers) client(ctx context.Context, m fsm.Member) (*client.Client, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: peer %s at %s: %v", block.ErrUnavailable, m.ID, m.DataAddr, err)
 	}
+	if err := checkIdentity(ctx, c, m); err != nil {
+		c.Close()
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if old := p.pool[m.DataAddr]; old != nil {
+	if old := p.pool[pk]; old != nil {
 		c.Close()
 		return old, nil
 	}
-	p.pool[m.DataAddr] = c
+	p.pool[pk] = c
 	return c, nil
+}
+
+// done returns err, first dropping m's pooled client when the failure may
+// be its connection's: the next call dials again and checks the identity.
+func (p *Peers) done(m fsm.Member, c *client.Client, err error) error {
+	if err != nil && (errors.Is(err, block.ErrUnavailable) || errors.Is(err, block.ErrClosed)) {
+		pk := m.ID + "@" + m.DataAddr
+		p.mu.Lock()
+		if p.pool[pk] == c {
+			delete(p.pool, pk)
+			c.Close()
+		}
+		p.mu.Unlock()
+	}
+	return err
+}
+
+// checkIdentity makes sure that the node answering at m's data address is
+// m: a restarted member registers a new address a moment after it starts,
+// and its old port may meanwhile belong to another member, which would
+// take m's shards and answer NotFound for them. A node that has no
+// identity block (an older version, or evicted) is taken at its word.
+func checkIdentity(ctx context.Context, c *client.Client, m fsm.Member) error {
+	d, err := c.Get(ctx, cluster.IdentityKey)
+	switch {
+	case err == nil && string(d) == m.ID:
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: peer %s: %s answers as member %q (a stale address)", block.ErrUnavailable, m.ID, m.DataAddr, d)
+	case errors.Is(err, block.ErrNotFound):
+		return nil
+	}
+	return fmt.Errorf("%w: peer %s at %s: identity: %v", block.ErrUnavailable, m.ID, m.DataAddr, err)
 }
 
 // PutShard stores a shard on m.
@@ -109,7 +151,7 @@ func (p *Peers) PutShard(ctx context.Context, m fsm.Member, key block.Key, data 
 		return err
 	}
 	opts.Sum, opts.HasSum = sum, true
-	return c.PutWithOptions(ctx, key, data, opts)
+	return p.done(m, c, c.PutWithOptions(ctx, key, data, opts))
 }
 
 // GetShard reads a shard from m; the client verifies the bytes against the
@@ -119,7 +161,8 @@ func (p *Peers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]by
 	if err != nil {
 		return nil, err
 	}
-	return c.Get(ctx, key)
+	d, err := c.Get(ctx, key)
+	return d, p.done(m, c, err)
 }
 
 // DeleteShard removes a shard from m.
@@ -128,7 +171,7 @@ func (p *Peers) DeleteShard(ctx context.Context, m fsm.Member, key block.Key) er
 	if err != nil {
 		return err
 	}
-	return c.Delete(ctx, key)
+	return p.done(m, c, c.Delete(ctx, key))
 }
 
 // PinShard pins a shard on m until the given time.
@@ -141,7 +184,7 @@ func (p *Peers) PinShard(ctx context.Context, m fsm.Member, key block.Key, until
 	if err != nil {
 		return err
 	}
-	return c.Pin(ctx, key, ttl)
+	return p.done(m, c, c.Pin(ctx, key, ttl))
 }
 
 // Healthy pings m.
@@ -150,5 +193,5 @@ func (p *Peers) Healthy(ctx context.Context, m fsm.Member) error {
 	if err != nil {
 		return err
 	}
-	return c.Ping(ctx)
+	return p.done(m, c, c.Ping(ctx))
 }

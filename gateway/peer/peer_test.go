@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
@@ -175,5 +176,58 @@ func TestShardTLS(t *testing.T) {
 				t.Fatalf("get over tls: %q %v", got, err)
 			}
 		})
+	}
+}
+
+// TestIdentityCheckedOnEveryConnection: a peer whose identity block names
+// another member is refused, so a shard meant for a member never lands on
+// the node now listening at its old address; a peer with no identity block
+// (an older version) is taken at its word.
+func TestIdentityCheckedOnEveryConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stack, addr := startPeer(t, nil)
+	id := []byte("n3")
+	if err := stack.Put(ctx, cluster.IdentityKey, id, block.Checksum(id), block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		member string
+		wantOK bool
+	}{
+		{"the member itself", "n3", true},
+		{"another member's stale address", "n2", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			m := fsm.Member{ID: tc.member, DataAddr: addr}
+			data := []byte("shard bytes")
+			err = p.PutShard(ctx, m, block.NewKey("default", 7), data, block.Checksum(data), block.PutOptions{})
+			if (err == nil) != tc.wantOK {
+				t.Fatalf("put to %s at %s: %v, want ok %v", tc.member, addr, err, tc.wantOK)
+			}
+			if !tc.wantOK && (!errors.Is(err, block.ErrUnavailable) || !strings.Contains(err.Error(), "stale address")) {
+				t.Fatalf("refusal %v, want Unavailable naming the stale address", err)
+			}
+		})
+	}
+	if stack.Contains(block.NewKey("default", 7)) != true {
+		t.Fatal("the member's own put must have landed")
+	}
+	// Without an identity block: accepted.
+	_, old := startPeer(t, nil)
+	p, err := New(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Healthy(ctx, fsm.Member{ID: "n9", DataAddr: old}); err != nil {
+		t.Fatalf("peer without identity block: %v", err)
 	}
 }

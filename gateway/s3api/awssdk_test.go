@@ -51,7 +51,7 @@ func TestAWSSDK(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c := awsClient(e, e.admin)
-	b := aws.String("kv")
+	b := aws.String("kv-cache")
 
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestAWSSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ns, _ := e.store.Namespace("kv"); ns.DataShards != 4 || ns.ParityShards != 2 {
+	if ns, _ := e.store.Namespace("kv-cache"); ns.DataShards != 4 || ns.ParityShards != 2 {
 		t.Fatalf("k/m after tagging: %+v", ns)
 	}
 	_, err = c.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: b, Tagging: &types.Tagging{TagSet: []types.Tag{

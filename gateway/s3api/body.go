@@ -21,7 +21,7 @@ import (
 // bodyLength returns the number of body bytes the request will deliver
 // (x-amz-decoded-content-length for aws-chunked bodies), or -1 when unknown.
 func bodyLength(q *request) (int64, error) {
-	if q.auth.PayloadHash == s3auth.StreamingPayload {
+	if q.auth.Streaming() {
 		v := q.r.Header.Get("X-Amz-Decoded-Content-Length")
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -49,8 +49,10 @@ func (s *Server) readBody(q *request, limit int64, buf []byte, needLength bool) 
 		return nil, newErr("EntityTooLarge", http.StatusBadRequest, block.ErrTooLarge, "your proposed upload of %d bytes exceeds the maximum allowed size of %d bytes", n, limit)
 	}
 	var src io.Reader = q.r.Body
-	if q.auth.PayloadHash == s3auth.StreamingPayload {
-		src = q.auth.ChunkedBody(q.r.Body, n)
+	var chunked *s3auth.ChunkedReader
+	if q.auth.Streaming() {
+		chunked = q.auth.ChunkedBody(q.r.Body, n)
+		src = chunked
 	}
 	if n >= 0 {
 		if int64(cap(buf)) < n {
@@ -63,8 +65,8 @@ func (s *Server) readBody(q *request, limit int64, buf []byte, needLength bool) 
 			}
 			return nil, err
 		}
-		if q.auth.PayloadHash == s3auth.StreamingPayload {
-			// Drain to the final, signed zero-length chunk.
+		if chunked != nil {
+			// Drain to the final zero-length chunk (and the trailer).
 			if _, err := io.Copy(io.Discard, src); err != nil {
 				return nil, err
 			}
@@ -85,6 +87,17 @@ func (s *Server) readBody(q *request, limit int64, buf []byte, needLength bool) 
 	}
 	if err := checkDigests(q.r.Header, buf); err != nil {
 		return nil, err
+	}
+	if q.auth.Trailer != "" {
+		// The chunked reader verified the trailer's form (and signature);
+		// its checksum is checked against the bytes like a header's.
+		t := chunked.Trailer()
+		if t.Get(q.auth.Trailer) == "" {
+			return nil, newErr("MalformedTrailerError", http.StatusBadRequest, block.ErrInvalidArgument, "the declared trailer %s did not arrive", q.auth.Trailer)
+		}
+		if err := checkDigests(t, buf); err != nil {
+			return nil, err
+		}
 	}
 	return buf, nil
 }

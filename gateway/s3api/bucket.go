@@ -4,8 +4,11 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -14,6 +17,7 @@ import (
 type xmlBucket struct {
 	Name         string `xml:"Name"`
 	CreationDate string `xml:"CreationDate"`
+	BucketRegion string `xml:"BucketRegion"`
 }
 
 type xmlOwner struct {
@@ -22,23 +26,96 @@ type xmlOwner struct {
 }
 
 type listBucketsResult struct {
-	XMLName xml.Name    `xml:"ListAllMyBucketsResult"`
-	Xmlns   string      `xml:"xmlns,attr"`
-	Owner   xmlOwner    `xml:"Owner"`
-	Buckets []xmlBucket `xml:"Buckets>Bucket"`
+	XMLName           xml.Name    `xml:"ListAllMyBucketsResult"`
+	Xmlns             string      `xml:"xmlns,attr"`
+	Owner             xmlOwner    `xml:"Owner"`
+	Buckets           []xmlBucket `xml:"Buckets>Bucket"`
+	ContinuationToken string      `xml:"ContinuationToken,omitempty"`
+	Prefix            string      `xml:"Prefix,omitempty"`
 }
 
-// listBuckets lists the namespaces the key's scope covers. Namespaces carry
-// no creation time, so every bucket reports the server's start time.
+// maxBuckets is S3's bound on ListBuckets' max-buckets.
+const maxBuckets = 10000
+
+// listBuckets lists the namespaces the key's scope covers, in name order,
+// filtered by prefix and paged by max-buckets and continuation-token.
+// Namespaces carry no creation time, so every bucket reports the server's
+// start time.
 func (s *Server) listBuckets(q *request) error {
-	res := listBucketsResult{Xmlns: s3NS, Owner: xmlOwner{ID: "ctxtier", DisplayName: "ctxtier"}, Buckets: []xmlBucket{}}
+	qs := q.r.URL.Query()
+	limit := maxBuckets
+	if v := qs.Get("max-buckets"); v != "" || qs.Has("max-buckets") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxBuckets {
+			return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "Argument max-buckets must be an integer between 1 and %d.", maxBuckets)
+		}
+		limit = n
+	}
+	after := ""
+	if qs.Has("continuation-token") {
+		c, err := decodeToken(qs.Get("continuation-token"))
+		if err != nil {
+			return err
+		}
+		after = c
+	}
+	prefix := qs.Get("prefix")
+	// The owner is the requester: every bucket it may see is "its own".
+	owner := q.auth.Credential.AccessKeyID
+	res := listBucketsResult{Xmlns: s3NS, Owner: xmlOwner{ID: owner, DisplayName: owner}, Buckets: []xmlBucket{}, Prefix: prefix}
 	created := s.started.Format(time.RFC3339)
+	names := make([]string, 0)
 	for _, ns := range s.store.Namespaces() {
-		if q.auth.Credential.Allows(ns.Name) {
-			res.Buckets = append(res.Buckets, xmlBucket{Name: ns.Name, CreationDate: created})
+		if q.auth.Credential.Allows(ns.Name) && strings.HasPrefix(ns.Name, prefix) && ns.Name > after {
+			names = append(names, ns.Name)
 		}
 	}
+	sort.Strings(names)
+	if len(names) > limit {
+		names = names[:limit]
+		res.ContinuationToken = encodeToken(names[limit-1])
+	}
+	for _, n := range names {
+		res.Buckets = append(res.Buckets, xmlBucket{Name: n, CreationDate: created, BucketRegion: s.cfg.Region})
+	}
 	return q.writeXML(res)
+}
+
+// validBucketName applies S3's rules for new bucket names (on top of the
+// namespace rules): 3..63 characters of a-z, 0-9, '.' and '-', starting and
+// ending with a letter or digit, no "..", not shaped like an IPv4 address,
+// and none of the prefixes and suffixes S3 reserves.
+func validBucketName(name string) error {
+	// AWS's message names no rule; the wrapped cause (logged, in metrics) does.
+	bad := func(why string) error {
+		return newErr("InvalidBucketName", http.StatusBadRequest, fmt.Errorf("%w: %s", block.ErrInvalidArgument, why), "The specified bucket is not valid.")
+	}
+	if len(name) < 3 || len(name) > 63 {
+		return bad("a bucket name is 3..63 characters")
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') && c != '.' && c != '-' {
+			return bad("only lower-case letters, digits, '.' and '-' are allowed")
+		}
+	}
+	alnum := func(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') }
+	switch {
+	case !alnum(name[0]) || !alnum(name[len(name)-1]):
+		return bad("a bucket name starts and ends with a letter or digit")
+	case strings.Contains(name, ".."):
+		return bad("two adjacent periods")
+	case strings.Contains(name, ".-") || strings.Contains(name, "-."):
+		return bad("a period next to a hyphen")
+	case net.ParseIP(name) != nil:
+		return bad("a bucket name cannot be an IP address")
+	case strings.HasPrefix(name, "xn--") || strings.HasPrefix(name, "sthree-") || strings.HasPrefix(name, "amzn-s3-demo-"):
+		return bad("the prefix is reserved")
+	case strings.HasSuffix(name, "-s3alias") || strings.HasSuffix(name, "--ol-s3") || strings.HasSuffix(name, ".mrap") ||
+		strings.HasSuffix(name, "--x-s3") || strings.HasSuffix(name, "--table-s3"):
+		return bad("the suffix is reserved")
+	}
+	return nil
 }
 
 type createBucketConfig struct {
@@ -49,8 +126,11 @@ type createBucketConfig struct {
 // createBucket creates a namespace with the default policy. An existing
 // namespace is 409 BucketAlreadyOwnedByYou, whatever its definition.
 func (s *Server) createBucket(q *request) error {
+	if err := validBucketName(q.bucket); err != nil {
+		return err
+	}
 	if err := block.ValidNamespaceName(q.bucket); err != nil {
-		return newErr("InvalidBucketName", http.StatusBadRequest, err, "%v", err)
+		return newErr("InvalidBucketName", http.StatusBadRequest, err, "The specified bucket is not valid.")
 	}
 	body, err := s.readBody(q, s.cfg.MaxXMLBody, nil, false)
 	if err != nil {
@@ -63,7 +143,7 @@ func (s *Server) createBucket(q *request) error {
 		}
 		if cfg.LocationConstraint != "" && cfg.LocationConstraint != s.cfg.Region {
 			return newErr("InvalidLocationConstraint", http.StatusBadRequest, block.ErrInvalidArgument,
-				"this endpoint serves region %q only", s.cfg.Region)
+				"The specified location-constraint is not valid")
 		}
 	}
 	if _, err := s.store.Namespace(q.bucket); err == nil {

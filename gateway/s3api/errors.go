@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
@@ -18,7 +19,11 @@ type apiError struct {
 	Code   string
 	Status int
 	Msg    string
-	err    error
+	// HeadersNotSigned names unsigned x-amz-* headers (AccessDenied).
+	HeadersNotSigned string
+	// Extra are further elements AWS puts in the body (ArgumentName, Region...).
+	Extra []xmlExtra
+	err   error
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Msg }
@@ -41,7 +46,7 @@ func errAccessDenied(bucket string) *apiError {
 	return newErr("AccessDenied", http.StatusForbidden, block.ErrPermissionDenied, "access denied to bucket %q for this access key", bucket)
 }
 
-// s3Code maps an error to the S3 error response. Auth failures first (they
+// toAPI maps an error to the S3 error response. Auth failures first (they
 // have S3-specific codes), then the store's sentinels through errcode's table.
 func toAPI(err error) *apiError {
 	var ae *apiError
@@ -49,13 +54,69 @@ func toAPI(err error) *apiError {
 		return ae
 	}
 	msg := err.Error()
+	if m, ok := s3auth.Message(err); ok {
+		msg = m // AWS's words for an authentication failure
+	}
+	if a := authAPI(err, msg); a != nil {
+		for _, f := range s3auth.Fields(err) {
+			a.Extra = append(a.Extra, xmlExtra{XMLName: xml.Name{Local: f[0]}, Value: f[1]})
+		}
+		return a
+	}
+	switch errcode.Of(err) {
+	case errcode.NotFound:
+		return newErr("NoSuchKey", http.StatusNotFound, err, "The specified key does not exist.")
+	case errcode.UnknownNamespace:
+		return newErr("NoSuchBucket", http.StatusNotFound, err, "The specified bucket does not exist.")
+	case errcode.Conflict:
+		return newErr("BlockConflict", http.StatusConflict, err, "%s (blocks are immutable: a key keeps its first bytes)", msg)
+	case errcode.ChecksumMismatch:
+		return newErr("BadDigest", http.StatusBadRequest, err, "%s", msg)
+	case errcode.TooLarge:
+		return newErr("EntityTooLarge", http.StatusBadRequest, err, "%s", msg)
+	case errcode.InvalidKey, errcode.InvalidArgument:
+		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
+	case errcode.NoSpace:
+		return newErr("InsufficientStorage", http.StatusInsufficientStorage, err, "%s", msg)
+	case errcode.Unavailable, errcode.Closed:
+		return newErr("ServiceUnavailable", http.StatusServiceUnavailable, err, "%s", msg)
+	case errcode.NamespaceExists:
+		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, err, "%s", msg)
+	case errcode.NamespaceNotEmpty:
+		return newErr("BucketNotEmpty", http.StatusConflict, err, "The bucket you tried to delete is not empty")
+	case errcode.Unauthenticated, errcode.PermissionDenied:
+		return newErr("AccessDenied", http.StatusForbidden, err, "access denied")
+	case errcode.Canceled, errcode.DeadlineExceeded:
+		return newErr("RequestTimeout", http.StatusBadRequest, err, "%s", msg)
+	}
+	return newErr("InternalError", http.StatusInternalServerError, errcode.ErrInternal, "we encountered an internal error; please try again")
+}
+
+// authAPI maps s3auth's errors to S3 errors (nil for other errors).
+func authAPI(err error, msg string) *apiError {
+	var hns *s3auth.HeadersNotSignedError
+	if errors.As(err, &hns) {
+		ae := newErr("AccessDenied", http.StatusForbidden, err, "There were headers present in the request which were not signed")
+		ae.HeadersNotSigned = strings.Join(hns.Headers, ", ")
+		return ae
+	}
 	switch {
+	case errors.Is(err, s3auth.ErrDate):
+		return newErr("AccessDenied", http.StatusForbidden, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrAuthType):
+		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrQuery):
+		return newErr("AuthorizationQueryParametersError", http.StatusBadRequest, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrTrailer):
+		return newErr("MalformedTrailerError", http.StatusBadRequest, err, "%s", msg)
+	case errors.Is(err, s3auth.ErrPayloadMalformed):
+		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
 	case errors.Is(err, s3auth.ErrAnonymous):
 		return newErr("AccessDenied", http.StatusForbidden, err, "anonymous access is not allowed; sign requests with SigV4")
 	case errors.Is(err, s3auth.ErrUnknownKey):
-		return newErr("InvalidAccessKeyId", http.StatusForbidden, err, "the access key id you provided does not exist in our records")
+		return newErr("InvalidAccessKeyId", http.StatusForbidden, err, "The AWS Access Key Id you provided does not exist in our records.")
 	case errors.Is(err, s3auth.ErrSignature):
-		return newErr("SignatureDoesNotMatch", http.StatusForbidden, err, "the request signature we calculated does not match the signature you provided")
+		return newErr("SignatureDoesNotMatch", http.StatusForbidden, err, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
 	case errors.Is(err, s3auth.ErrSkewed):
 		return newErr("RequestTimeTooSkewed", http.StatusForbidden, err, "%s", msg)
 	case errors.Is(err, s3auth.ErrExpired):
@@ -72,33 +133,13 @@ func toAPI(err error) *apiError {
 	case errors.Is(err, s3auth.ErrChunk):
 		return newErr("IncompleteBody", http.StatusBadRequest, err, "%s", msg)
 	}
-	switch errcode.Of(err) {
-	case errcode.NotFound:
-		return newErr("NoSuchKey", http.StatusNotFound, err, "the specified key does not exist")
-	case errcode.UnknownNamespace:
-		return newErr("NoSuchBucket", http.StatusNotFound, err, "the specified bucket does not exist")
-	case errcode.Conflict:
-		return newErr("BlockConflict", http.StatusConflict, err, "%s (blocks are immutable: a key keeps its first bytes)", msg)
-	case errcode.ChecksumMismatch:
-		return newErr("BadDigest", http.StatusBadRequest, err, "%s", msg)
-	case errcode.TooLarge:
-		return newErr("EntityTooLarge", http.StatusBadRequest, err, "%s", msg)
-	case errcode.InvalidKey, errcode.InvalidArgument:
-		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
-	case errcode.NoSpace:
-		return newErr("InsufficientStorage", http.StatusInsufficientStorage, err, "%s", msg)
-	case errcode.Unavailable, errcode.Closed:
-		return newErr("ServiceUnavailable", http.StatusServiceUnavailable, err, "%s", msg)
-	case errcode.NamespaceExists:
-		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, err, "%s", msg)
-	case errcode.NamespaceNotEmpty:
-		return newErr("BucketNotEmpty", http.StatusConflict, err, "the bucket you tried to delete is not empty")
-	case errcode.Unauthenticated, errcode.PermissionDenied:
-		return newErr("AccessDenied", http.StatusForbidden, err, "access denied")
-	case errcode.Canceled, errcode.DeadlineExceeded:
-		return newErr("RequestTimeout", http.StatusBadRequest, err, "%s", msg)
-	}
-	return newErr("InternalError", http.StatusInternalServerError, errcode.ErrInternal, "we encountered an internal error; please try again")
+	return nil
+}
+
+// xmlExtra is one extra element of an error body.
+type xmlExtra struct {
+	XMLName xml.Name
+	Value   string `xml:",chardata"`
 }
 
 type xmlError struct {
@@ -109,4 +150,7 @@ type xmlError struct {
 	RequestID string   `xml:"RequestId"`
 	Key       string   `xml:"Key,omitempty"`
 	Bucket    string   `xml:"BucketName,omitempty"`
+	// HeadersNotSigned lists unsigned x-amz-* headers, as AWS does.
+	HeadersNotSigned string `xml:"HeadersNotSigned,omitempty"`
+	Extra            []xmlExtra
 }

@@ -25,7 +25,11 @@ type env struct {
 	creds credential.Static
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, nil, nil) }
+
+// newEnvWith is newEnv with the server's configuration adjusted by mut and
+// its log going to log (both may be nil).
+func newEnvWith(t *testing.T, mut func(*Config), srvLog *slog.Logger) *env {
 	t.Helper()
 	// This machine may export AWS_CA_BUNDLE, which breaks AWS SDK v2 clients.
 	t.Setenv("AWS_CA_BUNDLE", "")
@@ -61,7 +65,13 @@ func newEnv(t *testing.T) *env {
 	e.creds = credential.Static{e.admin.AccessKeyID: e.admin, e.teamA.AccessKeyID: e.teamA}
 	cfg := DefaultConfig()
 	cfg.MaxObjectSize = 8 << 20
-	e.srv, err = New(cfg, st, e.creds, nil, log)
+	if mut != nil {
+		mut(&cfg)
+	}
+	if srvLog == nil {
+		srvLog = log
+	}
+	e.srv, err = New(cfg, st, e.creds, nil, srvLog)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package s3api
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/xml"
 	"net/http"
 	"net/url"
@@ -121,6 +122,29 @@ func (s *Server) list(q *request, prefix, delim, cursor string, maxKeys int) (li
 	}
 }
 
+// tokenVersion starts every continuation token, so a token from another
+// server (or a corrupted one) is refused rather than misread.
+const tokenVersion = 1
+
+// encodeToken makes an opaque continuation token for a listing cursor: a
+// version byte, the cursor's CRC-32C and the cursor, base64url.
+func encodeToken(cursor string) string {
+	b := make([]byte, 0, 5+len(cursor))
+	b = append(b, tokenVersion)
+	b = binary.BigEndian.AppendUint32(b, block.Checksum([]byte(cursor)))
+	b = append(b, cursor...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeToken returns the cursor encodeToken wrapped, or 400 InvalidArgument.
+func decodeToken(token string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(b) < 5 || b[0] != tokenVersion || binary.BigEndian.Uint32(b[1:5]) != block.Checksum(b[5:]) {
+		return "", newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "the continuation token provided is incorrect")
+	}
+	return string(b[5:]), nil
+}
+
 func (s *Server) maxKeys(q *request) (int, error) {
 	v := q.r.URL.Query().Get("max-keys")
 	if v == "" {
@@ -158,11 +182,11 @@ func (s *Server) listObjectsV2(q *request) error {
 	token := qs.Get("continuation-token")
 	cursor := startAfter
 	if qs.Has("continuation-token") {
-		b, err := base64.RawURLEncoding.DecodeString(token)
-		if err != nil || token == "" {
-			return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "the continuation token provided is incorrect")
+		c, err := decodeToken(token)
+		if err != nil {
+			return err
 		}
-		cursor = max(cursor, string(b))
+		cursor = max(cursor, c)
 	}
 	if _, err := s.store.Namespace(q.bucket); err != nil {
 		return err
@@ -174,7 +198,7 @@ func (s *Server) listObjectsV2(q *request) error {
 	res := listV2Result{Xmlns: s3NS, Name: q.bucket, Prefix: enc(prefix), StartAfter: enc(startAfter), ContinuationToken: token,
 		KeyCount: len(l.objects) + len(l.prefixes), MaxKeys: n, Delimiter: enc(delim), EncodingType: et, IsTruncated: l.truncated}
 	if l.truncated {
-		res.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(l.next))
+		res.NextContinuationToken = encodeToken(l.next)
 	}
 	res.Contents, res.CommonPrefixes = encodeEntries(l, enc)
 	return q.writeXML(res)

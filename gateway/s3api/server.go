@@ -3,8 +3,9 @@
 // use it as a data path. A bucket is a namespace; an object is a block, named
 // by its 16-hex-digit sequence hash plus ".N" for tensor-parallel part N.
 // Requests are authenticated with SigV4 (gateway/s3auth) against namespace-
-// scoped access keys (ctxstore/credential). Only path-style addressing is
-// served (http://host:port/bucket/key).
+// scoped access keys (ctxstore/credential). Path-style addressing
+// (http://host:port/bucket/key) is always served; virtual-hosted-style
+// (http://bucket.domain:port/key) for the base domains in Config.Domains.
 package s3api
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 const proto = "s3"
@@ -50,6 +52,14 @@ type Config struct {
 	// ReadHeaderTimeout and IdleTimeout configure the HTTP server.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// Budget, when set, is the node's in-flight budget: a PutObject body is
+	// read only once its bytes are in it (nil: no bound).
+	Budget *membudget.Budget
+	// Domains are the base domains of virtual-hosted-style requests: a
+	// request whose Host (port aside) is "<bucket>.<domain>" addresses that
+	// bucket, and its whole path is the object key. Any other Host is path
+	// style. Empty: path style only.
+	Domains []string
 }
 
 // DefaultConfig returns port 9000, us-east-1, 64 MiB objects, 15 minutes of
@@ -87,7 +97,47 @@ func (c Config) Validate() error {
 	case c.ReadHeaderTimeout <= 0 || c.IdleTimeout <= 0:
 		return bad("timeouts must be positive")
 	}
+	for _, d := range c.Domains {
+		if err := validDomain(d); err != nil {
+			return bad("%v", err)
+		}
+	}
 	return nil
+}
+
+// validDomain checks a virtual-host base domain: DNS labels of a-z, 0-9 and
+// '-', no port, no leading or trailing dot.
+func validDomain(d string) error {
+	if d == "" || len(d) > 253 {
+		return fmt.Errorf("domain %q must be 1..253 characters", d)
+	}
+	for _, label := range strings.Split(d, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("domain %q: empty, over-long or dash-edged label", d)
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') && c != '-' {
+				return fmt.Errorf("domain %q: only lower-case a-z, 0-9, '-' and '.' (and no port)", d)
+			}
+		}
+	}
+	return nil
+}
+
+// hostBucket returns the bucket a virtual-hosted-style Host names, or ""
+// for path style.
+func (s *Server) hostBucket(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, d := range s.cfg.Domains {
+		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
+			return b
+		}
+	}
+	return ""
 }
 
 // Server is the S3 endpoint.
@@ -193,7 +243,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Amz-Request-Id", q.id)
 	w.Header().Set("Server", "ctxtier")
 	path := strings.TrimPrefix(r.URL.Path, "/")
-	q.bucket, q.key, _ = strings.Cut(path, "/")
+	if b := s.hostBucket(r.Host); b != "" {
+		q.bucket, q.key = b, path
+	} else {
+		q.bucket, q.key, _ = strings.Cut(path, "/")
+	}
 	handler := s.route(q)
 	err := s.serve(q, handler)
 	code := errcode.OK
@@ -208,6 +262,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serve(q *request, handler func(*request) error) error {
 	a, err := s.verify.Verify(q.r)
 	if err != nil {
+		// s3auth's errors never carry a secret or a signature (tested).
+		s.log.Debug("s3 authentication failed", "op", q.op, "bucket", q.bucket, "remote", q.r.RemoteAddr, "err", err)
 		return err
 	}
 	q.auth = a
@@ -246,7 +302,7 @@ func (s *Server) route(q *request) func(*request) error {
 			case qs.Has("acl"), qs.Has("policy"), qs.Has("cors"), qs.Has("website"), qs.Has("logging"),
 				qs.Has("replication"), qs.Has("encryption"), qs.Has("object-lock"), qs.Has("notification"),
 				qs.Has("requestPayment"), qs.Has("accelerate"), qs.Has("ownershipControls"), qs.Has("policyStatus"):
-				return set("GetBucketSubresource", notImplemented)
+				return set("GetBucketSubresource", s.bucketNotImplemented)
 			case qs.Get("list-type") == "2":
 				return set("ListObjectsV2", s.listObjectsV2)
 			default:
@@ -259,7 +315,7 @@ func (s *Server) route(q *request) func(*request) error {
 			case qs.Has("tagging"):
 				return set("PutBucketTagging", s.putTagging)
 			case len(qs) > 0:
-				return set("PutBucketSubresource", notImplemented)
+				return set("PutBucketSubresource", s.bucketNotImplemented)
 			}
 			return set("CreateBucket", s.createBucket)
 		case http.MethodHead:
@@ -271,7 +327,7 @@ func (s *Server) route(q *request) func(*request) error {
 			case qs.Has("tagging"):
 				return set("DeleteBucketTagging", s.deleteTagging)
 			case len(qs) > 0:
-				return set("DeleteBucketSubresource", notImplemented)
+				return set("DeleteBucketSubresource", s.bucketNotImplemented)
 			}
 			return set("DeleteBucket", s.deleteBucket)
 		case http.MethodPost:
@@ -307,6 +363,16 @@ func notImplemented(q *request) error {
 	return errNotImplemented(q.op + " (" + q.r.Method + " " + q.r.URL.RawQuery + ")")
 }
 
+// bucketNotImplemented answers a bucket sub-resource ctxtier does not
+// implement: 404 NoSuchBucket first, as S3 checks the bucket before the
+// operation, then 501.
+func (s *Server) bucketNotImplemented(q *request) error {
+	if _, err := s.store.Namespace(q.bucket); err != nil {
+		return err
+	}
+	return notImplemented(q)
+}
+
 func methodNotAllowed(q *request) error {
 	return newErr("MethodNotAllowed", http.StatusMethodNotAllowed, block.ErrInvalidArgument, "%s is not allowed on this resource", q.r.Method)
 }
@@ -328,7 +394,8 @@ func (s *Server) writeError(q *request, err error) {
 		q.w.WriteHeader(ae.Status)
 		return
 	}
-	body, _ := xml.Marshal(xmlError{Code: ae.Code, Message: ae.Msg, Resource: q.r.URL.Path, RequestID: q.id, Key: q.key, Bucket: q.bucket})
+	body, _ := xml.Marshal(xmlError{Code: ae.Code, Message: ae.Msg, Resource: q.r.URL.Path, RequestID: q.id, Key: q.key, Bucket: q.bucket,
+		HeadersNotSigned: ae.HeadersNotSigned, Extra: ae.Extra})
 	h.Set("Content-Type", "application/xml")
 	h.Set("Content-Length", strconv.Itoa(len(xml.Header)+len(body)))
 	q.w.WriteHeader(ae.Status)

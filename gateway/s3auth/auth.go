@@ -1,7 +1,8 @@
 // Package s3auth verifies AWS Signature Version 4 on incoming S3 requests:
 // the Authorization header form, presigned URLs (query form), payload hashes
-// (x-amz-content-sha256) and aws-chunked streaming uploads
-// (STREAMING-AWS4-HMAC-SHA256-PAYLOAD). Canonicalization and signing are done
+// (x-amz-content-sha256) and aws-chunked streaming uploads, signed
+// (STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER]) or unsigned with a trailing
+// checksum (STREAMING-UNSIGNED-PAYLOAD-TRAILER). Canonicalization and signing are done
 // by aws-sdk-go-v2's signer: this package only parses what the client
 // claims, rebuilds the request from the headers the client says it signed,
 // has the SDK sign that, and compares in constant time.
@@ -17,6 +18,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,13 @@ import (
 const (
 	UnsignedPayload  = "UNSIGNED-PAYLOAD"
 	StreamingPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+	// StreamingTrailer is StreamingPayload followed by signed trailing headers
+	// (a checksum named by x-amz-trailer) and x-amz-trailer-signature.
+	StreamingTrailer = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+	// StreamingUnsignedTrailer is aws-chunked framing without chunk
+	// signatures, followed by a trailing checksum (what the AWS SDKs send
+	// over HTTPS by default).
+	StreamingUnsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 	// EmptySHA256 is the hex SHA-256 of no bytes.
 	EmptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -61,9 +70,102 @@ var (
 	ErrExpired = fmt.Errorf("%w: request has expired", block.ErrUnauthenticated)
 	// ErrPayloadHash: the body does not hash to x-amz-content-sha256.
 	ErrPayloadHash = fmt.Errorf("%w: x-amz-content-sha256 does not match the body", block.ErrChecksum)
+	// ErrPayloadMalformed: x-amz-content-sha256 is neither a SHA-256 nor a
+	// known payload mode (AWS answers 400 InvalidArgument).
+	ErrPayloadMalformed = fmt.Errorf("%w: x-amz-content-sha256 must be UNSIGNED-PAYLOAD, a STREAMING-* mode or a SHA-256", block.ErrInvalidArgument)
 	// ErrChunk: a malformed aws-chunked body.
 	ErrChunk = fmt.Errorf("%w: malformed aws-chunked body", block.ErrInvalidArgument)
+	// ErrDate: a header-signed request without a valid x-amz-date (AWS
+	// answers 403 AccessDenied).
+	ErrDate = fmt.Errorf("%w: AWS authentication requires a valid Date or x-amz-date header", block.ErrUnauthenticated)
+	// ErrQuery: a presigned URL whose X-Amz-* query parameters cannot be
+	// parsed or do not match this server (AWS's AuthorizationQueryParametersError).
+	ErrQuery = fmt.Errorf("%w: malformed presigned query", block.ErrInvalidArgument)
+	// ErrUnsignedHeaders: x-amz-* headers the signature does not cover.
+	// Errors carrying it are *HeadersNotSignedError, which names them.
+	ErrUnsignedHeaders = fmt.Errorf("%w: there were headers present in the request which were not signed", block.ErrPermissionDenied)
+	// ErrTrailer: a missing, undeclared or malformed trailing header.
+	ErrTrailer = fmt.Errorf("%w: malformed trailing headers", block.ErrInvalidArgument)
+	// ErrTrailerValue: an x-amz-trailer naming no supported checksum.
+	ErrTrailerValue = fmt.Errorf("%w: unsupported x-amz-trailer", ErrUnsupported)
+	// ErrAuthType: an Authorization header of an unknown scheme.
+	ErrAuthType = fmt.Errorf("%w: unsupported authorization type", block.ErrInvalidArgument)
 )
+
+// HeadersNotSignedError names the x-amz-* headers a request carried
+// without signing them. It matches ErrUnsignedHeaders.
+type HeadersNotSignedError struct {
+	Headers []string // lower case, sorted
+}
+
+func (e *HeadersNotSignedError) Error() string {
+	return ErrUnsignedHeaders.Error() + ": " + strings.Join(e.Headers, ", ")
+}
+
+// Unwrap returns ErrUnsignedHeaders.
+func (e *HeadersNotSignedError) Unwrap() error { return ErrUnsignedHeaders }
+
+// awsError is a verification error carrying the message AWS gives clients
+// for it, so S3 tools and conformance suites see AWS's words.
+type awsError struct {
+	base   error
+	msg    string
+	fields [][2]string // extra elements of AWS's error body (name, value)
+}
+
+func (e *awsError) Error() string { return e.base.Error() + ": " + e.msg }
+func (e *awsError) Unwrap() error { return e.base }
+
+func awsErr(base error, format string, a ...any) error {
+	return &awsError{base: base, msg: fmt.Sprintf(format, a...)}
+}
+
+// withFields adds extra error-body elements (AWS's ArgumentName, Region,
+// AWSAccessKeyId, ServerTime...) to an awsError.
+func withFields(err error, kv ...string) error {
+	ae := err.(*awsError)
+	for i := 0; i+1 < len(kv); i += 2 {
+		ae.fields = append(ae.fields, [2]string{kv[i], kv[i+1]})
+	}
+	return ae
+}
+
+// Message returns the client-facing S3 error message of err, when s3auth
+// gave it one.
+func Message(err error) (string, bool) {
+	var ae *awsError
+	if errors.As(err, &ae) {
+		return ae.msg, true
+	}
+	return "", false
+}
+
+// Fields returns the extra elements AWS puts in the error body for err
+// (name, value pairs), if any. They never include a secret or signature.
+func Fields(err error) [][2]string {
+	var ae *awsError
+	if errors.As(err, &ae) {
+		return ae.fields
+	}
+	return nil
+}
+
+// Messages AWS gives for these failures.
+const (
+	msgHeaderMalformed = "The authorization header is malformed; "
+	msgQueryCredential = "Error parsing the X-Amz-Credential parameter; "
+	msgQueryRequired   = "Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters."
+	msgPayloadHash     = "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD, STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD-TRAILER or a valid sha256 value."
+)
+
+// errSignature is ErrSignature with AWS's message.
+var errSignature = awsErr(ErrSignature, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
+
+// trailerChecksums are the trailing headers x-amz-trailer may declare.
+var trailerChecksums = map[string]bool{
+	"x-amz-checksum-crc32": true, "x-amz-checksum-crc32c": true, "x-amz-checksum-crc64nvme": true,
+	"x-amz-checksum-sha1": true, "x-amz-checksum-sha256": true,
+}
 
 // Config configures a Verifier.
 type Config struct {
@@ -100,13 +202,26 @@ func (c Config) Validate() error {
 type Auth struct {
 	Credential credential.Credential
 	// PayloadHash is the claimed x-amz-content-sha256: 64 hex digits,
-	// UnsignedPayload or StreamingPayload.
+	// UnsignedPayload, StreamingPayload, StreamingTrailer or
+	// StreamingUnsignedTrailer.
 	PayloadHash string
-	Presigned   bool
+	// Trailer is the trailing checksum header x-amz-trailer declares (lower
+	// case), for the two trailer payload modes.
+	Trailer   string
+	Presigned bool
 
 	v         *Verifier
 	signature []byte // the request signature, seed of the chunk chain
 	time      time.Time
+}
+
+// Streaming reports whether the body is aws-chunked (decode it with ChunkedBody).
+func (a *Auth) Streaming() bool {
+	switch a.PayloadHash {
+	case StreamingPayload, StreamingTrailer, StreamingUnsignedTrailer:
+		return true
+	}
+	return false
 }
 
 // Verifier checks SigV4 signatures against a credential store.
@@ -149,23 +264,35 @@ type scope struct {
 	id, date, region, service string
 }
 
-func parseScope(s string) (scope, error) {
+// parseScope splits "<key>/<date>/<region>/<service>/aws4_request" and
+// checks each part. base is the sentinel its errors wrap (ErrMalformed or
+// ErrQuery) and prefix AWS's message prefix for it.
+func (v *Verifier) parseScope(s string, base error, prefix string) (scope, error) {
 	p := strings.Split(s, "/")
-	if len(p) != 5 || p[4] != "aws4_request" || p[0] == "" {
-		return scope{}, fmt.Errorf("%w: credential %q is not <key>/<date>/<region>/s3/aws4_request", ErrMalformed, s)
+	if len(p) != 5 || p[0] == "" {
+		return scope{}, awsErr(base, "%sthe Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".", prefix)
 	}
-	return scope{id: p[0], date: p[1], region: p[2], service: p[3]}, nil
-}
-
-func (v *Verifier) checkScope(sc scope, t time.Time) error {
-	if sc.date != t.Format(dateFormat) {
-		return fmt.Errorf("%w: credential date %q does not match request date %s", ErrMalformed, sc.date, t.Format(timeFormat))
-	}
-	if sc.region != v.cfg.Region {
-		return fmt.Errorf("%w: the region %q is wrong; expecting %q", ErrMalformed, sc.region, v.cfg.Region)
+	sc := scope{id: p[0], date: p[1], region: p[2], service: p[3]}
+	// The order AWS checks the parts in.
+	if p[4] != "aws4_request" {
+		return scope{}, awsErr(base, "%sincorrect terminal %q. This endpoint uses \"aws4_request\".", prefix, printable(p[4]))
 	}
 	if sc.service != "s3" {
-		return fmt.Errorf("%w: service %q is wrong; expecting \"s3\"", ErrMalformed, sc.service)
+		return scope{}, awsErr(base, "%sincorrect service %q. This endpoint belongs to \"s3\".", prefix, printable(sc.service))
+	}
+	if sc.region != v.cfg.Region {
+		return scope{}, withFields(awsErr(base, "%sthe region %q is wrong; expecting %q", prefix, printable(sc.region), v.cfg.Region), "Region", v.cfg.Region)
+	}
+	if _, err := time.Parse(dateFormat, sc.date); err != nil || len(sc.date) != 8 {
+		return scope{}, awsErr(base, "%sincorrect date format %q. This date in the credential must be in the format \"yyyyMMdd\".", prefix, printable(sc.date))
+	}
+	return sc, nil
+}
+
+// checkDate requires the scope's date to be the request's.
+func checkDate(sc scope, t time.Time, base error, prefix string) error {
+	if sc.date != t.Format(dateFormat) {
+		return awsErr(base, "%sInvalid credential date %q. This date is not the same as X-Amz-Date: %q.", prefix, sc.date, t.Format(dateFormat))
 	}
 	return nil
 }
@@ -174,7 +301,7 @@ func (v *Verifier) lookup(id string) (credential.Credential, error) {
 	c, err := v.keys.Lookup(id)
 	if err != nil {
 		if errors.Is(err, block.ErrUnauthenticated) {
-			return credential.Credential{}, fmt.Errorf("%w: %q", ErrUnknownKey, id)
+			return credential.Credential{}, withFields(awsErr(ErrUnknownKey, "The AWS Access Key Id you provided does not exist in our records."), "AWSAccessKeyId", bounded(id, 128))
 		}
 		return credential.Credential{}, err
 	}
@@ -182,58 +309,133 @@ func (v *Verifier) lookup(id string) (credential.Credential, error) {
 }
 
 // parseAuthorization splits "AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...".
+// Its errors never quote the signature.
 func parseAuthorization(h string) (cred, signed, sig string, err error) {
 	alg, rest, ok := strings.Cut(h, " ")
-	if !ok || alg != algorithm {
-		if strings.HasPrefix(h, "AWS ") {
+	if !ok {
+		return "", "", "", withFields(awsErr(ErrAuthType, "Authorization header is invalid -- one and only one ' ' (space) required."),
+			"ArgumentName", "Authorization", "ArgumentValue", printable(h))
+	}
+	if alg != algorithm {
+		if alg == "AWS" {
 			return "", "", "", ErrSigV2
 		}
-		return "", "", "", fmt.Errorf("%w: algorithm must be %s", ErrUnsupported, algorithm)
+		return "", "", "", withFields(awsErr(ErrAuthType, "Unsupported Authorization Type"), "ArgumentName", "Authorization", "ArgumentValue", printable(alg))
 	}
-	for _, part := range strings.Split(rest, ",") {
-		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return "", "", "", fmt.Errorf("%w: %q is not key=value", ErrMalformed, part)
-		}
-		switch k {
-		case "Credential":
+	parts := strings.Split(rest, ",")
+	if len(parts) < 3 {
+		return "", "", "", awsErr(ErrMalformed, "%sthe authorization header requires three components: Credential, SignedHeaders, and Signature.", msgHeaderMalformed)
+	}
+	malformed := ""
+	for _, part := range parts {
+		part = strings.TrimSpace(part)
+		k, val, ok := strings.Cut(part, "=")
+		switch {
+		case !ok:
+			if malformed == "" {
+				malformed = part
+			}
+		case k == "Credential":
 			cred = val
-		case "SignedHeaders":
+		case k == "SignedHeaders":
 			signed = val
-		case "Signature":
+		case k == "Signature":
 			sig = val
-		default:
-			return "", "", "", fmt.Errorf("%w: unknown component %q", ErrMalformed, k)
 		}
 	}
-	if cred == "" || signed == "" || sig == "" {
-		return "", "", "", fmt.Errorf("%w: Credential, SignedHeaders and Signature are all required", ErrMalformed)
+	switch {
+	case malformed != "":
+		if strings.HasPrefix(malformed, "Signature") {
+			malformed = "Signature..." // never echo a signature
+		}
+		return "", "", "", awsErr(ErrMalformed, "%sthe authorization component %q is malformed.", msgHeaderMalformed, printable(malformed))
+	case cred == "":
+		return "", "", "", awsErr(ErrMalformed, "%smissing Credential.", msgHeaderMalformed)
+	case signed == "":
+		return "", "", "", awsErr(ErrMalformed, "%smissing SignedHeaders.", msgHeaderMalformed)
+	case sig == "":
+		return "", "", "", awsErr(ErrMalformed, "%smissing Signature.", msgHeaderMalformed)
 	}
 	return cred, signed, sig, nil
 }
 
-func parseSignature(sig string) ([]byte, error) {
+// printable bounds a client-supplied token quoted in an error.
+func printable(s string) string { return bounded(s, 32) }
+
+func bounded(s string, n int) string {
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
+
+func parseSignature(sig string, base error) ([]byte, error) {
 	b, err := hex.DecodeString(sig)
 	if err != nil || len(b) != sha256.Size {
-		return nil, fmt.Errorf("%w: signature must be 64 hex digits", ErrMalformed)
+		return nil, fmt.Errorf("%w: signature must be 64 hex digits", base)
 	}
 	return b, nil
 }
 
 func validPayloadHash(h string) error {
 	switch h {
-	case UnsignedPayload, StreamingPayload:
+	case UnsignedPayload, StreamingPayload, StreamingTrailer, StreamingUnsignedTrailer:
 		return nil
 	case "":
 		return fmt.Errorf("%w: x-amz-content-sha256 is required", ErrMalformed)
 	}
-	if strings.HasPrefix(h, "STREAMING-") {
-		return fmt.Errorf("%w: payload mode %q (use %s or %s)", ErrUnsupported, h, StreamingPayload, UnsignedPayload)
+	if strings.HasPrefix(h, "STREAMING-AWS4-ECDSA-") {
+		return fmt.Errorf("%w: payload mode %q (SigV4A) is not supported", ErrUnsupported, printable(h))
 	}
 	if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
-		return fmt.Errorf("%w: x-amz-content-sha256 %q is not a SHA-256", ErrMalformed, h)
+		return withFields(awsErr(ErrPayloadMalformed, "%s", msgPayloadHash), "ArgumentName", "x-amz-content-sha256", "ArgumentValue", printable(h))
 	}
 	return nil
+}
+
+// trailerName checks x-amz-trailer for the trailer payload modes: none, or
+// one checksum header.
+func trailerName(r *http.Request, payload string) (string, error) {
+	vals := r.Header.Values("X-Amz-Trailer")
+	if payload != StreamingTrailer && payload != StreamingUnsignedTrailer {
+		if len(vals) > 0 {
+			return "", awsErr(ErrTrailer, "The request contained trailing data that was not well-formed or did not conform to our published schema.")
+		}
+		return "", nil
+	}
+	if len(vals) == 0 {
+		return "", nil // no trailer: the body ends with the last chunk
+	}
+	if len(vals) > 1 {
+		return "", awsErr(ErrTrailerValue, "The value specified in the x-amz-trailer header is not supported")
+	}
+	name := strings.ToLower(strings.TrimSpace(vals[0]))
+	if !trailerChecksums[name] {
+		return "", awsErr(ErrTrailerValue, "The value specified in the x-amz-trailer header is not supported")
+	}
+	return name, nil
+}
+
+// unsignedAmzHeaders returns the x-amz-* headers of r that signed (a
+// SignedHeaders list) does not name. For presigned URLs the query's own
+// X-Amz-* parameters are signed and not headers.
+func unsignedAmzHeaders(r *http.Request, signed string) error {
+	names := map[string]bool{}
+	for _, h := range strings.Split(signed, ";") {
+		names[h] = true
+	}
+	var missing []string
+	for k := range r.Header {
+		lk := strings.ToLower(k)
+		if strings.HasPrefix(lk, "x-amz-") && !names[lk] {
+			missing = append(missing, lk)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	return &HeadersNotSignedError{Headers: missing}
 }
 
 func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
@@ -241,30 +443,34 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 	if err != nil {
 		return nil, err
 	}
-	sig, err := parseSignature(sigStr)
+	sig, err := parseSignature(sigStr, ErrMalformed)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := parseScope(credStr)
+	sc, err := v.parseScope(credStr, ErrMalformed, msgHeaderMalformed)
 	if err != nil {
 		return nil, err
 	}
 	amzDate := r.Header.Get("X-Amz-Date")
-	if amzDate == "" {
-		return nil, fmt.Errorf("%w: x-amz-date is required", ErrMalformed)
-	}
 	t, err := time.Parse(timeFormat, amzDate)
 	if err != nil {
-		return nil, fmt.Errorf("%w: x-amz-date %q is not %s", ErrMalformed, amzDate, timeFormat)
+		return nil, awsErr(ErrDate, "AWS authentication requires a valid Date or x-amz-date header.")
 	}
-	if err := v.checkScope(sc, t); err != nil {
+	if err := checkDate(sc, t, ErrMalformed, msgHeaderMalformed); err != nil {
 		return nil, err
 	}
 	if d := v.now().Sub(t); d > v.cfg.MaxSkew || d < -v.cfg.MaxSkew {
-		return nil, fmt.Errorf("%w: request time %s, server time %s", ErrSkewed, t.Format(timeFormat), v.now().UTC().Format(timeFormat))
+		return nil, awsErr(ErrSkewed, "The difference between the request time (%s) and the server's time (%s) is too large.", t.Format(timeFormat), v.now().UTC().Format(timeFormat))
 	}
 	payload := r.Header.Get("X-Amz-Content-Sha256")
 	if err := validPayloadHash(payload); err != nil {
+		return nil, err
+	}
+	trailer, err := trailerName(r, payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := unsignedAmzHeaders(r, signedStr); err != nil {
 		return nil, err
 	}
 	c, err := v.lookup(sc.id)
@@ -277,7 +483,7 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 	}
 	creds := aws.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.Secret}
 	if err := v.signer.SignHTTP(r.Context(), creds, req, payload, "s3", v.cfg.Region, t); err != nil {
-		return nil, fmt.Errorf("%w: signing: %v", ErrSignature, err)
+		return nil, fmt.Errorf("%w: signing failed", ErrSignature)
 	}
 	_, gotSigned, gotSig, err := parseAuthorization(req.Header.Get("Authorization"))
 	if err != nil {
@@ -285,54 +491,65 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 	}
 	want, _ := hex.DecodeString(gotSig)
 	if gotSigned != signedStr || !hmac.Equal(want, sig) {
-		return nil, ErrSignature
+		return nil, errSignature
 	}
-	return &Auth{Credential: c, PayloadHash: payload, v: v, signature: sig, time: t}, nil
+	return &Auth{Credential: c, PayloadHash: payload, Trailer: trailer, v: v, signature: sig, time: t}, nil
 }
 
 func (v *Verifier) verifyQuery(r *http.Request) (*Auth, error) {
 	q := r.URL.Query()
-	if alg := q.Get("X-Amz-Algorithm"); alg != algorithm {
-		return nil, fmt.Errorf("%w: X-Amz-Algorithm %q (want %s)", ErrUnsupported, alg, algorithm)
+	for _, p := range []string{"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Signature", "X-Amz-Date", "X-Amz-SignedHeaders", "X-Amz-Expires"} {
+		if q.Get(p) == "" {
+			return nil, awsErr(ErrQuery, "%s", msgQueryRequired)
+		}
 	}
-	sig, err := parseSignature(q.Get("X-Amz-Signature"))
+	if q.Get("X-Amz-Algorithm") != algorithm {
+		return nil, awsErr(ErrQuery, "X-Amz-Algorithm only supports %q", algorithm)
+	}
+	sig, err := parseSignature(q.Get("X-Amz-Signature"), ErrQuery)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := parseScope(q.Get("X-Amz-Credential"))
+	sc, err := v.parseScope(q.Get("X-Amz-Credential"), ErrQuery, msgQueryCredential)
 	if err != nil {
 		return nil, err
 	}
 	t, err := time.Parse(timeFormat, q.Get("X-Amz-Date"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: X-Amz-Date %q is not %s", ErrMalformed, q.Get("X-Amz-Date"), timeFormat)
+		return nil, awsErr(ErrQuery, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
 	}
 	exp, err := strconv.ParseInt(q.Get("X-Amz-Expires"), 10, 64)
-	if err != nil || exp < 1 || time.Duration(exp)*time.Second > v.cfg.MaxPresignExpiry {
-		return nil, fmt.Errorf("%w: X-Amz-Expires %q must be 1..%d seconds", ErrMalformed, q.Get("X-Amz-Expires"), int64(v.cfg.MaxPresignExpiry/time.Second))
+	switch {
+	case err != nil:
+		return nil, awsErr(ErrQuery, "X-Amz-Expires should be a number")
+	case exp < 0:
+		return nil, awsErr(ErrQuery, "X-Amz-Expires must be non-negative")
+	case time.Duration(exp)*time.Second > v.cfg.MaxPresignExpiry:
+		return nil, awsErr(ErrQuery, "X-Amz-Expires must be less than a week (in seconds); that is, the given X-Amz-Expires must be less than %d seconds", int64(v.cfg.MaxPresignExpiry/time.Second))
 	}
 	signedStr := q.Get("X-Amz-SignedHeaders")
-	if signedStr == "" {
-		return nil, fmt.Errorf("%w: X-Amz-SignedHeaders is required", ErrMalformed)
-	}
-	if err := v.checkScope(sc, t); err != nil {
+	if err := checkDate(sc, t, ErrQuery, ""); err != nil {
 		return nil, err
 	}
 	now := v.now()
 	if now.Before(t.Add(-v.cfg.MaxSkew)) {
-		return nil, fmt.Errorf("%w: presigned URL not valid before %s", ErrExpired, t.Format(timeFormat))
+		return nil, awsErr(ErrExpired, "Request is not valid yet.")
 	}
-	if now.After(t.Add(time.Duration(exp) * time.Second)) {
-		return nil, fmt.Errorf("%w: presigned URL expired at %s", ErrExpired, t.Add(time.Duration(exp)*time.Second).UTC().Format(timeFormat))
+	if !now.Before(t.Add(time.Duration(exp) * time.Second)) {
+		return nil, withFields(awsErr(ErrExpired, "Request has expired."), "X-Amz-Expires", strconv.FormatInt(exp, 10),
+			"Expires", t.Add(time.Duration(exp)*time.Second).UTC().Format(time.RFC3339), "ServerTime", now.UTC().Format(time.RFC3339))
 	}
 	payload := UnsignedPayload
 	if p := q.Get("X-Amz-Content-Sha256"); p != "" {
 		payload = p
 	}
-	if payload == StreamingPayload {
+	if strings.HasPrefix(payload, "STREAMING-") {
 		return nil, fmt.Errorf("%w: streaming payloads need header signing", ErrUnsupported)
 	}
 	if err := validPayloadHash(payload); err != nil {
+		return nil, err
+	}
+	if err := unsignedAmzHeaders(r, signedStr); err != nil {
 		return nil, err
 	}
 	c, err := v.lookup(sc.id)
@@ -347,16 +564,16 @@ func (v *Verifier) verifyQuery(r *http.Request) (*Auth, error) {
 	signedURL, _, err := v.signer.PresignHTTP(r.Context(), creds, req, payload, "s3", v.cfg.Region, t,
 		func(o *v4.SignerOptions) { o.DisableHeaderHoisting = true })
 	if err != nil {
-		return nil, fmt.Errorf("%w: signing: %v", ErrSignature, err)
+		return nil, fmt.Errorf("%w: signing failed", ErrSignature)
 	}
 	u, err := url.Parse(signedURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSignature, err)
+		return nil, fmt.Errorf("%w: signed URL does not parse", ErrSignature)
 	}
 	uq := u.Query()
 	want, _ := hex.DecodeString(uq.Get("X-Amz-Signature"))
 	if uq.Get("X-Amz-SignedHeaders") != signedStr || !hmac.Equal(want, sig) {
-		return nil, ErrSignature
+		return nil, errSignature
 	}
 	return &Auth{Credential: c, PayloadHash: payload, Presigned: true, v: v, signature: sig, time: t}, nil
 }
@@ -399,7 +616,7 @@ func rebuild(r *http.Request, signedStr string, presign bool) (*http.Request, er
 			}
 			vals := r.Header.Values(h)
 			if len(vals) == 0 {
-				return nil, fmt.Errorf("%w: signed header %q is missing", ErrSignature, h)
+				return nil, fmt.Errorf("%w: signed header %q is missing", ErrSignature, printable(h))
 			}
 			req.Header[textproto.CanonicalMIMEHeaderKey(h)] = vals
 		}
@@ -417,7 +634,7 @@ func rebuild(r *http.Request, signedStr string, presign bool) (*http.Request, er
 // for UNSIGNED-PAYLOAD). Streaming bodies are verified by ChunkedBody.
 func (a *Auth) CheckPayload(body []byte) error {
 	switch a.PayloadHash {
-	case UnsignedPayload, StreamingPayload:
+	case UnsignedPayload, StreamingPayload, StreamingTrailer, StreamingUnsignedTrailer:
 		return nil
 	}
 	sum := sha256.Sum256(body)

@@ -21,6 +21,10 @@ const (
 	CmdNamespace CommandType = 3
 	// CmdCredential stores or deletes a credential.
 	CmdCredential CommandType = 4
+	// CmdIncarnation records a member's start (its incarnation) and whether
+	// it is still restoring the shards the index places on it. It is always
+	// written with FlagIgnoreUnknown: an older FSM skips it.
+	CmdIncarnation CommandType = 5
 )
 
 // FlagIgnoreUnknown, set in a command's (or an index operation's) first byte,
@@ -190,6 +194,26 @@ type Command struct {
 	Member        MemberCommand
 	Namespace     NamespaceCommand
 	Credential    CredentialCommand
+	Incarnation   IncarnationCommand
+}
+
+// IncarnationCommand is the body of CmdIncarnation: member ID started as
+// Incarnation (a number each start makes larger than the last, a clock
+// reading), and is (Restoring) or is no longer restoring its shards.
+type IncarnationCommand struct {
+	ID          string
+	Incarnation uint64
+	Restoring   bool
+}
+
+// EncodeIncarnation encodes a CmdIncarnation command (flagged
+// ignore-unknown).
+func EncodeIncarnation(c IncarnationCommand) []byte {
+	e := encoder{b: []byte{byte(CmdIncarnation) | FlagIgnoreUnknown, CommandVersion}}
+	e.str(c.ID)
+	e.uvarint(c.Incarnation)
+	e.bool(c.Restoring)
+	return e.b
 }
 
 func header(t CommandType) []byte { return []byte{byte(t), CommandVersion} }
@@ -294,7 +318,7 @@ func DecodeCommand(b []byte) (c Command, err error) {
 	if d.err != nil {
 		return c, d.err
 	}
-	if c.Type < CmdIndex || c.Type > CmdCredential {
+	if c.Type < CmdIndex || c.Type > CmdIncarnation {
 		return c, fmt.Errorf("%w: %d", ErrUnknownCommand, c.Type)
 	}
 	if ver != CommandVersion {
@@ -340,6 +364,8 @@ func DecodeCommand(b []byte) (c Command, err error) {
 		default:
 			d.fail("credential action %d", c.Credential.Action)
 		}
+	case CmdIncarnation:
+		c.Incarnation = IncarnationCommand{ID: d.str(), Incarnation: d.uvarint(), Restoring: d.bool()}
 	}
 	return c, d.done()
 }

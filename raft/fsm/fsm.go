@@ -191,8 +191,30 @@ func (f *FSM) applyCommand(s *state, idx uint64, data []byte) *Response {
 		r.Err = applyNamespace(s, c.Namespace)
 	case CmdCredential:
 		r.Err = applyCredential(s, c.Credential)
+	case CmdIncarnation:
+		r.Err = applyIncarnation(s, c.Incarnation)
 	}
 	return r
+}
+
+// applyIncarnation records a member's incarnation and restoring flag. An
+// older incarnation than the recorded one changes nothing (a late message
+// of a previous start must not end a newer start's restore).
+func applyIncarnation(s *state, c IncarnationCommand) error {
+	m, ok := s.members[c.ID]
+	if !ok {
+		return fmt.Errorf("%w: unknown member %q", block.ErrInvalidArgument, c.ID)
+	}
+	if c.Incarnation == 0 {
+		return fmt.Errorf("%w: member %q: incarnation 0", block.ErrInvalidArgument, c.ID)
+	}
+	if c.Incarnation < m.Incarnation || c.Incarnation == m.Incarnation && m.Restoring == c.Restoring {
+		return nil
+	}
+	m.Incarnation, m.Restoring = c.Incarnation, c.Restoring
+	s.members = maps.Clone(s.members)
+	s.members[c.ID] = m
+	return nil
 }
 
 func (f *FSM) applyIndex(s *state, idx uint64, ops []Op) []OpResult {
@@ -278,6 +300,10 @@ func applyMember(s *state, c MemberCommand) error {
 			// A draining node that restarts joins (or registers) again as
 			// alive: that must not cancel its drain.
 			m.State = MemberDraining
+		}
+		if old, ok := s.members[m.ID]; ok {
+			// Only CmdIncarnation changes these.
+			m.Incarnation, m.Restoring = old.Incarnation, old.Restoring
 		}
 		s.members = maps.Clone(s.members)
 		s.members[m.ID] = m

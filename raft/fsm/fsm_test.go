@@ -401,3 +401,58 @@ func TestWaitApplied(t *testing.T) {
 		t.Fatalf("index never applied: %v", err)
 	}
 }
+
+// TestIncarnation: a start's incarnation and restoring flag are recorded;
+// an older incarnation changes nothing; upserts and state changes keep
+// them; an FSM that does not know the command skips it (the flag).
+func TestIncarnation(t *testing.T) {
+	member := Member{ID: "n1", RaftAddr: "r", DataAddr: "d", HTTPAddr: "h", State: MemberAlive}
+	inc := func(n uint64, restoring bool) []byte {
+		return EncodeIncarnation(IncarnationCommand{ID: "n1", Incarnation: n, Restoring: restoring})
+	}
+	tests := []struct {
+		name          string
+		cmds          [][]byte
+		wantInc       uint64
+		wantRestoring bool
+		wantErr       bool // of the last command
+	}{
+		{"none yet", nil, 0, false, false},
+		{"start restoring", [][]byte{inc(10, true)}, 10, true, false},
+		{"restored", [][]byte{inc(10, true), inc(10, false)}, 10, false, false},
+		{"new start restores again", [][]byte{inc(10, true), inc(10, false), inc(11, true)}, 11, true, false},
+		{"late message of an older start ignored", [][]byte{inc(11, true), inc(10, false)}, 11, true, false},
+		{"upsert keeps it", [][]byte{inc(12, true), EncodeMember(MemberCommand{MemberUpsert, Member{ID: "n1", RaftAddr: "r2", DataAddr: "d2", HTTPAddr: "h", State: MemberAlive}})}, 12, true, false},
+		{"state change keeps it", [][]byte{inc(12, true), EncodeMember(MemberCommand{MemberSetState, Member{ID: "n1", State: MemberSuspect}})}, 12, true, false},
+		{"incarnation 0 refused", [][]byte{inc(0, true)}, 0, false, true},
+		{"unknown member refused", [][]byte{EncodeIncarnation(IncarnationCommand{ID: "nope", Incarnation: 3})}, 0, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(nil)
+			apply(t, f, 1, EncodeMember(MemberCommand{MemberUpsert, member}))
+			var last *Response
+			for i, c := range tc.cmds {
+				last = apply(t, f, uint64(2+i), c)
+			}
+			if last != nil && (last.Err != nil) != tc.wantErr {
+				t.Fatalf("last command error %v, want error %v", last.Err, tc.wantErr)
+			}
+			m, _ := f.Member("n1")
+			if m.Incarnation != tc.wantInc || m.Restoring != tc.wantRestoring {
+				t.Fatalf("incarnation %d restoring %v, want %d %v", m.Incarnation, m.Restoring, tc.wantInc, tc.wantRestoring)
+			}
+		})
+	}
+	// An FSM of an older version sees an unknown command type with the
+	// ignore-unknown flag: it must skip it, not fault.
+	b := inc(5, true)
+	if b[0]&FlagIgnoreUnknown == 0 {
+		t.Fatal("incarnation commands must carry FlagIgnoreUnknown")
+	}
+	old := append([]byte{byte(CmdIncarnation+40) | FlagIgnoreUnknown}, b[1:]...)
+	f := New(nil)
+	if r := apply(t, f, 1, old); !r.Skipped || r.Err != nil || f.Fault() != nil {
+		t.Fatalf("flagged unknown command: skipped %v err %v fault %v", r.Skipped, r.Err, f.Fault())
+	}
+}

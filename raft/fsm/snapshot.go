@@ -26,7 +26,11 @@ const (
 	RecMember     = 3
 	RecCredential = 4
 	RecEntry      = 5
-	RecEnd        = 0x7f
+	// RecIncarnation (flagged ignore-unknown, so older readers skip it)
+	// carries a member's incarnation and restoring flag; it follows the
+	// member records and is not counted in the header.
+	RecIncarnation = 6 | FlagIgnoreUnknown
+	RecEnd         = 0x7f
 )
 
 // SnapshotVersion is the snapshot format version written in the header.
@@ -103,6 +107,18 @@ func writeSnapshot(w io.Writer, st *state) error {
 		e := rw.body()
 		e.member(m)
 		if err := rw.record(RecMember, e.b); err != nil {
+			return err
+		}
+	}
+	for _, m := range st.members {
+		if m.Incarnation == 0 && !m.Restoring {
+			continue
+		}
+		e := rw.body()
+		e.str(m.ID)
+		e.uvarint(m.Incarnation)
+		e.bool(m.Restoring)
+		if err := rw.record(RecIncarnation, e.b); err != nil {
 			return err
 		}
 	}
@@ -256,6 +272,14 @@ func readSnapshot(r io.Reader) (*state, error) {
 			m := d.member()
 			st.members[m.ID] = m
 			got[1]++
+		case RecIncarnation:
+			id, inc, restoring := d.str(), d.uvarint(), d.bool()
+			m, ok := st.members[id]
+			if d.err == nil && !ok {
+				return nil, bad("incarnation record for unknown member %q", id)
+			}
+			m.Incarnation, m.Restoring = inc, restoring
+			st.members[id] = m
 		case RecCredential:
 			c := d.credential()
 			st.creds[c.AccessKeyID] = c

@@ -26,6 +26,7 @@ func populated(t *testing.T) *FSM {
 	f := New(nil)
 	apply(t, f, 1, EncodeNamespace(NamespaceCommand{NamespaceCreate, block.Namespace{Name: "t1", Model: "llama", ParityShards: 2, TTLSeconds: 60}}))
 	apply(t, f, 2, EncodeMember(MemberCommand{MemberUpsert, Member{ID: "n1", RaftAddr: "r", DataAddr: "d", HTTPAddr: "h", Zone: "z", Capacity: 5, State: MemberAlive}}))
+	apply(t, f, 2, EncodeIncarnation(IncarnationCommand{ID: "n1", Incarnation: 77, Restoring: true}))
 	apply(t, f, 3, EncodeCredential(CredentialCommand{CredentialPut, Credential{AccessKeyID: "AK", Kind: SecretSealed, Secret: bytes.Repeat([]byte{1}, 40), Scopes: []Scope{{"t1", PermRead}}}}))
 	var ops []Op
 	for i := uint64(0); i < 500; i++ {

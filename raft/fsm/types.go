@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -88,6 +89,14 @@ type Member struct {
 	Zone     string
 	Capacity int64 // bytes this node offers to the tier stack
 	State    MemberState
+	// Incarnation identifies the node's current start (CmdIncarnation; 0
+	// before its first). A member upsert or state change keeps it.
+	Incarnation uint64
+	// Restoring: this incarnation has not yet checked that it holds every
+	// shard the index places on it (a node that restarted with an empty
+	// DRAM tier or a lost NVMe directory rebuilds them from the other
+	// holders first). Its shards count as pending repair meanwhile.
+	Restoring bool
 }
 
 // Validate checks a member record.
@@ -156,10 +165,17 @@ func (c Credential) Validate() error {
 		return fmt.Errorf("%w: credential %q: secret blob too short", block.ErrInvalidArgument, c.AccessKeyID)
 	}
 	for _, s := range c.Scopes {
-		if s.Namespace != "*" {
-			if err := block.ValidNamespaceName(s.Namespace); err != nil {
-				return err
-			}
+		name, prefix := strings.CutSuffix(s.Namespace, "*")
+		switch {
+		case s.Namespace == "*":
+			continue
+		case prefix && name == "":
+			return fmt.Errorf("%w: credential %q: scope %q", block.ErrInvalidArgument, c.AccessKeyID, s.Namespace)
+		case prefix:
+			name += "x" // a prefix scope ("team-a-*") is the start of a valid name
+		}
+		if err := block.ValidNamespaceName(name); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -26,11 +26,23 @@ type reservation struct {
 // (forClean) may use the last segment's worth to re-append hot blocks.
 // The caller holds t.wmu.
 func (t *Tier) reserve(ctx context.Context, n int64, forClean bool) (reservation, error) {
-	limit := t.cfg.Capacity - t.cfg.SegmentSize
+	capLimit := t.cfg.Capacity - t.cfg.SegmentSize
 	if forClean {
-		limit = t.cfg.Capacity
+		capLimit = t.cfg.Capacity
 	}
 	for rounds := 0; ; rounds++ {
+		// The filesystem bounds the tier too: never below its free-space
+		// floor (see space.go). Relocations may use the floor's first
+		// half: the segment they empty is removed right after.
+		limit, fsBound := capLimit, false
+		if fl, _, ok := t.fsLimit(); ok {
+			if forClean {
+				fl += t.minFree() / 2
+			}
+			if fl < limit {
+				limit, fsBound = fl, true
+			}
+		}
 		t.mu.Lock()
 		if t.used+n <= limit {
 			r, err := t.appendLocked(n)
@@ -51,6 +63,10 @@ func (t *Tier) reserve(ctx context.Context, n int64, forClean bool) (reservation
 				t.mu.Unlock()
 			}
 			t.st.noSpace.Add(1)
+			if fsBound {
+				return reservation{}, fmt.Errorf("%w: nvme tier's filesystem (%s) is full: %d bytes free, %d kept free for the index, and every reclaimable segment is leased, pinned or being written",
+					block.ErrNoSpace, t.cfg.Dir, t.space.free.Load(), t.minFree())
+			}
 			return reservation{}, fmt.Errorf("%w: nvme tier full (%d bytes): every reclaimable segment is leased, pinned or being written", block.ErrNoSpace, t.cfg.Capacity)
 		}
 		if err := checkCtx(ctx); err != nil {
@@ -151,7 +167,7 @@ func (t *Tier) syncSeg(s *segment) error {
 
 func (t *Tier) pwrite(s *segment, buf []byte, off int64) error {
 	if _, err := s.file.WriteAt(buf, off); err != nil {
-		return fmt.Errorf("nvme: write %s at %d: %w", s.path, off, err)
+		return noSpace(fmt.Errorf("nvme: write %s at %d: %w", s.path, off, err))
 	}
 	return nil
 }
@@ -170,7 +186,7 @@ func (t *Tier) pwritev(s *segment, iov [][]byte, off, total int64) error {
 		return fmt.Errorf("nvme: write %s at %d: %w", s.path, off, err)
 	}
 	if werr != nil {
-		return fmt.Errorf("nvme: write %s at %d: %w", s.path, off, werr)
+		return noSpace(fmt.Errorf("nvme: write %s at %d: %w", s.path, off, werr))
 	}
 	if int64(n) != total {
 		return fmt.Errorf("nvme: write %s at %d: %w (%d of %d bytes)", s.path, off, io.ErrShortWrite, n, total)

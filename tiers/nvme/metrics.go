@@ -38,6 +38,9 @@ func NewCollector(t *Tier) *Collector {
 		"rbytes":    d("read_bytes_total", "Bytes the tier read from its medium."),
 		"wbytes":    d("write_bytes_total", "Bytes written to segment files."),
 		"leases":    d("descriptor_leases_total", "Direct-read descriptor leases granted."),
+		"rebuilt":   d("index_rebuilt", "1 when this start found the index corrupt and rebuilt it from the segment files, else 0."),
+		"skipped":   d("recovery_skipped_extents", "Extents this start's recovery scan skipped because they did not verify (it went on at the next valid one)."),
+		"reindexed": d("recovery_reindexed_extents", "Extents this start's recovery scan found in the segment files and indexed."),
 	}}
 }
 
@@ -83,6 +86,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	n("rbytes", s.ReadBytes)
 	n("wbytes", s.WriteBytes)
 	n("leases", s.Leases)
+	rec := c.t.Recovery()
+	rebuilt := 0.0
+	if rec.IndexRebuilt {
+		rebuilt = 1
+	}
+	g("rebuilt", rebuilt)
+	g("skipped", float64(rec.Skipped))
+	g("reindexed", float64(rec.Reindexed))
 	c.t.readLat.Collect(ch)
 	c.t.writeLat.Collect(ch)
 }

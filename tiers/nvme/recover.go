@@ -18,7 +18,16 @@ type Recovery struct {
 	Reindexed int   // extents found after the head, verified and indexed
 	Truncated int64 // bytes of torn tails cut off
 	Removed   int   // segment files without live blocks removed
-	Duration  time.Duration
+	// Skipped extents the scan could not use (a bad header or payload in
+	// the middle of a segment): it went on at the next valid extent
+	// header instead of cutting the file; SkippedBytes is their space.
+	Skipped      int
+	SkippedBytes int64
+	// IndexRebuilt: the index could not be opened (corrupt) and was set
+	// aside as index.corrupt-<time>; every segment was scanned to rebuild
+	// it.
+	IndexRebuilt bool
+	Duration     time.Duration
 }
 
 // recover rebuilds the in-memory state from the segment files and the
@@ -28,8 +37,12 @@ type Recovery struct {
 //     VerifyOnOpen, match the extent header there); others are dropped;
 //  2. segments at or after the recorded head are scanned from the head for
 //     extents written but never indexed; each one whose header and payload
-//     verify is indexed unless its key is already indexed; the scan stops at
-//     the first extent that does not verify, and the file is cut there;
+//     verify is indexed unless its key is already indexed (with an older
+//     generation, it replaces that entry). An extent whose payload does not
+//     verify is skipped (its header gives its length); after a header that
+//     does not verify, the scan looks for the next valid header at each
+//     4 KiB boundary and goes on from there. Only what follows the last
+//     valid extent (a torn tail) is cut off;
 //  3. segments with no live block are removed.
 //
 // Extents below the head were either committed (and are in the index) or
@@ -223,17 +236,30 @@ func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Reco
 	hdr := t.pool.get(Align)
 	defer t.pool.put(hdr)
 	off := start
+	skip := func(from, to int64, why string) {
+		rep.Skipped++
+		rep.SkippedBytes += to - from
+		t.log.Warn("nvme: skipping an extent that does not verify", "segment", s.path, "offset", from, "bytes", to-from, "why", why)
+	}
 	for off+HeaderSize <= size {
 		if _, err := s.file.ReadAt(hdr, off); err != nil {
 			break
 		}
 		h, err := decodeHeader(hdr)
 		if err != nil {
-			break
+			// A damaged header: go on at the next page that holds a valid
+			// one; none means a torn tail, cut off by the caller.
+			next, ok := t.nextHeader(s, off+Align, size, hdr)
+			if !ok {
+				break
+			}
+			skip(off, next, "bad header")
+			off = next
+			continue
 		}
 		ext := extentLen(h.length)
 		if off+ext > size {
-			break
+			break // the last extent is torn
 		}
 		e := entry{
 			seg: s.id, off: off, length: h.length, sum: h.sum, gen: h.gen, priority: h.priority,
@@ -241,22 +267,44 @@ func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Reco
 		}
 		buf, err := t.readExtent(h.key, e)
 		if err != nil {
-			break
+			skip(off, off+ext, err.Error())
+			off += ext
+			continue
 		}
 		t.pool.put(buf)
 		*maxGen = max(*maxGen, h.gen)
-		_, present, err := t.lookup(h.key)
+		cur, present, err := t.lookup(h.key)
 		if err != nil {
 			return 0, err
 		}
-		if !present {
+		if !present || cur.gen < h.gen {
+			// New, or a newer extent of an indexed key (a re-put, or a
+			// relocated copy, whose index commit was lost).
 			if err := t.db.Update(func(txn *badger.Txn) error { return txn.Set(indexKey(h.key), e.encode()) }); err != nil {
 				return 0, fmt.Errorf("nvme: reindex %s: %w", h.key, err)
 			}
+			if present {
+				t.unaccount(cur)
+			} else {
+				rep.Reindexed++
+			}
 			t.account(e)
-			rep.Reindexed++
 		}
 		off += ext
 	}
 	return off, nil
+}
+
+// nextHeader returns the first 4 KiB boundary at or after from (below
+// size) whose page decodes as a valid extent header. hdr is a scratch page.
+func (t *Tier) nextHeader(s *segment, from, size int64, hdr []byte) (int64, bool) {
+	for off := alignUp(from); off+HeaderSize <= size; off += Align {
+		if _, err := s.file.ReadAt(hdr, off); err != nil {
+			return 0, false
+		}
+		if h, err := decodeHeader(hdr); err == nil && off+extentLen(h.length) <= size {
+			return off, true
+		}
+	}
+	return 0, false
 }

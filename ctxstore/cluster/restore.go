@@ -1,0 +1,473 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// A start is an event the cluster sees. Each time a Backend starts it
+// records a new incarnation of its member, flagged restoring
+// (fsm.CmdIncarnation). It then brings its index up to the leader's, and
+// checks every shard the index places on this node against the local tier
+// stack: a node that restarted with an empty DRAM tier, or with its NVMe
+// directory lost, holds less than the index says. Each missing shard is
+// rebuilt from the other holders (a replica copied, an erasure shard
+// reconstructed from k others and verified against the block's CRC) and
+// written locally. Only then is the restoring flag cleared: until then the
+// node is not ready (/readyz) and the leader counts its shards in
+// ctxtier_repair_shards_pending, so a rolling restart that waits for
+// either never takes down the last holder of a block.
+//
+// A shard that no other holder can supply is given up (the node leaves the
+// block's placement, as a capacity drop does) only when every other holder
+// answered that it does not have it either; a holder that does not answer
+// keeps the restore waiting, and a later pass tries again.
+
+// RestoreStatus is this node's restore progress, for /readyz and
+// /v1/cluster/status.
+type RestoreStatus struct {
+	// Incarnation of this start.
+	Incarnation uint64 `json:"incarnation"`
+	// Done: every shard the index placed on this node at the last pass is
+	// held locally, restored, or given up.
+	Done bool `json:"done"`
+	// Checked is the number of shards the index placed on this node at the
+	// last pass; Missing those not held locally when the pass began.
+	Checked int `json:"checked"`
+	Missing int `json:"missing"`
+	// Restored shards and their bytes, since start.
+	Restored      uint64 `json:"restored"`
+	RestoredBytes uint64 `json:"restored_bytes"`
+	// Lost: shards no holder had any more; this node left their placement.
+	Lost uint64 `json:"lost"`
+	// Waiting: shards of the last pass that could not be rebuilt yet (a
+	// holder that does not answer); the next pass tries again.
+	Waiting int `json:"waiting"`
+	// Passes run so far.
+	Passes int `json:"passes"`
+	// Err is the last pass's first failure.
+	Err string `json:"error,omitempty"`
+}
+
+// RestoreStatus returns this node's restore progress.
+func (b *Backend) RestoreStatus() RestoreStatus {
+	b.restoreMu.Lock()
+	defer b.restoreMu.Unlock()
+	return b.restore
+}
+
+// Restored reports whether this start's restore has finished.
+func (b *Backend) Restored() bool { return b.restored.Load() }
+
+// restoreParallel bounds the shards rebuilt at once.
+const restoreParallel = 4
+
+func (b *Backend) restoreLoop() {
+	defer b.wg.Done()
+	inc := b.cfg.Incarnation
+	b.restoreMu.Lock()
+	b.restore.Incarnation = inc
+	b.restoreMu.Unlock()
+	backoff := 50 * time.Millisecond
+	wait := func() bool {
+		select {
+		case <-b.stop:
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+		return true
+	}
+	// 1. The member record must be committed (by the join, or by
+	// registerLoop) before an incarnation can be recorded for it.
+	for {
+		if _, ok := b.node.FSM().Member(b.cfg.NodeID); ok {
+			break
+		}
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// 2. Say that this start is restoring. An older leader that does not know
+	// the command refuses it: restore anyway, unrecorded.
+	recorded := b.recordIncarnation(inc, true)
+	// 3. Restore passes until one leaves nothing waiting.
+	backoff = 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
+		err := b.SyncRead(ctx)
+		cancel()
+		if err == nil {
+			if b.restorePass() {
+				break
+			}
+		} else {
+			b.noteRestoreErr(fmt.Errorf("syncing the index: %w", err))
+		}
+		if !wait() {
+			return
+		}
+	}
+	b.restored.Store(true)
+	if recorded {
+		b.recordIncarnation(inc, false)
+	}
+	st := b.RestoreStatus()
+	b.log.Info("restore done", "incarnation", inc, "checked", st.Checked, "restored", st.Restored, "lost", st.Lost)
+	// A put that wrote its shard to the previous incarnation just before it
+	// died may commit only now. Such puts end (commit or fail) within a
+	// shard write and a proposal of their start, so new entries are checked
+	// for that long after the start.
+	until := b.started.Add(b.cfg.ShardTimeout + b.cfg.ProposeTimeout)
+	for time.Now().Before(until) {
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(time.Second):
+		}
+		b.restorePass()
+	}
+}
+
+// recordIncarnation commits this node's incarnation and restoring flag,
+// retrying until it succeeds, the backend closes, or the leader refuses it
+// (an older version); it reports whether it was recorded.
+func (b *Backend) recordIncarnation(inc uint64, restoring bool) bool {
+	backoff := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
+		err := b.setIncarnation(ctx, inc, restoring)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if errors.Is(err, block.ErrInvalidArgument) {
+			b.log.Warn("the leader does not record incarnations (an older version?); restoring unrecorded", "err", err)
+			return false
+		}
+		b.log.Debug("recording this node's incarnation", "restoring", restoring, "err", err)
+		select {
+		case <-b.stop:
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+func (b *Backend) setIncarnation(ctx context.Context, inc uint64, restoring bool) error {
+	if b.node.IsLeader() {
+		return b.node.SetIncarnation(ctx, b.cfg.NodeID, inc, restoring)
+	}
+	leader, ok := b.node.LeaderMember()
+	if !ok || leader.ID == b.cfg.NodeID || b.fwd == nil {
+		return fmt.Errorf("%w: no leader to record the incarnation with", block.ErrUnavailable)
+	}
+	out, err := b.fwd.Forward(ctx, leader, fsm.EncodeIncarnation(fsm.IncarnationCommand{ID: b.cfg.NodeID, Incarnation: inc, Restoring: restoring}))
+	if err != nil {
+		return err
+	}
+	_, err = DecodeResults(out, 0)
+	return err
+}
+
+func (b *Backend) noteRestoreErr(err error) {
+	b.restoreMu.Lock()
+	b.restore.Err = err.Error()
+	b.restoreMu.Unlock()
+}
+
+// restoreTask is one shard the index places on this node.
+type restoreTask struct {
+	key   block.Key
+	entry fsm.Entry
+	code  *erasure.Code
+	index int
+}
+
+// restorePass checks every shard the index places on this node and
+// rebuilds the missing ones; it reports whether nothing is left waiting.
+func (b *Backend) restorePass() bool {
+	f := b.node.FSM()
+	if m, ok := f.Member(b.cfg.NodeID); ok && m.State == fsm.MemberDraining {
+		// Its shards are being moved off it: repair reads them from the
+		// other holders where this node lacks them.
+		b.restoreMu.Lock()
+		b.restore.Passes++
+		b.restore.Done, b.restore.Err = true, ""
+		b.restoreMu.Unlock()
+		return true
+	}
+	// Entries up to the index applied now are checked by this pass; a later
+	// pass checks only newer ones (a new entry's generation is its log
+	// index).
+	applied := f.AppliedIndex()
+	minGen := b.restoreApplied
+	b.restoreApplied = applied
+	var missing []restoreTask
+	checked := 0
+	for _, ns := range f.Namespaces() {
+		c, err := erasure.New(ns.DataShards, ns.ParityShards)
+		if err != nil {
+			continue
+		}
+		f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+			if e.Generation <= minGen {
+				return true
+			}
+			for _, s := range e.Placement {
+				if s.NodeID != b.cfg.NodeID {
+					continue
+				}
+				checked++
+				if !b.local.Contains(shardKey(k, c, int(s.Index))) {
+					missing = append(missing, restoreTask{key: k, entry: e, code: c, index: int(s.Index)})
+				}
+				if c.K == 1 {
+					break // one replica per node
+				}
+			}
+			return true
+		})
+	}
+	b.restoreMu.Lock()
+	if minGen == 0 {
+		b.restore.Checked, b.restore.Missing = checked, len(missing)
+	} else {
+		b.restore.Checked += checked
+		b.restore.Missing += len(missing)
+	}
+	b.restoreMu.Unlock()
+	var (
+		mu       sync.Mutex
+		waiting  int
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, restoreParallel)
+	for _, t := range missing {
+		select {
+		case <-b.stop:
+			return false
+		case sem <- struct{}{}:
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			n, err := b.restoreOne(t)
+			mu.Lock()
+			defer mu.Unlock()
+			b.restoreMu.Lock()
+			defer b.restoreMu.Unlock()
+			switch {
+			case err == nil:
+				b.restore.Restored++
+				b.restore.RestoredBytes += uint64(n)
+				b.met.restored.Inc()
+			case errors.Is(err, errBlockGone):
+				b.restore.Lost++
+				b.met.restoreLost.Inc()
+				b.log.Warn("restore: no holder has the shard; leaving its placement", "key", t.key.String(), "shard", t.index,
+					"placement", fmt.Sprint(t.entry.Placement), "generation", t.entry.Generation, "err", err)
+				b.Dropped(shardKey(t.key, t.code, t.index))
+			default:
+				waiting++
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.restoreMu.Lock()
+	defer b.restoreMu.Unlock()
+	b.restore.Passes++
+	if waiting > 0 {
+		b.restoreApplied = minGen // check these entries again next pass
+	}
+	b.restore.Waiting = waiting
+	b.restore.Done = waiting == 0 || b.restore.Done
+	b.restore.Err = ""
+	if firstErr != nil {
+		b.restore.Err = firstErr.Error()
+	}
+	return waiting == 0
+}
+
+// restoreOne rebuilds shard t.index of t.key from the other holders and
+// writes it to the local tier stack; it returns the bytes written. The
+// entry may have changed meanwhile: a block deleted or moved off this node
+// needs nothing.
+func (b *Backend) restoreOne(t restoreTask) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout+b.cfg.ProposeTimeout)
+	defer cancel()
+	c := t.code
+	sk := shardKey(t.key, c, t.index)
+	if b.local.Contains(sk) {
+		return 0, nil
+	}
+	var others []fsm.Shard
+	for _, s := range t.entry.Placement {
+		if s.NodeID != b.cfg.NodeID {
+			others = append(others, s)
+		}
+	}
+	var shard []byte
+	if c.K == 1 {
+		data, err := b.readReplica(ctx, t, others)
+		if err != nil {
+			return 0, err
+		}
+		shard = data
+	} else {
+		data, err := b.readCoded(ctx, t, others)
+		if err != nil {
+			return 0, err
+		}
+		all, err := c.Encode(data)
+		if err != nil {
+			return 0, err
+		}
+		shard = all[t.index]
+	}
+	// Still placed here? A delete or a move meanwhile makes the copy garbage.
+	if e, ok := b.node.FSM().Lookup(t.key); !ok || e.Generation != t.entry.Generation || !placedOn(e.Placement, b.cfg.NodeID, t.index) {
+		return 0, nil
+	}
+	opts := block.PutOptions{Sum: block.Checksum(shard), HasSum: true}
+	if c.K == 1 {
+		opts.Sum = t.entry.Sum
+	}
+	if ttl := time.Until(t.entry.PinUntil); ttl > 0 {
+		opts.PinTTL = ttl
+	}
+	if err := b.local.Put(ctx, sk, shard, opts.Sum, opts); err != nil && !errors.Is(err, block.ErrConflict) {
+		return 0, fmt.Errorf("restore: writing %s locally: %w", sk, err)
+	}
+	return len(shard), nil
+}
+
+// memberDown reports whether the cluster has marked a member dead or left
+// (or forgotten it). Such a member cannot supply a shard now, so a restore
+// does not wait for it: giving up this node's own claim on a block it
+// lost only takes this node out of the placement; the dead member's entries
+// stay, and repair uses them if it comes back with its data.
+func (b *Backend) memberDown(id string) bool {
+	m, ok := b.node.FSM().Member(id)
+	return !ok || m.State == fsm.MemberDead || m.State == fsm.MemberLeft
+}
+
+func placedOn(place []fsm.Shard, id string, idx int) bool {
+	for _, s := range place {
+		if s.NodeID == id && int(s.Index) == idx {
+			return true
+		}
+	}
+	return false
+}
+
+// readReplica reads a verified copy of the block from another holder. It
+// returns errBlockGone only when there is another holder and every one of
+// them answered that it does not have the block.
+func (b *Backend) readReplica(ctx context.Context, t restoreTask, others []fsm.Shard) ([]byte, error) {
+	gone := true
+	var last error
+	var said []string // holders that answered NotFound
+	for _, s := range b.readOrder(others) {
+		d, err := b.fetch(ctx, s.NodeID, t.key)
+		if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
+			return d, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
+		}
+		switch {
+		case errors.Is(err, block.ErrNotFound):
+			said = append(said, s.NodeID)
+		case !b.memberDown(s.NodeID):
+			gone = false
+		}
+		last = err
+	}
+	if gone && b.allVerified(ctx, said) {
+		return nil, fmt.Errorf("%w: no other holder of %s has it", errBlockGone, t.key)
+	}
+	return nil, fmt.Errorf("%w: restore %s: %v", block.ErrUnavailable, t.key, last)
+}
+
+// readCoded decodes the block from the other holders' shards (verified
+// against its CRC). It returns errBlockGone only when so many holders
+// answered that they do not have their shard that fewer than k remain.
+func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Shard) ([]byte, error) {
+	c, size := t.code, int(t.entry.Size)
+	shards := make([][]byte, c.N())
+	var mu sync.Mutex
+	notFound := map[int]int{} // shard index -> holders that said NotFound
+	holders := map[int]int{}
+	var said, errs []string
+	var wg sync.WaitGroup
+	for _, s := range others {
+		if int(s.Index) >= c.N() {
+			continue
+		}
+		holders[int(s.Index)]++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := b.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)))
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && len(d) == c.ShardSize(size) {
+				if shards[s.Index] == nil {
+					shards[s.Index] = d
+				}
+				return
+			}
+			if errors.Is(err, block.ErrNotFound) {
+				notFound[int(s.Index)]++
+				said = append(said, s.NodeID)
+			} else if err != nil && b.memberDown(s.NodeID) {
+				notFound[int(s.Index)]++ // cannot supply it now
+			}
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", s.NodeID, err))
+			}
+		}()
+	}
+	wg.Wait()
+	have := 0
+	for _, s := range shards {
+		if s != nil {
+			have++
+		}
+	}
+	if have >= c.K {
+		if out, ok := b.tryDecode(c, shards, size, t.entry.Sum); ok {
+			return out, nil
+		}
+		// A surviving shard is bad: the read path searches subsets.
+		e := t.entry
+		e.Placement = others
+		return b.getCoded(ctx, t.key, e, c)
+	}
+	possible := 0 // indexes some holder may still supply
+	for idx, n := range holders {
+		if notFound[idx] < n {
+			possible++
+		}
+	}
+	if possible < c.K && b.allVerified(ctx, said) {
+		return nil, fmt.Errorf("%w: %s: %d of %d shards left on other holders, need %d (%s)", errBlockGone, t.key, possible, c.N(), c.K, strings.Join(errs, "; "))
+	}
+	return nil, fmt.Errorf("%w: restore %s: %d of %d shards readable, need %d", block.ErrUnavailable, t.key, have, c.N(), c.K)
+}

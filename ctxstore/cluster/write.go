@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/ctxstore/placement"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// The write half of a put: shards to their members, a spare member for a
+// shard its member does not take, and the write quorum.
+
+// stragglerGrace is how long a put waits for the remaining shards once a
+// quorum of them is written: a slow or partitioned peer then costs a put
+// this much, not a whole ShardTimeout. Shards that land later are not in
+// the index (they are evicted in time); repair restores full redundancy.
+const stragglerGrace = 200 * time.Millisecond
+
+// writeQuorum is how many of a put's n shards must be written before it is
+// acknowledged: k plus half the parity, rounded up, but never all n when
+// there is parity, so that a put survives one member that has died and is
+// not yet marked suspect. Repair writes the missing shard once a member
+// can take it.
+func writeQuorum(c *erasure.Code, n int) int {
+	q := c.K + (c.M+1)/2
+	if n > c.K {
+		q = min(q, n-1)
+	}
+	return max(min(q, n), 1)
+}
+
+// writeSpares writes the shards of place that written lacks to alive
+// members that hold none of the block's shards, and returns written with
+// those that succeeded added.
+func (b *Backend) writeSpares(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place, written []fsm.Shard, opts block.PutOptions) []fsm.Shard {
+	exclude := map[string]bool{}
+	var failed []fsm.Shard
+	for _, p := range place {
+		exclude[p.NodeID] = true
+		if !slices.Contains(written, p) {
+			failed = append(failed, p)
+		}
+	}
+	spares := b.candidates(exclude)
+	if len(failed) == 0 || len(spares) == 0 {
+		return written
+	}
+	picked, err := placement.Pick(key, spares, min(len(failed), len(spares)))
+	if err != nil {
+		return written
+	}
+	moved := make([]fsm.Shard, len(picked))
+	for i, p := range picked {
+		moved[i] = fsm.Shard{NodeID: p.ID, Index: failed[i].Index}
+	}
+	ok, err := b.writeShards(ctx, key, c, shards, moved, opts, len(moved))
+	if err != nil {
+		b.log.Debug("spare shard write failed", "key", key.String(), "err", err)
+	}
+	b.met.spareWrites.Add(float64(len(ok)))
+	return append(written, ok...)
+}
+
+// writeShards writes shards[p.Index] to each placement entry in parallel and
+// returns the entries that succeeded: all of them, or those done within
+// stragglerGrace of the quorum'th success.
+func (b *Backend) writeShards(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place []fsm.Shard, opts block.PutOptions, quorum int) ([]fsm.Shard, error) {
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, len(place))
+	for i, p := range place {
+		go func() {
+			results <- result{i, b.writeShard(ctx, p.NodeID, shardKey(key, c, int(p.Index)), shards[p.Index], opts)}
+		}()
+	}
+	errs := make([]error, len(place))
+	done := make([]bool, len(place))
+	var grace <-chan time.Time
+	succeeded := 0
+collect:
+	for range place {
+		select {
+		case r := <-results:
+			errs[r.i], done[r.i] = r.err, true
+			if r.err == nil {
+				if succeeded++; succeeded == quorum && grace == nil {
+					grace = time.After(stragglerGrace)
+				}
+			}
+		case <-grace:
+			break collect
+		}
+	}
+	for i := range errs {
+		if !done[i] {
+			errs[i] = fmt.Errorf("%w: still writing after the quorum was reached", block.ErrUnavailable)
+		}
+	}
+	var ok []fsm.Shard
+	var first error
+	for i, err := range errs {
+		if err == nil {
+			ok = append(ok, place[i])
+		} else if first == nil {
+			first = fmt.Errorf("shard %d on %s: %w", place[i].Index, place[i].NodeID, err)
+		}
+	}
+	return ok, first
+}
+
+// writeShard stores one shard on a node. A conflict (the node holds other
+// bytes under the key) fails the shard: it may be a concurrent put of the
+// same key that has not committed yet, whose shard must not be touched.
+func (b *Backend) writeShard(ctx context.Context, nodeID string, sk block.Key, data []byte, opts block.PutOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
+	defer cancel()
+	sum := block.Checksum(data)
+	if sk.Shard == 0 {
+		sum = opts.Sum // the whole block: the caller verified it already
+	}
+	o := opts
+	o.Sum, o.HasSum = sum, true
+	o.HasParent, o.Parent = false, 0
+	put := func() error {
+		if nodeID == b.cfg.NodeID {
+			return b.local.Put(ctx, sk, data, sum, o)
+		}
+		m, ok := b.node.FSM().Member(nodeID)
+		if !ok {
+			return fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
+		}
+		return b.peers.PutShard(ctx, m, sk, data, sum, o)
+	}
+	return put()
+}

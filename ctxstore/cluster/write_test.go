@@ -1,0 +1,171 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+func TestWriteQuorum(t *testing.T) {
+	tests := []struct {
+		k, m, n, want int
+	}{
+		{1, 0, 1, 1}, // one copy: that copy
+		{1, 2, 3, 2}, // three replicas: two
+		{1, 2, 2, 1}, // three replicas on two members: one may be down
+		{2, 1, 3, 2}, // RS(2,1): the data shards' worth, one member may be down
+		{4, 2, 6, 5},
+		{2, 0, 2, 2}, // no parity: every shard
+		{6, 3, 9, 8},
+	}
+	for _, tc := range tests {
+		c, err := erasure.New(tc.k, tc.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := writeQuorum(c, tc.n); got != tc.want {
+			t.Errorf("RS(%d,%d) over %d shards: quorum %d, want %d", tc.k, tc.m, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestPutSurvivesADeadMember: a member dies and is not yet suspect (the
+// failure detector would take DeadAfter/2). Puts of every code go on: a
+// shard meant for the dead member goes to a spare member when there is
+// one, and otherwise the put is acknowledged on its write quorum; repair
+// writes the missing shard once the member is back.
+func TestPutSurvivesADeadMember(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		nodes        int
+		wantComplete bool // every block has k+m shards on live members
+	}{
+		{"spare member", 4, true},
+		{"no spare member", 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newTestCluster(t, tc.nodes, func(c *Config) { c.DeadAfter = time.Hour })
+			cl.createNS("one", 1, 0)
+			cl.createNS("rep", 1, 2)
+			cl.createNS("rs", 2, 1)
+			leader := cl.leader()
+			var dead *testNode
+			for _, tn := range cl.nodes {
+				if tn != leader {
+					dead = tn
+				}
+			}
+			cl.peers.setDown(dead.id, true)
+			var writer *testNode
+			for _, tn := range cl.nodes {
+				if tn != dead {
+					writer = tn
+				}
+			}
+			ctx := withTimeout(t, 30*time.Second)
+			var blocks []testBlock
+			for i := range 24 {
+				ns := []string{"one", "rep", "rs"}[i%3]
+				b := testBlock{block.NewKey(ns, uint64(100+i)), payload(i, 10_000+i)}
+				if err := writer.store.Put(ctx, b.key, b.data, block.PutOptions{}); err != nil {
+					t.Fatalf("put %v with %s down: %v", b.key, dead.id, err)
+				}
+				blocks = append(blocks, b)
+			}
+			for _, b := range blocks {
+				cl.waitEntry(b.key) // every node's index has it (no timing assumed)
+				e, _ := writer.node.FSM().Lookup(b.key)
+				c, _ := writer.backend.code(b.key.Namespace)
+				want := c.N()
+				if c.K == 1 {
+					want = min(c.N(), tc.nodes-1)
+				}
+				for _, s := range e.Placement {
+					if s.NodeID == dead.id {
+						t.Fatalf("%v placed on the dead member: %v", b.key, e.Placement)
+					}
+				}
+				if complete := len(e.Placement) >= want; complete != tc.wantComplete && !(c.K == 1 && complete) {
+					t.Fatalf("%v: placement %v, complete %v, want %v", b.key, e.Placement, complete, tc.wantComplete)
+				}
+				mustGet(t, writer.store, b.key, b.data)
+			}
+			// The member comes back: repair completes every block.
+			cl.peers.setDown(dead.id, false)
+			cl.eventually("full redundancy", func() bool {
+				for _, b := range blocks {
+					e, _ := leader.node.FSM().Lookup(b.key)
+					c, _ := leader.backend.code(b.key.Namespace)
+					if len(e.Placement) < min(c.N(), tc.nodes) {
+						return false
+					}
+				}
+				return true
+			})
+			for _, b := range blocks {
+				mustGet(t, dead.store, b.key, b.data)
+			}
+		})
+	}
+}
+
+// TestRepairSpreadsShardsOfOneNode: a put made while fewer members were
+// alive than the code has shards puts two shards on one node; once enough
+// members are alive again, repair moves one of them, so that losing any
+// single node leaves the block readable.
+func TestRepairSpreadsShardsOfOneNode(t *testing.T) {
+	cl := newTestCluster(t, 3, nil)
+	cl.createNS("rs", 2, 1)
+	leader := cl.leader()
+	var down *testNode
+	for _, tn := range cl.nodes {
+		if tn != leader {
+			down = tn
+		}
+	}
+	cl.peers.setDown(down.id, true)
+	cl.eventually("the member marked suspect", func() bool {
+		m, _ := leader.node.FSM().Member(down.id)
+		return m.State != fsm.MemberAlive
+	})
+	ctx := withTimeout(t, 10*time.Second)
+	key := block.NewKey("rs", 77)
+	data := payload(77, 30_000)
+	if err := leader.store.Put(ctx, key, data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	distinct := func(tn *testNode) int {
+		e, _ := tn.node.FSM().Lookup(key)
+		nodes := map[string]bool{}
+		for _, s := range e.Placement {
+			nodes[s.NodeID] = true
+		}
+		return len(nodes)
+	}
+	if n := distinct(leader); n != 2 {
+		t.Fatalf("with one member suspect the block is on %d nodes, want 2 (one holding two shards)", n)
+	}
+	cl.peers.setDown(down.id, false)
+	cl.eventually("three shards on three nodes, in every node's index", func() bool {
+		for _, tn := range cl.nodes {
+			e, _ := tn.node.FSM().Lookup(key)
+			if distinct(tn) != 3 || len(e.Placement) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	// Any single node may now go: the block still reads.
+	for _, gone := range cl.nodes {
+		cl.peers.setDown(gone.id, true)
+		for _, r := range cl.nodes {
+			if r != gone {
+				mustGet(t, r.store, key, data)
+			}
+		}
+		cl.peers.setDown(gone.id, false)
+	}
+}

@@ -1,0 +1,125 @@
+package console
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// manyNamespaces is a console over n namespaces, with a registry that has
+// the tier families and Go's own collectors (as ctxd's has), and the
+// registry's /metrics beside it as the baseline.
+func manyNamespaces(tb testing.TB, n int) (*httptest.Server, *prometheus.Registry) {
+	tb.Helper()
+	ns := &fakeNamespaces{use: map[string]Usage{}}
+	for i := range n {
+		name := fmt.Sprintf("ns-%04d", i)
+		ns.list = append(ns.list, block.Namespace{Name: name, DataShards: 1, ParityShards: 2, TTLSeconds: 3600})
+		ns.use[name] = Usage{Blocks: int64(i), Bytes: int64(i) << 20}
+	}
+	reg := tierRegistry(tb)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cl := &fakeCluster{}
+	for i := range 3 {
+		cl.status.Members = append(cl.status.Members, clusterMember(i))
+	}
+	c, err := New(DefaultConfig(), Deps{NodeID: "n0", Cluster: cl, Gatherer: reg, Namespaces: ns}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range c.cfg.samples() { // a full 15-minute ring
+		c.Sampler().Sample(time.UnixMilli(int64(i) * c.cfg.SampleInterval.Milliseconds()))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", c.Handler())
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ts := httptest.NewServer(mux)
+	tb.Cleanup(ts.Close)
+	return ts, reg
+}
+
+func get(tb testing.TB, url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		tb.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
+	return int(n)
+}
+
+// BenchmarkServe1000Namespaces measures the page and its JSON with 1,000
+// namespaces against a /metrics scrape of the same registry.
+func BenchmarkServe1000Namespaces(b *testing.B) {
+	ts, _ := manyNamespaces(b, 1000)
+	for _, path := range []string{"/metrics", "/ui/", "/ui/api/overview", "/ui/api/series"} {
+		b.Run(path, func(b *testing.B) {
+			for b.Loop() {
+				get(b, ts.URL+path)
+			}
+		})
+	}
+}
+
+// TestServeTime1000Namespaces logs (measures, does not assert) how long
+// the page and its JSON take with 1,000 namespaces, and the ratio to a
+// /metrics scrape of the same registry in the same run.
+func TestServeTime1000Namespaces(t *testing.T) {
+	ts, _ := manyNamespaces(t, 1000)
+	median := func(path string) (time.Duration, int) {
+		const runs = 21
+		var ds []time.Duration
+		size := 0
+		for range runs {
+			start := time.Now()
+			size = get(t, ts.URL+path)
+			ds = append(ds, time.Since(start))
+		}
+		for i := range ds {
+			for j := i + 1; j < len(ds); j++ {
+				if ds[j] < ds[i] {
+					ds[i], ds[j] = ds[j], ds[i]
+				}
+			}
+		}
+		return ds[runs/2], size
+	}
+	base, baseSize := median("/metrics")
+	t.Logf("/metrics (baseline): median %v, %d bytes", base, baseSize)
+	for _, path := range []string{"/ui/", "/ui/api/overview", "/ui/api/series"} {
+		d, size := median(path)
+		t.Logf("%s with 1000 namespaces: median %v, %d bytes, %.2fx /metrics", path, d, size, float64(d)/float64(base))
+	}
+}
+
+// BenchmarkSample is the sampler's cost per sample (one gather of a
+// registry with the tier families and Go's collectors, as ctxd has); it
+// runs once per Config.SampleInterval with no browser open. The baseline
+// is one /metrics scrape of the same registry.
+func BenchmarkSample(b *testing.B) {
+	ts, reg := manyNamespaces(b, 0)
+	s := NewSampler(DefaultConfig(), reg, nil)
+	b.Run("sample", func(b *testing.B) {
+		for b.Loop() {
+			s.Sample(time.Now())
+		}
+	})
+	b.Run("metrics-scrape", func(b *testing.B) {
+		for b.Loop() {
+			get(b, ts.URL+"/metrics")
+		}
+	})
+}

@@ -1,0 +1,291 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/gateway/clusterapi"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
+)
+
+// Cluster is the cluster as the console sees it: the same status
+// `ctxctl cluster status --json` prints, and the membership actions.
+// cmd/ctxd implements it over clusterapi.Snapshot and the cluster API.
+type Cluster interface {
+	Status(ctx context.Context) (clusterapi.Status, error)
+	Drain(ctx context.Context, id string) error
+	CancelDrain(ctx context.Context, id string) error
+	// TransferLeadership hands leadership to id ("" picks a follower)
+	// and returns the new leader's id.
+	TransferLeadership(ctx context.Context, id string) (string, error)
+}
+
+// Keys are the access keys: an admin key (scoped to "*") unlocks the
+// actions, and the actions can revoke a key.
+type Keys interface {
+	Lookup(accessKeyID string) (credential.Credential, error)
+	List(ctx context.Context) ([]credential.Credential, error)
+	Revoke(ctx context.Context, accessKeyID string) error
+}
+
+// Usage is what this node's index holds for one namespace.
+type Usage struct {
+	Blocks int64 `json:"blocks"`
+	Bytes  int64 `json:"bytes"`
+	Pinned int64 `json:"pinned"`
+}
+
+// Namespaces lists the namespaces and what the index holds for each.
+type Namespaces interface {
+	Namespaces() []block.Namespace
+	// Usage scans the index once and returns every namespace's usage.
+	Usage(ctx context.Context) (map[string]Usage, error)
+}
+
+// Router is the KV-aware router's view of the workers.
+type Router interface {
+	Stats() map[string]router.IndexStats
+	Workers(ns string) []router.WorkerInfo
+}
+
+// Deps are the console's sources. Cluster and Gatherer are required; a nil
+// Namespaces, Router or Keys leaves that part empty (with no Keys, every
+// action is refused).
+type Deps struct {
+	NodeID     string
+	Cluster    Cluster
+	Gatherer   prometheus.Gatherer
+	Namespaces Namespaces
+	Router     Router
+	Keys       Keys
+	// Client fetches other members' consoles (nil: a client with
+	// Config.PeerTimeout).
+	Client *http.Client
+}
+
+//go:embed assets
+var assets embed.FS
+
+// Console serves the console's page and JSON.
+type Console struct {
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	sampler *Sampler
+	mux     *http.ServeMux
+
+	nsMu   sync.Mutex
+	nsAt   time.Time
+	nsUse  map[string]Usage
+	nsErr  error
+	nsBusy chan struct{}
+}
+
+// New builds a console; Run starts its sampler.
+func New(cfg Config, deps Deps, log *slog.Logger) (*Console, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Cluster == nil || deps.Gatherer == nil {
+		return nil, fmt.Errorf("%w: console: Cluster and Gatherer are required", block.ErrInvalidArgument)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if deps.Client == nil {
+		deps.Client = &http.Client{Timeout: cfg.PeerTimeout}
+	}
+	c := &Console{cfg: cfg, deps: deps, log: log.With("component", "console"), mux: http.NewServeMux(), nsBusy: make(chan struct{}, 1)}
+	c.sampler = NewSampler(cfg, deps.Gatherer, c.log)
+	static, err := fs.Sub(assets, "assets")
+	if err != nil {
+		return nil, err
+	}
+	files := http.StripPrefix("/ui/", http.FileServerFS(static))
+	c.mux.Handle("/ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+		files.ServeHTTP(w, r)
+	}))
+	c.handle("GET /ui/api/overview", c.overview)
+	c.handle("GET /ui/api/node", c.node)
+	c.handle("GET /ui/api/series", c.series)
+	c.handle("POST /ui/api/session", c.session)
+	c.handle("GET /ui/api/keys", c.keys)
+	c.handle("POST /ui/api/actions/{action}", c.action)
+	c.handle("/ui/api/", func(_ http.ResponseWriter, r *http.Request) error {
+		return fmt.Errorf("%w: no console endpoint %s %s", block.ErrNotFound, r.Method, r.URL.Path)
+	})
+	return c, nil
+}
+
+// Handler serves /ui/ (mount it with httpapi.Server.MountPage("/ui/", h)).
+func (c *Console) Handler() http.Handler { return c.mux }
+
+// Run samples the node's registry for the charts until ctx ends.
+func (c *Console) Run(ctx context.Context) { c.sampler.Run(ctx) }
+
+// Sampler is the console's chart ring.
+func (c *Console) Sampler() *Sampler { return c.sampler }
+
+func (c *Console) handle(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
+	c.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			code := errcode.Of(err)
+			if code == errcode.Internal {
+				c.log.Error("console request failed", "path", r.URL.Path, "err", err)
+			}
+			w.Header().Set(httpwire.HeaderErrorCode, code.String())
+			writeJSON(w, code.HTTPStatus(), httpwire.ErrorBody{Code: code.String(), Message: err.Error()})
+		}
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"code":"Internal","message":"encoding reply"}`)
+	}
+	w.Header().Set("Content-Type", httpwire.ContentTypeJSON)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// NamespaceView is one namespace row: its definition and this node's
+// index usage.
+type NamespaceView struct {
+	Name         string `json:"name"`
+	Model        string `json:"model,omitempty"`
+	DataShards   int    `json:"k"`
+	ParityShards int    `json:"m"`
+	TTLSeconds   int64  `json:"ttl_seconds"`
+	Priority     uint8  `json:"priority"`
+	WriteMode    string `json:"write_mode,omitempty"`
+	Usage
+}
+
+// WorkerView is one router worker of a namespace.
+type WorkerView struct {
+	Namespace string `json:"namespace"`
+	router.WorkerInfo
+}
+
+// Overview is the reply of GET /ui/api/overview.
+type Overview struct {
+	NodeID string `json:"node_id"`
+	Time   int64  `json:"time"`
+	// Cluster is the reply of GET /v1/cluster/status on this node.
+	Cluster    clusterapi.Status `json:"cluster"`
+	Node       NodeView          `json:"node"`
+	Namespaces []NamespaceView   `json:"namespaces"`
+	// UsageError says why the namespace usage is missing, if it is.
+	UsageError string                       `json:"usage_error,omitempty"`
+	Router     map[string]router.IndexStats `json:"router"`
+	Workers    []WorkerView                 `json:"workers"`
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	st, err := c.deps.Cluster.Status(ctx)
+	if err != nil {
+		return err
+	}
+	f, err := gather(c.deps.Gatherer)
+	if err != nil {
+		return err
+	}
+	ov := Overview{NodeID: c.deps.NodeID, Time: time.Now().UnixMilli(), Cluster: st, Node: nodeView(c.deps.NodeID, f),
+		Namespaces: []NamespaceView{}, Router: map[string]router.IndexStats{}, Workers: []WorkerView{}}
+	if c.deps.Namespaces != nil {
+		use, uerr := c.usage(ctx)
+		if uerr != nil {
+			ov.UsageError = uerr.Error()
+		}
+		for _, ns := range c.deps.Namespaces.Namespaces() {
+			ov.Namespaces = append(ov.Namespaces, NamespaceView{Name: ns.Name, Model: ns.Model, DataShards: max(ns.DataShards, 1),
+				ParityShards: ns.ParityShards, TTLSeconds: ns.TTLSeconds, Priority: ns.Priority, WriteMode: string(ns.WriteMode), Usage: use[ns.Name]})
+		}
+		// Largest first: the page shows the top of the list.
+		slices.SortStableFunc(ov.Namespaces, func(a, b NamespaceView) int {
+			if a.Bytes != b.Bytes {
+				if a.Bytes > b.Bytes {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+	}
+	if c.deps.Router != nil {
+		ov.Router = c.deps.Router.Stats()
+		for ns := range ov.Router {
+			for _, wi := range c.deps.Router.Workers(ns) {
+				ov.Workers = append(ov.Workers, WorkerView{Namespace: ns, WorkerInfo: wi})
+			}
+		}
+		slices.SortFunc(ov.Workers, func(a, b WorkerView) int {
+			if a.Namespace != b.Namespace {
+				return strings.Compare(a.Namespace, b.Namespace)
+			}
+			return strings.Compare(a.Worker, b.Worker)
+		})
+	}
+	writeJSON(w, http.StatusOK, ov)
+	return nil
+}
+
+// usage returns the namespace usage, scanning the index at most once per
+// NamespaceTTL (and one scan at a time).
+func (c *Console) usage(ctx context.Context) (map[string]Usage, error) {
+	c.nsMu.Lock()
+	if c.nsUse != nil && time.Since(c.nsAt) < c.cfg.NamespaceTTL {
+		u, err := c.nsUse, c.nsErr
+		c.nsMu.Unlock()
+		return u, err
+	}
+	c.nsMu.Unlock()
+	select {
+	case c.nsBusy <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.nsBusy }()
+	c.nsMu.Lock()
+	if c.nsUse != nil && time.Since(c.nsAt) < c.cfg.NamespaceTTL {
+		u, err := c.nsUse, c.nsErr
+		c.nsMu.Unlock()
+		return u, err
+	}
+	c.nsMu.Unlock()
+	u, err := c.deps.Namespaces.Usage(ctx)
+	if u == nil {
+		u = map[string]Usage{}
+	}
+	c.nsMu.Lock()
+	c.nsUse, c.nsErr, c.nsAt = u, err, time.Now()
+	c.nsMu.Unlock()
+	return u, err
+}

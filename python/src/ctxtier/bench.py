@@ -1,0 +1,254 @@
+"""GET throughput of the Python client against a raw Python socket, in one run.
+
+    python -m ctxtier.bench --addr 127.0.0.1:7400 --block-size 2MiB --clients 4 --duration 10s
+
+It puts a working set of --keys distinct blocks into ctxd, then alternates
+rounds of two loads with the same block size, clients and total duration:
+
+- ctxtier: each client process GETs random blocks of the working set with
+  ``Client.get_into`` into one preallocated buffer, with the client's CRC-32C
+  check on (``verify=True``) unless --no-verify;
+- raw socket: each client process asks a raw TCP server started by this
+  benchmark (Python, the same --keys distinct blocks held in memory, one
+  thread per connection, ``sendall``) for a block with an 8-byte request and
+  receives it with ``recv_into`` into a preallocated buffer: no protocol, no
+  checksum, no server-side storage.
+
+Clients are processes (one connection each), so the GIL of one client
+process does not limit another. The last line printed is
+``ratio_vs_raw_socket=<ctxtier GB/s / raw GB/s>``. With --go-ctxbench PATH
+it also runs the Go client's figure (``ctxbench load --vs-baseline``) against
+the same server first and prints its result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import random
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+from . import crc
+from .client import Client
+
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+
+
+def parse_size(s: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([kmg]i?b|b)?\s*", s, re.I)
+    if not m:
+        raise argparse.ArgumentTypeError(f"size {s!r}: want bytes or a KiB/MiB/GiB or KB/MB/GB suffix")
+    return int(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+
+
+def parse_duration(s: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", s)
+    if not m:
+        raise argparse.ArgumentTypeError(f"duration {s!r}: want e.g. 10s, 500ms, 1m")
+    return float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60, None: 1}[m.group(2)]
+
+
+# ---------------------------------------------------------------- raw server
+
+
+def _raw_server(ready, port_out, block_size: int, keys: int) -> None:
+    blocks = [os.urandom(block_size) for _ in range(keys)]
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(64)
+    port_out.value = ls.getsockname()[1]
+    ready.set()
+
+    def serve(s: socket.socket) -> None:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with s:
+            try:
+                while True:
+                    req = s.recv(8, socket.MSG_WAITALL)
+                    if len(req) < 8:
+                        return
+                    s.sendall(blocks[struct.unpack("<Q", req)[0] % keys])
+            except OSError:
+                return
+
+    while True:
+        s, _ = ls.accept()
+        threading.Thread(target=serve, args=(s,), daemon=True).start()
+
+
+# ---------------------------------------------------------------- clients
+
+
+def _worker(conn, addr: str, raw_port: int, ns: str, hashes: list, block_size: int, verify: bool, seed: int):
+    rnd = random.Random(seed)
+    c = Client(addr, pool_size=1, verify=verify, timeout=60)
+    buf = bytearray(block_size)
+    view = memoryview(buf)
+    raw = socket.create_connection(("127.0.0.1", raw_port))
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn.send("ready")
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        mode, t_end = msg
+        cpu0 = time.process_time()
+        n = 0
+        nbytes = 0
+        lat = []
+        errors = 0
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= t_end:
+                break
+            i = rnd.randrange(len(hashes))
+            if mode == "ctxtier":
+                try:
+                    (size,) = c.get_into(ns, [hashes[i]], [buf])
+                except Exception:  # counted, the run goes on
+                    errors += 1
+                    continue
+            else:
+                raw.sendall(struct.pack("<Q", i))
+                got = 0
+                while got < block_size:
+                    k = raw.recv_into(view[got:])
+                    if k == 0:
+                        raise ConnectionError("raw server closed")
+                    got += k
+                size = got
+            lat.append(time.perf_counter() - t0)
+            n += 1
+            nbytes += size or 0
+        conn.send((n, nbytes, errors, lat, time.process_time() - cpu0))
+    raw.close()
+    c.close()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc), 0 when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _pct(xs: list, p: float) -> float:
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ctxtier.bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--addr", default="127.0.0.1:7400", help="ctxd's native protocol address")
+    ap.add_argument("--namespace", default="default")
+    ap.add_argument("--block-size", type=parse_size, default=parse_size("2MiB"))
+    ap.add_argument("--clients", type=int, default=4, help="client processes, one connection each")
+    ap.add_argument("--duration", type=parse_duration, default=10.0, help="per load, split into --rounds")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of each load")
+    ap.add_argument("--keys", type=int, default=64, help="working set: distinct blocks")
+    ap.add_argument("--no-verify", action="store_true", help="leave GET verification to the server's tier")
+    ap.add_argument("--server-pid", type=int, help="ctxd's pid, to report the server's CPU per GB as well")
+    ap.add_argument("--go-ctxbench", metavar="PATH", help="also run the Go client's `ctxbench load --vs-baseline`")
+    a = ap.parse_args(argv)
+    if a.clients < 1 or a.keys < 1 or a.rounds < 1 or a.block_size < 1:
+        ap.error("--clients, --keys, --rounds and --block-size must be positive")
+    verify = not a.no_verify
+
+    if a.go_ctxbench:
+        cmd = [a.go_ctxbench, "load", "--addr", a.addr, "--block-size", str(a.block_size), "--clients",
+               str(a.clients), "--get-ratio", "1", "--duration", f"{a.duration}s", "--keys", str(a.keys),
+               "--vs-baseline"]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode:
+            print(f"go ctxbench failed ({out.returncode}): {out.stderr.strip()}", file=sys.stderr)
+            return 1
+        for line in out.stdout.strip().splitlines():
+            print("go: " + line)
+        sys.stdout.flush()
+
+    # The working set.
+    rnd = random.Random()  # fresh keys each run: no Conflict with an earlier run's blocks
+    hashes = [rnd.getrandbits(64) for _ in range(a.keys)]
+    with Client(a.addr, pool_size=1, timeout=60) as c:
+        block = bytearray(os.urandom(a.block_size))
+        for i, h in enumerate(hashes):
+            block[:8] = struct.pack("<Q", i)  # distinct contents
+            c.put(a.namespace, h, block)
+
+    ctx = mp.get_context("fork")
+    ready, port = ctx.Event(), ctx.Value("i", 0)
+    server = ctx.Process(target=_raw_server, args=(ready, port, a.block_size, a.keys), daemon=True)
+    server.start()
+    ready.wait(30)
+    pipes, procs = [], []
+    for i in range(a.clients):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_worker, args=(child, a.addr, port.value, a.namespace, hashes, a.block_size, verify,
+                                              100 + i), daemon=True)
+        p.start()
+        pipes.append(parent)
+        procs.append(p)
+    for pp in pipes:
+        assert pp.recv() == "ready"
+
+    totals = {"ctxtier": [0, 0, 0, [], 0.0, 0.0], "raw": [0, 0, 0, [], 0.0, 0.0]}
+    server_cpu = {"ctxtier": 0.0, "raw": 0.0}
+    server_pid = {"ctxtier": a.server_pid, "raw": server.pid}
+    per_round = a.duration / a.rounds
+    for _ in range(a.rounds):
+        for mode in ("raw", "ctxtier"):
+            t_end = time.perf_counter() + per_round + 0.05
+            t0 = time.perf_counter()
+            s0 = _cpu_seconds(server_pid[mode]) if server_pid[mode] else 0.0
+            for pp in pipes:
+                pp.send((mode, t_end))
+            for pp in pipes:
+                n, nb, errs, lat, cpu = pp.recv()
+                t = totals[mode]
+                t[0] += n
+                t[1] += nb
+                t[2] += errs
+                t[3].extend(lat)
+                t[5] += cpu
+            totals[mode][4] += time.perf_counter() - t0
+            if server_pid[mode]:
+                server_cpu[mode] += _cpu_seconds(server_pid[mode]) - s0
+    for pp in pipes:
+        pp.send(None)
+    for p in procs:
+        p.join(10)
+    server.kill()
+
+    def gbps(mode):
+        t = totals[mode]
+        return t[1] / t[4] / 1e9 if t[4] else 0.0
+
+    mode_desc = "processes" if a.clients > 1 else "process"
+    check = ("crc32c (C)" if crc.FAST else "crc32c (pure Python)") if verify else "off (server verifies at rest)"
+    print(f"bench: addr={a.addr} namespace={a.namespace} block={a.block_size} clients={a.clients} ({mode_desc}, "
+          f"one connection each) keys={a.keys} duration={a.duration:g}s rounds={a.rounds} get check={check}")
+    for mode, label in (("ctxtier", "ctxtier python get_into"), ("raw", "raw python socket")):
+        n, nb, errs, lat, secs, cpu = totals[mode]
+        print(f"{label}: {n} gets, {errs} errors in {secs:.2f}s: {gbps(mode):.3f} GB/s, {n / secs if secs else 0:.0f} "
+              f"gets/s; latency p50={_pct(lat, 0.5) * 1e6:.0f}us p99={_pct(lat, 0.99) * 1e6:.0f}us; "
+              f"client cpu {cpu / (nb / 1e9) if nb else 0:.3f} s/GB"
+              + (f", server cpu {server_cpu[mode] / (nb / 1e9) if nb else 0:.3f} s/GB" if server_pid[mode] else ""))
+    ratio = gbps("ctxtier") / gbps("raw") if gbps("raw") else 0.0
+    print(f"ratio_vs_raw_socket={ratio:.3f}")
+    return 0 if totals["ctxtier"][2] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Starts a throwaway ctxd and runs the Python client's GET benchmark against it:
+#   python -m ctxtier.bench --addr 127.0.0.1:7400 --block-size 2MiB --clients 4 --duration 10s --go-ctxbench bin/ctxbench
+# It prints the Go client's figure (ctxbench load --vs-baseline) first, then the
+# Python client's; the last line is ratio_vs_raw_socket=<x> (Python get_into GB/s
+# over a raw Python socket receiving the same bytes in the same run).
+# Extra arguments are passed to ctxtier.bench. Needs `make build py-venv`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=$(mktemp -d)
+bin/ctxd --data-dir "$dir" --listen 127.0.0.1:7400 --http-listen 127.0.0.1:7401 --dram-capacity 2GiB --log-level warn &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 50); do curl -fsS http://127.0.0.1:7401/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+.venv/bin/python -m ctxtier.bench --addr 127.0.0.1:7400 --block-size 2MiB --clients 4 --duration 10s --server-pid "$pid" --go-ctxbench bin/ctxbench "$@"
