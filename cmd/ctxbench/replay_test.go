@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/replay"
 	"github.com/ctxtier/ctxtier/internal/freeport"
+	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
 func TestParseReplayArgs(t *testing.T) {
@@ -40,7 +41,7 @@ func TestParseReplayArgs(t *testing.T) {
 }
 
 // ctxdBinary builds cmd/ctxd into a temporary directory, or names the binary
-// in CTXD_BIN; it skips when neither is possible.
+// in CTXD_BIN; a build failure fails the test.
 func ctxdBinary(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("CTXD_BIN"); p != "" {
@@ -50,16 +51,13 @@ func ctxdBinary(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "cmd", "ctxd")); err != nil {
-		t.Skipf("cmd/ctxd is not in this tree (%v); set CTXD_BIN to a ctxd binary to run the integration test", err)
-	}
 	bin := filepath.Join(t.TempDir(), "ctxd")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ctxd")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("cannot build ctxd: %v\n%s", err, out)
+		t.Fatalf("cannot build ctxd: %v\n%s", err, out)
 	}
 	return bin
 }
@@ -109,9 +107,7 @@ func startCtxd(t *testing.T, bin string) string {
 
 func TestReplayAgainstCtxd(t *testing.T) {
 	tracePath := filepath.Join("..", "..", "..", "shared", "traces", "conversation_trace.jsonl")
-	if _, err := os.Stat(tracePath); err != nil {
-		t.Skipf("trace %s not found (%v): the shared traces live in ../shared/traces beside the repository", tracePath, err)
-	}
+	testdep.Path(t, tracePath, "shared trace conversation_trace.jsonl", "the shared traces live in ../shared/traces beside the repository")
 	base := startCtxd(t, ctxdBinary(t))
 	dir := t.TempDir()
 	args := []string{"--trace", tracePath, "--tier-url", base, "--max-requests", "300",

@@ -5,14 +5,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
 // TestS3CLI runs scripts/s3cli-test.sh (s3cmd: list, get, put, delete)
 // against an in-process server on 127.0.0.1.
 func TestS3CLI(t *testing.T) {
-	if _, err := exec.LookPath("s3cmd"); err != nil {
-		t.Skip("s3cmd is not installed: run scripts/s3cli-test.sh once as root (it installs s3cmd with apt-get), or apt-get install s3cmd")
-	}
+	testdep.Command(t, "s3cmd", "make test-deps installs it (apt-get install s3cmd)")
 	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "s3cli-test.sh"))
 	if err != nil {
 		t.Fatal(err)
