@@ -44,11 +44,15 @@ type Config struct {
 	// Client sends forwarded and client requests; nil builds one with
 	// Timeout as its overall limit.
 	Client *http.Client
+	// LeaderWait bounds how long a member of a configuration that knows no
+	// leader holds a request it must forward before answering 503.
+	LeaderWait time.Duration
 }
 
-// DefaultConfig returns the defaults: no token, 10 s timeout, 16 MiB bodies.
+// DefaultConfig returns the defaults: no token, 10 s timeout, 16 MiB
+// bodies, 3 s leader wait.
 func DefaultConfig() Config {
-	return Config{Timeout: 10 * time.Second, MaxBodyBytes: 16 << 20}
+	return Config{Timeout: 10 * time.Second, MaxBodyBytes: 16 << 20, LeaderWait: 3 * time.Second}
 }
 
 // Validate checks the configuration; errors wrap block.ErrInvalidArgument.
@@ -56,6 +60,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Timeout <= 0:
 		return fmt.Errorf("%w: clusterapi: Timeout must be positive", block.ErrInvalidArgument)
+	case c.LeaderWait <= 0:
+		return fmt.Errorf("%w: clusterapi: LeaderWait must be positive", block.ErrInvalidArgument)
 	case c.MaxBodyBytes < 1024:
 		return fmt.Errorf("%w: clusterapi: MaxBodyBytes %d must be at least 1024", block.ErrInvalidArgument, c.MaxBodyBytes)
 	case len(c.Token) > 1024:
@@ -80,6 +86,9 @@ func WithToken(token string) Option { return func(c *Config) { c.Token = token }
 
 // WithHTTPClient sets the HTTP client for outgoing requests.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Config) { c.Client = hc } }
+
+// WithLeaderWait sets Config.LeaderWait.
+func WithLeaderWait(d time.Duration) Option { return func(c *Config) { c.LeaderWait = d } }
 
 // WithTimeout sets Config.Timeout.
 func WithTimeout(d time.Duration) Option { return func(c *Config) { c.Timeout = d } }
