@@ -110,10 +110,7 @@ func New(t testing.TB, cfg Config) *Net {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	testdep.Command(t, "ip", "apt-get install iproute2 (make test-deps does)")
-	if os.Geteuid() != 0 {
-		testdep.Missing(t, "root", "network namespaces need CAP_NET_ADMIN", "run the tests as root")
-	}
+	Require(t)
 	removeStale(t)
 	n := &Net{t: t, cfg: cfg, id: fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), nets.Add(1))}
 	n.hub = n.id + "-hub"
@@ -123,6 +120,16 @@ func New(t testing.TB, cfg Config) *Net {
 	n.ipIn(n.hub, "link", "add", "br0", "type", "bridge")
 	n.ipIn(n.hub, "link", "set", "br0", "up")
 	return n
+}
+
+// Require ends the test through testdep.Missing unless `ip` and root are
+// available (New calls it).
+func Require(t testing.TB) {
+	t.Helper()
+	testdep.Command(t, "ip", "apt-get install iproute2 (make test-deps does)")
+	if os.Geteuid() != 0 {
+		testdep.Missing(t, "root", "network namespaces need CAP_NET_ADMIN", "run the tests as root")
+	}
 }
 
 // Add creates a node's namespace, links it to the hub and gives it the

@@ -139,6 +139,7 @@ func TestCutHealIsolate(t *testing.T) {
 
 // TestCleanup checks that a Net's namespaces are gone once its test ends.
 func TestCleanup(t *testing.T) {
+	Require(t)
 	var names []string
 	t.Run("net", func(t *testing.T) {
 		n := New(t, DefaultConfig())
