@@ -24,6 +24,13 @@
 // followed by nsenter. Isolate(a, b) cuts one pair's traffic only
 // (blackhole routes inside the two namespaces).
 //
+// Node.Listen opens a listener inside a node's namespace (a test server a
+// node must reach). A process in a node's namespace reaches nothing outside
+// the Net: run any server it needs (an S3 server, another ctxd) in a node
+// of the same Net too. To restart a process, run Node.Command again; the
+// namespace and its address stay. Require checks for root and `ip` without
+// building anything. Names: a namespace is ctn<pid>-<net>-<node index>.
+//
 // Everything is torn down by t.Cleanup, also when the test fails: the
 // namespaces are deleted (which deletes their veths and bridge). Register
 // the cleanup of processes started in a namespace after New, so they are
