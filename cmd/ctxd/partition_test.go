@@ -96,9 +96,21 @@ func startNSCluster(t *testing.T) *nsCluster {
 		return true
 	})
 	t.Logf("timing: cluster of 3 formed %v after the first start (%v waiting for members)", time.Since(start).Round(time.Millisecond), took)
-	if _, err := c.nodes[0].hc.CreateNamespace(context.Background(), block.Namespace{Name: partitionNS, DataShards: 1, ParityShards: 2}); err != nil {
-		t.Fatal(err)
-	}
+	// Through the leader of the moment (a follower answers "not the
+	// leader"), again if leadership moves; creating the same namespace
+	// twice is not an error.
+	var err error
+	c.waitFor(60*time.Second, "the namespace to be created", func() bool {
+		l, ok := c.leader(c.nodes)
+		if !ok {
+			return false
+		}
+		_, err = l.hc.CreateNamespace(context.Background(), block.Namespace{Name: partitionNS, DataShards: 1, ParityShards: 2})
+		if err != nil {
+			t.Logf("create namespace through %s: %v (retrying)", l.Name, err)
+		}
+		return err == nil
+	})
 	return c
 }
 
@@ -285,17 +297,26 @@ func partitionScenario(t *testing.T, cutLeader bool) {
 			t.Fatal(err)
 		}
 	}
-	leader, ok := c.leader(c.nodes)
-	if !ok {
-		t.Fatal("the nodes do not agree on a leader")
-	}
-	victim := leader
-	if !cutLeader {
-		victim = c.nodes[0]
-		if victim == leader {
-			victim = c.nodes[1]
+	// The victim is chosen from the leader the nodes agree on, and (for the
+	// leader cut) confirmed to still call itself leader just before the
+	// cut, so a leadership change in between cannot turn the scenario into
+	// the other one.
+	var leader, victim *nsNode
+	c.waitFor(60*time.Second, "an agreed leader to cut off or keep", func() bool {
+		l, ok := c.leader(c.nodes)
+		if !ok {
+			return false
 		}
-	}
+		leader, victim = l, l
+		if !cutLeader {
+			victim = c.nodes[0]
+			if victim == leader {
+				victim = c.nodes[1]
+			}
+		}
+		st, err := leader.cc.Status(context.Background())
+		return err == nil && st.State == "leader"
+	})
 	var majority []*nsNode
 	for _, nd := range c.nodes {
 		if nd != victim {
