@@ -2,9 +2,10 @@ package trace
 
 import (
 	"math"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
 func TestReadAndBound(t *testing.T) {
@@ -41,9 +42,7 @@ func TestSharedTraceBounds(t *testing.T) {
 		bound float64
 	}{{"conversation_trace.jsonl", 0.366}, {"synthetic_trace.jsonl", 0.640}} {
 		path := "../../../shared/traces/" + tc.file
-		if _, err := os.Stat(path); err != nil {
-			t.Skipf("shared trace %s not present (a user's clone has no ../shared): %v", path, err)
-		}
+		testdep.Path(t, path, "shared trace "+tc.file, "the shared traces live in ../shared/traces beside the repository")
 		reqs, err := ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
