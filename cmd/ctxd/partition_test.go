@@ -74,7 +74,8 @@ func startNSCluster(t *testing.T) *nsCluster {
 		nd.p = startCtxdWith(t, nd.Command, "--node-id", nd.Name,
 			"--listen", nd.IP+":7400", "--http-listen", nd.IP+":7401",
 			"--raft-listen", nd.IP+":7402", "--peer-listen", nd.IP+":7403", "--s3-admin-listen", "",
-			"--join", join, "--bootstrap-expect", "3", "--dram-capacity", "64MiB", "--zone", "zone-"+nd.Name)
+			"--join", join, "--bootstrap-expect", "3", "--cluster-secret", testSecret,
+			"--dram-capacity", "64MiB", "--zone", "zone-"+nd.Name)
 		cfg := client.HTTPDefaultConfig()
 		cfg.BaseURL = "http://" + nd.IP + ":7401"
 		cfg.DialContext = nd.DialContext
@@ -84,7 +85,7 @@ func startNSCluster(t *testing.T) *nsCluster {
 			t.Fatal(err)
 		}
 		nd.hc = hc
-		nd.cc = clusterapi.NewClient(nd.IP+":7401", clusterapi.WithHTTPClient(&http.Client{
+		nd.cc = clusterapi.NewClient(nd.IP+":7401", clusterapi.WithToken(testSecret), clusterapi.WithHTTPClient(&http.Client{
 			Transport: &http.Transport{DialContext: nd.DialContext}, Timeout: 5 * time.Second}))
 	}
 	took := c.waitFor(90*time.Second, "three alive voters seen by every node", func() bool {
