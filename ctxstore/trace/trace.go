@@ -84,6 +84,18 @@ func Read(r io.Reader) ([]Request, error) {
 	return out, nil
 }
 
+// Write writes reqs as JSON lines, the format Read reads.
+func Write(w io.Writer, reqs []Request) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for i := range reqs {
+		if err := enc.Encode(&reqs[i]); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
 // ReadFile parses the trace at path.
 func ReadFile(path string) ([]Request, error) {
 	f, err := os.Open(path)
