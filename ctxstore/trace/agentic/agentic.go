@@ -77,7 +77,7 @@ func DefaultConfig() Config {
 			{WaitMs: Range{5000, 15000}, ResumeWithinMs: 15000, Weight: 3},
 			{WaitMs: Range{15000, 30000}, ResumeWithinMs: 30000, Weight: 2},
 		},
-		ArrivalMs: 2500, SubAgentPercent: 12, SubAgentTurns: Range{2, 6},
+		ArrivalMs: 300, SubAgentPercent: 12, SubAgentTurns: Range{2, 6},
 	}
 }
 
