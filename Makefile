@@ -46,3 +46,4 @@ clean: ## remove build outputs and the default data directory
 include deploy/deploy.mk
 include cluster.mk
 -include s3.mk
+-include resp.mk
