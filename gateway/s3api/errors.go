@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/object"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
 )
@@ -63,6 +64,11 @@ func toAPI(err error) *apiError {
 		}
 		return a
 	}
+	for _, m := range objectErrors {
+		if errors.Is(err, m.err) {
+			return newErr(m.code, m.status, err, "%s", msg)
+		}
+	}
 	switch errcode.Of(err) {
 	case errcode.NotFound:
 		return newErr("NoSuchKey", http.StatusNotFound, err, "The specified key does not exist.")
@@ -90,6 +96,22 @@ func toAPI(err error) *apiError {
 		return newErr("RequestTimeout", http.StatusBadRequest, err, "%s", msg)
 	}
 	return newErr("InternalError", http.StatusInternalServerError, errcode.ErrInternal, "we encountered an internal error; please try again")
+}
+
+// objectErrors are the S3 codes of ctxstore/object's sentinels (each wraps
+// a block sentinel, so errcode and metrics classify them too).
+var objectErrors = []struct {
+	err    error
+	code   string
+	status int
+}{
+	{object.ErrNoSuchUpload, "NoSuchUpload", http.StatusNotFound},
+	{object.ErrInvalidPartOrder, "InvalidPartOrder", http.StatusBadRequest},
+	{object.ErrInvalidPart, "InvalidPart", http.StatusBadRequest},
+	{object.ErrEntityTooSmall, "EntityTooSmall", http.StatusBadRequest},
+	{object.ErrPreconditionFailed, "PreconditionFailed", http.StatusPreconditionFailed},
+	{object.ErrKeyCollision, "ServiceUnavailable", http.StatusServiceUnavailable},
+	{object.ErrObjectChanged, "ServiceUnavailable", http.StatusServiceUnavailable},
 }
 
 // authAPI maps s3auth's errors to S3 errors (nil for other errors).
