@@ -86,7 +86,8 @@ func objectHeaders(h http.Header) ([]object.Header, error) {
 		}
 		v := strings.Join(vs, ",")
 		size += len(name) - len("X-Amz-Meta-") + len(v)
-		out = append(out, object.Header{Name: name, Value: v})
+		// S3 keeps metadata names lower-case, and clients expect them so.
+		out = append(out, object.Header{Name: strings.ToLower(name), Value: v})
 	}
 	if size > maxUserMeta {
 		return nil, newErr("MetadataTooLarge", http.StatusBadRequest, block.ErrTooLarge, "Your metadata headers exceed the maximum allowed metadata size (%d bytes, limit %d)", size, maxUserMeta)
@@ -101,7 +102,8 @@ func setMetaHeaders(h http.Header, m object.Meta) {
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Type", defaultContentType)
 	for _, x := range m.Headers {
-		h.Set(x.Name, x.Value)
+		// Set directly: user metadata names stay lower-case, as S3 sends them.
+		h[x.Name] = []string{x.Value}
 	}
 	if m.Parts > 0 {
 		h.Set("X-Amz-Mp-Parts-Count", strconv.Itoa(m.Parts))
