@@ -167,6 +167,19 @@ func (s *Server) headBucket(q *request) error {
 }
 
 func (s *Server) deleteBucket(q *request) error {
+	if ns, err := s.store.Namespace(q.bucket); err == nil && ns.IsObject() {
+		// As in S3, uploads in progress do not keep a bucket alive: with no
+		// object left, abort them (and their parts) first.
+		es, err := s.objs.ListObjects(q.r.Context(), q.bucket, "")
+		if err != nil {
+			return err
+		}
+		if len(es) == 0 {
+			if _, err := s.objs.SweepUploads(q.r.Context(), q.bucket, 0); err != nil {
+				return err
+			}
+		}
+	}
 	if err := s.store.DeleteNamespace(q.r.Context(), q.bucket); err != nil {
 		return err
 	}

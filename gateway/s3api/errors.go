@@ -89,7 +89,7 @@ func toAPI(err error) *apiError {
 	case errcode.NamespaceExists:
 		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, err, "%s", msg)
 	case errcode.NamespaceNotEmpty:
-		return newErr("BucketNotEmpty", http.StatusConflict, err, "The bucket you tried to delete is not empty")
+		return newErr("BucketNotEmpty", http.StatusConflict, err, "The bucket you tried to delete is not empty.")
 	case errcode.Unauthenticated, errcode.PermissionDenied:
 		return newErr("AccessDenied", http.StatusForbidden, err, "access denied")
 	case errcode.Canceled, errcode.DeadlineExceeded:

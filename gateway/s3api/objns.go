@@ -90,7 +90,7 @@ func objectHeaders(h http.Header) ([]object.Header, error) {
 		out = append(out, object.Header{Name: strings.ToLower(name), Value: v})
 	}
 	if size > maxUserMeta {
-		return nil, newErr("MetadataTooLarge", http.StatusBadRequest, block.ErrTooLarge, "Your metadata headers exceed the maximum allowed metadata size (%d bytes, limit %d)", size, maxUserMeta)
+		return nil, newErr("MetadataTooLarge", http.StatusBadRequest, block.ErrTooLarge, "Your metadata headers exceed the maximum allowed metadata size")
 	}
 	return out, nil
 }
@@ -115,7 +115,7 @@ func setMetaHeaders(h http.Header, m object.Meta) {
 // reports that the response was written.
 func readConditions(q *request, m object.Meta) (bool, error) {
 	h := q.r.Header
-	failed := newErr("PreconditionFailed", http.StatusPreconditionFailed, object.ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold")
+	failed := newErr("PreconditionFailed", http.StatusPreconditionFailed, object.ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold.")
 	mod := m.Modified.Truncate(time.Second)
 	if v := h.Get("If-Match"); v != "" {
 		if !etagListHas(v, m.ETag) && v != "*" {
@@ -165,6 +165,7 @@ func (s *Server) openForRead(q *request) (o *object.Object, first, n int64, stat
 		return nil, 0, 0, 0, true, err
 	}
 	first, n, status = 0, o.Size, http.StatusOK
+	// A Range on an empty object is ignored (200, no bytes), as S3 does.
 	if rh := q.r.Header.Get("Range"); rh != "" && o.Size > 0 {
 		a, b, ok, err := parseRange(rh, o.Size)
 		if err != nil {
@@ -175,8 +176,6 @@ func (s *Server) openForRead(q *request) (o *object.Object, first, n int64, stat
 			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a, b, o.Size))
 			first, n, status = a, b-a+1, http.StatusPartialContent
 		}
-	} else if rh != "" {
-		return nil, 0, 0, 0, true, newErr("InvalidRange", http.StatusRequestedRangeNotSatisfiable, block.ErrInvalidArgument, "The requested range is not satisfiable")
 	}
 	h.Set("Content-Length", strconv.FormatInt(n, 10))
 	return o, first, n, status, false, nil
@@ -215,7 +214,8 @@ func (s *Server) getObjectNS(q *request) error {
 func writeConditions(q *request) (ifAbsent bool, ifMatch string, err error) {
 	if v := q.r.Header.Get("If-None-Match"); v != "" {
 		if v != "*" {
-			return false, "", newErr("NotImplemented", http.StatusNotImplemented, block.ErrInvalidArgument, "If-None-Match on writes supports only \"*\"")
+			// AWS's answer: only "*" is supported on writes.
+			return false, "", newErr("NotImplemented", http.StatusNotImplemented, block.ErrInvalidArgument, "A header you provided implies functionality that is not implemented")
 		}
 		ifAbsent = true
 	}
@@ -244,12 +244,47 @@ func (s *Server) putObjectNS(q *request) error {
 		return err
 	}
 	q.w.Header().Set("Etag", m.ETag)
+	q.w.Header().Set("X-Amz-Object-Size", strconv.FormatInt(m.Size, 10))
 	return q.writeEmpty(http.StatusOK)
+}
+
+// deleteConditions applies a DELETE's If-Match, x-amz-if-match-size and
+// x-amz-if-match-last-modified-time: each must hold for the object to go.
+func (s *Server) deleteConditions(q *request, key []byte) error {
+	h := q.r.Header
+	im, sz, lm := h.Get("If-Match"), h.Get("X-Amz-If-Match-Size"), h.Get("X-Amz-If-Match-Last-Modified-Time")
+	if im == "" && sz == "" && lm == "" {
+		return nil
+	}
+	m, err := s.objs.StatObject(q.r.Context(), q.bucket, key)
+	if err != nil {
+		return err
+	}
+	failed := newErr("PreconditionFailed", http.StatusPreconditionFailed, object.ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold.")
+	if im != "" && !etagListHas(im, m.ETag) && im != "*" {
+		return failed
+	}
+	if sz != "" && sz != strconv.FormatInt(m.Size, 10) {
+		return failed
+	}
+	if lm != "" {
+		t, err := http.ParseTime(lm)
+		if err != nil {
+			t, err = time.Parse(time.RFC3339, lm)
+		}
+		if err != nil || !t.Equal(m.Modified.Truncate(time.Second)) {
+			return failed
+		}
+	}
+	return nil
 }
 
 func (s *Server) deleteObjectNS(q *request) error {
 	key, err := s3Key(q.key)
 	if err != nil {
+		return err
+	}
+	if err := s.deleteConditions(q, key); err != nil {
 		return err
 	}
 	if err := s.objs.DeleteObject(q.r.Context(), q.bucket, key); err != nil {
@@ -290,7 +325,7 @@ func (s *Server) copySource(q *request) (*object.Object, string, string, error) 
 		return nil, "", "", err
 	}
 	h := q.r.Header
-	failed := newErr("PreconditionFailed", http.StatusPreconditionFailed, object.ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold")
+	failed := newErr("PreconditionFailed", http.StatusPreconditionFailed, object.ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold.")
 	mod := o.Modified.Truncate(time.Second)
 	if v := h.Get("X-Amz-Copy-Source-If-Match"); v != "" && !etagListHas(v, o.ETag) {
 		return nil, "", "", failed

@@ -194,6 +194,9 @@ func New(cfg Config, store *ctxstore.Store, keys credential.Lookuper, m *metrics
 	ocfg.MaxKeyLen = 2 * maxKeyLen // S3 keys, and the reserved keys of uploads and parts
 	ocfg.ChunkSize = min(cfg.ChunkSize, cfg.MaxObjectSize)
 	ocfg.MaxBlockSize = cfg.MaxObjectSize
+	// S3's racing PUTs of one key all succeed (the last wins): let each
+	// retry the manifest swap until it lands rather than give up.
+	ocfg.ReplaceAttempts = 1000
 	objs, err := object.New(ocfg, store)
 	if err != nil {
 		return nil, err
