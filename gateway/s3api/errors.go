@@ -66,6 +66,9 @@ func toAPI(err error) *apiError {
 	}
 	for _, m := range objectErrors {
 		if errors.Is(err, m.err) {
+			if m.msg != "" {
+				msg = m.msg
+			}
 			return newErr(m.code, m.status, err, "%s", msg)
 		}
 	}
@@ -100,18 +103,23 @@ func toAPI(err error) *apiError {
 
 // objectErrors are the S3 codes of ctxstore/object's sentinels (each wraps
 // a block sentinel, so errcode and metrics classify them too).
+// The messages are AWS's own, which clients and conformance suites compare.
 var objectErrors = []struct {
 	err    error
 	code   string
 	status int
+	msg    string // "" keeps the error's own text
 }{
-	{object.ErrNoSuchUpload, "NoSuchUpload", http.StatusNotFound},
-	{object.ErrInvalidPartOrder, "InvalidPartOrder", http.StatusBadRequest},
-	{object.ErrInvalidPart, "InvalidPart", http.StatusBadRequest},
-	{object.ErrEntityTooSmall, "EntityTooSmall", http.StatusBadRequest},
-	{object.ErrPreconditionFailed, "PreconditionFailed", http.StatusPreconditionFailed},
-	{object.ErrKeyCollision, "ServiceUnavailable", http.StatusServiceUnavailable},
-	{object.ErrObjectChanged, "ServiceUnavailable", http.StatusServiceUnavailable},
+	{object.ErrNoSuchUpload, "NoSuchUpload", http.StatusNotFound,
+		"The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."},
+	{object.ErrInvalidPartOrder, "InvalidPartOrder", http.StatusBadRequest,
+		"The list of parts was not in ascending order. Parts must be ordered by part number."},
+	{object.ErrInvalidPart, "InvalidPart", http.StatusBadRequest,
+		"One or more of the specified parts could not be found.  The part may not have been uploaded, or the specified entity tag may not match the part's entity tag."},
+	{object.ErrEntityTooSmall, "EntityTooSmall", http.StatusBadRequest, "Your proposed upload is smaller than the minimum allowed size"},
+	{object.ErrPreconditionFailed, "PreconditionFailed", http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold."},
+	{object.ErrKeyCollision, "ServiceUnavailable", http.StatusServiceUnavailable, ""},
+	{object.ErrObjectChanged, "ServiceUnavailable", http.StatusServiceUnavailable, ""},
 }
 
 // authAPI maps s3auth's errors to S3 errors (nil for other errors).

@@ -43,7 +43,7 @@ func (s *Server) createUpload(q *request) error {
 func partNumber(v string) (int, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > object.MaxParts {
-		return 0, newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "Part number must be an integer between 1 and %d, inclusive", object.MaxParts)
+		return 0, newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "Part number must be an integer between 1 and %d, inclusive.", object.MaxParts)
 	}
 	return n, nil
 }
@@ -151,13 +151,21 @@ func (s *Server) completeUpload(q *request) error {
 	if err := xml.Unmarshal(body, &req); err != nil {
 		return errMalformedXML(err)
 	}
+	malformed := newErr("MalformedXML", http.StatusBadRequest, block.ErrInvalidArgument,
+		"The XML you provided was not well-formed or did not validate against our published schema.")
 	if len(req.Parts) == 0 {
-		return errMalformedXML(fmt.Errorf("you must specify at least one part"))
+		return malformed
 	}
 	list := make([]object.CompletedPart, len(req.Parts))
 	for i, p := range req.Parts {
-		if p.PartNumber < 1 || p.PartNumber > object.MaxParts {
-			return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "Part number must be an integer between 1 and %d, inclusive", object.MaxParts)
+		if p.ETag == "" {
+			return malformed
+		}
+		if p.PartNumber < 1 {
+			return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "PartNumber must be >= 1")
+		}
+		if p.PartNumber > object.MaxParts {
+			return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "Part number must be an integer between 1 and %d, inclusive.", object.MaxParts)
 		}
 		list[i] = object.CompletedPart{Number: p.PartNumber, ETag: p.ETag}
 	}

@@ -215,7 +215,7 @@ func writeConditions(q *request) (ifAbsent bool, ifMatch string, err error) {
 	if v := q.r.Header.Get("If-None-Match"); v != "" {
 		if v != "*" {
 			// AWS's answer: only "*" is supported on writes.
-			return false, "", newErr("NotImplemented", http.StatusNotImplemented, block.ErrInvalidArgument, "A header you provided implies functionality that is not implemented")
+			return false, "", newErr("NotImplemented", http.StatusNotImplemented, block.ErrInvalidArgument, "A header you provided implies functionality that is not implemented.")
 		}
 		ifAbsent = true
 	}
