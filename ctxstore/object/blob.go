@@ -78,6 +78,23 @@ func (s *Store) objectNamespace(ns string, key []byte) (block.Namespace, error) 
 	return n, nil
 }
 
+// chunkPool recycles chunk buffers across streams (a stream holds at most
+// Config.Parallel of them), so large uploads do not churn the heap.
+var chunkPool sync.Pool
+
+func getChunk(n int64) []byte {
+	if p, ok := chunkPool.Get().(*[]byte); ok && int64(cap(*p)) >= n {
+		return (*p)[:n]
+	}
+	return make([]byte, n)
+}
+
+func putChunk(b []byte) {
+	if b != nil {
+		chunkPool.Put(&b)
+	}
+}
+
 // chunkSize is the data block size for namespace n.
 func (s *Store) chunkSize(n block.Namespace) int64 { return min(s.cfg.ChunkSize, s.maxBlock(n)) }
 
@@ -197,7 +214,7 @@ func (s *Store) writeSegment(ctx context.Context, n block.Namespace, body io.Rea
 		}
 		buf := <-sem
 		if int64(cap(buf)) < chunk {
-			buf = make([]byte, chunk)
+			buf = getChunk(chunk)
 		}
 		buf = buf[:chunk]
 		k, err := io.ReadFull(body, buf)
@@ -236,6 +253,9 @@ func (s *Store) writeSegment(ctx context.Context, n block.Namespace, body io.Rea
 		}
 	}
 	wg.Wait()
+	for range s.cfg.Parallel {
+		putChunk(<-sem)
+	}
 	if err := failed(); err != nil {
 		s.retire(context.WithoutCancel(ctx), n.Name, []Segment{seg})
 		return Segment{}, nil, err
