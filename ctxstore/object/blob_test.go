@@ -382,3 +382,18 @@ func FuzzDecodeManifest(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeUpload(f *testing.F) {
+	f.Add(Upload{Key: "a/b", Initiated: time.Unix(5, 0), Headers: []Header{{"x-amz-meta-a", "b"}}}.encode())
+	f.Add([]byte("CTXU\x01"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		u, err := decodeUpload("0123456789abcdef", b)
+		if err != nil {
+			return
+		}
+		u2, err := decodeUpload(u.ID, u.encode())
+		if err != nil || fmt.Sprint(u2) != fmt.Sprint(u) {
+			t.Fatalf("re-encode: %v\n%+v\n%+v", err, u, u2)
+		}
+	})
+}

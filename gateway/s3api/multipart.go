@@ -77,6 +77,7 @@ func (s *Server) uploadPart(q *request) error {
 		return err
 	}
 	q.w.Header().Set("Etag", m.ETag)
+	body.echoChecksums(q.w.Header())
 	return q.writeEmpty(http.StatusOK)
 }
 

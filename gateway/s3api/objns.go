@@ -245,6 +245,7 @@ func (s *Server) putObjectNS(q *request) error {
 	}
 	q.w.Header().Set("Etag", m.ETag)
 	q.w.Header().Set("X-Amz-Object-Size", strconv.FormatInt(m.Size, 10))
+	body.echoChecksums(q.w.Header())
 	return q.writeEmpty(http.StatusOK)
 }
 

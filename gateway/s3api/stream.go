@@ -184,8 +184,17 @@ func (v *verifyingBody) finish() error {
 			return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "x-amz-checksum-%s is not valid base64", alg)
 		}
 		if string(sum.Sum(nil)) != string(want) {
-			return newErr("BadDigest", http.StatusBadRequest, block.ErrChecksum, "the %s you specified did not match the calculated checksum", alg)
+			return newErr("BadDigest", http.StatusBadRequest, block.ErrChecksum, "The %s you specified did not match the calculated checksum.", strings.ToUpper(alg))
 		}
 	}
 	return nil
+}
+
+// echoChecksums sets, on a successful upload's response, the checksums the
+// client sent (in headers or the trailer) and the server verified, as S3
+// returns them.
+func (v *verifyingBody) echoChecksums(h http.Header) {
+	for alg, sum := range v.sums {
+		h.Set("X-Amz-Checksum-"+alg, base64.StdEncoding.EncodeToString(sum.Sum(nil)))
+	}
 }
