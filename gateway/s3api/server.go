@@ -1,7 +1,10 @@
 // Package s3api serves ctxtier over the S3 REST API on its own port, so
 // operators administer the tier with S3 tools and engines' S3 connectors can
-// use it as a data path. A bucket is a namespace; an object is a block, named
-// by its 16-hex-digit sequence hash plus ".N" for tensor-parallel part N.
+// use it as a data path. A bucket is a namespace. In a block namespace an
+// object is a block, named by its 16-hex-digit sequence hash plus ".N" for
+// tensor-parallel part N; in an object namespace (every bucket created
+// through S3) an object is any S3 key, stored by ctxstore/object, with
+// multipart uploads, CopyObject and conditional writes.
 // Requests are authenticated with SigV4 (gateway/s3auth) against namespace-
 // scoped access keys (ctxstore/credential). Path-style addressing
 // (http://host:port/bucket/key) is always served; virtual-hosted-style
