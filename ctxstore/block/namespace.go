@@ -57,9 +57,9 @@ const (
 // size in tokens, the hash scheme and a tenant salt, so two tenants never share
 // or probe each other's blocks, plus the policy knobs of the tiers.
 type Namespace struct {
-	Name        string     `json:"name" yaml:"name"`
+	Name string `json:"name" yaml:"name"`
 	// Kind is KindBlock (empty: the default) or KindObject; it cannot change.
-	Kind Kind `json:"kind,omitempty" yaml:"kind,omitempty"`
+	Kind        Kind       `json:"kind,omitempty" yaml:"kind,omitempty"`
 	Model       string     `json:"model,omitempty" yaml:"model,omitempty"`
 	BlockTokens int        `json:"block_tokens" yaml:"block_tokens"`
 	HashScheme  HashScheme `json:"hash_scheme" yaml:"hash_scheme"`
