@@ -22,7 +22,8 @@ parts=$(((BIG_MIB + 7) / 8))
 a s3 cp "s3://cli-objects/models/big file.bin" "$WORK/big.back" >/dev/null || fail "cp down"
 t2=$(date +%s.%N)
 cmp -s "$WORK/big.bin" "$WORK/big.back" || fail "downloaded bytes differ"
-echo "cp $BIG_MIB MiB: up $(echo "$BIG_MIB / ($t1 - $t0)" | bc) MiB/s ($parts parts), down $(echo "$BIG_MIB / ($t2 - $t1)" | bc) MiB/s"
+rate() { awk -v n="$BIG_MIB" -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", n / (b - a) }'; }
+echo "cp $BIG_MIB MiB: up $(rate "$t0" "$t1") MiB/s ($parts parts), down $(rate "$t1" "$t2") MiB/s"
 
 mkdir -p "$WORK/tree/a/b" "$WORK/tree/c"
 for f in a/one a/b/two c/three "c/with space"; do head -c $((RANDOM * 7)) /dev/urandom >"$WORK/tree/$f"; done
