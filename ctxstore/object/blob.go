@@ -321,6 +321,22 @@ func (s *Store) OpenObject(ctx context.Context, ns string, key []byte) (*Object,
 	return &Object{Meta: m.Meta, s: s, ns: n.Name, m: m}, nil
 }
 
+// PartRange returns the byte range of part n (1-based) of a multipart
+// object; a single-PUT object is its own part 1. ok is false for a part
+// the object does not have.
+func (o *Object) PartRange(n int) (first, length int64, ok bool) {
+	if o.Parts == 0 {
+		return 0, o.Size, n == 1
+	}
+	if n < 1 || n > o.Parts || len(o.m.Segments) != o.Parts {
+		return 0, 0, false
+	}
+	for _, g := range o.m.Segments[:n-1] {
+		first += g.Size
+	}
+	return first, o.m.Segments[n-1].Size, true
+}
+
 // piece is one data block's share of a range.
 type piece struct {
 	key      block.Key

@@ -166,10 +166,9 @@ func (s *Store) UploadPart(ctx context.Context, ns, id string, num int, body io.
 	if err != nil {
 		return Meta{}, err
 	}
-	m := manifest{Meta: Meta{Size: seg.Size, ETag: `"` + hex.EncodeToString(sum) + `"`, Modified: s.now().UTC()}}
-	if seg.Size > 0 {
-		m.Segments = []Segment{seg}
-	}
+	// Even an empty part keeps its (blockless) segment: an object's
+	// segments map one to one onto its parts (Object.PartRange).
+	m := manifest{Meta: Meta{Size: seg.Size, ETag: `"` + hex.EncodeToString(sum) + `"`, Modified: s.now().UTC()}, Segments: []Segment{seg}}
 	if err := s.swapManifest(ctx, n, partKey(id, num), m, false); err != nil {
 		s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
 		return Meta{}, err

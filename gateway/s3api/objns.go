@@ -165,6 +165,26 @@ func (s *Server) openForRead(q *request) (o *object.Object, first, n int64, stat
 		return nil, 0, 0, 0, true, err
 	}
 	first, n, status = 0, o.Size, http.StatusOK
+	if v := q.r.URL.Query().Get("partNumber"); v != "" {
+		pn, err := partNumber(v)
+		if err != nil {
+			return nil, 0, 0, 0, true, err
+		}
+		if q.r.Header.Get("Range") != "" {
+			return nil, 0, 0, 0, true, newErr("InvalidRequest", http.StatusBadRequest, block.ErrInvalidArgument, "Cannot specify both Range header and partNumber query parameter")
+		}
+		a, l, ok := o.PartRange(pn)
+		if !ok {
+			return nil, 0, 0, 0, true, newErr("InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, block.ErrInvalidArgument, "The requested partnumber is not satisfiable")
+		}
+		first, n, status = a, l, http.StatusPartialContent
+		if l > 0 {
+			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a, a+l-1, o.Size))
+		}
+		h.Set("X-Amz-Mp-Parts-Count", strconv.Itoa(max(o.Parts, 1)))
+		h.Set("Content-Length", strconv.FormatInt(n, 10))
+		return o, first, n, status, false, nil
+	}
 	// A Range on an empty object is ignored (200, no bytes), as S3 does.
 	if rh := q.r.Header.Get("Range"); rh != "" && o.Size > 0 {
 		a, b, ok, err := parseRange(rh, o.Size)
