@@ -155,6 +155,12 @@ func (s *Server) openForRead(q *request) (o *object.Object, first, n int64, stat
 	if err != nil {
 		return nil, 0, 0, 0, true, err
 	}
+	pn := 0
+	if v := q.r.URL.Query().Get("partNumber"); v != "" {
+		if pn, err = partNumber(v); err != nil {
+			return nil, 0, 0, 0, true, err
+		}
+	}
 	o, err = s.objs.OpenObject(q.r.Context(), q.bucket, key)
 	if err != nil {
 		return nil, 0, 0, 0, true, err
@@ -165,23 +171,18 @@ func (s *Server) openForRead(q *request) (o *object.Object, first, n int64, stat
 		return nil, 0, 0, 0, true, err
 	}
 	first, n, status = 0, o.Size, http.StatusOK
-	if v := q.r.URL.Query().Get("partNumber"); v != "" {
-		pn, err := partNumber(v)
-		if err != nil {
-			return nil, 0, 0, 0, true, err
-		}
+	if pn > 0 {
 		if q.r.Header.Get("Range") != "" {
 			return nil, 0, 0, 0, true, newErr("InvalidRequest", http.StatusBadRequest, block.ErrInvalidArgument, "Cannot specify both Range header and partNumber query parameter")
 		}
 		a, l, ok := o.PartRange(pn)
 		if !ok {
-			return nil, 0, 0, 0, true, newErr("InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, block.ErrInvalidArgument, "The requested partnumber is not satisfiable")
+			return nil, 0, 0, 0, true, newErr("InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, block.ErrInvalidArgument, "The requested partnumber is not satisfiable.")
 		}
 		first, n, status = a, l, http.StatusPartialContent
 		if l > 0 {
 			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a, a+l-1, o.Size))
 		}
-		h.Set("X-Amz-Mp-Parts-Count", strconv.Itoa(max(o.Parts, 1)))
 		h.Set("Content-Length", strconv.FormatInt(n, 10))
 		return o, first, n, status, false, nil
 	}
