@@ -70,3 +70,4 @@ include cluster.mk
 include python.mk
 # engines.mk: make test-engines (vLLM's own scheduler and the connector against real ctxd processes).
 -include engines.mk
+-include resp.mk

@@ -80,6 +80,7 @@ start_node() {
 		--raft-listen "$HOST:$(port "$i" 2)"
 		--peer-listen "$HOST:$(port "$i" 3)"
 		--s3-admin-listen "$HOST:$(port "$i" 4)"
+		--resp-listen "$HOST:$(port "$i" 5)"
 		--data-dir "$dir"
 		--zone "${ZONES[$(((i - 1) % 3))]}"
 		--dram-capacity 256MiB

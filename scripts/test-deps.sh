@@ -5,6 +5,7 @@
 #   s3cmd     gateway/s3api TestS3CLI                         Debian: s3cmd
 #   ip        internal/netns, cmd/ctxd TestPartition*          Debian: iproute2
 #   chromium  cmd/ctxd TestConsoleBrowser (headless)          Debian: chromium
+#   rclone    gateway/s3api TestRclone*                       Debian: rclone
 #   versitygw tiers/s3 TestVersity*, cmd/ctxd TestS3Tier*     scripts/versitygw.sh install
 #   ../shared/traces  the trace replays (beside the repository; not installable)
 #
@@ -17,9 +18,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-declare -A pkg=([curl]=curl [s3cmd]=s3cmd [ip]=iproute2 [chromium]=chromium)
+declare -A pkg=([curl]=curl [s3cmd]=s3cmd [ip]=iproute2 [chromium]=chromium [rclone]=rclone)
 need_apt=()
-for cmd in curl s3cmd ip chromium; do
+for cmd in curl s3cmd ip chromium rclone; do
 	command -v "$cmd" >/dev/null 2>&1 || need_apt+=("${pkg[$cmd]}")
 done
 if ((${#need_apt[@]})); then
@@ -47,5 +48,5 @@ if ((${#missing[@]})); then
 		exit 1
 	fi
 else
-	echo "test-deps: curl, s3cmd, ip, chromium, versitygw, shared traces and root all present"
+	echo "test-deps: curl, s3cmd, ip, chromium, rclone, versitygw, shared traces and root all present"
 fi

@@ -129,7 +129,7 @@ func startLocalCluster(ctx context.Context, ctxd string, n int, dram string, pro
 			"--node-id", nd.id,
 			"--listen", ports[4*i], "--http-listen", nd.http,
 			"--raft-listen", ports[4*i+2], "--peer-listen", ports[4*i+3],
-			"--s3-admin-listen", "", "--data-dir", data, "--zone", zones[i%len(zones)],
+			"--s3-admin-listen", "", "--resp-listen", "", "--data-dir", data, "--zone", zones[i%len(zones)],
 			"--dram-capacity", dram, "--log-level", "warn",
 			"--join", strings.Join(joins, ","), "--bootstrap-expect", fmt.Sprint(n), "--cluster-secret", secret)
 		nd.cmd.Stdout, nd.cmd.Stderr = logf, logf

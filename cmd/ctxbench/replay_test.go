@@ -71,7 +71,7 @@ func startCtxd(t *testing.T, bin string) string {
 	// Every listener on a free port: the defaults (7402-7404) may be taken
 	// by another ctxd on the machine.
 	cmd := exec.Command(bin, "--listen", freeAddr(t), "--http-listen", httpAddr,
-		"--raft-listen", freeAddr(t), "--peer-listen", freeAddr(t), "--s3-admin-listen", "",
+		"--raft-listen", freeAddr(t), "--peer-listen", freeAddr(t), "--s3-admin-listen", "", "--resp-listen", "",
 		"--data-dir", t.TempDir(), "--dram-capacity", "256MiB", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {

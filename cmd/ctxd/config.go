@@ -53,6 +53,10 @@ type Config struct {
 	KVSubscribe    string
 	LogLevel       string
 	LogFormat      string
+	// RESPListen is the Redis-protocol endpoint (empty: off);
+	// RESPDatabases names the namespace of each SELECT index.
+	RESPListen    string
+	RESPDatabases string
 
 	// The S3 tier (under NVMe): enabled by --s3-endpoint.
 	S3Endpoint  string
@@ -109,6 +113,8 @@ func DefaultConfig() Config {
 		PinMaxTTL:      24 * time.Hour,
 		LeaseTTL:       30 * time.Second,
 		S3AdminAddr:    "127.0.0.1:7403",
+		RESPListen:     "127.0.0.1:7405",
+		RESPDatabases:  block.DefaultNamespace,
 		S3Bucket:       "ctxtier",
 		S3Prefix:       "ctxtier",
 		S3Region:       "us-east-1",
@@ -191,6 +197,9 @@ func (c Config) Validate() error {
 		if err := clustersecret.Validate(s); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if _, err := parseDatabases(c.RESPDatabases); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Auth != "off" && c.Auth != "required" {
 		errs = append(errs, fmt.Errorf("auth %q: want off or required", c.Auth))
@@ -287,6 +296,8 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native, HTTP and S3 (PutObject) ports; a request waits (unread) for its share")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
 	fs.StringVar(&c.S3Domain, "s3-domain", c.S3Domain, "base domains (comma-separated, e.g. s3.example.com) of virtual-hosted-style S3 requests: Host BUCKET.DOMAIN addresses BUCKET; path style is always served")
+	fs.StringVar(&c.RESPListen, "resp-listen", c.RESPListen, "Redis protocol (RESP2/RESP3) endpoint address, for redis-cli, redis-py and LMCache's redis:// connector (empty disables it)")
+	fs.StringVar(&c.RESPDatabases, "resp-databases", c.RESPDatabases, "namespaces of the RESP endpoint's databases, ','-separated: the first is database 0 (every connection's start), the next is SELECT 1, ...")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "block-API authentication: off (anyone who reaches the ports may read and write every namespace) or required (S3 access keys from ctxctl keys, scoped to namespaces)")
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")
 	fs.StringVar(&c.S3Endpoint, "s3-endpoint", c.S3Endpoint, "S3 server host:port of the S3 tier under NVMe (empty disables the tier)")
@@ -460,6 +471,19 @@ func parseSubscriptions(s string) ([]kvevent.SubscriberConfig, error) {
 			return nil, fmt.Errorf("kv-subscribe %q: %w", item, err)
 		}
 		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// parseDatabases parses --resp-databases: namespace names, database 0 first.
+func parseDatabases(s string) ([]string, error) {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if err := block.ValidNamespaceName(item); err != nil {
+			return nil, fmt.Errorf("resp-databases %q: database %d: %w", s, len(out), err)
+		}
+		out = append(out, item)
 	}
 	return out, nil
 }

@@ -28,7 +28,12 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		check func(Config) bool
 	}{
 		{"defaults", nil, nil, func(c Config) bool {
-			return c.DataDir == "./ctxd-data" && c.Listen == "127.0.0.1:7400" && c.HTTPListen == "127.0.0.1:7401" && c.DRAMCapacity == 1<<30
+			return c.DataDir == "./ctxd-data" && c.Listen == "127.0.0.1:7400" && c.HTTPListen == "127.0.0.1:7401" && c.DRAMCapacity == 1<<30 &&
+				c.RESPListen == "127.0.0.1:7405" && c.RESPDatabases == "default"
+		}},
+		{"resp off and databases", []string{"--resp-listen", "", "--resp-databases", "default, kv"}, nil, func(c Config) bool {
+			dbs, err := parseDatabases(c.RESPDatabases)
+			return c.RESPListen == "" && err == nil && len(dbs) == 2 && dbs[0] == "default" && dbs[1] == "kv"
 		}},
 		{"file", []string{"--config", file}, nil, func(c Config) bool {
 			return c.DRAMCapacity == 2<<30 && c.Listen == "127.0.0.1:9000" && c.LogLevel == "debug" && c.PinMaxTTL == time.Hour
@@ -75,6 +80,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"stray argument", []string{"extra"}, nil, "unexpected"},
 		{"s3 domain with a port", []string{"--s3-domain", "s3.example.com:9000"}, nil, "s3-domain"},
 		{"bad s3 domain in env", nil, map[string]string{"CTXD_S3_DOMAIN": "ok.example,Bad_Domain"}, "s3-domain"},
+		{"bad resp database", []string{"--resp-databases", "default,Bad_Name"}, nil, "resp-databases"},
+		{"empty resp database", []string{"--resp-databases", "default,,kv"}, nil, "database 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

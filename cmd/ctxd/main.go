@@ -1,8 +1,9 @@
 // Command ctxd is the ctxtier server: one node of the context memory tier.
 // With no flags it starts a single node with data in ./ctxd-data (DRAM over
 // an NVMe tier in ./ctxd-data/nvme sized from the free space), the native
-// block protocol on 127.0.0.1:7400 and HTTP (API, /metrics, /healthz, /readyz)
-// on 127.0.0.1:7401. See `ctxd -h` and README.md.
+// block protocol on 127.0.0.1:7400, HTTP (API, /metrics, /healthz, /readyz)
+// on 127.0.0.1:7401 and the Redis protocol on 127.0.0.1:7405. See `ctxd -h`
+// and README.md.
 package main
 
 import (
@@ -28,6 +29,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/ctxstore/object"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/gateway/httpapi"
@@ -35,6 +37,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/peer"
+	"github.com/ctxtier/ctxtier/gateway/resp"
 	"github.com/ctxtier/ctxtier/gateway/routing"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
@@ -400,12 +403,51 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 
+	// The Redis-protocol endpoint: keyed values as records in the
+	// clustered store (ctxstore/object), so every node serves every key.
+	var respSrv *resp.Server
+	var respLn net.Listener
+	if cfg.RESPListen != "" {
+		dbs, err := parseDatabases(cfg.RESPDatabases)
+		if err != nil {
+			return err
+		}
+		ocfg := object.DefaultConfig()
+		ocfg.MaxBlockSize = cfg.MaxBlockSize
+		objects, err := object.New(ocfg, store)
+		if err != nil {
+			return err
+		}
+		rcfg := resp.DefaultConfig()
+		rcfg.Addr = cfg.RESPListen
+		rcfg.Databases = dbs
+		rcfg.MaxBulk = cfg.MaxBlockSize
+		rcfg.MaxRequest = max(rcfg.MaxRequest, cfg.MaxBlockSize)
+		rcfg.MaxDrop = max(rcfg.MaxDrop, cfg.MaxBlockSize)
+		var ropts []resp.Option
+		if cfg.Auth == "required" {
+			keys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
+			if err != nil {
+				return err
+			}
+			ropts = append(ropts, resp.WithAuth(keys))
+		} else if !loopback(cfg.RESPListen) {
+			log.Warn("the RESP endpoint accepts unauthenticated requests on a non-loopback address (--auth off)", "resp", cfg.RESPListen)
+		}
+		if respSrv, err = resp.New(rcfg, objects, met, log, ropts...); err != nil {
+			return err
+		}
+		if respLn, err = net.Listen("tcp", cfg.RESPListen); err != nil {
+			return fmt.Errorf("resp listener: %w", err)
+		}
+	}
+
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go stack.DRAM().Run(runCtx)
 	go ui.Run(runCtx)
 	go releaseIdleMemory(runCtx, budget, log)
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	if tlsc != nil {
 		// The peer listener speaks the native protocol inside TLS;
 		// peer.Peers dials it with the matching client configuration.
@@ -428,6 +470,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		s3addr = s3ln.Addr().String()
 		go func() { errc <- s3srv.Serve(runCtx, s3ln) }()
 	}
+	respAddr := ""
+	if respSrv != nil {
+		respAddr = respLn.Addr().String()
+		go func() { errc <- respSrv.Serve(runCtx, respLn) }()
+	}
 	for _, sc := range subs {
 		go func() {
 			if err := ingest.Subscribe(runCtx, sc); err != nil && runCtx.Err() == nil {
@@ -438,7 +485,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := parts.waitReady(ctx, 10*time.Second); err != nil {
 		log.Warn("serving before the cluster is ready", "err", err)
 	}
-	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr,
+	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr, "resp", respAddr,
 		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID, "node_tls", tlsMode(tlsc), "client_tls", cfg.TLSClients,
 		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile(),
 		"nvme_dir", cfg.NVMeDir, "nvme_capacity", cfg.NVMeCapacity)
@@ -461,6 +508,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	err = errors.Join(nsrv.Shutdown(shCtx), hsrv.Shutdown(shCtx), psrv.Shutdown(shCtx))
 	if s3srv != nil {
 		err = errors.Join(err, s3srv.Shutdown(shCtx))
+	}
+	if respSrv != nil {
+		err = errors.Join(err, respSrv.Shutdown(shCtx))
 	}
 	cancel()
 	if serveErr != nil {

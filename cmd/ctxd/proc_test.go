@@ -48,6 +48,7 @@ type proc struct {
 	Native  string
 	HTTP    string
 	S3      string
+	RESP    string
 	DataDir string
 	mu      sync.Mutex
 	log     bytes.Buffer
@@ -67,7 +68,7 @@ func startCtxd(t *testing.T, args ...string) *proc {
 func startCtxdWith(t *testing.T, command func(name string, args ...string) *exec.Cmd, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, exited: make(chan struct{})}
-	full := []string{"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--s3-admin-listen", "127.0.0.1:0", "--log-format", "json"}
+	full := []string{"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--s3-admin-listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0", "--log-format", "json"}
 	hasDir := false
 	for i, a := range args {
 		if a == "--data-dir" && i+1 < len(args) {
@@ -107,7 +108,7 @@ func startCtxdWith(t *testing.T, command func(name string, args ...string) *exec
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan [3]string, 1)
+	ready := make(chan [4]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -122,7 +123,8 @@ func startCtxdWith(t *testing.T, command func(name string, args ...string) *exec
 				n, _ := rec["native"].(string)
 				h, _ := rec["http"].(string)
 				s3, _ := rec["s3"].(string)
-				ready <- [3]string{n, h, s3}
+				r, _ := rec["resp"].(string)
+				ready <- [4]string{n, h, s3, r}
 			}
 		}
 		io.Copy(io.Discard, stderr)
@@ -139,7 +141,7 @@ func startCtxdWith(t *testing.T, command func(name string, args ...string) *exec
 	})
 	select {
 	case a := <-ready:
-		p.Native, p.HTTP, p.S3 = a[0], a[1], a[2]
+		p.Native, p.HTTP, p.S3, p.RESP = a[0], a[1], a[2], a[3]
 	case <-p.exited:
 		t.Fatalf("ctxd exited before ready: %v\n%s", p.exitErr, p.Log())
 	case <-time.After(30 * time.Second):

@@ -35,6 +35,8 @@ var Settings = []Setting{
 	{Name: "log-level"},
 	{Name: "log-format"},
 	{Name: "auth"},
+	{Name: "resp-listen"},
+	{Name: "resp-databases"},
 	{Name: "node-id", Cluster: true},
 	{Name: "raft-listen", Cluster: true},
 	{Name: "advertise", Cluster: true},

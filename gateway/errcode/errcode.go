@@ -148,6 +148,20 @@ func (c Code) Err(msg string) error {
 	return &remoteError{sentinel: s, msg: msg}
 }
 
+// RESPPrefix is the error prefix a RESP (Redis protocol) reply carries for
+// c: the codes Redis clients know by their own name get it (NOAUTH for
+// missing credentials, NOPERM for a namespace outside the key's scope),
+// every other code is ERR and names itself in the message.
+func (c Code) RESPPrefix() string {
+	switch c {
+	case Unauthenticated:
+		return "NOAUTH"
+	case PermissionDenied:
+		return "NOPERM"
+	}
+	return "ERR"
+}
+
 // FromName maps a code name (as in a JSON body) back to a code; Internal if unknown.
 func FromName(name string) Code {
 	if name == "OK" {

@@ -20,7 +20,7 @@ func TestS3CLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvWith(t, func(c *Config) { c.Domains = []string{"localhost"} }, nil)
+	e := newEnvSized(t, 192<<20, func(c *Config) { c.Domains = []string{"localhost"} }, nil)
 	_, port, _ := net.SplitHostPort(e.addr)
 	hooks, _ := filepath.Abs(filepath.Join("testdata", "pyhooks"))
 	for _, tc := range []struct{ name, hostBucket string }{

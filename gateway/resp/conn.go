@@ -1,0 +1,245 @@
+package resp
+
+import (
+	"bufio"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
+)
+
+// readBufSize is a connection's read buffer: request headers and small
+// values pass through it; large values are read past it into the arena.
+const readBufSize = 8 << 10
+
+// writeBufSize is the buffer a connection borrows while it has replies to
+// write; an idle connection holds none.
+const writeBufSize = 64 << 10
+
+// conn is one client connection: requests are read, run and answered in
+// order; replies are flushed when no further request is already buffered,
+// so a pipeline is answered in few writes.
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	br   *bufio.Reader
+	rd   *reader
+	w    writer
+	id   int64
+	name string
+
+	db     int
+	ns     string
+	authed bool
+	keyID  string
+	// deadlineSet is when the read deadline was last moved.
+	deadlineSet time.Time
+
+	mu      sync.Mutex
+	idle    bool
+	closing bool
+}
+
+func (s *Server) newConn(nc net.Conn) *conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	br := bufio.NewReaderSize(nc, readBufSize)
+	c := &conn{s: s, nc: nc, br: br, rd: newReader(br, s.cfg.limits(), &s.pool), ns: s.cfg.Databases[0], w: writer{proto: 2}}
+	c.id = s.stats.nextID.Add(1)
+	c.authed = s.keys == nil
+	return c
+}
+
+// stopReading makes the connection stop before its next request.
+func (c *conn) stopReading() {
+	c.mu.Lock()
+	c.closing = true
+	if c.idle {
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+	c.mu.Unlock()
+}
+
+// setIdle marks whether the connection waits for a request; false from
+// setIdle(true) means stop.
+func (c *conn) setIdle(idle bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idle = idle
+	return !c.closing
+}
+
+func (c *conn) serve() {
+	s := c.s
+	s.stats.connsTotal.Add(1)
+	s.met.ConnOpened(Proto)
+	defer func() {
+		c.releaseWriter()
+		c.rd.free()
+		c.nc.Close()
+		s.met.ConnClosed(Proto)
+		s.removeConn(c)
+	}()
+	for {
+		if c.br.Buffered() == 0 {
+			if !c.flush() || !c.setIdle(true) {
+				return
+			}
+			if s.cfg.IdleTimeout > 0 {
+				c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+			}
+			_, err := c.br.Peek(1)
+			if !c.setIdle(false) {
+				return
+			}
+			if err != nil {
+				c.readFailed(err)
+				return
+			}
+			if s.cfg.ReadTimeout > 0 {
+				c.deadlineSet = time.Now()
+				c.nc.SetReadDeadline(c.deadlineSet.Add(s.cfg.ReadTimeout))
+			} else if s.cfg.IdleTimeout > 0 {
+				c.nc.SetReadDeadline(time.Time{})
+			}
+		} else if s.cfg.ReadTimeout > 0 {
+			// A pipeline that keeps the buffer from ever running dry still
+			// gets ReadTimeout per request, not for the whole stream.
+			if now := time.Now(); now.Sub(c.deadlineSet) > s.cfg.ReadTimeout/4 {
+				c.deadlineSet = now
+				c.nc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
+			}
+		}
+		args, err := c.rd.next()
+		var tl *tooLargeError
+		switch {
+		case errors.As(err, &tl):
+			c.writer().err("ERR", tl.Error())
+			s.met.Request(Proto, "toolarge", errcode.TooLarge, 0)
+			continue
+		case errors.Is(err, errProtocol):
+			c.writer().err("ERR", err.Error())
+			s.met.Request(Proto, "protocol", errcode.MalformedFrame, 0)
+			c.flush()
+			s.log.Debug("protocol error; closing", "remote", c.nc.RemoteAddr(), "err", err)
+			return
+		case err != nil:
+			c.readFailed(err)
+			return
+		}
+		if len(args) == 0 {
+			continue
+		}
+		if !c.exec(args) {
+			c.flush()
+			return
+		}
+		c.rd.release()
+	}
+}
+
+// readFailed logs why reading stopped (quietly for a client that hung up).
+func (c *conn) readFailed(err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.s.log.Debug("connection timed out", "remote", c.nc.RemoteAddr())
+		return
+	}
+	c.s.log.Debug("read failed", "remote", c.nc.RemoteAddr(), "err", err)
+}
+
+// writer returns the reply writer, borrowing a buffer when the connection
+// holds none.
+func (c *conn) writer() *writer {
+	if c.w.bw == nil {
+		bw, _ := c.s.writers.Get().(*bufio.Writer)
+		if bw == nil {
+			bw = bufio.NewWriterSize(c.nc, writeBufSize)
+		} else {
+			bw.Reset(c.nc)
+		}
+		c.w.bw = bw
+		if c.s.cfg.WriteTimeout > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+		}
+	}
+	return &c.w
+}
+
+// flush writes the buffered replies and gives the buffer back; false when
+// the client cannot be written to.
+func (c *conn) flush() bool {
+	if c.w.bw == nil {
+		return true
+	}
+	err := c.w.bw.Flush()
+	c.releaseWriter()
+	if err != nil {
+		c.readFailed(err)
+		return false
+	}
+	return true
+}
+
+func (c *conn) releaseWriter() {
+	if c.w.bw != nil {
+		c.w.bw.Reset(nil)
+		c.s.writers.Put(c.w.bw)
+		c.w.bw = nil
+	}
+}
+
+// errReply answers a failed command through the one error table.
+func (c *conn) errReply(err error) {
+	c.writer().err(errcode.Of(err).RESPPrefix(), err.Error())
+}
+
+// noAuth answers a command sent before AUTH, in Redis's words.
+func (c *conn) noAuth() errcode.Code {
+	c.writer().err("NOAUTH", "Authentication required.")
+	return errcode.Unauthenticated
+}
+
+// login checks an access key id and secret (AUTH, HELLO ... AUTH).
+func (c *conn) login(user, pass []byte) error {
+	keys := c.s.keys
+	if keys == nil {
+		return fmt.Errorf("%w: AUTH <access-key-id> <secret> called without any password configured (ctxd runs with --auth off)", block.ErrInvalidArgument)
+	}
+	cred, err := keys.Lookup(string(user))
+	if err != nil || subtle.ConstantTimeCompare([]byte(cred.Secret), pass) != 1 {
+		return errWrongPass
+	}
+	c.authed, c.keyID = true, cred.AccessKeyID
+	return nil
+}
+
+// errWrongPass is Redis's answer to bad credentials (prefix WRONGPASS).
+var errWrongPass = errors.New("invalid username-password pair or user is disabled.")
+
+// authorize checks that the connection may touch its database's namespace;
+// the key is looked up again each time, so a revoked key or a narrowed
+// scope takes effect on open connections.
+func (c *conn) authorize() error {
+	if c.s.keys == nil {
+		return nil
+	}
+	cred, err := c.s.keys.Lookup(c.keyID)
+	if err != nil {
+		return fmt.Errorf("%w: access key %q is no longer valid", block.ErrUnauthenticated, c.keyID)
+	}
+	if !cred.Allows(c.ns) {
+		return fmt.Errorf("%w: namespace %q (database %d) is outside this access key's scope", block.ErrPermissionDenied, c.ns, c.db)
+	}
+	return nil
+}

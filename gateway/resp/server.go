@@ -1,0 +1,216 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/ctxstore/object"
+	"github.com/ctxtier/ctxtier/gateway/metrics"
+)
+
+// Proto is the metrics label of this protocol.
+const Proto = "resp"
+
+// Option adjusts a Server at construction.
+type Option func(*Server)
+
+// WithAuth makes the server require AUTH (or HELLO ... AUTH) with an access
+// key id as the user name and its secret as the password before any other
+// command, and confines each connection to the namespaces the key's scope
+// allows. Without it every client may use every configured database.
+func WithAuth(keys credential.Lookuper) Option { return func(s *Server) { s.keys = keys } }
+
+// stats are the counters INFO reports.
+type stats struct {
+	connsTotal atomic.Int64
+	commands   atomic.Int64
+	hits       atomic.Int64
+	misses     atomic.Int64
+	rejected   atomic.Int64
+	nextID     atomic.Int64
+}
+
+// Server serves an object store over RESP.
+type Server struct {
+	cfg     Config
+	objects *object.Store
+	met     *metrics.Metrics
+	log     *slog.Logger
+	keys    credential.Lookuper
+	pool    bufPool
+	writers sync.Pool
+	started time.Time
+	stats   stats
+	// obs records each command's requests (indexed by command.idx).
+	obs []*metrics.Observer
+
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	lns      map[net.Listener]struct{}
+	conns    map[*conn]struct{}
+	shutdown bool
+	connWG   sync.WaitGroup
+}
+
+// New builds a server. met and log may be nil.
+func New(cfg Config, objects *object.Store, met *metrics.Metrics, log *slog.Logger, opts ...Option) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if objects == nil {
+		return nil, fmt.Errorf("%w: resp: nil object store", block.ErrInvalidArgument)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	base, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg: cfg, objects: objects, met: met, log: log.With("proto", Proto), started: time.Now(),
+		base: base, cancel: cancel, lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+	}
+	for _, cmd := range commandList {
+		s.obs = append(s.obs, met.Observer(Proto, cmd.name))
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// ListenAndServe listens on Config.Addr and serves until ctx ends or Shutdown.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve accepts connections on ln until Shutdown or Close (it then returns
+// nil) or until ctx ends (it then closes the server hard and returns
+// ctx.Err()). ln is closed on return.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			down := s.shutdown
+			s.mu.Unlock()
+			if down {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; retrying", "err", err, "delay", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		s.mu.Lock()
+		if s.shutdown {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		if len(s.conns) >= s.cfg.MaxConns {
+			s.mu.Unlock()
+			s.stats.rejected.Add(1)
+			nc.SetWriteDeadline(time.Now().Add(time.Second))
+			nc.Write([]byte("-ERR max number of clients reached\r\n"))
+			nc.Close()
+			continue
+		}
+		c := s.newConn(nc)
+		s.conns[c] = struct{}{}
+		s.connWG.Add(1)
+		s.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// Shutdown stops accepting, lets each connection finish the request it is
+// running and write its replies, then closes the connections. If ctx ends
+// first the rest are closed hard and ctx.Err() is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.connWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close stops the server at once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.shutdown = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	return nil
+}
+
+// Conns returns the number of open connections.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.connWG.Done()
+}
