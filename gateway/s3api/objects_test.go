@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
 // TestBoto3Objects runs testdata/boto3_objects.py: boto3 (pinned) with its
@@ -52,10 +54,7 @@ func TestAWSCLIObjects(t *testing.T) {
 func TestRcloneObjects(t *testing.T) {
 	if _, err := exec.LookPath("rclone"); err != nil {
 		msg := "rclone is not installed: apt-get install rclone (.ci/run does)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testdep.Missing(t, "rclone", msg, "make test-deps (docs/testing.md)")
 	}
 	e := newEnvSized(t, 128<<20, nil, nil)
 	dir := t.TempDir()
