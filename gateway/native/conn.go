@@ -48,6 +48,9 @@ type conn struct {
 	// send is the socket GET payloads are sendfile'd to; nil when
 	// Config.Sendfile is off or the connection is not plain TCP.
 	send syscall.RawConn
+	// pipe is the writer's splice pipe, made at the first file send.
+	pipe   *pipe
+	noPipe bool // making the pipe failed: use sendfile
 
 	mu      sync.Mutex
 	idle    bool // the reader waits for the next frame header
@@ -243,6 +246,11 @@ func (c *conn) writeLoop() {
 	var pending []byte
 	var broken bool
 	var bufs net.Buffers
+	defer func() {
+		if c.pipe != nil {
+			c.pipe.close()
+		}
+	}()
 	for r := range c.out {
 		if !broken {
 			if r.segs == nil {

@@ -105,7 +105,21 @@ func (c *conn) writeFiles(rc syscall.RawConn, segs net.Buffers, files []fileSeg,
 		if err := flush(); err != nil {
 			return err
 		}
-		if _, err := sendFile(rc, files[i].fd, files[i].off, int64(len(seg))); err != nil {
+		if c.pipe == nil && !c.noPipe {
+			p, err := newPipe()
+			if err != nil {
+				c.s.log.Debug("no splice pipe; using sendfile", "err", err)
+				c.noPipe = true
+			}
+			c.pipe = p
+		}
+		var err error
+		if c.pipe != nil {
+			_, err = spliceFile(rc, c.pipe, files[i].fd, files[i].off, int64(len(seg)))
+		} else {
+			_, err = sendFile(rc, files[i].fd, files[i].off, int64(len(seg)))
+		}
+		if err != nil {
 			c.s.log.Debug("sendfile failed", "remote", c.nc.RemoteAddr(), "err", err)
 			return err
 		}
@@ -115,4 +129,83 @@ func (c *conn) writeFiles(rc syscall.RawConn, segs net.Buffers, files []fileSeg,
 		return err
 	}
 	return nil
+}
+
+// pipeSize is the capacity asked for a connection's splice pipe: enough
+// for a 1 MiB run of pages per pair of splice calls (the default pipe, 16
+// pages, is what sendfile uses internally, and costs two syscalls' worth
+// of kernel work per 64 KiB).
+const pipeSize = 1 << 20
+
+// pipe is a connection's splice pipe, owned by its writer goroutine.
+type pipe struct{ r, w int }
+
+func newPipe() (*pipe, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, err
+	}
+	// Best effort: a smaller pipe only means more calls.
+	unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, pipeSize)
+	return &pipe{r: p[0], w: p[1]}, nil
+}
+
+func (p *pipe) close() {
+	unix.Close(p.r)
+	unix.Close(p.w)
+}
+
+// spliceFile is sendFile through p: the file's pages are spliced into the
+// pipe (references, not copies), then from the pipe into the socket. On an
+// error the pipe may still hold bytes; the caller drops the connection and
+// the pipe with it.
+func spliceFile(rc syscall.RawConn, p *pipe, fd int, off, n int64) (int64, error) {
+	var sent int64
+	for sent < n {
+		o := off + sent
+		m, err := unix.Splice(fd, &o, p.w, nil, int(min(n-sent, pipeSize)), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return sent, err
+		case m == 0:
+			return sent, io.ErrUnexpectedEOF
+		}
+		inPipe := int(m)
+		flags := unix.SPLICE_F_MOVE | unix.SPLICE_F_NONBLOCK
+		if sent+int64(inPipe) < n {
+			flags |= unix.SPLICE_F_MORE
+		}
+		var serr error
+		err = rc.Write(func(s uintptr) bool {
+			for inPipe > 0 {
+				w, err := unix.Splice(p.r, nil, int(s), nil, inPipe, flags)
+				if w > 0 {
+					inPipe -= int(w)
+					sent += w
+				}
+				switch {
+				case err == unix.EAGAIN:
+					return false
+				case err == unix.EINTR:
+					continue
+				case err != nil:
+					serr = err
+					return true
+				case w == 0:
+					serr = io.ErrUnexpectedEOF
+					return true
+				}
+			}
+			return true
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,38 +82,59 @@ func TestSendFile(t *testing.T) {
 		{"to the file's end", 3<<20 - 4096, 4096},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			snd, rcv := tcpPair(t)
-			rc, err := snd.SyscallConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := make(chan []byte, 1)
-			go func() {
-				b := make([]byte, tc.n)
-				var off int
-				for off < len(b) {
-					// Read in small steps so the sender keeps hitting a full buffer.
-					m, err := rcv.Read(b[off:min(len(b), off+8<<10)])
-					off += m
-					if err != nil {
-						break
-					}
+		for _, how := range senders(t) {
+			t.Run(how.name+"/"+tc.name, func(t *testing.T) {
+				snd, rcv := tcpPair(t)
+				rc, err := snd.SyscallConn()
+				if err != nil {
+					t.Fatal(err)
 				}
-				got <- b[:off]
-			}()
-			snd.SetWriteDeadline(time.Now().Add(20 * time.Second))
-			sent, err := sendFile(rc, int(f.Fd()), tc.off, tc.n)
-			if err != nil || sent != tc.n {
-				t.Fatalf("sent %d of %d: %v", sent, tc.n, err)
-			}
-			if b := <-got; !bytes.Equal(b, data[tc.off:tc.off+tc.n]) {
-				t.Fatalf("received %d bytes that differ from the file's range", len(b))
-			}
-			if pos, _ := f.Seek(0, io.SeekCurrent); pos != 0 {
-				t.Fatalf("the file's position moved to %d", pos)
-			}
-		})
+				got := make(chan []byte, 1)
+				go func() {
+					b := make([]byte, tc.n)
+					var off int
+					for off < len(b) {
+						// Read in small steps so the sender keeps hitting a full buffer.
+						m, err := rcv.Read(b[off:min(len(b), off+8<<10)])
+						off += m
+						if err != nil {
+							break
+						}
+					}
+					got <- b[:off]
+				}()
+				snd.SetWriteDeadline(time.Now().Add(20 * time.Second))
+				sent, err := how.send(rc, int(f.Fd()), tc.off, tc.n)
+				if err != nil || sent != tc.n {
+					t.Fatalf("sent %d of %d: %v", sent, tc.n, err)
+				}
+				if b := <-got; !bytes.Equal(b, data[tc.off:tc.off+tc.n]) {
+					t.Fatalf("received %d bytes that differ from the file's range", len(b))
+				}
+				if pos, _ := f.Seek(0, io.SeekCurrent); pos != 0 {
+					t.Fatalf("the file's position moved to %d", pos)
+				}
+			})
+		}
+	}
+}
+
+type sender struct {
+	name string
+	send func(rc syscall.RawConn, fd int, off, n int64) (int64, error)
+}
+
+// senders are the two ways to send a file range: sendfile, and splice
+// through a pipe of the connection's own.
+func senders(t *testing.T) []sender {
+	p, err := newPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	return []sender{
+		{"sendfile", sendFile},
+		{"splice", func(rc syscall.RawConn, fd int, off, n int64) (int64, error) { return spliceFile(rc, p, fd, off, n) }},
 	}
 }
 
@@ -121,23 +143,28 @@ func TestSendFile(t *testing.T) {
 // error, not a hang or a short success.
 func TestSendFileErrors(t *testing.T) {
 	f, _ := memFile(t, 3<<20)
-	t.Run("deadline", func(t *testing.T) {
-		snd, _ := tcpPair(t)
-		rc, _ := snd.SyscallConn()
-		snd.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-		sent, err := sendFile(rc, int(f.Fd()), 0, 3<<20)
-		if !errors.Is(err, os.ErrDeadlineExceeded) || sent <= 0 || sent >= 3<<20 {
-			t.Fatalf("sent %d, err %v; want a partial send ended by the deadline", sent, err)
-		}
-	})
-	t.Run("past the end", func(t *testing.T) {
-		snd, rcv := tcpPair(t)
-		go io.Copy(io.Discard, rcv)
-		rc, _ := snd.SyscallConn()
-		snd.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		sent, err := sendFile(rc, int(f.Fd()), 3<<20-10, 100)
-		if !errors.Is(err, io.ErrUnexpectedEOF) || sent != 10 {
-			t.Fatalf("sent %d, err %v; want 10 and ErrUnexpectedEOF", sent, err)
-		}
-	})
+	for _, how := range senders(t) {
+		t.Run(how.name+"/deadline", func(t *testing.T) {
+			snd, _ := tcpPair(t)
+			rc, _ := snd.SyscallConn()
+			snd.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+			sent, err := how.send(rc, int(f.Fd()), 0, 3<<20)
+			if !errors.Is(err, os.ErrDeadlineExceeded) || sent <= 0 || sent >= 3<<20 {
+				t.Fatalf("sent %d, err %v; want a partial send ended by the deadline", sent, err)
+			}
+		})
+	}
+	// A fresh pipe each: the deadline case leaves bytes in the shared one.
+	for _, how := range senders(t) {
+		t.Run(how.name+"/past the end", func(t *testing.T) {
+			snd, rcv := tcpPair(t)
+			go io.Copy(io.Discard, rcv)
+			rc, _ := snd.SyscallConn()
+			snd.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			sent, err := how.send(rc, int(f.Fd()), 3<<20-10, 100)
+			if !errors.Is(err, io.ErrUnexpectedEOF) || sent != 10 {
+				t.Fatalf("sent %d, err %v; want 10 and ErrUnexpectedEOF", sent, err)
+			}
+		})
+	}
 }
