@@ -5,10 +5,12 @@
 # For each run it prints the ctxtier and raw-TCP GB/s, ratio_vs_raw_tcp, the
 # server's CPU seconds (utime+stime from /proc/PID/stat, before and after the
 # ctxbench run, which includes its 128 MiB preload) per GB served, and the
-# load average. Usage: scripts/bench-sendfile.sh [ROUNDS] (default 3).
+# load average. Usage: scripts/bench-sendfile.sh [ROUNDS [CTXBENCH-LOAD-ARGS...]]
+# (default 3 rounds; extra arguments go to ctxbench load, e.g. --keys 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
+shift || true
 DURATION=${DURATION:-8s}
 make -s build
 base=$((20000 + RANDOM % 20000))
@@ -28,7 +30,7 @@ for r in $(seq "$rounds"); do
 		pid=$!
 		for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$((base + 1))/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 		c0=$(cpu "$pid")
-		out=$(bin/ctxbench load --addr 127.0.0.1:$base --block-size 2MiB --clients 4 --get-ratio 1 --duration "$DURATION" --vs-baseline --json 2>/dev/null)
+		out=$(bin/ctxbench load --addr 127.0.0.1:$base --block-size 2MiB --clients 4 --get-ratio 1 --duration "$DURATION" --vs-baseline --json "$@" 2>/dev/null)
 		c1=$(cpu "$pid")
 		load=$(cut -d' ' -f1 /proc/loadavg)
 		python3 -c '
