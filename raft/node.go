@@ -31,6 +31,26 @@ type Deps struct {
 	Transport hraft.Transport
 	// Closers are closed, in order, after Raft shuts down.
 	Closers []io.Closer
+	// Probe, when set, checks that a joiner's Raft address answers before
+	// Join makes it a voter (nil: no check). Open sets one that connects
+	// over the transport's network (with TLS, checking the certificate).
+	Probe func(ctx context.Context, raftAddr string) error
+}
+
+// probeTimeout bounds one Probe of a joiner's Raft address.
+const probeTimeout = 2 * time.Second
+
+// dialProbe connects to a joiner's Raft address and hangs up: a voter
+// nobody can reach would cost the cluster a vote of its quorum.
+func dialProbe(ctx context.Context, raftAddr string) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", raftAddr)
+	if err != nil {
+		return fmt.Errorf("%w: joiner's raft address %s does not answer: %v", block.ErrInvalidArgument, raftAddr, err)
+	}
+	return c.Close()
 }
 
 // Node is one member of the Raft group.
@@ -109,7 +129,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 	trans := hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
 		Stream: NewStreamLayer(ln, adv, cfg.TLS), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
 	})
-	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: w, Stable: w, Snapshots: snaps, Transport: trans, Closers: []io.Closer{trans, w, meta}})
+	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: w, Stable: w, Snapshots: snaps, Transport: trans, Closers: []io.Closer{trans, w, meta}, Probe: dialProbe})
 	if err != nil {
 		trans.Close()
 		w.Close()
@@ -325,6 +345,14 @@ func (n *Node) DeleteCredential(ctx context.Context, accessKeyID string) error {
 	return n.applyErr(ctx, fsm.EncodeCredential(fsm.CredentialCommand{Action: fsm.CredentialDelete, Credential: fsm.Credential{AccessKeyID: accessKeyID}}))
 }
 
+// Credential returns this node's FSM record of an access key.
+func (n *Node) Credential(accessKeyID string) (fsm.Credential, bool) {
+	return n.fsm.Credential(accessKeyID)
+}
+
+// CredentialIDs lists the access key ids in this node's FSM, sorted.
+func (n *Node) CredentialIDs() []string { return n.fsm.CredentialIDs() }
+
 // Join adds m as a voter (on the leader) and records its member entry. It
 // is idempotent: joining again with the same address changes nothing, and
 // with a new address updates it. With TLS, a new voter's Raft address must
@@ -347,11 +375,17 @@ func (n *Node) Join(ctx context.Context, m fsm.Member) error {
 		}
 	}
 	if !present {
+		// Adding a voter this node cannot talk to would cost the cluster a
+		// vote of its quorum (one unreachable voter takes a single node's
+		// quorum for good): check that the joiner's Raft address answers,
+		// with TLS that it presents a trusted certificate, first (the join
+		// request itself arrived over HTTP).
+		probe := n.deps.Probe
 		if n.cfg.TLS != nil {
-			// Adding a voter this node cannot talk to would cost the
-			// cluster a vote of its quorum: check the joiner's certificate
-			// first (the join request itself arrived over HTTP).
-			if err := n.cfg.TLS.CheckPeer(ctx, m.RaftAddr); err != nil {
+			probe = n.cfg.TLS.CheckPeer
+		}
+		if probe != nil {
+			if err := probe(ctx, m.RaftAddr); err != nil {
 				n.log.Warn("join refused", "member", m.ID, "addr", m.RaftAddr, "err", err)
 				return err
 			}

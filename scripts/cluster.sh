@@ -12,8 +12,10 @@
 #
 # Node i uses ports 74i0 (native protocol, --listen), 74i1 (HTTP API),
 # 74i2 (Raft), 74i3 (node-to-node shards) and 74i4 (S3 admin); its data,
-# log and pid file are in ./cluster-data/nI. Set CTXTIER_CLUSTER_TOKEN to run
-# the cluster with a shared token (ctxctl reads the same variable), NO_BUILD=1
+# log and pid file are in ./cluster-data/nI. The cluster secret (node
+# identity) is $CTXTIER_CLUSTER_SECRET when set, else one drawn once into
+# ./cluster-data/cluster.secret (ctxctl reads that file through
+# CTXTIER_CLUSTER_SECRET_FILE, which this script exports), NO_BUILD=1
 # to skip `go build`, CTXD_ARGS for extra ctxd flags (e.g. --dram-capacity 1GiB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +25,7 @@ DATA=${CLUSTER_DATA:-cluster-data}
 HOST=127.0.0.1
 ZONES=(zone-a zone-b zone-c)
 SEEDS="$HOST:7411,$HOST:7421,$HOST:7431"
+export CTXTIER_CLUSTER_SECRET_FILE="$DATA/cluster.secret"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
@@ -45,6 +48,18 @@ running() {
 	[[ $pid =~ ^[0-9]+$ ]] || return 1
 	kill -0 "$pid" 2>/dev/null || return 1
 	grep -q ctxd "/proc/$pid/cmdline" 2>/dev/null || [[ ! -d /proc ]]
+}
+
+# cluster_secret: the path of the secret file every node and ctxctl use.
+cluster_secret() {
+	local f="$DATA/cluster.secret" s=${CTXTIER_CLUSTER_SECRET:-${CTXTIER_CLUSTER_TOKEN:-}}
+	mkdir -p "$DATA"
+	if [[ -n $s ]]; then
+		(umask 077 && printf '%s\n' "$s" >"$f")
+	elif [[ ! -s $f ]]; then
+		(umask 077 && head -c 32 /dev/urandom | base64 | tr -d '/+=\n' >"$f" && echo >>"$f")
+	fi
+	echo "$f"
 }
 
 # start_node I [extra ctxd flags...]
@@ -70,9 +85,9 @@ start_node() {
 		--dram-capacity 256MiB
 		"$@"
 	)
-	if [[ -n ${CTXTIER_CLUSTER_TOKEN:-} ]]; then
-		args+=(--cluster-token "$CTXTIER_CLUSTER_TOKEN")
-	fi
+	# Every node needs the cluster secret: $CTXTIER_CLUSTER_SECRET (or the
+	# older $CTXTIER_CLUSTER_TOKEN), else one drawn once into $DATA/cluster.secret.
+	args+=(--cluster-secret-file "$(cluster_secret)")
 	# shellcheck disable=SC2206 # CTXD_ARGS is split on purpose
 	args+=(${CTXD_ARGS:-})
 	echo "starting n$i: $BIN/ctxd ${args[*]}" >>"$log"

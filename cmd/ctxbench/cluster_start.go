@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
 )
 
 // localCluster is a cluster of real ctxd processes that `ctxbench cluster
@@ -104,6 +105,12 @@ func startLocalCluster(ctx context.Context, ctxd string, n int, dram string, pro
 	for i := range n {
 		joins = append(joins, ports[4*i+1])
 	}
+	// Every node needs the cluster's secret: draw one for this run.
+	secret, err := clustersecret.Generate()
+	if err != nil {
+		lc.stop(progress, false)
+		return nil, err
+	}
 	zones := []string{"zone-a", "zone-b", "zone-c"}
 	for i := range n {
 		nd := &localNode{id: fmt.Sprintf("n%d", i+1), http: ports[4*i+1], exited: make(chan struct{})}
@@ -124,7 +131,7 @@ func startLocalCluster(ctx context.Context, ctxd string, n int, dram string, pro
 			"--raft-listen", ports[4*i+2], "--peer-listen", ports[4*i+3],
 			"--s3-admin-listen", "", "--data-dir", data, "--zone", zones[i%len(zones)],
 			"--dram-capacity", dram, "--log-level", "warn",
-			"--join", strings.Join(joins, ","), "--bootstrap-expect", fmt.Sprint(n))
+			"--join", strings.Join(joins, ","), "--bootstrap-expect", fmt.Sprint(n), "--cluster-secret", secret)
 		nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
 		err = nd.cmd.Start()
 		logf.Close() // the child holds its own descriptor

@@ -34,8 +34,11 @@ const clusterUsage = `usage:
   ctxctl cluster repair [--json]
 
 Every action takes --addr (a ctxd HTTP address, default 127.0.0.1:7401; any
-member will do, changes are forwarded to the leader), --token (the
---cluster-token ctxd runs with; default $CTXTIER_CLUSTER_TOKEN), --timeout
+member will do, changes are forwarded to the leader), the cluster secret
+(--cluster-secret, default $CTXTIER_CLUSTER_SECRET; or --cluster-secret-file,
+default $CTXTIER_CLUSTER_SECRET_FILE, e.g. a node's DATA_DIR/cluster.secret;
+--token and $CTXTIER_CLUSTER_TOKEN are its older names), --tls-ca (default
+$CTXTIER_TLS_CA: the CA of a ctxd run with --tls-clients; talk https), --timeout
 (per request) and --json. status shows the cluster as the node at --addr
 sees it. join adds a node by hand (a ctxd started with --join adds itself).
 drain marks nodes draining: they take no new shards, and the leader copies
@@ -58,7 +61,8 @@ func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 	fs.SetOutput(errOut)
 	fs.Usage = func() { fmt.Fprintln(errOut, clusterUsage) }
 	addr := fs.String("addr", "127.0.0.1:7401", "a ctxd HTTP address")
-	token := fs.String("token", os.Getenv("CTXTIER_CLUSTER_TOKEN"), "shared cluster token (ctxd --cluster-token)")
+	readSecret := secretFlags(fs)
+	readTLS := tlsFlag(fs)
 	timeout := fs.Duration("timeout", 15*time.Second, "request timeout")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var m clusterapi.Member
@@ -93,8 +97,16 @@ func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 		pos, rest = append(pos, rest[0]), rest[1:]
 	}
+	token, err := readSecret()
+	if err != nil {
+		return err
+	}
+	tlsConf, err := readTLS()
+	if err != nil {
+		return err
+	}
 	cfg := clusterapi.DefaultConfig()
-	cfg.Token, cfg.Timeout = *token, *timeout
+	cfg.Token, cfg.Timeout, cfg.TLS = token, *timeout, tlsConf
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

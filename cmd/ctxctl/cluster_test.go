@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -84,6 +87,18 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(clusterapi.RemoveResponse{Removed: "n3"})
 	case clusterapi.PathTransfer:
 		reply(clusterapi.TransferResponse{Previous: "n1", Leader: "n2"})
+	case clusterapi.PathKeys:
+		if r.Method == http.MethodGet {
+			reply([]clusterapi.Key{{AccessKeyID: "CTXLISTED", Namespaces: []string{"a"}, Description: "ops"}})
+			return
+		}
+		var req clusterapi.CreateKeyRequest
+		_ = json.Unmarshal(b, &req)
+		reply(clusterapi.Key{AccessKeyID: "CTXNEW", SecretAccessKey: "sekrit", Namespaces: req.Namespaces, Description: req.Description})
+	case clusterapi.PathKeysRevoke:
+		var req clusterapi.RevokeKeyRequest
+		_ = json.Unmarshal(b, &req)
+		reply(req)
 	case clusterapi.PathRepair:
 		reply(map[string]any{"node_id": "n2", "repair": map[string]any{"pending_blocks": 5, "state": "running"}})
 	default:
@@ -188,5 +203,39 @@ func TestBytes(t *testing.T) {
 		if got := formatBytes(in); got != want {
 			t.Errorf("formatBytes(%d) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestClusterTLSCA: with --tls-ca (or $CTXTIER_TLS_CA) ctxctl talks https
+// to a ctxd run with --tls-clients and trusts that CA; without it, the
+// certificate is not trusted.
+func TestClusterTLSCA(t *testing.T) {
+	fake := &fakeCluster{}
+	srv := httptest.NewTLSServer(fake)
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var out, errOut bytes.Buffer
+	if err := runCluster(ctx, []string{"status", "--addr", addr, "--tls-ca", caFile}, &out, &errOut); err != nil {
+		t.Fatalf("status over https: %v (%s)", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "leader n1") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	t.Setenv("CTXTIER_TLS_CA", caFile)
+	out.Reset()
+	if err := runKeys(ctx, []string{"list", "--addr", addr, "--cluster-secret", "from-flag-0123456789"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "CTXLISTED") {
+		t.Fatalf("keys over https: %v\n%s", err, out.String())
+	}
+	t.Setenv("CTXTIER_TLS_CA", "")
+	if err := runCluster(ctx, []string{"status", "--addr", addr}, &out, &errOut); err == nil {
+		t.Fatal("plain http to a TLS server succeeded")
+	}
+	if err := runCluster(ctx, []string{"status", "--addr", addr, "--tls-ca", filepath.Join(t.TempDir(), "missing.pem")}, &out, &errOut); err == nil {
+		t.Fatal("a missing CA file was accepted")
 	}
 }

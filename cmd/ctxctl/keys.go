@@ -9,25 +9,45 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
 
 func init() {
-	register("keys", "manage S3 access keys: create, list, revoke", func(ctx context.Context, args []string) error {
+	register("keys", "manage access keys (S3 and block APIs): create, list, revoke", func(ctx context.Context, args []string) error {
 		return runKeys(ctx, args, os.Stdout, os.Stderr)
 	})
 }
 
 const keysUsage = `usage:
-  ctxctl keys create --namespaces a,b[,team-*|*] [--description TEXT] [--data-dir DIR] [--json]
-  ctxctl keys list [--data-dir DIR] [--json]
-  ctxctl keys revoke ACCESS_KEY_ID [--data-dir DIR]
+  ctxctl keys create --namespaces a,b[,team-*|*] [--description TEXT] [--json] [WHERE]
+  ctxctl keys list [--json] [WHERE]
+  ctxctl keys revoke ACCESS_KEY_ID [WHERE]
 
-Keys live in DIR/credentials.json, secrets sealed with AES-256-GCM under
-DIR/node.key (created on first use, mode 0600). A running ctxd picks up
-changes within a second; no restart is needed. The secret is printed once,
-at create.`
+WHERE is either a cluster or one node's file:
+
+  --addr HOST:PORT with the cluster secret (--cluster-secret, default
+  $CTXTIER_CLUSTER_SECRET; or --cluster-secret-file, default
+  $CTXTIER_CLUSTER_SECRET_FILE; --tls-ca for a ctxd run with --tls-clients):
+  the keys are replicated through Raft (their
+  secrets sealed under a key derived from the cluster secret), any node will
+  do, and a key works on every node within a second.
+
+  --data-dir DIR (the default, ./ctxd-data): DIR/credentials.json, secrets
+  sealed with AES-256-GCM under DIR/node.key (created on first use, mode
+  0600), known to that node only. A running ctxd picks up changes within a
+  second.
+
+The secret is printed once, at create.`
+
+// keyStore is where keys are managed: a node's file or the cluster.
+type keyStore interface {
+	Create(ctx context.Context, namespaces []string, description string) (credential.Credential, error)
+	List(ctx context.Context) ([]credential.Credential, error)
+	Revoke(ctx context.Context, id string) error
+}
 
 // runKeys implements "ctxctl keys"; it writes to out and errOut so tests can drive it.
 func runKeys(ctx context.Context, args []string, out, errOut io.Writer) error {
@@ -39,7 +59,11 @@ func runKeys(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("keys "+action, flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	fs.Usage = func() { fmt.Fprintln(errOut, keysUsage) }
-	dataDir := fs.String("data-dir", "./ctxd-data", "ctxd data directory")
+	dataDir := fs.String("data-dir", "./ctxd-data", "ctxd data directory (keys of that node only)")
+	addr := fs.String("addr", "", "a ctxd HTTP address: manage the cluster's replicated keys (needs the cluster secret)")
+	timeout := fs.Duration("timeout", 15*time.Second, "request timeout (with --addr)")
+	readSecret := secretFlags(fs)
+	readTLS := tlsFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var namespaces, desc *string
 	if action == "create" {
@@ -57,9 +81,31 @@ func runKeys(ctx context.Context, args []string, out, errOut io.Writer) error {
 			pos, rest = append(pos, rest[0]), rest[1:]
 		}
 	}
-	store, err := credential.OpenFile(credential.DefaultConfig(*dataDir))
-	if err != nil {
-		return err
+	var store keyStore
+	if *addr != "" {
+		secret, err := readSecret()
+		if err != nil {
+			return err
+		}
+		if secret == "" {
+			return fmt.Errorf("keys: --addr needs the cluster secret (--cluster-secret, --cluster-secret-file or $CTXTIER_CLUSTER_SECRET)")
+		}
+		tlsConf, err := readTLS()
+		if err != nil {
+			return err
+		}
+		cfg := clusterapi.DefaultConfig()
+		cfg.Token, cfg.Timeout, cfg.TLS = secret, *timeout, tlsConf
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		store = remoteKeys{clusterapi.NewClient(*addr, clusterapi.WithConfig(cfg))}
+	} else {
+		fstore, err := credential.OpenFile(credential.DefaultConfig(*dataDir))
+		if err != nil {
+			return err
+		}
+		store = fstore
 	}
 	switch action {
 	case "create":

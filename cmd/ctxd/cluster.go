@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/gateway/peer"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 	"github.com/ctxtier/ctxtier/tiers"
@@ -65,7 +67,7 @@ func raftAdvertise(cfg Config) (string, error) {
 // openRaft starts this node's Raft member: bootstrapping a one-voter
 // cluster when alone, a static cluster with --initial-peers, or waiting to
 // be added when --join is given.
-func openRaft(ctx context.Context, cfg Config, self fsm.Member, tlsc *raft.TLS, reg prometheus.Registerer, log *slog.Logger) (*raft.Node, error) {
+func openRaft(ctx context.Context, cfg Config, self fsm.Member, secret string, tlsc *raft.TLS, reg prometheus.Registerer, log *slog.Logger) (*raft.Node, error) {
 	rc := raft.DefaultConfig()
 	rc.TLS = tlsc
 	rc.NodeID = cfg.NodeID
@@ -104,7 +106,7 @@ func openRaft(ctx context.Context, cfg Config, self fsm.Member, tlsc *raft.TLS, 
 		// Joining is idempotent on the leader, so a restarted member asks
 		// again harmlessly; it retries across the addresses until it is in.
 		go func() {
-			if err := clusterapi.Join(ctx, others, self, clusterapi.WithToken(cfg.ClusterToken)); err != nil && ctx.Err() == nil {
+			if err := clusterapi.Join(ctx, others, self, clusterOpts(cfg, tlsc, secret)...); err != nil && ctx.Err() == nil {
 				log.Error("joining the cluster failed", "via", others, "err", err)
 				return
 			}
@@ -112,6 +114,31 @@ func openRaft(ctx context.Context, cfg Config, self fsm.Member, tlsc *raft.TLS, 
 		}()
 	}
 	return node, nil
+}
+
+// nodeSecret settles this node's cluster secret (the node identity): the
+// one given, the one kept in the data directory, or, for a node that forms
+// a cluster, a new one, logged this once.
+func nodeSecret(cfg Config, self fsm.Member, log *slog.Logger) (string, error) {
+	given, err := cfg.secretSource().Read()
+	if err != nil {
+		return "", fmt.Errorf("cluster secret: %w", err)
+	}
+	peers, err := parsePeers(cfg.InitialPeers)
+	if err != nil {
+		return "", err
+	}
+	joins := splitList(cfg.Join)
+	forms := len(joins) == 0 && len(peers) <= 1 || len(peers) == 0 && len(joins) > 0 && joins[0] == self.HTTPAddr
+	secret, created, err := clustersecret.Resolve(given, cfg.DataDir, forms)
+	if err != nil {
+		return "", err
+	}
+	if created {
+		log.Warn("created this cluster's secret, shown only now: joining nodes and ctxctl need it (--cluster-secret, or --cluster-secret-file with a copy of the file)",
+			"cluster_secret", secret, "file", filepath.Join(cfg.DataDir, clustersecret.FileName))
+	}
+	return secret, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.
@@ -155,15 +182,17 @@ func (p *clusterParts) close(log *slog.Logger) {
 
 // openCluster starts Raft and the clustered backend over the local stack.
 // tlsc (nil: plain TCP) secures Raft and the peer clients.
-func openCluster(ctx context.Context, cfg Config, self fsm.Member, tlsc *raft.TLS, stack *tiers.Manager, reg prometheus.Registerer, log *slog.Logger) (*clusterParts, error) {
+func openCluster(ctx context.Context, cfg Config, self fsm.Member, secret string, tlsc *raft.TLS, stack *tiers.Manager, reg prometheus.Registerer, log *slog.Logger) (*clusterParts, error) {
 	parts := &clusterParts{}
-	node, err := openRaft(ctx, cfg, self, tlsc, reg, log)
+	node, err := openRaft(ctx, cfg, self, secret, tlsc, reg, log)
 	if err != nil {
 		return nil, err
 	}
 	parts.node = node
 	parts.startIndex, _ = strconv.ParseUint(node.Stats()["last_log_index"], 10, 64)
 	popts := peer.DefaultOptions()
+	// Peers' listeners take only this node identity.
+	popts.Client.AccessKeyID, popts.Client.Secret = clustersecret.NodeAccessKeyID, secret
 	if tlsc != nil {
 		// The server name is --tls-server-name, or else each peer's host.
 		popts.Client.TLS = tlsc.ClientConfig("")
@@ -178,7 +207,7 @@ func openCluster(ctx context.Context, cfg Config, self fsm.Member, tlsc *raft.TL
 	ccfg.DeadAfter = cfg.DeadAfter
 	ccfg.ProbeInterval = min(ccfg.ProbeInterval, cfg.DeadAfter/4)
 	ccfg.ProbeTimeout = ccfg.ProbeInterval
-	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, clusterapi.NewForwarder(nil, clusterapi.WithToken(cfg.ClusterToken)), log, reg); err != nil {
+	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, clusterapi.NewForwarder(nil, clusterOpts(cfg, tlsc, secret)...), log, reg); err != nil {
 		parts.close(log)
 		return nil, err
 	}

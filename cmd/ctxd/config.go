@@ -17,6 +17,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 	"github.com/ctxtier/ctxtier/tiers/s3"
@@ -40,16 +41,19 @@ type Config struct {
 	NVMeSync     bool
 	NVMeAdmit    string
 	MaxBlockSize int64
-	PinMaxTTL    time.Duration
-	PprofListen  string
-	LeaseTTL     time.Duration
-	Sendfile     bool
-	S3AdminAddr  string
-	S3Domain     string // comma-separated virtual-host base domains of the S3 endpoint
-	Auth         string
-	KVSubscribe  string
-	LogLevel     string
-	LogFormat    string
+	// InflightBudget bounds the request bodies held in memory across the
+	// client-facing native, HTTP and S3 ports.
+	InflightBudget int64
+	PinMaxTTL      time.Duration
+	PprofListen    string
+	LeaseTTL       time.Duration
+	Sendfile       bool
+	S3AdminAddr    string
+	S3Domain       string // comma-separated virtual-host base domains of the S3 endpoint
+	Auth           string
+	KVSubscribe    string
+	LogLevel       string
+	LogFormat      string
 
 	// The S3 tier (under NVMe): enabled by --s3-endpoint.
 	S3Endpoint  string
@@ -70,8 +74,12 @@ type Config struct {
 	BootstrapExpect int
 	InitialPeers    string
 	ClusterToken    string
-	Zone            string
-	DeadAfter       time.Duration
+	// ClusterSecret (or the file ClusterSecretFile names) is the cluster's
+	// node identity; ClusterToken is its older name.
+	ClusterSecret     string
+	ClusterSecretFile string
+	Zone              string
+	DeadAfter         time.Duration
 	// Node-to-node TLS (Raft and peer shard traffic): enabled by
 	// --tls-cert, which needs --tls-key and --tls-ca.
 	TLSCert       string
@@ -79,6 +87,9 @@ type Config struct {
 	TLSCA         string
 	TLSMutual     bool
 	TLSServerName string
+	// TLSClients serves the client-facing ports (native, HTTP, S3) over
+	// TLS too, with the same certificate.
+	TLSClients bool
 }
 
 // DefaultConfig is what `ctxd` with no flags runs: one node, data in
@@ -90,24 +101,26 @@ func DefaultConfig() Config {
 		HTTPListen:   "127.0.0.1:7401",
 		DRAMCapacity: 1 << 30,
 		DRAMPolicy:   "lru",
-		NVMeCapacity: 16 << 30,
+		NVMeCapacity: 0, // sized from the filesystem (resolveNVMe)
 		NVMeSegment:  256 << 20,
 		NVMeAdmit:    "all",
 		MaxBlockSize: block.DefaultMaxBlockSize,
-		PinMaxTTL:    24 * time.Hour,
-		LeaseTTL:     30 * time.Second,
-		S3AdminAddr:  "127.0.0.1:7403",
-		S3Bucket:     "ctxtier",
-		S3Prefix:     "ctxtier",
-		S3Region:     "us-east-1",
-		S3SoloSize:   s3.DefaultConfig().SoloSize,
-		Auth:         "off",
-		LogLevel:     "info",
-		LogFormat:    "text",
-		NodeID:       defaultNodeID(),
-		RaftListen:   "127.0.0.1:7402",
-		PeerListen:   "",
-		DeadAfter:    10 * time.Second,
+		// Sixteen max-size blocks in flight.
+		InflightBudget: 16 * block.DefaultMaxBlockSize,
+		PinMaxTTL:      24 * time.Hour,
+		LeaseTTL:       30 * time.Second,
+		S3AdminAddr:    "127.0.0.1:7403",
+		S3Bucket:       "ctxtier",
+		S3Prefix:       "ctxtier",
+		S3Region:       "us-east-1",
+		S3SoloSize:     s3.DefaultConfig().SoloSize,
+		Auth:           "off",
+		LogLevel:       "info",
+		LogFormat:      "text",
+		NodeID:         defaultNodeID(),
+		RaftListen:     "127.0.0.1:7402",
+		PeerListen:     "",
+		DeadAfter:      10 * time.Second,
 	}
 }
 
@@ -147,8 +160,14 @@ func (c Config) Validate() error {
 	if _, err := parseSubscriptions(c.KVSubscribe); err != nil {
 		errs = append(errs, err)
 	}
-	if c.S3Endpoint != "" && c.NVMeDir == "" {
-		errs = append(errs, errors.New("s3-endpoint needs nvme-dir: the S3 tier takes the blocks NVMe evicts"))
+	if c.S3Endpoint != "" && !c.nvmeEnabled() {
+		errs = append(errs, errors.New("s3-endpoint needs the NVMe tier (nvme-dir is off): the S3 tier takes the blocks NVMe evicts"))
+	}
+	if c.InflightBudget < c.MaxBlockSize {
+		errs = append(errs, fmt.Errorf("inflight-budget %d must hold at least one max-block-size block (%d)", c.InflightBudget, c.MaxBlockSize))
+	}
+	if c.NVMeCapacity < 0 {
+		errs = append(errs, fmt.Errorf("nvme-capacity %d must not be negative", c.NVMeCapacity))
 	}
 	if c.NodeID == "" || c.RaftListen == "" || c.PeerListen == "" {
 		errs = append(errs, errors.New("node-id, raft-listen and peer-listen must not be empty"))
@@ -163,6 +182,17 @@ func (c Config) Validate() error {
 	} else if c.BootstrapExpect > 1 && len(peers) == 0 && c.Join == "" {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d needs --join (join-or-bootstrap) or --initial-peers (ID@RAFTADDR for every node, the same list on each)", c.BootstrapExpect))
 	}
+	if c.ClusterSecret != "" && c.ClusterToken != "" && c.ClusterSecret != c.ClusterToken {
+		errs = append(errs, errors.New("cluster-secret and cluster-token (its older name) differ: give one"))
+	}
+	if (c.ClusterSecret != "" || c.ClusterToken != "") && c.ClusterSecretFile != "" {
+		errs = append(errs, errors.New("give the cluster secret once: cluster-secret or cluster-secret-file"))
+	}
+	if s := c.secretSource().Value; s != "" {
+		if err := clustersecret.Validate(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.Auth != "off" && c.Auth != "required" {
 		errs = append(errs, fmt.Errorf("auth %q: want off or required", c.Auth))
 	}
@@ -171,6 +201,15 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// secretSource is where the operator gave the cluster secret, if anywhere.
+func (c Config) secretSource() clustersecret.Source {
+	v := c.ClusterSecret
+	if v == "" {
+		v = c.ClusterToken
+	}
+	return clustersecret.Source{Value: v, File: c.ClusterSecretFile}
 }
 
 // validateTLS checks that the --tls-* settings come together.
@@ -193,6 +232,9 @@ func (c Config) validateTLS() []error {
 	}
 	if c.TLSServerName != "" {
 		errs = append(errs, errors.New("tls-server-name needs tls-cert, tls-key and tls-ca"))
+	}
+	if c.TLSClients {
+		errs = append(errs, errors.New("tls-clients needs tls-cert, tls-key and tls-ca"))
 	}
 	return errs
 }
@@ -237,12 +279,13 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.Var(sizeValue{&c.DRAMCapacity}, "dram-capacity", "DRAM tier capacity, a hard bound (e.g. 8GiB)")
 	fs.StringVar(&c.DRAMMemFile, "dram-memfile", c.DRAMMemFile, "memory file backing the DRAM arena (default: an anonymous memfd)")
 	fs.StringVar(&c.DRAMPolicy, "dram-policy", c.DRAMPolicy, "DRAM replacement policy: "+strings.Join(policy.Names(), ", "))
-	fs.StringVar(&c.NVMeDir, "nvme-dir", c.NVMeDir, "directory of the NVMe tier (segment files and index); empty disables the tier")
-	fs.Var(sizeValue{&c.NVMeCapacity}, "nvme-capacity", "NVMe tier capacity, a hard bound on its segment files")
+	fs.StringVar(&c.NVMeDir, "nvme-dir", c.NVMeDir, "directory of the NVMe tier (segment files and index); default DATA_DIR/nvme; off disables the tier")
+	fs.Var(sizeValue{&c.NVMeCapacity}, "nvme-capacity", "NVMe tier capacity, a hard bound on its segment files; 0 (default): min(16GiB, half the free space of its filesystem), said in the startup log")
 	fs.Var(sizeValue{&c.NVMeSegment}, "nvme-segment-size", "size of one NVMe segment file")
 	fs.BoolVar(&c.NVMeSync, "nvme-sync-writes", c.NVMeSync, "fdatasync every NVMe write (durable against power loss, not only crashes)")
 	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
+	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native, HTTP and S3 (PutObject) ports; a request waits (unread) for its share")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
 	fs.StringVar(&c.S3Domain, "s3-domain", c.S3Domain, "base domains (comma-separated, e.g. s3.example.com) of virtual-hosted-style S3 requests: Host BUCKET.DOMAIN addresses BUCKET; path style is always served")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "block-API authentication: off (anyone who reaches the ports may read and write every namespace) or required (S3 access keys from ctxctl keys, scoped to namespaces)")
@@ -267,7 +310,9 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "host other nodes use to reach this node's raft, peer and http listeners (default: the listen addresses' host)")
 	fs.StringVar(&c.Join, "join", c.Join, "HTTP addresses (HOST:PORT[,HOST:PORT]) of cluster members to join through")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", c.BootstrapExpect, "expected cluster size: with --initial-peers, a static bootstrap of exactly those voters; with --join, join-or-bootstrap (the node named first in --join forms the cluster, the others join it)")
-	fs.StringVar(&c.ClusterToken, "cluster-token", c.ClusterToken, "shared secret required on the cluster membership and forwarding endpoints (empty: none)")
+	fs.StringVar(&c.ClusterSecret, "cluster-secret", c.ClusterSecret, "the cluster's node identity, required on the peer listener and every cluster endpoint: a node that forms a cluster creates one (printed once, kept in DATA_DIR/cluster.secret); joining nodes need it (or CTXD_CLUSTER_SECRET)")
+	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", c.ClusterSecretFile, "file holding the cluster secret (mode 0600), instead of --cluster-secret")
+	fs.StringVar(&c.ClusterToken, "cluster-token", c.ClusterToken, "older name of --cluster-secret")
 	fs.StringVar(&c.InitialPeers, "initial-peers", c.InitialPeers, "static bootstrap: ID@RAFTHOST:PORT[,ID@RAFTHOST:PORT], every voter including this node")
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure domain (rack, host) for shard placement")
 	fs.DurationVar(&c.DeadAfter, "dead-after", c.DeadAfter, "mark a silent member dead (and repair its shards) after this long")
@@ -275,6 +320,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key of --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "PEM CA bundle that peers' certificates must chain to")
 	fs.BoolVar(&c.TLSMutual, "tls-mutual", c.TLSMutual, "require and verify a client certificate on the Raft and peer listeners (mTLS); without it anyone who reaches those ports may still speak to them")
+	fs.BoolVar(&c.TLSClients, "tls-clients", c.TLSClients, "serve the client-facing ports (native, HTTP with the cluster API, S3) over TLS 1.3 too, with --tls-cert/--tls-key; clients verify against --tls-ca; no client certificate is asked for there (use --auth required)")
 	fs.StringVar(&c.TLSServerName, "tls-server-name", c.TLSServerName, "name every peer's certificate must carry (default: the host of the dialed address, so certificates need a SAN for each node's advertised host)")
 	return fs
 }

@@ -1,5 +1,6 @@
 // Command ctxd is the ctxtier server: one node of the context memory tier.
-// With no flags it starts a single node with data in ./ctxd-data, the native
+// With no flags it starts a single node with data in ./ctxd-data (DRAM over
+// an NVMe tier in ./ctxd-data/nvme sized from the free space), the native
 // block protocol on 127.0.0.1:7400 and HTTP (API, /metrics, /healthz, /readyz)
 // on 127.0.0.1:7401. See `ctxd -h` and README.md.
 package main
@@ -36,6 +37,8 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/peer"
 	"github.com/ctxtier/ctxtier/gateway/routing"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 	"github.com/ctxtier/ctxtier/tiers"
@@ -45,8 +48,8 @@ import (
 	"github.com/ctxtier/ctxtier/tiers/s3"
 )
 
-// openTiers builds the node's tier stack: DRAM, over NVMe when --nvme-dir is
-// set, over S3 when --s3-endpoint is set too (namespaces resolves the S3
+// openTiers builds the node's tier stack: DRAM, over NVMe unless --nvme-dir
+// is off, over S3 when --s3-endpoint is set too (namespaces resolves the S3
 // policy). onDrop hears of blocks that leave the node without a delete.
 
 // errLeaderUpToDate skips the namespace sync on the leader (see run).
@@ -66,7 +69,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	tcfg.OnDrop = onDrop
 	var lower *nvme.Tier
 	var cold *s3.Tier
-	if cfg.NVMeDir != "" && cfg.S3Endpoint != "" {
+	if cfg.nvmeEnabled() && cfg.S3Endpoint != "" {
 		if cold, err = openS3Tier(cfg, namespaces, reg, log); err != nil {
 			return nil, nil, err
 		}
@@ -79,7 +82,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 		}
 	}
 	var stack *tiers.Manager
-	if cfg.NVMeDir != "" {
+	if cfg.nvmeEnabled() {
 		ncfg := nvme.DefaultConfig()
 		ncfg.Dir = cfg.NVMeDir
 		ncfg.Capacity = cfg.NVMeCapacity
@@ -157,6 +160,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	cfg, err := resolveNVMe(cfg, nil, log)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	met := metrics.New(reg)
@@ -183,7 +190,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer pln.Close()
 	self := fsm.Member{ID: cfg.NodeID, Zone: cfg.Zone, Capacity: cfg.DRAMCapacity, State: fsm.MemberAlive}
-	if cfg.NVMeDir != "" {
+	if cfg.nvmeEnabled() {
 		self.Capacity += cfg.NVMeCapacity
 	}
 	if self.DataAddr, err = advertised(cfg, cfg.PeerListen, pln.Addr()); err != nil {
@@ -194,6 +201,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	if self.RaftAddr, err = raftAdvertise(cfg); err != nil {
+		return err
+	}
+
+	secret, err := nodeSecret(cfg, self, log)
+	if err != nil {
 		return err
 	}
 
@@ -217,7 +229,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer closeTiers()
 
-	parts, err := openCluster(ctx, cfg, self, tlsc, stack, reg, log)
+	parts, err := openCluster(ctx, cfg, self, secret, tlsc, stack, reg, log)
 	if err != nil {
 		return err
 	}
@@ -250,25 +262,58 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	pcfg := native.DefaultConfig()
 	pcfg.Addr = cfg.PeerListen
 	pcfg.MaxBlockSize = cfg.MaxBlockSize
-	psrv, err := peer.NewServer(pcfg, local, nil, log)
+	// The peer listener serves only other members: it requires the node
+	// identity (the cluster secret), whatever --auth says.
+	psrv, err := peer.NewServer(pcfg, local, nil, log, native.WithAuth(credential.Static{
+		clustersecret.NodeAccessKeyID: {AccessKeyID: clustersecret.NodeAccessKeyID, Secret: secret, Namespaces: []string{credential.ScopeAll}},
+	}))
 	if err != nil {
 		return err
 	}
 
-	// Block-API authentication (--auth required): the S3 endpoint's access
-	// keys, scoped to namespaces, guard the native protocol and the HTTP API.
-	var nopts []native.Option
-	hopts := []httpapi.Option{httpapi.WithMetrics(met)}
+	// Access keys: replicated through Raft (sealed under a key derived from
+	// the cluster secret; made with `ctxctl keys --addr`), then this node's
+	// own credentials.json (`ctxctl keys --data-dir`).
+	sealKey, err := clustersecret.SealingKey(secret)
+	if err != nil {
+		return err
+	}
+	replicatedKeys, err := credential.NewReplicated(parts.node, sealKey)
+	if err != nil {
+		return err
+	}
+	fileKeys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
+	if err != nil {
+		return err
+	}
+	keys := credential.Chain{replicatedKeys, fileKeys}
+
+	// Block-API authentication (--auth required): the access keys, scoped
+	// to namespaces, guard the native protocol and the HTTP API.
+	// One in-flight budget for the client-facing ports (native, HTTP, S3
+	// PutObject). The peer listener
+	// stays outside it: a client put holds its bytes while it writes
+	// shards to peers, and peers waiting on their own clients' budget
+	// could otherwise wait on each other.
+	budget, err := membudget.New(cfg.InflightBudget)
+	if err != nil {
+		return err
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxtier_inflight_budget_bytes", Help: "The in-flight budget of request bodies (--inflight-budget)."},
+			func() float64 { return float64(budget.Size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxtier_inflight_bytes", Help: "Request-body bytes held in the in-flight budget now."},
+			func() float64 { return float64(budget.InUse()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxtier_inflight_waits_total", Help: "Requests that waited for their bytes of the in-flight budget."},
+			func() float64 { return float64(budget.Waits()) }),
+	)
+	nopts := []native.Option{native.WithBudget(budget)}
+	hopts := []httpapi.Option{httpapi.WithMetrics(met), httpapi.WithBudget(budget)}
 	if cfg.Auth == "required" {
-		keys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
-		if err != nil {
-			return err
-		}
 		nopts = append(nopts, native.WithAuth(keys))
 		hopts = append(hopts, httpapi.WithAuth(keys, nil))
-	} else if !loopback(cfg.Listen) || !loopback(cfg.HTTPListen) {
-		log.Warn("block APIs accept unauthenticated requests on a non-loopback address (--auth off)", "native", cfg.Listen, "http", cfg.HTTPListen)
 	}
+	warnOpenListeners(cfg, tlsc, log)
 
 	// The router answers "which worker holds this prefix" from engines' KV
 	// events, next to the store, with no network hop. Clients query it over
@@ -313,11 +358,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer psrv.Close()
 	}
 	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready))...)
+	// The cluster API checks the cluster secret itself (all of it with
+	// --auth required; otherwise all but status and repair).
 	clusterExtra := func() any {
 		return map[string]any{"repair": parts.backend.RepairStatus(), "restore": parts.backend.RestoreStatus()}
 	}
-	clusterH := clusterapi.Handler(parts.node, parts.backend, clusterExtra, log, clusterapi.WithToken(cfg.ClusterToken))
-	hsrv.Mount("/v1/cluster/", clusterH)
+	clusterH := clusterapi.Handler(parts.node, parts.backend, clusterExtra, log,
+		append(clusterOpts(cfg, tlsc, secret), clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(replicatedKeys))...)
+	hsrv.MountOwnAuth("/v1/cluster/", clusterH)
 
 	ingest, err := kvevent.New(kvevent.DefaultConfig(), rt, reg, log)
 	if err != nil {
@@ -325,14 +373,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	hsrv.Mount("/v1/route/", routing.Handler("/v1/route", rt, ingest, log))
 	// The operator console (/ui/): read-only for anyone, actions with an
-	// access key scoped to "*" from this node's key file.
-	consoleKeys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
-	if err != nil {
-		return err
-	}
-	ui, err := newConsole(cfg, parts.node, func() clusterapi.Status {
+	// access key scoped to "*" (replicated, or from this node's key file).
+	ui, err := newConsole(cfg, secret, parts.node, func() clusterapi.Status {
 		return clusterapi.Snapshot(parts.node, parts.backend, clusterExtra, log)
-	}, clusterH, reg, store.Namespaces, rt, consoleKeys, log)
+	}, clusterH, reg, store.Namespaces, rt, replicatedKeys, fileKeys, log)
 	if err != nil {
 		return err
 	}
@@ -345,12 +389,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var s3srv *s3api.Server
 	var s3ln net.Listener
 	if cfg.S3AdminAddr != "" {
-		keys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
-		if err != nil {
-			return err
-		}
 		scfg := s3api.DefaultConfig()
 		scfg.Addr = cfg.S3AdminAddr
+		scfg.Budget = budget
 		scfg.Domains = splitList(cfg.S3Domain)
 		if s3srv, err = s3api.New(scfg, store, keys, met, log); err != nil {
 			return err
@@ -364,11 +405,21 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer cancel()
 	go stack.DRAM().Run(runCtx)
 	go ui.Run(runCtx)
+	go releaseIdleMemory(runCtx, budget, log)
 	errc := make(chan error, 4)
 	if tlsc != nil {
 		// The peer listener speaks the native protocol inside TLS;
 		// peer.Peers dials it with the matching client configuration.
 		pln = tls.NewListener(pln, tlsc.ServerConfig())
+	}
+	if cfg.TLSClients {
+		// The client-facing ports: the same certificate, no client
+		// certificate asked for (--auth required authenticates there).
+		cs := clientTLS(tlsc)
+		nln, hln = tls.NewListener(nln, cs), tls.NewListener(hln, cs)
+		if s3ln != nil {
+			s3ln = tls.NewListener(s3ln, cs)
+		}
 	}
 	go func() { errc <- psrv.Serve(runCtx, pln) }()
 	go func() { errc <- nsrv.Serve(runCtx, nln) }()
@@ -389,15 +440,22 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("serving before the cluster is ready", "err", err)
 	}
 	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr,
-		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID, "node_tls", tlsMode(tlsc),
-		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile())
+		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID, "node_tls", tlsMode(tlsc), "client_tls", cfg.TLSClients,
+		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile(),
+		"nvme_dir", cfg.NVMeDir, "nvme_capacity", cfg.NVMeCapacity)
 
 	var serveErr error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case serveErr = <-errc:
-		log.Error("server failed", "err", serveErr)
+		if ctx.Err() != nil && errors.Is(serveErr, context.Canceled) {
+			// A server saw the signal first: an ordinary shutdown.
+			serveErr = nil
+			log.Info("shutting down")
+		} else {
+			log.Error("server failed", "err", serveErr)
+		}
 	}
 	shCtx, shCancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer shCancel()
@@ -412,6 +470,21 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return err
 }
 
+// clientTLS is the server configuration of the client-facing ports.
+func clientTLS(t *raft.TLS) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{t.Certificate}}
+}
+
+// clusterOpts are the cluster API options every node-side user shares: the
+// cluster secret, and https to the members' HTTP ports under --tls-clients.
+func clusterOpts(cfg Config, t *raft.TLS, secret string) []clusterapi.Option {
+	opts := []clusterapi.Option{clusterapi.WithToken(secret)}
+	if cfg.TLSClients {
+		opts = append(opts, clusterapi.WithTLS(t.ClientConfig("")))
+	}
+	return opts
+}
+
 // tlsMode describes node-to-node TLS for the ready log line.
 func tlsMode(t *raft.TLS) string {
 	switch {
@@ -421,6 +494,31 @@ func tlsMode(t *raft.TLS) string {
 		return "mutual"
 	}
 	return "server"
+}
+
+// warnOpenListeners logs a warning naming every listener bound to a
+// non-loopback address that anyone who reaches it may use: the block APIs
+// with --auth off, Raft without mutual TLS, pprof. (The peer listener and
+// the cluster endpoints always require the cluster secret, and the S3
+// endpoint always requires an access key.)
+func warnOpenListeners(cfg Config, tlsc *raft.TLS, log *slog.Logger) {
+	var open []any
+	if cfg.Auth != "required" {
+		for _, l := range []struct{ name, addr string }{{"native", cfg.Listen}, {"http", cfg.HTTPListen}} {
+			if !loopback(l.addr) {
+				open = append(open, l.name, l.addr)
+			}
+		}
+	}
+	if (tlsc == nil || !tlsc.Mutual) && !loopback(cfg.RaftListen) {
+		open = append(open, "raft", cfg.RaftListen)
+	}
+	if cfg.PprofListen != "" && !loopback(cfg.PprofListen) {
+		open = append(open, "pprof", cfg.PprofListen)
+	}
+	if len(open) > 0 {
+		log.Warn("listeners on non-loopback addresses accept unauthenticated requests (block APIs: --auth required; raft: --tls-mutual; pprof: bind it to loopback)", open...)
+	}
 }
 
 // loopback reports whether a listen address only accepts local connections.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/client"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
 )
 
 // TestCtxdRouteNative: ctxd answers routing queries on its native listener
@@ -62,7 +64,15 @@ func TestCtxdRouteNative(t *testing.T) {
 		t.Fatalf("result %+v", got)
 	}
 
-	peer, err := client.Dial(ctx, peerAddr, client.DefaultOptions())
+	// The peer listener takes only the node identity (the cluster secret
+	// this single node created in its data directory).
+	secret, err := clustersecret.Load(filepath.Join(p.DataDir, clustersecret.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	popts := client.DefaultOptions()
+	popts.AccessKeyID, popts.Secret = clustersecret.NodeAccessKeyID, secret
+	peer, err := client.Dial(ctx, peerAddr, popts)
 	if err != nil {
 		t.Fatal(err)
 	}

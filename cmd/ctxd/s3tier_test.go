@@ -16,7 +16,7 @@ func TestS3TierSettings(t *testing.T) {
 	if cfg.S3AccessKey != "AK" || cfg.S3SecretKey != "SK" || cfg.S3Bucket != "b" || cfg.S3Prefix != "node1" || !cfg.S3TLS || cfg.S3Region != "eu-1" {
 		t.Fatalf("%+v", cfg)
 	}
-	if _, err := LoadConfig([]string{"--s3-endpoint", "127.0.0.1:9000"}, lookup, io.Discard); err == nil || !strings.Contains(err.Error(), "nvme-dir") {
+	if _, err := LoadConfig([]string{"--s3-endpoint", "127.0.0.1:9000", "--nvme-dir", "off"}, lookup, io.Discard); err == nil || !strings.Contains(err.Error(), "nvme-dir") {
 		t.Fatalf("s3 without nvme: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // memberCounts returns, from nd's status, the alive voters and the ids of
 // members in each state.
 func memberCounts(nd *testNode) (aliveVoters int, states map[string]string, err error) {
-	st, err := clusterapi.NewClient(nd.http).Status(context.Background())
+	st, err := clusterapi.NewClient(nd.http, clusterapi.WithToken(testSecret)).Status(context.Background())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -89,7 +89,7 @@ func TestClusterScaleOutAndIn(t *testing.T) {
 
 	// Scale in: drain n5 and n4 (what the index places on them is in the
 	// reply), wait until nothing is left on them, then remove and stop them.
-	cl := clusterapi.NewClient(nodes[0].http)
+	cl := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret))
 	onLeaving := map[string]int{}
 	for _, id := range []string{"n5", "n4"} {
 		resp, err := cl.Drain(ctx, id)
@@ -144,7 +144,7 @@ func TestClusterScaleOutAndIn(t *testing.T) {
 		t.Fatal("no leader")
 	}
 	waitFor(t, 10*time.Second, "no repair pending", func() bool {
-		st, err := clusterapi.NewClient(leader.http).Status(ctx)
+		st, err := clusterapi.NewClient(leader.http, clusterapi.WithToken(testSecret)).Status(ctx)
 		if err != nil {
 			return false
 		}

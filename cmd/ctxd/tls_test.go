@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/tlstest"
 )
@@ -73,7 +75,7 @@ func TestClusterTLS(t *testing.T) {
 	}
 
 	// The peer listener speaks only TLS, to a client with a certificate.
-	st, err := clusterapi.NewClient(nodes[0].http).Status(ctx)
+	st, err := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,13 @@ func TestClusterTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.Dial(ctx, dataAddr, client.Options{DialTimeout: 2 * time.Second, TLS: n1TLS.ClientConfig("")})
+	// A trusted certificate alone is not enough: the node identity is
+	// required too.
+	if _, err := client.Dial(ctx, dataAddr, client.Options{DialTimeout: 2 * time.Second, TLS: n1TLS.ClientConfig("")}); !errors.Is(err, block.ErrUnauthenticated) {
+		t.Fatalf("peer listener over mutual TLS without the cluster secret: %v", err)
+	}
+	c, err := client.Dial(ctx, dataAddr, client.Options{DialTimeout: 2 * time.Second, TLS: n1TLS.ClientConfig(""),
+		AccessKeyID: clustersecret.NodeAccessKeyID, Secret: testSecret})
 	if err != nil {
 		t.Fatalf("peer listener over mutual TLS: %v", err)
 	}
@@ -114,7 +122,7 @@ func TestClusterTLS(t *testing.T) {
 			t.Logf("n4: %s", l)
 		}
 	}
-	if st, err = clusterapi.NewClient(nodes[0].http).Status(ctx); err != nil {
+	if st, err = clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(ctx); err != nil {
 		t.Fatal(err)
 	}
 	voters := 0

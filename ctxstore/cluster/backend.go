@@ -215,6 +215,11 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 		if errors.Is(firstErr, block.ErrConflict) {
 			return fmt.Errorf("%w: %s: %v", block.ErrConflict, key, firstErr)
 		}
+		if errors.Is(firstErr, block.ErrNoSpace) {
+			// Full disks are an ordinary condition (507), not an outage:
+			// clients retry 503.
+			return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrNoSpace, key, len(written), n, firstErr)
+		}
 		return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrUnavailable, key, len(written), n, firstErr)
 	}
 	b.met.shardsWritten.Add(float64(len(written)))

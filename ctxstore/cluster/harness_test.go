@@ -38,7 +38,9 @@ type fakePeers struct {
 	// stalled members answer shard reads only when the caller gives up (a
 	// partitioned peer whose connection has not failed yet).
 	stalled map[string]bool
-	calls   int
+	// full members refuse shard writes with block.ErrNoSpace (a full disk).
+	full  map[string]bool
+	calls int
 }
 
 func (p *fakePeers) tier(m fsm.Member) (*tiers.Manager, error) {
@@ -65,6 +67,12 @@ func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, d
 	t, err := p.tier(m)
 	if err != nil {
 		return err
+	}
+	p.mu.Lock()
+	full := p.full[m.ID]
+	p.mu.Unlock()
+	if full {
+		return fmt.Errorf("%w: %s: disk full", block.ErrNoSpace, m.ID)
 	}
 	if block.Checksum(data) != sum {
 		return block.ErrChecksum
@@ -161,13 +169,16 @@ type testCluster struct {
 // rest join), each with a DRAM-only tier stack and a Backend.
 func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, peers: &fakePeers{tiers: map[string]*tiers.Manager{}, down: map[string]bool{}}, fwd: &fakeForwarder{backends: map[string]*Backend{}}}
+	tc := &testCluster{t: t, peers: &fakePeers{tiers: map[string]*tiers.Manager{}, down: map[string]bool{}, full: map[string]bool{}}, fwd: &fakeForwarder{backends: map[string]*Backend{}}}
 	var trans []*hraft.InmemTransport
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		rc := raft.DefaultConfig()
 		rc.NodeID, rc.RaftAddr = id, id+":1"
-		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+		// Timeouts of 500 ms rather than 100 ms: on a loaded 2-core machine
+		// under -race a 100 ms stall is common, and a spurious election moves
+		// the leader that a test captured once.
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
 		rc.CommitTimeout, rc.ApplyTimeout = 5*time.Millisecond, 2*time.Second
 		rc.Bootstrap = i == 0
 		rc.Self = fsm.Member{DataAddr: id + ":2", HTTPAddr: id + ":3", Zone: "z" + id, Capacity: 1 << 30}

@@ -1,10 +1,11 @@
-// Package credential holds the access keys that authenticate S3 (and later
-// block-API) requests: an access key id, a secret, and the namespaces the key
+// Package credential holds the access keys that authenticate S3 and
+// block-API requests: an access key id, a secret, and the namespaces the key
 // may touch. SigV4 verification needs the secret itself (it is an HMAC key),
-// so secrets cannot be stored hashed; they are sealed with AES-256-GCM under a
-// per-node key file and opened only in memory. A single node keeps them in a
-// file (FileStore); a cluster will back the same Store interface with its
-// Raft-replicated state.
+// so secrets cannot be stored hashed; they are sealed with AES-256-GCM and
+// opened only in memory. Replicated keeps them in the cluster's Raft state
+// (sealed under a key derived from the cluster secret), so a key made
+// through one node works on every node; FileStore keeps them in one node's
+// file (under a per-node key file); Chain consults several.
 package credential
 
 import (
@@ -121,10 +122,10 @@ func (s Static) Lookup(id string) (Credential, error) {
 
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-// newKeyPair draws a 20-character access key id (AWS's length) and a
+// NewKeyPair draws a 20-character access key id (AWS's length) and a
 // 40-character secret (240 random bits, URL-safe base64: no '/' or '+', so it
 // can be pasted into shells and config files unquoted).
-func newKeyPair() (id, secret string, err error) {
+func NewKeyPair() (id, secret string, err error) {
 	var b [11 + 30]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", "", fmt.Errorf("credential: random: %w", err)

@@ -142,7 +142,7 @@ func (s *FileStore) Create(_ context.Context, namespaces []string, description s
 	if len(description) > 256 {
 		return Credential{}, fmt.Errorf("%w: description longer than 256 bytes", block.ErrInvalidArgument)
 	}
-	id, secret, err := newKeyPair()
+	id, secret, err := NewKeyPair()
 	if err != nil {
 		return Credential{}, err
 	}

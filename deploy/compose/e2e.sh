@@ -38,6 +38,11 @@ PHASES=${E2E_PHASES:-single cluster}
 NS=e2e
 # Host ports are CTXTIER_PORT_PREFIX (3 digits) + 2 digits, as in the compose files.
 export CTXTIER_PORT_PREFIX=${CTXTIER_PORT_PREFIX:-274}
+# The nodes' shared cluster secret: $CTXTIER_CLUSTER_SECRET, else a fresh one.
+if [[ -z ${CTXTIER_CLUSTER_SECRET:-} ]]; then
+	CTXTIER_CLUSTER_SECRET=$(head -c 32 /dev/urandom | base64 | tr -d '/+=\n')
+fi
+export CTXTIER_CLUSTER_SECRET
 P=$CTXTIER_PORT_PREFIX
 S3_URL=http://127.0.0.1:${P}70
 ELECTION_TIMEOUT=${E2E_ELECTION_TIMEOUT:-30}

@@ -13,6 +13,19 @@ compose=(${COMPOSE:-docker-compose} -p "$project" -f "$file")
 export S3_ACCESS_KEY S3_SECRET_KEY S3_BUCKET
 export CTXTIER_PORT_PREFIX=${CTXTIER_PORT_PREFIX:-274}
 P=$CTXTIER_PORT_PREFIX
+# The nodes' shared cluster secret: $CTXTIER_CLUSTER_SECRET, else the one
+# drawn on the first run and kept (0600, git-ignored) in cluster-data/, so
+# that nodes restarted on their volumes get the same one.
+secret_file=cluster-data/compose-$project.secret
+if [[ -z ${CTXTIER_CLUSTER_SECRET:-} ]]; then
+	if [[ ! -s $secret_file ]]; then
+		mkdir -p cluster-data
+		(umask 077 && head -c 32 /dev/urandom | base64 | tr -d '/+=\n' >"$secret_file")
+		NEW_CLUSTER_SECRET=1
+	fi
+	CTXTIER_CLUSTER_SECRET=$(<"$secret_file")
+fi
+export CTXTIER_CLUSTER_SECRET
 
 docker info >/dev/null 2>&1 || { echo "up.sh: no Docker engine answers (docker info failed)" >&2; exit 1; }
 "${compose[@]}" up -d s3
@@ -30,3 +43,6 @@ for port in "${P}01" "${P}11" "${P}21"; do
 	done
 done
 echo "up.sh: cluster up; HTTP on 127.0.0.1:${P}01, :${P}11, :${P}21; S3 on 127.0.0.1:${P}70 (bucket $S3_BUCKET)"
+if [[ -n ${NEW_CLUSTER_SECRET:-} ]]; then
+	echo "up.sh: drew the cluster secret into $secret_file (ctxctl: CTXTIER_CLUSTER_SECRET_FILE=$secret_file)"
+fi

@@ -30,7 +30,7 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 	for _, m := range ms {
 		kinds[reflect.TypeOf(m.Object).Elem().Name()]++
 	}
-	want := map[string]int{"Namespace": 1, "ConfigMap": 1, "Secret": 2, "Service": 2, "StatefulSet": 1,
+	want := map[string]int{"Namespace": 1, "ConfigMap": 1, "Secret": 3, "Service": 2, "StatefulSet": 1,
 		"PodDisruptionBudget": 1, "ServiceMonitor": 1}
 	for k, n := range want {
 		if kinds[k] != n {

@@ -7,6 +7,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,6 +47,9 @@ type HTTPConfig struct {
 	MaxBlockSize int64
 	// MaxBatchBytes bounds the block bytes of one batch-get response.
 	MaxBatchBytes int64
+	// TLS, when set, is the client configuration for an https:// BaseURL
+	// (ctxd --tls-clients): RootCAs must trust the server's certificate.
+	TLS *tls.Config
 	// AccessKeyID and Secret are the credentials (from `ctxctl keys
 	// create`) for a server started with --auth required. Every request is
 	// then signed with AWS Signature V4 (UNSIGNED-PAYLOAD: the block's own
@@ -56,6 +60,10 @@ type HTTPConfig struct {
 	// Region is the SigV4 signing region; it must match the server's
 	// (ctxd uses us-east-1). Empty means us-east-1.
 	Region string
+	// DialContext, when not nil, opens the client's connections instead of
+	// a net.Dialer with DialTimeout (a test dials from inside a network
+	// namespace with it, internal/netns).
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // HTTPDefaultConfig returns the defaults for a client of BaseURL
@@ -114,9 +122,12 @@ func NewHTTP(cfg HTTPConfig) (*HTTPClient, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	dial := cfg.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
 	tr := &http.Transport{
-		DialContext:           d.DialContext,
+		DialContext:           dial,
 		MaxIdleConns:          0, // bounded per host below
 		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
 		MaxConnsPerHost:       cfg.MaxConnsPerHost,
@@ -128,6 +139,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTPClient, error) {
 		// body would lose its Content-Length.
 		DisableCompression: true,
 		ForceAttemptHTTP2:  false,
+		TLSClientConfig:    cfg.TLS,
 	}
 	c := &HTTPClient{
 		cfg:  cfg,

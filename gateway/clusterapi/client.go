@@ -43,17 +43,10 @@ type Client struct {
 }
 
 // NewClient returns a client of the node whose HTTP API is at addr
-// ("host:port" or an http:// URL).
+// ("host:port", https:// under WithTLS, or a URL).
 func NewClient(addr string, opts ...Option) *Client {
-	return &Client{base: baseURL(addr), cfg: build(opts)}
-}
-
-func baseURL(addr string) string {
-	addr = strings.TrimRight(addr, "/")
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		return addr
-	}
-	return "http://" + addr
+	cfg := build(opts)
+	return &Client{base: cfg.baseURL(addr), cfg: cfg}
 }
 
 // Status returns the node's view of the cluster.
@@ -119,7 +112,7 @@ func (c *Client) WaitDrained(ctx context.Context, ids []string, interval time.Du
 	for {
 		st, err := c.Status(ctx)
 		if err == nil && st.State != "leader" && st.Leader != nil && st.Leader.HTTPAddr != "" {
-			if lst, lerr := (&Client{base: baseURL(st.Leader.HTTPAddr), cfg: c.cfg}).Status(ctx); lerr == nil {
+			if lst, lerr := (&Client{base: c.cfg.baseURL(st.Leader.HTTPAddr), cfg: c.cfg}).Status(ctx); lerr == nil {
 				st = lst
 			}
 		}
@@ -286,7 +279,7 @@ func Join(ctx context.Context, addrs []string, self fsm.Member, opts ...Option) 
 	}
 	cfg := build(opts)
 	try := func(addr string) error {
-		_, err := (&Client{base: baseURL(addr), cfg: cfg}).Join(ctx, m)
+		_, err := (&Client{base: cfg.baseURL(addr), cfg: cfg}).Join(ctx, m)
 		return err
 	}
 	backoff := 100 * time.Millisecond
@@ -353,7 +346,7 @@ func (f *Forwarder) post(ctx context.Context, leader fsm.Member, path, contentTy
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL(leader.HTTPAddr)+path, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, f.cfg.baseURL(leader.HTTPAddr)+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: leader %s address %q: %v", block.ErrUnavailable, leader.ID, leader.HTTPAddr, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	hraft "github.com/hashicorp/raft"
 
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
@@ -64,6 +66,10 @@ type tcluster struct {
 	opts  []Option
 	// drain, when set, makes every node's forward target a Drainer.
 	drain *drainState
+	// keys, when set, gets each node's access-key store (WithKeys), made
+	// over the node by newKeys.
+	keys    map[string]*credential.Replicated
+	newKeys func(*raft.Node) *credential.Replicated
 }
 
 // newCluster starts n nodes: n1 bootstraps alone and the others join
@@ -77,7 +83,14 @@ func newCluster(t *testing.T, n int, opts ...Option) *tcluster {
 // newClusterWith is newCluster whose nodes drain through drain (nil: no Drainer).
 func newClusterWith(t *testing.T, n int, drain *drainState, opts ...Option) *tcluster {
 	t.Helper()
-	c := &tcluster{t: t, opts: opts, drain: drain}
+	return startCluster(&tcluster{t: t, opts: opts, drain: drain}, n)
+}
+
+// startCluster starts c's n nodes as newCluster does.
+func startCluster(c *tcluster, n int) *tcluster {
+	t := c.t
+	t.Helper()
+	opts := c.opts
 	for i := 0; i < n; i++ {
 		c.add(i == 0)
 	}
@@ -111,7 +124,10 @@ func (c *tcluster) add(bootstrap bool) *tnode {
 	}
 	cfg := raft.DefaultConfig()
 	cfg.NodeID, cfg.RaftAddr, cfg.Bootstrap = id, id+":1", bootstrap
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	// Timeouts of 500 ms rather than 100 ms: on a loaded 2-core machine
+	// under -race a 100 ms stall is common, and a spurious election moves
+	// the leader that a test captured once.
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
 	cfg.CommitTimeout, cfg.ApplyTimeout = 5*time.Millisecond, 2*time.Second
 	tn := &tnode{id: id, srv: srv, tr: tr, fwd: &fakeTarget{node: id}}
 	cfg.Self = fsm.Member{DataAddr: "127.0.0.1:9", HTTPAddr: tn.addr(), Zone: "z1", Capacity: 1 << 30}
@@ -128,7 +144,13 @@ func (c *tcluster) add(bootstrap bool) *tnode {
 	if c.drain != nil {
 		target = &fakeDrainer{fakeTarget: tn.fwd, node: node, st: c.drain}
 	}
-	srv.Config.Handler = Handler(node, target, extra, quietLog(), c.opts...)
+	opts := c.opts
+	if c.newKeys != nil {
+		k := c.newKeys(node)
+		c.keys[id] = k
+		opts = append(slices.Clone(opts), WithKeys(k))
+	}
+	srv.Config.Handler = Handler(node, target, extra, quietLog(), opts...)
 	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()

@@ -1,11 +1,14 @@
 package clusterapi
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
 
 // Header names of the cluster API.
@@ -35,6 +38,14 @@ type Config struct {
 	// Status and repair stay open (they are read-only). Clients send it
 	// when set.
 	Token string
+	// ProtectStatus makes status and repair require the token too (ctxd
+	// sets it with --auth required, where nothing is open to anonymous
+	// callers but health and metrics).
+	ProtectStatus bool
+	// Keys, when set, is the cluster's access-key store served under
+	// PathKeys: create and revoke (forwarded to the leader) and list. Those
+	// endpoints always require the token, and answer 401 when there is none.
+	Keys credential.Store
 	// Timeout bounds one forwarded request (follower to leader), one
 	// membership change on the leader, and one client request.
 	Timeout time.Duration
@@ -42,13 +53,34 @@ type Config struct {
 	// request, a forwarded proposal and its reply.
 	MaxBodyBytes int64
 	// Client sends forwarded and client requests; nil builds one with
-	// Timeout as its overall limit.
+	// Timeout as its overall limit (and TLS).
 	Client *http.Client
+	// TLS, when set, makes every request go to https:// addresses with
+	// this client configuration (ctxd --tls-clients serves its HTTP API,
+	// and so this API, over TLS).
+	TLS *tls.Config
+	// LeaderWait bounds how long a member of a configuration that knows no
+	// leader holds a request it must forward before answering 503.
+	LeaderWait time.Duration
 }
 
-// DefaultConfig returns the defaults: no token, 10 s timeout, 16 MiB bodies.
+// baseURL is addr as a URL root: kept when it has a scheme, else with
+// https:// under TLS and http:// otherwise.
+func (c Config) baseURL(addr string) string {
+	addr = strings.TrimRight(addr, "/")
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return addr
+	}
+	if c.TLS != nil {
+		return "https://" + addr
+	}
+	return "http://" + addr
+}
+
+// DefaultConfig returns the defaults: no token, 10 s timeout, 16 MiB
+// bodies, 3 s leader wait.
 func DefaultConfig() Config {
-	return Config{Timeout: 10 * time.Second, MaxBodyBytes: 16 << 20}
+	return Config{Timeout: 10 * time.Second, MaxBodyBytes: 16 << 20, LeaderWait: 3 * time.Second}
 }
 
 // Validate checks the configuration; errors wrap block.ErrInvalidArgument.
@@ -56,6 +88,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Timeout <= 0:
 		return fmt.Errorf("%w: clusterapi: Timeout must be positive", block.ErrInvalidArgument)
+	case c.LeaderWait <= 0:
+		return fmt.Errorf("%w: clusterapi: LeaderWait must be positive", block.ErrInvalidArgument)
 	case c.MaxBodyBytes < 1024:
 		return fmt.Errorf("%w: clusterapi: MaxBodyBytes %d must be at least 1024", block.ErrInvalidArgument, c.MaxBodyBytes)
 	case len(c.Token) > 1024:
@@ -78,8 +112,20 @@ func WithConfig(c Config) Option { return func(dst *Config) { *dst = c } }
 // WithToken sets the shared cluster secret (see Config.Token).
 func WithToken(token string) Option { return func(c *Config) { c.Token = token } }
 
+// WithProtectStatus sets Config.ProtectStatus.
+func WithProtectStatus(on bool) Option { return func(c *Config) { c.ProtectStatus = on } }
+
+// WithKeys sets Config.Keys.
+func WithKeys(keys credential.Store) Option { return func(c *Config) { c.Keys = keys } }
+
+// WithTLS sets Config.TLS.
+func WithTLS(tc *tls.Config) Option { return func(c *Config) { c.TLS = tc } }
+
 // WithHTTPClient sets the HTTP client for outgoing requests.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Config) { c.Client = hc } }
+
+// WithLeaderWait sets Config.LeaderWait.
+func WithLeaderWait(d time.Duration) Option { return func(c *Config) { c.LeaderWait = d } }
 
 // WithTimeout sets Config.Timeout.
 func WithTimeout(d time.Duration) Option { return func(c *Config) { c.Timeout = d } }
@@ -96,6 +142,9 @@ func build(opts []Option) Config {
 	}
 	if c.Client == nil {
 		c.Client = &http.Client{Timeout: c.Timeout}
+		if c.TLS != nil {
+			c.Client.Transport = &http.Transport{TLSClientConfig: c.TLS, ForceAttemptHTTP2: true}
+		}
 	}
 	return c
 }

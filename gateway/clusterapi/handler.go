@@ -75,13 +75,16 @@ func Handler(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Lo
 		log = slog.Default()
 	}
 	h := &handler{node: node, fwd: fwd, status: status, log: log.With("component", "clusterapi"), cfg: build(opts), mux: http.NewServeMux()}
-	h.route("GET "+PathStatus, false, h.getStatus)
+	h.route("GET "+PathStatus, h.cfg.ProtectStatus, h.getStatus)
 	h.route("POST "+PathJoin, true, h.join)
 	h.route("POST "+PathRemove, true, h.remove)
 	h.route("POST "+PathTransfer, true, h.transfer)
 	h.route("POST "+PathPropose, true, h.propose)
 	h.route("POST "+PathReadIndex, true, h.readIndex)
-	h.route("GET "+PathRepair, false, h.repair)
+	h.route("GET "+PathRepair, h.cfg.ProtectStatus, h.repair)
+	h.keyRoute("GET "+PathKeys, h.listKeys)
+	h.keyRoute("POST "+PathKeys, h.createKey)
+	h.keyRoute("POST "+PathKeysRevoke, h.revokeKey)
 	h.route("POST "+PathDrain, true, h.drain)
 	h.route("/v1/cluster/", false, func(_ http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no cluster endpoint %s %s", block.ErrNotFound, r.Method, r.URL.Path)
@@ -100,6 +103,20 @@ func (h *handler) route(pattern string, auth bool, fn func(http.ResponseWriter, 
 		if err != nil {
 			h.writeError(w, r, err)
 		}
+	})
+}
+
+// keyRoute serves an access-key endpoint: always behind the token, and
+// refused outright on a handler that has none.
+func (h *handler) keyRoute(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
+	h.route(pattern, true, func(w http.ResponseWriter, r *http.Request) error {
+		switch {
+		case h.cfg.Token == "":
+			return fmt.Errorf("%w: access keys are managed only on a node with a cluster secret", block.ErrUnauthenticated)
+		case h.cfg.Keys == nil:
+			return fmt.Errorf("%w: node %s manages no access keys", block.ErrNotFound, h.node.ID())
+		}
+		return fn(w, r)
 	})
 }
 
@@ -417,14 +434,10 @@ func (h *handler) notLeader() error {
 	return &raft.NotLeaderError{LeaderID: id, LeaderAddr: addr}
 }
 
-// leaderWait bounds how long a member of a configuration waits for a leader
-// to become known before it answers a request it must forward with 503.
-const leaderWait = 3 * time.Second
-
 // leaderToForward returns the leader to relay a request to. While no leader
 // is known (an election, or the moments after a leadership transfer before
 // the new leader's first heartbeat reaches this node), a node that belongs
-// to a configuration waits up to leaderWait (waitNewLeader, with this node
+// to a configuration waits up to Config.LeaderWait (waitNewLeader, with this node
 // as the leader to look past) instead of failing a request that a retry a
 // few milliseconds later would complete. A node in no configuration (not
 // joined yet) answers at once: it cannot learn a leader by waiting, and Join
@@ -432,7 +445,7 @@ const leaderWait = 3 * time.Second
 // other node is known to lead with an HTTP address.
 func (h *handler) leaderToForward(ctx context.Context) (fsm.Member, bool) {
 	if h.inConfiguration() {
-		wctx, cancel := context.WithTimeout(ctx, leaderWait)
+		wctx, cancel := context.WithTimeout(ctx, h.cfg.LeaderWait)
 		_, _ = h.waitNewLeader(wctx, h.node.ID(), true)
 		cancel()
 	}
@@ -464,7 +477,7 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, a
 	if !ok {
 		return h.notLeader()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+lm.HTTPAddr+r.URL.Path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.baseURL(lm.HTTPAddr)+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("%w: forwarding to leader %s: %v", block.ErrUnavailable, lm.ID, err)
 	}

@@ -297,6 +297,32 @@ func TestAuthMountedNeedsScopeAll(t *testing.T) {
 	}
 }
 
+// A surface mounted with MountOwnAuth gets every request, credentials or
+// not: it checks its own (the cluster API's secret).
+func TestAuthMountOwnAuth(t *testing.T) {
+	keys := credential.Static{keyA.AccessKeyID: keyA}
+	e := newEnv(t, nil, WithAuth(keys, nil))
+	e.srv.MountOwnAuth("GET /v1/own", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Own") != "yes" {
+			w.WriteHeader(401)
+			return
+		}
+		w.WriteHeader(204)
+	}))
+	if st, _, body := e.do("GET", "/v1/own", map[string]string{"X-Own": "yes"}, nil); st != 204 {
+		t.Fatalf("own credentials, no access key: %d %s", st, body)
+	}
+	if st, _, _ := e.do("GET", "/v1/own", bearer(keyA), nil); st != 401 {
+		t.Fatalf("an access key is not the surface's credential: %d", st)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("MountOwnAuth outside /v1/ did not panic")
+		}
+	}()
+	e.srv.MountOwnAuth("GET /admin", http.NotFoundHandler())
+}
+
 // TestAuthOff: without WithAuth nothing is checked, credentials or not.
 func TestAuthOff(t *testing.T) {
 	e := newEnv(t, nil)

@@ -86,7 +86,20 @@ func (s *Server) putBlock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	data, err := readBlockBody(w, r, s.maxBlock(ns))
+	max := s.maxBlock(ns)
+	if r.ContentLength > max {
+		return fmt.Errorf("%w: body of %d bytes exceeds the block limit of %d", block.ErrTooLarge, r.ContentLength, max)
+	}
+	need := r.ContentLength
+	if need < 0 {
+		need = max
+	}
+	release, err := s.budget.Acquire(r.Context(), need)
+	if err != nil {
+		return err
+	}
+	defer release()
+	data, err := readBlockBody(w, r, max)
 	if err != nil {
 		return err
 	}
@@ -129,9 +142,12 @@ func (s *Server) getBlock(w http.ResponseWriter, r *http.Request) error {
 		// Partial and conditional reads: net/http implements the RFC 9110
 		// rules (206, multi-range, 416, 304). The checksum header still
 		// describes the whole block.
-		cw := &countingWriter{ResponseWriter: w}
+		cw := &countingWriter{ResponseWriter: w, method: r.Method, rng: r.Header.Get("Range"), size: len(ref.Data)}
 		http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(ref.Data))
 		s.metrics.Bytes(proto, 0, cw.n)
+		if cw.unsatisfiable {
+			s.metrics.Block(proto, "get_range", errcode.InvalidArgument)
+		}
 		return nil
 	}
 	// The whole block: one write straight from the tier's memory.
@@ -144,13 +160,41 @@ func (s *Server) getBlock(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// countingWriter counts body bytes written through it.
+// countingWriter counts body bytes written through it, and turns
+// net/http's plain-text 416 into the API's JSON error (code
+// InvalidArgument in X-Ctxtier-Error-Code), keeping its Content-Range.
 type countingWriter struct {
 	http.ResponseWriter
-	n int64
+	n             int64
+	method, rng   string
+	size          int
+	unsatisfiable bool
+}
+
+func (c *countingWriter) WriteHeader(status int) {
+	if status != http.StatusRequestedRangeNotSatisfiable {
+		c.ResponseWriter.WriteHeader(status)
+		return
+	}
+	c.unsatisfiable = true
+	h := c.Header()
+	for _, k := range []string{"Content-Length", "ETag", "Last-Modified", httpwire.HeaderCRC} {
+		h.Del(k)
+	}
+	h.Set("Content-Type", jsonType)
+	h.Set(headerErrorCode, errcode.InvalidArgument.String())
+	h.Set("X-Content-Type-Options", "nosniff")
+	c.ResponseWriter.WriteHeader(status)
+	if c.method != http.MethodHead {
+		msg := fmt.Sprintf("%v: range %q is not satisfiable for a block of %d bytes", block.ErrInvalidArgument, c.rng, c.size)
+		_ = writeJSONBody(c.ResponseWriter, errorBody{Code: errcode.InvalidArgument.String(), Message: msg})
+	}
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.unsatisfiable {
+		return len(p), nil // net/http's own text body: replaced above
+	}
 	n, err := c.ResponseWriter.Write(p)
 	c.n += int64(n)
 	return n, err

@@ -92,6 +92,8 @@ func TestPutRejects(t *testing.T) {
 		{"upper-case hash", "/v1/namespaces/default/blocks/000000000000000A", nil, "x", 400, "InvalidKey"},
 		{"bad part", "/v1/namespaces/default/blocks/" + h2 + ".01", nil, "x", 400, "InvalidKey"},
 		{"unknown namespace", "/v1/namespaces/nope/blocks/" + h2, nil, "x", 404, "UnknownNamespace"},
+		{"invalid namespace name", "/v1/namespaces/Bad_Name/blocks/" + h2, nil, "x", 400, "InvalidArgument"},
+		{"namespace name too long", "/v1/namespaces/" + strings.Repeat("n", 200) + "/blocks/" + h2, nil, "x", 400, "InvalidArgument"},
 		{"checksum mismatch", "/v1/namespaces/default/blocks/" + h2, map[string]string{"X-Ctxtier-Crc32c": "00000000"}, "x", 400, "ChecksumMismatch"},
 		{"malformed checksum", "/v1/namespaces/default/blocks/" + h2, map[string]string{"X-Ctxtier-Crc32c": "xyz"}, "x", 400, "InvalidArgument"},
 		{"bad priority", "/v1/namespaces/default/blocks/" + h2, map[string]string{"X-Ctxtier-Priority": "9"}, "x", 400, "InvalidArgument"},
@@ -181,11 +183,22 @@ func TestGetRange(t *testing.T) {
 		{"bytes=7-", 206, "789"},
 		{"bytes=-2", 206, "89"},
 		{"bytes=20-30", 416, ""},
+		{"bytes=10-", 416, ""},
 	}
 	for _, tc := range tests {
 		st, hdr, body := e.do("GET", "/v1/namespaces/default/blocks/"+h1, map[string]string{"Range": tc.rng}, nil)
 		if st != tc.status || (tc.status == 206 && string(body) != tc.body) {
 			t.Errorf("Range %s: %d %q", tc.rng, st, body)
+		}
+		if tc.status == 416 {
+			// The API's JSON error, with the RFC 9110 Content-Range.
+			wantError(t, st, hdr, body, 416, "InvalidArgument")
+			if !strings.Contains(string(body), "not satisfiable") || hdr.Get("Content-Type") != jsonType {
+				t.Errorf("Range %s: %s body %q", tc.rng, hdr.Get("Content-Type"), body)
+			}
+			if hdr.Get("Content-Range") != "bytes */10" {
+				t.Errorf("Range %s: Content-Range %q", tc.rng, hdr.Get("Content-Range"))
+			}
 		}
 		if tc.status == 206 && hdr.Get("X-Ctxtier-Crc32c") != crc(data) {
 			t.Errorf("Range %s: checksum header %q is not the whole block's", tc.rng, hdr.Get("X-Ctxtier-Crc32c"))

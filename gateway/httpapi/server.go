@@ -25,6 +25,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 // proto is the protocol label of this surface's metrics.
@@ -117,6 +118,11 @@ func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics
 // default reports ready whenever the process serves.
 func WithReady(ready func() error) Option { return func(s *Server) { s.ready = ready } }
 
+// WithBudget makes every block PUT wait for its body's bytes in b, the
+// node's in-flight budget shared with its other surfaces, before it reads
+// the body (a body of unknown length takes the block limit). nil: no bound.
+func WithBudget(b *membudget.Budget) Option { return func(s *Server) { s.budget = b } }
+
 // Server serves the HTTP API over a store.
 type Server struct {
 	cfg     Config
@@ -130,6 +136,8 @@ type Server struct {
 	// keys and sigv4 authenticate requests (WithAuth); nil keys: off.
 	keys  credential.Lookuper
 	sigv4 *s3auth.Verifier
+	// budget bounds the block bodies read into memory (WithBudget).
+	budget *membudget.Budget
 }
 
 // New builds a server. cfg must be valid (see Validate); reg is the private
@@ -195,6 +203,19 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // Like http.ServeMux.Handle it panics on a bad or conflicting pattern; call
 // it before Serve.
 func (s *Server) Mount(pattern string, h http.Handler) {
+	checkMount(pattern)
+	s.mux.Handle(pattern, s.guardAll(h))
+}
+
+// MountOwnAuth is Mount for a surface that authenticates its callers
+// itself, with credentials that are not access keys (the cluster API
+// requires the cluster secret): WithAuth does not guard it.
+func (s *Server) MountOwnAuth(pattern string, h http.Handler) {
+	checkMount(pattern)
+	s.mux.Handle(pattern, h)
+}
+
+func checkMount(pattern string) {
 	path := pattern
 	if i := strings.IndexByte(pattern, ' '); i >= 0 {
 		path = strings.TrimLeft(pattern[i+1:], " \t")
@@ -202,7 +223,6 @@ func (s *Server) Mount(pattern string, h http.Handler) {
 	if !strings.HasPrefix(path, "/v1/") {
 		panic(fmt.Sprintf("httpapi: Mount(%q): path must be under /v1/", pattern))
 	}
-	s.mux.Handle(pattern, s.guardAll(h))
 }
 
 // MountPage registers h for a pattern outside /v1/ (the operator console
@@ -278,6 +298,8 @@ func (s *Server) handle(pattern, op string, h handlerFunc) {
 			err = h(w, r)
 		} else if ar, gerr := s.guard(r); gerr != nil {
 			err = gerr
+		} else if gerr = validPathNamespace(ar); gerr != nil {
+			err = gerr
 		} else if ar, gerr = withReadLevel(ar); gerr != nil {
 			err = gerr
 		} else {
@@ -294,6 +316,15 @@ func (s *Server) handle(pattern, op string, h handlerFunc) {
 		}
 		s.metrics.Request(proto, op, code, time.Since(start))
 	})
+}
+
+// validPathNamespace refuses a namespace name in the path that no
+// namespace could have (400 InvalidArgument, not 404 UnknownNamespace).
+func validPathNamespace(r *http.Request) error {
+	if ns := r.PathValue("ns"); ns != "" {
+		return block.ValidNamespaceName(ns)
+	}
+	return nil
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {

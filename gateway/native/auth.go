@@ -12,10 +12,15 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 // Option adjusts a Server at construction.
 type Option func(*Server)
+
+// WithBudget makes every request body wait for its bytes in b, the node's
+// in-flight budget shared with its other surfaces (nil: no bound).
+func WithBudget(b *membudget.Budget) Option { return func(s *Server) { s.budget = b } }
 
 // WithAuth makes the server require credentials: every connection must
 // complete the version-2 handshake with an access key of keys and prove it

@@ -2,6 +2,7 @@ package native
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -55,6 +56,11 @@ type conn struct {
 	mu      sync.Mutex
 	idle    bool // the reader waits for the next frame header
 	closing bool // Shutdown: read no more requests
+
+	// ctx ends when the connection stops reading (Shutdown, or its end):
+	// it wakes a reader waiting for in-flight budget.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -67,7 +73,8 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	if tc, ok := raw.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), out: make(chan *response, s.cfg.MaxInFlight),
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), out: make(chan *response, s.cfg.MaxInFlight), ctx: ctx, cancel: cancel,
 		send: sendConn(nc, s.cfg.Sendfile)}
 }
 
@@ -76,6 +83,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 func (c *conn) stopReading() {
 	c.mu.Lock()
 	c.closing = true
+	c.cancel()
 	if c.idle {
 		c.nc.SetReadDeadline(time.Unix(1, 0))
 	}
@@ -106,6 +114,7 @@ func (c *conn) serve() {
 	defer s.met.ConnClosed(Proto)
 	defer s.removeConn(c)
 	defer c.nc.Close()
+	defer c.cancel()
 	if !c.handshake() {
 		return
 	}
@@ -208,8 +217,16 @@ func (c *conn) readLoop() {
 			c.fail(h, start, errcode.Of(err), err.Error())
 			return
 		}
+		// The body is read only once its bytes are in the node's in-flight
+		// budget; until then this connection is not read (TCP pushes back
+		// on the sender).
+		release, err := s.budget.Acquire(c.ctx, int64(h.Length))
+		if err != nil {
+			c.fail(h, start, errcode.Of(err), err.Error())
+			return
+		}
 		if s.cfg.ReadTimeout > 0 {
-			c.nc.SetReadDeadline(start.Add(s.cfg.ReadTimeout))
+			c.nc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
 		}
 		var body *[]byte
 		var bb []byte
@@ -218,6 +235,7 @@ func (c *conn) readLoop() {
 			bb = *body
 			if _, err := io.ReadFull(c.br, bb); err != nil {
 				s.bufs.put(body)
+				release()
 				c.fail(h, start, errcode.MalformedFrame, "truncated frame: "+err.Error())
 				return
 			}
@@ -230,6 +248,7 @@ func (c *conn) readLoop() {
 			r = c.execute(req, start)
 		}
 		s.bufs.put(body) // the store copied what it keeps
+		release()
 		c.out <- r
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 // Proto is the metrics label of this protocol.
@@ -39,6 +40,8 @@ type Server struct {
 	keys credential.Lookuper
 	// router answers ROUTE; nil: ROUTE answers InvalidArgument.
 	router Router
+	// budget bounds the request bodies read into memory (WithBudget).
+	budget *membudget.Budget
 
 	// base is the context of store calls; canceled only by a hard Close, so
 	// that Shutdown lets in-flight requests finish.

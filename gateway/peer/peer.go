@@ -24,9 +24,11 @@ import (
 
 // NewServer returns the peer listener's server: the native protocol over
 // local, a Store built on this node's own tier stack (tiers.Manager) and the
-// cluster's namespace catalog. cfg.Addr is the peer listen address.
-func NewServer(cfg native.Config, local *ctxstore.Store, met *metrics.Metrics, log *slog.Logger) (*native.Server, error) {
-	return native.New(cfg, local, met, log)
+// cluster's namespace catalog. cfg.Addr is the peer listen address. ctxd
+// passes native.WithAuth with the node identity alone (the cluster
+// secret), so only members may use the listener.
+func NewServer(cfg native.Config, local *ctxstore.Store, met *metrics.Metrics, log *slog.Logger, opts ...native.Option) (*native.Server, error) {
+	return native.New(cfg, local, met, log, opts...)
 }
 
 // Options configure the client side.

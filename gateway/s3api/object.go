@@ -232,6 +232,17 @@ func (s *Server) putObject(q *request) error {
 		opts.PinTTL = time.Duration(p) * time.Second
 	}
 	limit := min(s.cfg.MaxObjectSize, ns.MaxBlockSize)
+	// The body is read only within the node's in-flight budget (a body of
+	// unknown length takes the limit).
+	need := q.r.ContentLength
+	if need < 0 || need > limit {
+		need = limit
+	}
+	release, err := s.cfg.Budget.Acquire(q.r.Context(), need)
+	if err != nil {
+		return err
+	}
+	defer release()
 	bp, _ := s.bufs.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)

@@ -28,6 +28,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 const proto = "s3"
@@ -51,6 +52,9 @@ type Config struct {
 	// ReadHeaderTimeout and IdleTimeout configure the HTTP server.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+	// Budget, when set, is the node's in-flight budget: a PutObject body is
+	// read only once its bytes are in it (nil: no bound).
+	Budget *membudget.Budget
 	// Domains are the base domains of virtual-hosted-style requests: a
 	// request whose Host (port aside) is "<bucket>.<domain>" addresses that
 	// bucket, and its whole path is the object key. Any other Host is path

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -164,10 +165,17 @@ func (c Credential) Validate() error {
 		return fmt.Errorf("%w: credential %q: secret blob too short", block.ErrInvalidArgument, c.AccessKeyID)
 	}
 	for _, s := range c.Scopes {
-		if s.Namespace != "*" {
-			if err := block.ValidNamespaceName(s.Namespace); err != nil {
-				return err
-			}
+		name, prefix := strings.CutSuffix(s.Namespace, "*")
+		switch {
+		case s.Namespace == "*":
+			continue
+		case prefix && name == "":
+			return fmt.Errorf("%w: credential %q: scope %q", block.ErrInvalidArgument, c.AccessKeyID, s.Namespace)
+		case prefix:
+			name += "x" // a prefix scope ("team-a-*") is the start of a valid name
+		}
+		if err := block.ValidNamespaceName(name); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -26,11 +26,23 @@ type reservation struct {
 // (forClean) may use the last segment's worth to re-append hot blocks.
 // The caller holds t.wmu.
 func (t *Tier) reserve(ctx context.Context, n int64, forClean bool) (reservation, error) {
-	limit := t.cfg.Capacity - t.cfg.SegmentSize
+	capLimit := t.cfg.Capacity - t.cfg.SegmentSize
 	if forClean {
-		limit = t.cfg.Capacity
+		capLimit = t.cfg.Capacity
 	}
 	for rounds := 0; ; rounds++ {
+		// The filesystem bounds the tier too: never below its free-space
+		// floor (see space.go). Relocations may use the floor's first
+		// half: the segment they empty is removed right after.
+		limit, fsBound := capLimit, false
+		if fl, _, ok := t.fsLimit(); ok {
+			if forClean {
+				fl += t.minFree() / 2
+			}
+			if fl < limit {
+				limit, fsBound = fl, true
+			}
+		}
 		t.mu.Lock()
 		if t.used+n <= limit {
 			r, err := t.appendLocked(n)
@@ -51,6 +63,10 @@ func (t *Tier) reserve(ctx context.Context, n int64, forClean bool) (reservation
 				t.mu.Unlock()
 			}
 			t.st.noSpace.Add(1)
+			if fsBound {
+				return reservation{}, fmt.Errorf("%w: nvme tier's filesystem (%s) is full: %d bytes free, %d kept free for the index, and every reclaimable segment is leased, pinned or being written",
+					block.ErrNoSpace, t.cfg.Dir, t.space.free.Load(), t.minFree())
+			}
 			return reservation{}, fmt.Errorf("%w: nvme tier full (%d bytes): every reclaimable segment is leased, pinned or being written", block.ErrNoSpace, t.cfg.Capacity)
 		}
 		if err := checkCtx(ctx); err != nil {
@@ -151,7 +167,7 @@ func (t *Tier) syncSeg(s *segment) error {
 
 func (t *Tier) pwrite(s *segment, buf []byte, off int64) error {
 	if _, err := s.file.WriteAt(buf, off); err != nil {
-		return fmt.Errorf("nvme: write %s at %d: %w", s.path, off, err)
+		return noSpace(fmt.Errorf("nvme: write %s at %d: %w", s.path, off, err))
 	}
 	return nil
 }
@@ -170,7 +186,7 @@ func (t *Tier) pwritev(s *segment, iov [][]byte, off, total int64) error {
 		return fmt.Errorf("nvme: write %s at %d: %w", s.path, off, err)
 	}
 	if werr != nil {
-		return fmt.Errorf("nvme: write %s at %d: %w", s.path, off, werr)
+		return noSpace(fmt.Errorf("nvme: write %s at %d: %w", s.path, off, werr))
 	}
 	if int64(n) != total {
 		return fmt.Errorf("nvme: write %s at %d: %w (%d of %d bytes)", s.path, off, io.ErrShortWrite, n, total)
@@ -218,7 +234,7 @@ func (t *Tier) readExtent(k block.Key, e entry) ([]byte, error) {
 	buf := t.pool.get(int(ext))
 	var fp uint64
 	var err error
-	if ext >= 2*readChunk {
+	if ext >= ChunkedReadMin {
 		fp, err = readHashed(s.file, buf, e.off, HeaderSize, HeaderSize+int(e.length))
 	} else {
 		_, err = s.file.ReadAt(buf, e.off)
@@ -240,12 +256,20 @@ func (t *Tier) readExtent(k block.Key, e entry) ([]byte, error) {
 	return buf, nil
 }
 
-// readChunk is the unit of a large extent read. The payload's xxh3 check
-// runs on one core at memory speed; on a 2-vCPU VM it added ~30% to a
-// 2 MiB read at queue depth 1 (docs/nvme.md). Reading the chunks in
-// parallel and hashing each one as soon as it and its predecessors are in
-// overlaps most of that pass with the I/O still in flight.
-const readChunk = 512 << 10
+// ReadChunk is the unit of a large extent read: an extent of at least two
+// chunks (ChunkedReadMin) is read as one aligned pread per chunk, all in
+// flight at once. The payload's xxh3 check runs on one core at memory
+// speed; on a 2-vCPU VM it added ~30% to a 2 MiB read at queue depth 1
+// (docs/nvme.md). Reading the chunks in parallel and hashing each one as
+// soon as it and its predecessors are in overlaps most of that pass with
+// the I/O still in flight. ctxbench nvme-baseline reads its raw baseline
+// the same way, so the two are compared at the same queue depth.
+const ReadChunk = 512 << 10
+
+// ChunkedReadMin is the smallest extent read in ReadChunk pieces.
+const ChunkedReadMin = 2 * ReadChunk
+
+const readChunk = ReadChunk
 
 // readHashed fills buf from f at off with one aligned read per readChunk,
 // all in flight at once, and returns the xxh3-64 of buf[from:to], fed to

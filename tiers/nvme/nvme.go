@@ -65,6 +65,15 @@ type Config struct {
 	OnEvict func(key block.Key, data []byte, sum uint32)
 	// Index bounds the memory of the badger index.
 	Index IndexConfig
+	// spaceFn reports a directory's free bytes and its filesystem's size
+	// (nil: statfs; tests fake it).
+	spaceFn func(dir string) (free, total int64, err error)
+	// MinFree is the free space the tier leaves on its filesystem (for its
+	// index, whose memory-mapped files must never meet a full disk): a
+	// write that would cross it reclaims segments first, or fails with
+	// block.ErrNoSpace. 0 is 2 × Index.MemTableSize, at most a quarter of
+	// the filesystem.
+	MinFree int64
 }
 
 // IndexConfig bounds the badger index's memory. Its resident memory is about
@@ -118,6 +127,8 @@ func (c Config) Validate() error {
 		return bad("index memtable size %d must be >= 1 MiB and memtables >= 1", c.Index.MemTableSize)
 	case c.Index.BlockCacheSize < 0 || c.Index.IndexCacheSize < 0:
 		return bad("index cache sizes must not be negative")
+	case c.MinFree < 0:
+		return bad("min free %d must not be negative", c.MinFree)
 	}
 	return nil
 }
@@ -155,6 +166,15 @@ type Tier struct {
 	leaseSeq uint64
 	closed   bool
 	recovery Recovery
+
+	// spaceFn asks the filesystem (fsSpace; tests replace it); floor is
+	// the free space the tier keeps on it (see space.go).
+	spaceFn func(dir string) (free, total int64, err error)
+	floor   int64
+	space   struct {
+		free atomic.Int64 // bytes free at the last statfs
+		at   atomic.Int64 // when (unix ns)
+	}
 
 	st       stats
 	readLat  prometheus.Histogram
@@ -234,6 +254,14 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 			log.Warn("nvme: O_DIRECT is not supported here; using buffered I/O (reads may come from the page cache)", "dir", segDir)
 		}
 	}
+	spaceFn := cfg.spaceFn
+	if spaceFn == nil {
+		spaceFn = fsSpace
+	}
+	floor, err := makeRoom(cfg, segDir, spaceFn, log)
+	if err != nil {
+		return nil, err
+	}
 	db, rebuilt, err := openIndex(idxDir, cfg, log)
 	if err != nil {
 		return nil, err
@@ -241,6 +269,7 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	buckets := prometheus.ExponentialBuckets(25e-6, 2, 16) // 25 µs .. 0.8 s
 	t := &Tier{
 		cfg: cfg, log: log, db: db, segDir: segDir, direct: direct, now: time.Now,
+		spaceFn: spaceFn, floor: floor,
 		segs:     make(map[uint64]*segment),
 		inflight: make(map[block.Key]chan struct{}),
 		readLat: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -262,6 +291,10 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	rep.Duration = time.Since(start)
 	rep.IndexRebuilt = rebuilt
 	t.recovery = rep
+	if limit, free, ok := t.fsLimit(); ok && limit < cfg.Capacity {
+		log.Warn("nvme: the filesystem cannot hold the configured capacity: the tier keeps min_free bytes free on it and evicts to stay there",
+			"dir", cfg.Dir, "capacity", cfg.Capacity, "usable_now", max(limit, 0), "free", free, "min_free", t.minFree())
+	}
 	log.Info("nvme tier ready", "dir", cfg.Dir, "capacity", cfg.Capacity, "direct_io", direct,
 		"blocks", t.st.blocks.Load(), "segments", len(t.segs), "startup", rep.Duration,
 		"dropped", rep.Dropped, "reindexed", rep.Reindexed, "truncated", rep.Truncated,

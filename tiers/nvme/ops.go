@@ -225,6 +225,11 @@ func (t *Tier) touch(key block.Key, e entry, now int64) {
 	if e.flags&flagAccessed != 0 {
 		return
 	}
+	if t.lowSpace() {
+		// Below the free-space floor the index takes no optional writes:
+		// the block is served, only its hotness goes unrecorded.
+		return
+	}
 	if _, err := t.update(key, e, func(c *entry) { c.flags |= flagAccessed; c.access = now }); err != nil {
 		t.log.Warn("nvme: recording access failed", "key", key.String(), "err", err)
 	}

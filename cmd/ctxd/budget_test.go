@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/gateway/native/wire"
+)
+
+// TestStalledUploadsBounded (issue 18 item 9): 64 senders of 60 MiB blocks
+// (32 native, 32 HTTP) each send all but the last byte and stall. With a
+// 512 MiB in-flight budget, ctxd reads only what fits (the rest wait in
+// their sockets) and its RSS stays under the budget + 200 MiB. When the
+// senders go, the budget is free again, the memory goes back to the OS
+// (RSS within 100 MiB of where it started) and a normal put succeeds.
+func TestStalledUploadsBounded(t *testing.T) {
+	const budget, size, senders = 512 << 20, 60 << 20, 64
+	p := startCtxd(t, "--dram-capacity", "64MiB", "--inflight-budget", "512MiB", "--nvme-dir", "off")
+	before, err := p.RSS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	send := func(i int) {
+		defer wg.Done()
+		nc, err := net.Dial("tcp", map[bool]string{true: p.Native, false: p.HTTP}[i%2 == 0])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		conns = append(conns, nc)
+		mu.Unlock()
+		hash := fmt.Sprintf("%016x", 9000+i)
+		if i%2 == 0 {
+			nc.Write(wire.AppendHello(nil, 1, 0))
+			if _, err := io.ReadFull(nc, make([]byte, wire.HelloReplySize)); err != nil {
+				t.Error(err)
+				return
+			}
+			nc.Write(wire.AppendHeader(nil, wire.Header{Length: size, Op: wire.OpPut, ID: 1, Count: 1}))
+		} else {
+			fmt.Fprintf(nc, "PUT /v1/namespaces/default/blocks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", hash, size)
+		}
+		// All but the last byte; writes block once ctxd stops reading.
+		for sent := 0; sent < size-1; {
+			n := min(len(chunk), size-1-sent)
+			if _, err := nc.Write(chunk[:n]); err != nil {
+				return // closed by the test
+			}
+			sent += n
+		}
+	}
+	for i := range senders {
+		wg.Add(1)
+		go send(i)
+	}
+	// Let ctxd take in all it will.
+	peak := before
+	inUse := 0.0
+	for range 40 {
+		time.Sleep(250 * time.Millisecond)
+		if r, err := p.RSS(); err == nil {
+			peak = max(peak, r)
+		}
+		inUse = metricValue(t, p.HTTP, "ctxtier_inflight_bytes")
+	}
+	waits := metricValue(t, p.HTTP, "ctxtier_inflight_waits_total")
+	t.Logf("RSS %d MiB before, peak %d MiB with %d stalled 60 MiB uploads; %.0f MiB in the budget, %.0f waits",
+		before>>20, peak>>20, senders, inUse/(1<<20), waits)
+	if peak > budget+200<<20 {
+		t.Errorf("RSS peaked at %d MiB, over the budget (512 MiB) + 200 MiB", peak>>20)
+	}
+	if inUse > budget || inUse < budget-size {
+		t.Errorf("%.0f bytes in the budget, want close to all of %d", inUse, budget)
+	}
+	if waits < senders-budget/size {
+		t.Errorf("%.0f uploads waited, want at least %d", waits, senders-budget/size)
+	}
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	wg.Wait()
+	waitFor(t, 10*time.Second, "the budget freed", func() bool { return metricValue(t, p.HTTP, "ctxtier_inflight_bytes") == 0 })
+	// The request buffers go back to the OS within seconds, not minutes.
+	var after int64
+	took := waitFor(t, 20*time.Second, "RSS back near where it started", func() bool {
+		after, err = p.RSS()
+		return err == nil && after < before+100<<20
+	})
+	t.Logf("RSS %d MiB %v after the uploads ended", after>>20, took.Round(100*time.Millisecond))
+	if st, body := curl(t, []byte("after"), "-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "@-",
+		"http://"+p.HTTP+"/v1/namespaces/default/blocks/0000000000000001"); st != "201" {
+		t.Fatalf("put after the stall: %s %s", st, body)
+	}
+}

@@ -1,0 +1,120 @@
+package clusterapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/raft"
+)
+
+// TestKeysReplicated creates a key through a follower (forwarded to the
+// leader), finds it on every node's store, lists and revokes it; anonymous
+// and wrong-token calls are refused, and status needs the token when
+// protected.
+func TestKeysReplicated(t *testing.T) {
+	const token = "cluster-secret-0123456789"
+	key := bytes.Repeat([]byte{3}, 32)
+	c := startCluster(&tcluster{t: t, opts: []Option{WithToken(token), WithProtectStatus(true)},
+		keys: map[string]*credential.Replicated{}, newKeys: keyStore(t, key)}, 3)
+	stores := c.keys
+	f := c.follower()
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name string
+		cl   *Client
+	}{
+		{"anonymous", NewClient(f.addr())},
+		{"wrong token", NewClient(f.addr(), WithToken("not-the-secret-0123"))},
+	} {
+		if _, err := tc.cl.CreateKey(ctx, []string{"a"}, ""); !errors.Is(err, block.ErrUnauthenticated) {
+			t.Errorf("%s create: %v", tc.name, err)
+		}
+		if _, err := tc.cl.ListKeys(ctx); !errors.Is(err, block.ErrUnauthenticated) {
+			t.Errorf("%s list: %v", tc.name, err)
+		}
+		if _, err := tc.cl.Status(ctx); !errors.Is(err, block.ErrUnauthenticated) {
+			t.Errorf("%s status: %v", tc.name, err)
+		}
+		if _, err := tc.cl.Repair(ctx); !errors.Is(err, block.ErrUnauthenticated) {
+			t.Errorf("%s repair: %v", tc.name, err)
+		}
+	}
+	cl := NewClient(f.addr(), WithToken(token))
+	if _, err := cl.Status(ctx); err != nil {
+		t.Fatalf("status with token: %v", err)
+	}
+	if _, err := cl.CreateKey(ctx, []string{"Not Valid"}, ""); !errors.Is(err, block.ErrInvalidArgument) {
+		t.Fatalf("bad scope: %v", err)
+	}
+	k, err := cl.CreateKey(ctx, []string{"a", "team-*"}, "tenant a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.SecretAccessKey == "" || k.AccessKeyID == "" {
+		t.Fatalf("created %+v", k)
+	}
+	for _, n := range c.nodes {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got, err := stores[n.id].Lookup(k.AccessKeyID)
+			if err == nil {
+				if got.Secret != k.SecretAccessKey || !got.Allows("team-x") || got.Allows("b") {
+					t.Fatalf("%s: %+v", n.id, got)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never saw the key: %v", n.id, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	list, err := cl.ListKeys(ctx)
+	if err != nil || len(list) != 1 || list[0].AccessKeyID != k.AccessKeyID || list[0].SecretAccessKey != "" || list[0].Description != "tenant a" {
+		t.Fatalf("list %+v %v", list, err)
+	}
+	if err := cl.RevokeKey(ctx, k.AccessKeyID); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RevokeKey(ctx, k.AccessKeyID); !errors.Is(err, block.ErrNotFound) {
+		t.Fatalf("revoke twice: %v", err)
+	}
+	for _, n := range c.nodes {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			if _, err := stores[n.id].Lookup(k.AccessKeyID); errors.Is(err, block.ErrUnauthenticated) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still accepts the revoked key", n.id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// Without a token, the key endpoints refuse even a caller with none.
+func TestKeysNeedToken(t *testing.T) {
+	c := startCluster(&tcluster{t: t, keys: map[string]*credential.Replicated{}, newKeys: keyStore(t, bytes.Repeat([]byte{3}, 32))}, 1)
+	n := c.nodes[0]
+	if _, err := NewClient(n.addr()).CreateKey(context.Background(), []string{"a"}, ""); !errors.Is(err, block.ErrUnauthenticated) {
+		t.Fatalf("create without a cluster secret: %v", err)
+	}
+}
+
+// keyStore makes each node's access-key store over its Raft node.
+func keyStore(t *testing.T, key []byte) func(*raft.Node) *credential.Replicated {
+	return func(n *raft.Node) *credential.Replicated {
+		r, err := credential.NewReplicated(n, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+}
