@@ -47,6 +47,7 @@ type Config struct {
 	PinMaxTTL      time.Duration
 	PprofListen    string
 	LeaseTTL       time.Duration
+	Sendfile       bool
 	S3AdminAddr    string
 	S3Domain       string // comma-separated virtual-host base domains of the S3 endpoint
 	Auth           string
@@ -311,6 +312,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
 	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "serve Go's /debug/pprof profiles on this address (empty: off; keep it on loopback)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a direct-read descriptor lease (native DESCRIBE) lasts if never released")
+	fs.BoolVar(&c.Sendfile, "sendfile", c.Sendfile, "send native GET payloads of DRAM-resident blocks from the arena's memory file with splice(2)/sendfile(2) instead of writev (measured slower on loopback; see docs/benchmarks.md)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this node's id in the cluster, for ever (default: the hostname)")

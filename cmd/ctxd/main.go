@@ -335,6 +335,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ncfg.Addr = cfg.Listen
 	ncfg.MaxBlockSize = cfg.MaxBlockSize
 	ncfg.LeaseTTL = cfg.LeaseTTL
+	ncfg.Sendfile = cfg.Sendfile
 	nsrv, err := native.New(ncfg, store, met, log, nopts...)
 	if err != nil {
 		return err
