@@ -76,6 +76,9 @@ func (t *Tier) reserve(ctx context.Context, n int64, forClean bool) (reservation
 			return reservation{}, err
 		}
 		if err := t.reclaim(ctx, victim); err != nil {
+			if errors.Is(err, block.ErrNoSpace) {
+				t.st.noSpace.Add(1) // the index had no room to drop the victim's entries
+			}
 			return reservation{}, err
 		}
 	}
