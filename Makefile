@@ -7,8 +7,19 @@ PKGS     ?= ./...
 FUZZTIME ?= 60s
 # Test binaries run with the race detector; the whole suite must stay well under 20 minutes.
 TEST_TIMEOUT ?= 20m
+# STRICT=1: a test whose real dependency is missing fails instead of
+# skipping (CI=true does the same; internal/testdep).
+STRICT   ?= 0
+# Every test's output goes to TEST_LOG; the output of passed tests matching
+# TEST_SHOW (the partition timings) is printed too.
+TEST_LOG  ?= test.log
+TEST_SHOW ?= Partition
+# go test -json through internal/testtally: failures in full, the skipped
+# tests with their reasons, and last the line "N passed, N failed, N skipped".
+GOTEST = set -o pipefail; CTXTIER_STRICT=$(STRICT) $(GO) test -json -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS) \
+	| $(GO) run ./internal/testtally -log $(TEST_LOG) -show '$(TEST_SHOW)'
 
-.PHONY: help build run test test-race test-console bench fuzz soak lint clean reliability
+.PHONY: help build run test test-race test-deps test-console bench fuzz soak lint clean reliability
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -20,12 +31,15 @@ build: ## build ctxd, ctxctl and ctxbench into ./bin
 run: build ## start a single-node ctxd with embedded defaults (data in ./ctxd-data)
 	$(BIN)/ctxd $(ARGS)
 
-test: lint ## the whole test suite: Go with the race detector, then the Python client's (py-test)
-	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
+test: lint test-deps ## the whole test suite: Go with the race detector, then the Python client's (py-test); STRICT=1: missing dependencies fail
+	$(GOTEST)
 	$(MAKE) --no-print-directory py-test
 
-test-race: ## the Go tests with the race detector (test without lint and without the Python tests)
-	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS)
+test-race: ## same as test, without lint and test-deps
+	$(GOTEST)
+
+test-deps: ## install (as root with apt-get) or list what the tests need: curl, s3cmd, iproute2, chromium, versitygw
+	CTXTIER_STRICT=$(STRICT) scripts/test-deps.sh
 
 bench: build ## Go micro-benchmarks, then the ctxbench load run against a local ctxd
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
@@ -48,8 +62,8 @@ lint: ## gofmt and go vet
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-clean: ## remove build outputs and the default data directory
-	rm -rf $(BIN) ctxd-data
+clean: ## remove build outputs, the test log and the default data directory
+	rm -rf $(BIN) ctxd-data $(TEST_LOG)
 include deploy/deploy.mk
 include cluster.mk
 -include s3.mk

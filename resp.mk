@@ -1,6 +1,10 @@
 # The RESP endpoint's real clients and benchmark (docs/resp.md). Included by
-# the Makefile; .ci/run runs resp-deps before make test.
+# the Makefile; make test runs resp-deps first.
 .PHONY: resp-deps bench-resp
+
+# The RESP tests drive redis-cli, redis-py and LMCache, and fail under CI=true
+# without them.
+test test-race: resp-deps
 
 resp-deps: ## install redis-server, redis-tools (Debian) and the pinned redis-py and LMCache (python/requirements-resp.txt) into .venv-resp
 	scripts/resp-deps.sh

@@ -136,8 +136,8 @@ func (c *FileCatalog) UpdateNamespace(_ context.Context, ns block.Namespace) err
 
 // checkIdentity refuses changes to the fields that determine block keys.
 func checkIdentity(old, ns block.Namespace) error {
-	if old.BlockTokens != ns.BlockTokens || old.HashScheme != ns.HashScheme || old.TenantSalt != ns.TenantSalt || old.VLLMHashSeed != ns.VLLMHashSeed || old.Model != ns.Model {
-		return fmt.Errorf("%w: namespace %q: model, block_tokens, hash_scheme, tenant_salt and vllm_hash_seed cannot change", block.ErrInvalidArgument, ns.Name)
+	if old.BlockTokens != ns.BlockTokens || old.HashScheme != ns.HashScheme || old.TenantSalt != ns.TenantSalt || old.IsObject() != ns.IsObject() || old.VLLMHashSeed != ns.VLLMHashSeed || old.Model != ns.Model {
+		return fmt.Errorf("%w: namespace %q: model, kind, block_tokens, hash_scheme, tenant_salt and vllm_hash_seed cannot change", block.ErrInvalidArgument, ns.Name)
 	}
 	return nil
 }

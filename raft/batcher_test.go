@@ -76,15 +76,27 @@ func TestBatcherCoalescesAndSplitsResults(t *testing.T) {
 			defer b.close()
 			const callers = 300
 			var wg sync.WaitGroup
-			var bad atomic.Int32
+			var bad, created0, conflict0 atomic.Int32
+			var winner atomic.Int64
 			for i := 0; i < callers; i++ {
 				wg.Add(1)
 				go func(i int) {
 					defer wg.Done()
 					// Each caller puts its own key and re-puts key 0 with
-					// its own sum: exactly one caller creates key 0.
+					// its own sum: exactly one caller creates key 0, every
+					// other one gets a conflict (different bytes).
 					res, _, err := b.propose(context.Background(), []fsm.Op{putOp(uint64(i+1), uint32(i)), putOp(0, uint32(i))})
 					if err != nil || len(res) != 2 || res[0].Status != fsm.StatusCreated {
+						bad.Add(1)
+						return
+					}
+					switch res[1].Status {
+					case fsm.StatusCreated:
+						created0.Add(1)
+						winner.Store(int64(i))
+					case fsm.StatusConflict:
+						conflict0.Add(1)
+					default:
 						bad.Add(1)
 					}
 				}(i)
@@ -92,6 +104,13 @@ func TestBatcherCoalescesAndSplitsResults(t *testing.T) {
 			wg.Wait()
 			if bad.Load() != 0 {
 				t.Fatalf("%d callers got wrong results", bad.Load())
+			}
+			if created0.Load() != 1 || conflict0.Load() != callers-1 {
+				t.Fatalf("key 0: %d created, %d conflicts, want 1 and %d", created0.Load(), conflict0.Load(), callers-1)
+			}
+			// The index holds the winner's entry for key 0.
+			if e, ok := fr.fsm.Lookup(block.NewKey(block.DefaultNamespace, 0)); !ok || e.Sum != uint32(winner.Load()) {
+				t.Fatalf("key 0 in the index: %+v %v, want the sum of caller %d", e, ok, winner.Load())
 			}
 			if fr.fsm.Len() != callers+1 {
 				t.Fatalf("index has %d entries", fr.fsm.Len())

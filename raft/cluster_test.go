@@ -26,9 +26,12 @@ func inmemConfig(id string) Config {
 	c := DefaultConfig()
 	c.NodeID = id
 	c.RaftAddr = id + ":1"
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	// Timeouts of 500 ms rather than 100 ms: on a loaded 2-core machine
+	// under -race a 100 ms stall is common, and a spurious election moves
+	// the leader that a test captured once.
+	c.HeartbeatTimeout = 500 * time.Millisecond
+	c.ElectionTimeout = 500 * time.Millisecond
+	c.LeaderLeaseTimeout = 500 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 	c.ApplyTimeout = 2 * time.Second
 	c.Self = fsm.Member{DataAddr: id + ":2", HTTPAddr: id + ":3", Zone: "z", Capacity: 1 << 30}

@@ -22,9 +22,10 @@ type Coalescer struct {
 }
 
 type coalescedCall struct {
-	done chan struct{}
-	v    uint64
-	err  error
+	done    chan struct{}
+	v       uint64
+	err     error
+	callers int // callers waiting on this run (under Coalescer.mu)
 }
 
 // NewCoalescer returns a Coalescer of fn. fn runs in its own goroutine, at
@@ -45,6 +46,7 @@ func (c *Coalescer) Do(ctx context.Context) (uint64, error) {
 		c.next = &coalescedCall{done: make(chan struct{})}
 	}
 	call := c.next
+	call.callers++
 	if !c.running {
 		c.running = true
 		c.next = nil
@@ -57,6 +59,16 @@ func (c *Coalescer) Do(ctx context.Context) (uint64, error) {
 	case <-ctx.Done():
 		return 0, fmt.Errorf("%w: %v", block.ErrUnavailable, ctx.Err())
 	}
+}
+
+// waiting returns how many callers wait for the run after the current one.
+func (c *Coalescer) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == nil {
+		return 0
+	}
+	return c.next.callers
 }
 
 func (c *Coalescer) run(call *coalescedCall) {

@@ -302,19 +302,25 @@ func TestCoalescerCoalesces(t *testing.T) {
 	})
 	var wg sync.WaitGroup
 	got := make([]uint64, 20)
-	for i := range got {
+	// Caller 0 starts run 1, which blocks; the other 19 arrive while it
+	// runs, so they must all share run 2 (a run that started after they
+	// called). No sleeps: the test waits until the Coalescer holds all 19.
+	wg.Add(1)
+	go func() { defer wg.Done(); got[0], _ = g.Do(context.Background()) }()
+	waitUntil(t, "run 1 to start", func() bool { mu.Lock(); defer mu.Unlock(); return calls == 1 })
+	for i := 1; i < len(got); i++ {
 		wg.Add(1)
 		go func() { defer wg.Done(); got[i], _ = g.Do(context.Background()) }()
 	}
-	time.Sleep(20 * time.Millisecond)
+	waitUntil(t, "19 callers waiting for run 2", func() bool { return g.waiting() == 19 })
 	close(release)
 	wg.Wait()
-	if calls < 1 || calls > 2 {
-		t.Fatalf("%d runs for 20 concurrent calls, want 1 or 2", calls)
+	if calls != 2 {
+		t.Fatalf("%d runs for 1 caller and then 19 concurrent callers, want 2", calls)
 	}
 	for i, v := range got {
-		if v < 1 || v > uint64(calls) {
-			t.Fatalf("caller %d got %d from %d runs", i, v, calls)
+		if want := uint64(min(i, 1) + 1); v != want {
+			t.Fatalf("caller %d got run %d, want %d", i, v, want)
 		}
 	}
 	// A caller that gives up gets ErrUnavailable; the run goes on.
@@ -369,5 +375,18 @@ func TestFollowerReadIndex(t *testing.T) {
 	defer cancel()
 	if err := follower.WaitApplied(short, 1<<40); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("waiting for an index never reached: %v", err)
+	}
+}
+
+// waitUntil polls cond every millisecond for up to a minute (a generous
+// bound: it only catches a hang).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

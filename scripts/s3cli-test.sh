@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # s3cli-test.sh drives a running ctxtier S3 endpoint with s3cmd (Debian's
 # package): list buckets, make a bucket, put, list, get (byte-compared),
-# a ranged-free re-put, an invalid key, delete, and remove the bucket.
+# a replacing re-put, a 50 MiB multipart put/get, delete, and remove the bucket.
 #
 #   S3_ENDPOINT=127.0.0.1:9000 S3_ACCESS_KEY=CTX... S3_SECRET_KEY=... scripts/s3cli-test.sh
 #
@@ -44,8 +44,13 @@ fail() { echo "s3cli-test: FAIL: $*" >&2; exit 1; }
 pass=0
 ok() { pass=$((pass + 1)); echo "s3cli-test: ok: $*"; }
 
-key=00000000c0ffee01
+# A bucket made through S3 is an object namespace: any key, PUT replaces.
+key="dir/not a block ü.bin"
+big=big.bin
 head -c 2097152 /dev/urandom >"$work/block"
+head -c 2097152 /dev/urandom >"$work/block2"
+# 50 MiB: s3cmd's default 15 MiB multipart chunk makes it a 4-part upload.
+head -c 52428800 /dev/urandom >"$work/big"
 
 s3 mb "s3://$BUCKET" >/dev/null || fail "mb"
 ok "mb s3://$BUCKET"
@@ -59,24 +64,30 @@ s3 ls >"$work/ls" || fail "ls"
 grep -q "s3://$BUCKET" "$work/ls" || fail "ls does not show the new bucket: $(cat "$work/ls")"
 ok "ls lists buckets"
 s3 put "$work/block" "s3://$BUCKET/$key" >/dev/null || fail "put"
-ok "put 2 MiB block"
-s3 put "$work/block" "s3://$BUCKET/$key" >/dev/null || fail "idempotent re-put"
-ok "idempotent re-put"
-s3 ls "s3://$BUCKET" >"$work/ls" || fail "ls bucket"
+ok "put 2 MiB under an arbitrary key"
+s3 put "$work/block2" "s3://$BUCKET/$key" >/dev/null || fail "replacing put"
+ok "re-put with other bytes replaces"
+s3 ls "s3://$BUCKET/dir/" >"$work/ls" || fail "ls bucket"
 grep -q "2097152 .*s3://$BUCKET/$key" "$work/ls" || fail "ls bucket: $(cat "$work/ls")"
-ok "ls bucket shows the block with its size"
-s3 get "s3://$BUCKET/$key" "$work/back" >/dev/null || fail "get"
-cmp -s "$work/block" "$work/back" || fail "get returned other bytes"
-ok "get returns the same bytes"
-if s3 put "$work/block" "s3://$BUCKET/not-a-block" >"$work/err" 2>&1; then fail "invalid key accepted"; fi
-grep -q "InvalidArgument" "$work/err" || fail "invalid key: $(cat "$work/err")"
-ok "invalid key refused with InvalidArgument"
+ok "ls bucket shows the key with its size"
+s3 get --force "s3://$BUCKET/$key" "$work/back" >/dev/null || fail "get"
+cmp -s "$work/block2" "$work/back" || fail "get returned other bytes"
+ok "get returns the replacing bytes"
+s3 put "$work/big" "s3://$BUCKET/$big" >"$work/out" 2>&1 || fail "put 50 MiB: $(cat "$work/out")"
+ok "put 50 MiB (multipart, default chunk size)"
+s3 get --force "s3://$BUCKET/$big" "$work/bigback" >"$work/out" 2>&1 || fail "get 50 MiB: $(cat "$work/out")"
+cmp -s "$work/big" "$work/bigback" || fail "50 MiB get returned other bytes"
+ok "get 50 MiB returns the same bytes"
+s3 info "s3://$BUCKET/$key" >"$work/info" || fail "info"
+grep -q "$(md5sum <"$work/block2" | cut -d' ' -f1)" "$work/info" || fail "info: ETag is not the MD5: $(cat "$work/info")"
+ok "info shows the MD5 ETag"
 if s3 rb "s3://$BUCKET" >"$work/err" 2>&1; then fail "rb of a non-empty bucket succeeded"; fi
 grep -q "BucketNotEmpty" "$work/err" || fail "rb non-empty: $(cat "$work/err")"
 ok "rb refused while not empty"
 s3 del "s3://$BUCKET/$key" >/dev/null || fail "del"
-[ -z "$(s3 ls "s3://$BUCKET")" ] || fail "bucket not empty after del"
-ok "del evicts the block"
+s3 del "s3://$BUCKET/$big" >/dev/null || fail "del big"
+[ -z "$(s3 ls -r "s3://$BUCKET")" ] || fail "bucket not empty after del"
+ok "del removes the objects"
 s3 rb "s3://$BUCKET" >/dev/null || fail "rb"
 ok "rb"
 echo "s3cli-test: $pass passed, 0 failed"

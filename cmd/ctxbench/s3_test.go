@@ -18,3 +18,13 @@ func TestS3VsHTTPRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestS3MultipartRuns uploads and downloads a small multipart object: every
+// part, the completion and every ranged GET must succeed with the right
+// bytes, or the run fails.
+func TestS3MultipartRuns(t *testing.T) {
+	args := []string{"-size", "11MiB", "-part-size", "5MiB", "-concurrency", "2", "-rounds", "1"}
+	if err := runS3Multipart(context.Background(), args); err != nil {
+		t.Fatal(err)
+	}
+}

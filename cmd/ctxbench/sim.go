@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,54 @@ type simArgs struct {
 	plotPath       string
 	protect        bool
 	oracles        bool
+	compare        []string
+}
+
+// simPolicies are the simulator-only policies: the hint-aware wrapper
+// (tiers/policy/sim) around Window, and its ablations.
+var simPolicies = map[string]func() policy.Factory{
+	"hints": func() policy.Factory { return sim.HintFactory(policy.NewWindow, sim.DefaultHintConfig()) },
+	"hints-nopin": func() policy.Factory {
+		c := sim.DefaultHintConfig()
+		c.SoftPin = false
+		return sim.HintFactory(policy.NewWindow, c)
+	},
+	"hints-noend": func() policy.Factory {
+		c := sim.DefaultHintConfig()
+		c.SessionEnd = false
+		return sim.HintFactory(policy.NewWindow, c)
+	},
+	"hints-noephemeral": func() policy.Factory {
+		c := sim.DefaultHintConfig()
+		c.Ephemeral = false
+		return sim.HintFactory(policy.NewWindow, c)
+	},
+	"hints-noshared": func() policy.Factory {
+		c := sim.DefaultHintConfig()
+		c.SharedClass = 0
+		return sim.HintFactory(policy.NewWindow, c)
+	},
+}
+
+// lookupSimPolicy finds a tier policy or a simulator-only one.
+func lookupSimPolicy(name string) (policy.Factory, error) {
+	if f, ok := simPolicies[name]; ok {
+		return f(), nil
+	}
+	f, err := policy.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (or a simulator policy: %v)", err, simPolicyNames())
+	}
+	return f, nil
+}
+
+func simPolicyNames() []string {
+	out := make([]string, 0, len(simPolicies))
+	for n := range simPolicies {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func parseSimArgs(args []string) (simArgs, error) {
@@ -39,7 +88,8 @@ func parseSimArgs(args []string) (simArgs, error) {
 	fs.StringVar(&a.tracePath, "trace", "", "Mooncake-format trace (JSON lines)")
 	fs.Int64Var(&a.capacityTokens, "capacity-tokens", 3_000_000, "tier capacity in tokens")
 	fs.IntVar(&a.blockTokens, "block-tokens", trace.MooncakeBlockTokens, "tokens per block (capacity in blocks = capacity-tokens / block-tokens)")
-	fs.StringVar(&a.policyName, "policy", "window", "policy: "+strings.Join(policy.Names(), ", "))
+	fs.StringVar(&a.policyName, "policy", "window", "policy: "+strings.Join(append(policy.Names(), simPolicyNames()...), ", "))
+	compareList := fs.String("compare", "", "comma-separated policies also replayed at each capacity (e.g. s3fifo,window)")
 	fs.BoolVar(&a.sweep, "sweep", false, "sweep capacities and plot hit ratio against capacity")
 	sweepList := fs.String("sweep-tokens", "500000,1000000,2000000,3000000,5000000,7500000,10000000,15000000,20000000,30000000", "comma-separated capacities (tokens) for --sweep")
 	fs.StringVar(&a.plotPath, "plot", "sim_sweep.png", "PNG file written by --sweep")
@@ -57,8 +107,17 @@ func parseSimArgs(args []string) (simArgs, error) {
 	if a.capacityTokens < int64(a.blockTokens) {
 		return a, fmt.Errorf("%w: --capacity-tokens %d is below one block of %d tokens", errSimUsage, a.capacityTokens, a.blockTokens)
 	}
-	if _, err := policy.Lookup(a.policyName); err != nil {
+	if _, err := lookupSimPolicy(a.policyName); err != nil {
 		return a, fmt.Errorf("%w: %v", errSimUsage, err)
+	}
+	if *compareList != "" {
+		for _, n := range strings.Split(*compareList, ",") {
+			n = strings.TrimSpace(n)
+			if _, err := lookupSimPolicy(n); err != nil {
+				return a, fmt.Errorf("%w: --compare: %v", errSimUsage, err)
+			}
+			a.compare = append(a.compare, n)
+		}
 	}
 	for _, f := range strings.Split(*sweepList, ",") {
 		v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
@@ -80,7 +139,7 @@ func runSim(ctx context.Context, args []string) error {
 		return err
 	}
 	if !a.sweep {
-		row, err := simulate(ctx, reqs, a.policyName, int(a.capacityTokens/int64(a.blockTokens)), a.protect, a.oracles)
+		row, err := simulate(ctx, reqs, a.policyName, a.compare, int(a.capacityTokens/int64(a.blockTokens)), a.protect, a.oracles)
 		if err != nil {
 			return err
 		}
@@ -107,10 +166,11 @@ type simRow struct {
 	lru            sim.Result
 	belady         sim.Result
 	oracles        []sim.Result // partial oracles, with --oracles
+	compare        []sim.Result // --compare policies
 }
 
-func simulate(ctx context.Context, reqs []trace.Request, name string, blocks int, protect, oracles bool) (simRow, error) {
-	f, err := policy.Lookup(name)
+func simulate(ctx context.Context, reqs []trace.Request, name string, compare []string, blocks int, protect, oracles bool) (simRow, error) {
+	f, err := lookupSimPolicy(name)
 	if err != nil {
 		return simRow{}, err
 	}
@@ -128,6 +188,20 @@ func simulate(ctx context.Context, reqs []trace.Request, name string, blocks int
 	if row.belady, err = sim.Belady(reqs, blocks, opt); err != nil {
 		return row, err
 	}
+	for _, n := range compare {
+		cf, err := lookupSimPolicy(n)
+		if err != nil {
+			return row, err
+		}
+		r, err := sim.Run(reqs, blocks, n, cf, opt)
+		if err != nil {
+			return row, err
+		}
+		row.compare = append(row.compare, r)
+		if err := ctx.Err(); err != nil {
+			return row, err
+		}
+	}
 	if oracles {
 		for _, k := range []sim.Knowledge{sim.KnowsDeath, sim.KnowsFuture} {
 			r, err := sim.ReusedOracle(reqs, blocks, k, opt)
@@ -143,7 +217,7 @@ func simulate(ctx context.Context, reqs []trace.Request, name string, blocks int
 func simSweep(ctx context.Context, reqs []trace.Request, a simArgs) ([]simRow, error) {
 	rows := make([]simRow, 0, len(a.sweepTokens))
 	for _, tok := range a.sweepTokens {
-		row, err := simulate(ctx, reqs, a.policyName, int(tok/int64(a.blockTokens)), a.protect, a.oracles)
+		row, err := simulate(ctx, reqs, a.policyName, a.compare, int(tok/int64(a.blockTokens)), a.protect, a.oracles)
 		if err != nil {
 			return nil, err
 		}
@@ -163,21 +237,29 @@ func frac(r sim.Result, bound float64) float64 {
 func printSimRow(w io.Writer, a simArgs, r simRow) {
 	fmt.Fprintf(w, "trace %s, capacity %d tokens = %d blocks of %d tokens\n", a.tracePath, a.capacityTokens, r.blocks, a.blockTokens)
 	fmt.Fprintf(w, "infinite-cache bound  %.4f\n", r.bound)
-	for _, res := range append([]sim.Result{r.policy, r.lru, r.belady}, r.oracles...) {
+	all := append([]sim.Result{r.policy}, r.compare...)
+	for _, res := range append(append(all, r.lru, r.belady), r.oracles...) {
 		fmt.Fprintf(w, "%-22s hit ratio %.4f  = %5.1f%% of bound\n", res.Policy, res.HitRatio(), 100*frac(res, r.bound))
 	}
 }
 
 func printSimSweep(w io.Writer, a simArgs, rows []simRow) {
 	fmt.Fprintf(w, "trace %s, %d tokens per block; hit ratio (%% of bound %.4f)\n", a.tracePath, a.blockTokens, rows[0].bound)
-	fmt.Fprintf(w, "%12s %8s  %-16s %-16s %-16s", "tokens", "blocks", a.policyName, "lru", "belady")
+	fmt.Fprintf(w, "%12s %8s  %-16s", "tokens", "blocks", a.policyName)
+	for _, n := range a.compare {
+		fmt.Fprintf(w, " %-16s", n)
+	}
+	fmt.Fprintf(w, " %-16s %-16s", "lru", "belady")
 	for _, o := range rows[0].oracles {
 		fmt.Fprintf(w, " %-22s", o.Policy)
 	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
-		fmt.Fprintf(w, "%12d %8d  %.4f (%5.1f%%)  %.4f (%5.1f%%)  %.4f (%5.1f%%)", r.tokens, r.blocks,
-			r.policy.HitRatio(), 100*frac(r.policy, r.bound), r.lru.HitRatio(), 100*frac(r.lru, r.bound),
+		fmt.Fprintf(w, "%12d %8d  %.4f (%5.1f%%)", r.tokens, r.blocks, r.policy.HitRatio(), 100*frac(r.policy, r.bound))
+		for _, c := range r.compare {
+			fmt.Fprintf(w, "  %.4f (%5.1f%%)", c.HitRatio(), 100*frac(c, r.bound))
+		}
+		fmt.Fprintf(w, "  %.4f (%5.1f%%)  %.4f (%5.1f%%)", r.lru.HitRatio(), 100*frac(r.lru, r.bound),
 			r.belady.HitRatio(), 100*frac(r.belady, r.bound))
 		for _, o := range r.oracles {
 			fmt.Fprintf(w, "  %.4f (%5.1f%%)      ", o.HitRatio(), 100*frac(o, r.bound))

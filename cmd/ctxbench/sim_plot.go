@@ -112,6 +112,14 @@ func writeSweepPNG(path, tracePath, policyName string, rows []simRow) error {
 		{"lru", color.RGBA{220, 40, 40, 255}, func(r simRow) float64 { return frac(r.lru, r.bound) }},
 		{"belady (offline optimum)", color.RGBA{30, 160, 60, 255}, func(r simRow) float64 { return frac(r.belady, r.bound) }},
 	}
+	palette := []color.RGBA{{230, 140, 0, 255}, {140, 60, 200, 255}, {0, 160, 170, 255}, {120, 120, 120, 255}}
+	for i := range rows[0].compare {
+		series = append(series, struct {
+			name string
+			col  color.RGBA
+			get  func(simRow) float64
+		}{rows[0].compare[i].Policy, palette[i%len(palette)], func(r simRow) float64 { return frac(r.compare[i], r.bound) }})
+	}
 	for i, s := range series {
 		var lx, ly int
 		for j, r := range rows {
@@ -122,7 +130,7 @@ func writeSweepPNG(path, tracePath, policyName string, rows []simRow) error {
 			img.dot(x, y, 3, s.col)
 			lx, ly = x, y
 		}
-		ly0 := h - bottom - 90 + 22*i
+		ly0 := h - bottom - 22*len(series) + 22*i
 		img.line(w-right-300, ly0+5, w-right-270, ly0+5, 2, s.col)
 		img.text(w-right-260, ly0, 2, s.name, black)
 	}

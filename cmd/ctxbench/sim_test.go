@@ -54,7 +54,7 @@ func TestSimSweepWritesPNG(t *testing.T) {
 
 func TestSimulateWithOracles(t *testing.T) {
 	reqs := []trace.Request{{HashIDs: []uint64{1, 2}}, {HashIDs: []uint64{1, 2, 3}}, {HashIDs: []uint64{4, 5}}, {HashIDs: []uint64{1, 2, 3}}}
-	row, err := simulate(context.Background(), reqs, "window", 3, false, true)
+	row, err := simulate(context.Background(), reqs, "window", nil, 3, false, true)
 	if err != nil {
 		t.Fatal(err)
 	}

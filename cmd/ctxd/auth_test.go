@@ -12,6 +12,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/client"
+	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
 func TestAuthFlag(t *testing.T) {
@@ -139,9 +140,7 @@ func TestAuthRequiredProcess(t *testing.T) {
 	}
 
 	// Health stays open.
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl not installed: skipping the curl checks")
-	}
+	testdep.Command(t, "curl", "make test-deps installs it (apt-get install curl)")
 	if code, body := curl(t, nil, base+"/healthz"); code != "200" {
 		t.Fatalf("healthz: %s %s", code, body)
 	}

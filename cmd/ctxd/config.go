@@ -47,6 +47,7 @@ type Config struct {
 	PinMaxTTL      time.Duration
 	PprofListen    string
 	LeaseTTL       time.Duration
+	Sendfile       bool
 	S3AdminAddr    string
 	S3Domain       string // comma-separated virtual-host base domains of the S3 endpoint
 	Auth           string
@@ -113,6 +114,8 @@ func DefaultConfig() Config {
 		PinMaxTTL:      24 * time.Hour,
 		LeaseTTL:       30 * time.Second,
 		S3AdminAddr:    "127.0.0.1:7403",
+		RESPListen:     "127.0.0.1:7405",
+		RESPDatabases:  block.DefaultNamespace,
 		S3Bucket:       "ctxtier",
 		S3Prefix:       "ctxtier",
 		S3Region:       "us-east-1",
@@ -124,8 +127,6 @@ func DefaultConfig() Config {
 		RaftListen:     "127.0.0.1:7402",
 		PeerListen:     "",
 		DeadAfter:      10 * time.Second,
-		RESPListen:     "127.0.0.1:7405",
-		RESPDatabases:  block.DefaultNamespace,
 	}
 }
 
@@ -187,9 +188,6 @@ func (c Config) Validate() error {
 	} else if c.BootstrapExpect > 1 && len(peers) == 0 && c.Join == "" {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d needs --join (join-or-bootstrap) or --initial-peers (ID@RAFTADDR for every node, the same list on each)", c.BootstrapExpect))
 	}
-	if _, err := parseDatabases(c.RESPDatabases); err != nil {
-		errs = append(errs, err)
-	}
 	if c.ClusterSecret != "" && c.ClusterToken != "" && c.ClusterSecret != c.ClusterToken {
 		errs = append(errs, errors.New("cluster-secret and cluster-token (its older name) differ: give one"))
 	}
@@ -200,6 +198,9 @@ func (c Config) Validate() error {
 		if err := clustersecret.Validate(s); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if _, err := parseDatabases(c.RESPDatabases); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Auth != "off" && c.Auth != "required" {
 		errs = append(errs, fmt.Errorf("auth %q: want off or required", c.Auth))
@@ -311,6 +312,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.PinMaxTTL, "pin-max-ttl", c.PinMaxTTL, "cap on any pin's TTL")
 	fs.StringVar(&c.PprofListen, "pprof-listen", c.PprofListen, "serve Go's /debug/pprof profiles on this address (empty: off; keep it on loopback)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a direct-read descriptor lease (native DESCRIBE) lasts if never released")
+	fs.BoolVar(&c.Sendfile, "sendfile", c.Sendfile, "send native GET payloads of DRAM-resident blocks from the arena's memory file with splice(2)/sendfile(2) instead of writev (measured slower on loopback; see docs/benchmarks.md)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	fs.StringVar(&c.NodeID, "node-id", c.NodeID, "this node's id in the cluster, for ever (default: the hostname)")

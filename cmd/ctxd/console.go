@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/gateway/console"
@@ -86,10 +87,12 @@ func (n consoleNamespaces) Usage(ctx context.Context) (map[string]console.Usage,
 
 // newConsole builds the operator console at /ui/ over this node's cluster
 // handler, registry, index, router and access keys.
-func newConsole(cfg Config, node interface{ FSM() *fsm.FSM }, status func() clusterapi.Status, clusterH http.Handler,
-	reg prometheus.Gatherer, namespaces func() []block.Namespace, rt *router.Router, keys console.Keys, log *slog.Logger) (*console.Console, error) {
-	api := clusterapi.NewClient("http://"+selfHost, clusterapi.WithToken(cfg.ClusterToken),
+func newConsole(cfg Config, secret string, node interface{ FSM() *fsm.FSM }, status func() clusterapi.Status, clusterH http.Handler,
+	reg prometheus.Gatherer, namespaces func() []block.Namespace, rt *router.Router,
+	replicated *credential.Replicated, file *credential.FileStore, log *slog.Logger) (*console.Console, error) {
+	api := clusterapi.NewClient("http://"+selfHost, clusterapi.WithToken(secret),
 		clusterapi.WithHTTPClient(&http.Client{Transport: inProcess{clusterH}, Timeout: 30 * time.Second}))
+	keys := consoleKeys{replicated: replicated, file: file, api: api}
 	return console.New(console.DefaultConfig(), console.Deps{
 		NodeID:     cfg.NodeID,
 		Cluster:    consoleCluster{status: status, api: api},
@@ -98,4 +101,46 @@ func newConsole(cfg Config, node interface{ FSM() *fsm.FSM }, status func() clus
 		Router:     rt,
 		Keys:       keys,
 	}, log)
+}
+
+// consoleKeys is the console's view of the access keys: the keys replicated
+// through Raft first, then this node's own key file. A replicated key is
+// revoked through the cluster API (which forwards to the leader), a file key
+// in the file.
+type consoleKeys struct {
+	replicated *credential.Replicated
+	file       *credential.FileStore
+	api        *clusterapi.Client
+}
+
+func (k consoleKeys) Lookup(id string) (credential.Credential, error) {
+	return credential.Chain{k.replicated, k.file}.Lookup(id)
+}
+
+func (k consoleKeys) List(ctx context.Context) ([]credential.Credential, error) {
+	out, err := k.replicated.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(out))
+	for _, c := range out {
+		seen[c.AccessKeyID] = true
+	}
+	local, err := k.file.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range local {
+		if !seen[c.AccessKeyID] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (k consoleKeys) Revoke(ctx context.Context, id string) error {
+	if _, err := k.replicated.Lookup(id); err == nil {
+		return k.api.RevokeKey(ctx, id)
+	}
+	return k.file.Revoke(ctx, id)
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/internal/testdep"
+
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -34,10 +36,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed (apt-get install chromium); CI must run the console browser test")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium)")
+	testdep.Missing(t, "chromium", "chromium is not installed (apt-get install chromium)", "make test-deps (docs/testing.md)")
 	return ""
 }
 

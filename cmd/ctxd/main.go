@@ -335,6 +335,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ncfg.Addr = cfg.Listen
 	ncfg.MaxBlockSize = cfg.MaxBlockSize
 	ncfg.LeaseTTL = cfg.LeaseTTL
+	ncfg.Sendfile = cfg.Sendfile
 	nsrv, err := native.New(ncfg, store, met, log, nopts...)
 	if err != nil {
 		return err
@@ -375,14 +376,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	hsrv.Mount("/v1/route/", routing.Handler("/v1/route", rt, ingest, log))
 	// The operator console (/ui/): read-only for anyone, actions with an
-	// access key scoped to "*" from this node's key file.
-	consoleKeys, err := credential.OpenFile(credential.DefaultConfig(cfg.DataDir))
-	if err != nil {
-		return err
-	}
-	ui, err := newConsole(cfg, parts.node, func() clusterapi.Status {
+	// access key scoped to "*" (replicated, or from this node's key file).
+	ui, err := newConsole(cfg, secret, parts.node, func() clusterapi.Status {
 		return clusterapi.Snapshot(parts.node, parts.backend, clusterExtra, log)
-	}, clusterH, reg, store.Namespaces, rt, consoleKeys, log)
+	}, clusterH, reg, store.Namespaces, rt, replicatedKeys, fileKeys, log)
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,13 @@ type proc struct {
 // --data-dir is among args) and waits until it logs that it is ready.
 func startCtxd(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startCtxdWith(t, exec.Command, args...)
+}
+
+// startCtxdWith is startCtxd with the process made by command (e.g. a
+// netns.Node's Command, to run ctxd inside a network namespace).
+func startCtxdWith(t *testing.T, command func(name string, args ...string) *exec.Cmd, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, exited: make(chan struct{})}
 	full := []string{"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--s3-admin-listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0", "--log-format", "json"}
 	hasDir := false
@@ -93,7 +100,7 @@ func startCtxd(t *testing.T, args ...string) *proc {
 		full = append(full, "--peer-listen", "127.0.0.1:0")
 	}
 	full = append(full, args...)
-	p.cmd = exec.Command(ctxdBin, full...)
+	p.cmd = command(ctxdBin, full...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

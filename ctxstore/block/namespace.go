@@ -31,6 +31,19 @@ const (
 	WriteThrough WriteMode = "write-through"
 )
 
+// Kind says what a namespace's keys are.
+type Kind string
+
+const (
+	// KindBlock (also the empty Kind) is an engine's namespace: keys are
+	// 64-bit sequence hashes, blocks immutable and content-checked.
+	KindBlock Kind = "block"
+	// KindObject is an S3 object namespace: keys are arbitrary S3 object
+	// keys, an object is replaced by a PUT, and large objects span many
+	// blocks (ctxstore/object). Buckets created through S3 are of this kind.
+	KindObject Kind = "object"
+)
+
 // Maximum sizes accepted anywhere in the system.
 const (
 	MinBlockSize        = 1
@@ -44,7 +57,9 @@ const (
 // size in tokens, the hash scheme and a tenant salt, so two tenants never share
 // or probe each other's blocks, plus the policy knobs of the tiers.
 type Namespace struct {
-	Name        string     `json:"name" yaml:"name"`
+	Name string `json:"name" yaml:"name"`
+	// Kind is KindBlock (empty: the default) or KindObject; it cannot change.
+	Kind        Kind       `json:"kind,omitempty" yaml:"kind,omitempty"`
 	Model       string     `json:"model,omitempty" yaml:"model,omitempty"`
 	BlockTokens int        `json:"block_tokens" yaml:"block_tokens"`
 	HashScheme  HashScheme `json:"hash_scheme" yaml:"hash_scheme"`
@@ -90,6 +105,9 @@ func DefaultNamespaceConfig() Namespace {
 // WithDefaults fills zero fields with the defaults, keeping what is set.
 func (n Namespace) WithDefaults() Namespace {
 	d := DefaultNamespaceConfig()
+	if n.Kind == KindBlock {
+		n.Kind = "" // one spelling, so identical definitions compare equal
+	}
 	if n.BlockTokens == 0 {
 		n.BlockTokens = d.BlockTokens
 	}
@@ -117,6 +135,8 @@ func (n Namespace) Validate() error {
 		return fmt.Errorf("%w: namespace %q: %s", ErrInvalidArgument, n.Name, fmt.Sprintf(format, a...))
 	}
 	switch {
+	case n.Kind != "" && n.Kind != KindBlock && n.Kind != KindObject:
+		return bad("kind %q is not %q or %q", n.Kind, KindBlock, KindObject)
 	case n.BlockTokens < 1 || n.BlockTokens > 1<<20:
 		return bad("block_tokens %d out of range 1..1048576", n.BlockTokens)
 	case n.HashScheme != SchemeDynamo && n.HashScheme != SchemeVLLM:
@@ -140,6 +160,9 @@ func (n Namespace) Validate() error {
 	}
 	return nil
 }
+
+// IsObject reports whether n is an object namespace (KindObject).
+func (n Namespace) IsObject() bool { return n.Kind == KindObject }
 
 // TTL returns the namespace's block lifetime, 0 for none.
 func (n Namespace) TTL() time.Duration { return time.Duration(n.TTLSeconds) * time.Second }

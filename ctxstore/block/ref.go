@@ -27,6 +27,39 @@ type Ref struct {
 
 	release func()
 	done    atomic.Bool
+
+	// fd and off say where Data also lies in a file (hasFile); onSend is
+	// called when a caller hands that file range to the kernel.
+	fd      int
+	off     int64
+	hasFile bool
+	onSend  func()
+}
+
+// SetFile records that r's bytes also lie in the open file fd at offset
+// off, which stays open and unchanged while r is held, so a server may send
+// them with sendfile(2) instead of writing Data. onSend (may be nil) is
+// called by FileRange: the tier learns that the kernel may keep references
+// to the file's pages after Release (see FileRange). Tiers call it before
+// handing r out.
+func (r *Ref) SetFile(fd int, off int64, onSend func()) {
+	r.fd, r.off, r.hasFile, r.onSend = fd, off, true, onSend
+}
+
+// FileRange returns the file and offset r's bytes lie at, if SetFile was
+// called. A caller that gets ok must assume it will send from the file:
+// the kernel's sendfile queues references to the file's pages, not copies,
+// and those can outlive the call and r's lease (a slow receiver on
+// loopback keeps them in its receive queue), so the tier is told (onSend)
+// to make sure it never rewrites those pages in place once they are free.
+func (r *Ref) FileRange() (fd int, off int64, ok bool) {
+	if r == nil || !r.hasFile {
+		return 0, 0, false
+	}
+	if r.onSend != nil {
+		r.onSend()
+	}
+	return r.fd, r.off, true
 }
 
 // NewRef wraps data (already verified against sum) with the function that

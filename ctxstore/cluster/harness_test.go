@@ -175,7 +175,10 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 		id := fmt.Sprintf("n%d", i+1)
 		rc := raft.DefaultConfig()
 		rc.NodeID, rc.RaftAddr = id, id+":1"
-		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+		// Timeouts of 500 ms rather than 100 ms: on a loaded 2-core machine
+		// under -race a 100 ms stall is common, and a spurious election moves
+		// the leader that a test captured once.
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
 		rc.CommitTimeout, rc.ApplyTimeout = 5*time.Millisecond, 2*time.Second
 		rc.Bootstrap = i == 0
 		rc.Self = fsm.Member{DataAddr: id + ":2", HTTPAddr: id + ":3", Zone: "z" + id, Capacity: 1 << 30}

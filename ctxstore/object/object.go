@@ -30,10 +30,19 @@ type Config struct {
 	// ReplaceAttempts bounds the delete-then-put rounds of one Set racing
 	// other writers of the same key before it gives up (Unavailable).
 	ReplaceAttempts int
+	// ChunkSize is the size of the data blocks an S3 object is cut into
+	// (blob.go); also bounded by the namespace's and the node's block limit.
+	ChunkSize int64
+	// Parallel is how many data blocks one object stream writes or reads
+	// ahead at once; a stream holds at most Parallel chunks in memory.
+	Parallel int
 }
 
-// DefaultConfig returns the defaults: keys up to 64 KiB, 8 replace rounds.
-func DefaultConfig() Config { return Config{MaxKeyLen: 64 << 10, ReplaceAttempts: 8} }
+// DefaultConfig returns the defaults: keys up to 64 KiB, 8 replace rounds,
+// 8 MiB chunks, 4 in flight per stream.
+func DefaultConfig() Config {
+	return Config{MaxKeyLen: 64 << 10, ReplaceAttempts: 8, ChunkSize: 8 << 20, Parallel: 4}
+}
 
 // Validate checks the configuration; errors wrap block.ErrInvalidArgument.
 func (c Config) Validate() error {
@@ -44,6 +53,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: object config: MaxBlockSize %d is negative", block.ErrInvalidArgument, c.MaxBlockSize)
 	case c.ReplaceAttempts < 1 || c.ReplaceAttempts > 1000:
 		return fmt.Errorf("%w: object config: ReplaceAttempts %d out of range 1..1000", block.ErrInvalidArgument, c.ReplaceAttempts)
+	case c.ChunkSize < 1 || c.ChunkSize > block.HardMaxBlockSize:
+		return fmt.Errorf("%w: object config: ChunkSize %d out of range 1..%d", block.ErrInvalidArgument, c.ChunkSize, block.HardMaxBlockSize)
+	case c.Parallel < 1 || c.Parallel > 64:
+		return fmt.Errorf("%w: object config: Parallel %d out of range 1..64", block.ErrInvalidArgument, c.Parallel)
 	}
 	return nil
 }
@@ -249,12 +262,14 @@ func (s *Store) Set(ctx context.Context, ns string, key, value []byte, opts SetO
 		}
 	}
 	rec := encodeRecord(key, value, expires)
-	return s.replace(ctx, n, bk, key, rec, expires, opts.Cond == IfAbsent)
+	return s.replace(ctx, n, bk, key, rec, expires, opts.Cond == IfAbsent, nil)
 }
 
 // replace puts rec in slot bk, retiring whatever record of key (or expired
-// record of any key) is there first.
-func (s *Store) replace(ctx context.Context, n block.Namespace, bk block.Key, key, rec []byte, expires time.Time, ifAbsent bool) (bool, error) {
+// record of any key) is there first. retired, when not nil, is handed a copy
+// of the value of every record this call deleted (the S3 layer frees the
+// data blocks an old manifest names).
+func (s *Store) replace(ctx context.Context, n block.Namespace, bk block.Key, key, rec []byte, expires time.Time, ifAbsent bool, retired func(value []byte)) (bool, error) {
 	opts := block.PutOptions{Expires: expires}
 	lin := ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable)
 	for range s.cfg.ReplaceAttempts {
@@ -278,6 +293,10 @@ func (s *Store) replace(ctx context.Context, n block.Namespace, bk block.Key, ke
 		}
 		r, derr := decodeRecord(ref.Data)
 		live, same := derr == nil && r.live(s.now()), derr == nil && bytes.Equal(r.key, key)
+		var old []byte
+		if retired != nil && same {
+			old = bytes.Clone(r.value)
+		}
 		ref.Release()
 		switch {
 		case derr != nil:
@@ -287,8 +306,12 @@ func (s *Store) replace(ctx context.Context, n block.Namespace, bk block.Key, ke
 		case live && ifAbsent:
 			return false, nil // a concurrent Set won
 		}
-		if err := s.blocks.Delete(ctx, bk); err != nil && !errors.Is(err, block.ErrNotFound) {
+		err = s.blocks.Delete(ctx, bk)
+		if err != nil && !errors.Is(err, block.ErrNotFound) {
 			return false, err
+		}
+		if err == nil && old != nil {
+			retired(old)
 		}
 		if _, err := s.blocks.Linearize(lin); err != nil {
 			return false, err
@@ -356,7 +379,7 @@ func (s *Store) SetExpiry(ctx context.Context, ns string, key []byte, at time.Ti
 	}
 	rec := encodeRecord(key, v.Data, at)
 	v.Release()
-	ok, err := s.replace(ctx, n, bk, key, rec, at, false)
+	ok, err := s.replace(ctx, n, bk, key, rec, at, false, nil)
 	return ok, err
 }
 

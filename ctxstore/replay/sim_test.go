@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
 // still is a clock that never moves: measured calls take no time, so a run
@@ -262,14 +262,11 @@ func TestSharedTierReachesTheBound(t *testing.T) {
 	}
 }
 
-// tracePath finds a shared trace beside the repository, or skips.
+// tracePath finds a shared trace beside the repository, or skips (fails when strict).
 func tracePath(t *testing.T, name string) string {
 	t.Helper()
 	p := filepath.Join("..", "..", "..", "shared", "traces", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("trace %s not found (%v): the shared traces live in ../shared/traces beside the repository", p, err)
-	}
-	return p
+	return testdep.Path(t, p, "shared trace "+name, "the shared traces live in ../shared/traces beside the repository")
 }
 
 func TestSharedTierReachesTheBoundOnRealTrace(t *testing.T) {

@@ -2,9 +2,10 @@ package trace
 
 import (
 	"math"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
 func TestReadAndBound(t *testing.T) {
@@ -26,6 +27,39 @@ func TestReadAndBound(t *testing.T) {
 	}
 }
 
+func TestReadAgentFields(t *testing.T) {
+	in := `{"timestamp": 0, "input_length": 1024, "output_length": 5, "hash_ids": [1, 2, 3], "session": "s1", "parent_session": "s0", "hints": {"priority": 2, "shared_prefix_blocks": 1, "resume_within_ms": 5000, "session_end": true, "ephemeral_tail_blocks": 1}}
+{"timestamp": 10, "input_length": 512, "output_length": 5, "hash_ids": [1]}
+`
+	reqs, err := Read(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Hints{Priority: 2, SharedPrefixBlocks: 1, ResumeWithinMs: 5000, SessionEnd: true, EphemeralTailBlocks: 1}
+	if r := reqs[0]; r.Session != "s1" || r.ParentSession != "s0" || r.Hints == nil || *r.Hints != want {
+		t.Fatalf("agent fields parsed as %+v", r)
+	}
+	if r := reqs[1]; r.Session != "" || r.Hints != nil {
+		t.Fatalf("absent fields parsed as %+v", r)
+	}
+}
+
+func TestReadRejectsBadHints(t *testing.T) {
+	for _, tc := range []struct{ name, line string }{
+		{"shared beyond request", `{"hash_ids": [1], "hints": {"shared_prefix_blocks": 2}}`},
+		{"ephemeral beyond request", `{"hash_ids": [1], "hints": {"ephemeral_tail_blocks": 3}}`},
+		{"negative resume", `{"hash_ids": [1], "hints": {"resume_within_ms": -1}}`},
+		{"negative shared", `{"hash_ids": [1], "hints": {"shared_prefix_blocks": -1}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tc.line + "\n"))
+			if err == nil || !strings.Contains(err.Error(), "line 1") {
+				t.Fatalf("want a line-1 error, got %v", err)
+			}
+		})
+	}
+}
+
 func TestReadRejectsMalformedLine(t *testing.T) {
 	_, err := Read(strings.NewReader("{\"timestamp\": 0}\n{not json\n"))
 	if err == nil || !strings.Contains(err.Error(), "line 2") {
@@ -41,9 +75,7 @@ func TestSharedTraceBounds(t *testing.T) {
 		bound float64
 	}{{"conversation_trace.jsonl", 0.366}, {"synthetic_trace.jsonl", 0.640}} {
 		path := "../../../shared/traces/" + tc.file
-		if _, err := os.Stat(path); err != nil {
-			t.Skipf("shared trace %s not present (a user's clone has no ../shared): %v", path, err)
-		}
+		testdep.Path(t, path, "shared trace "+tc.file, "the shared traces live in ../shared/traces beside the repository")
 		reqs, err := ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

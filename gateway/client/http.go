@@ -60,6 +60,10 @@ type HTTPConfig struct {
 	// Region is the SigV4 signing region; it must match the server's
 	// (ctxd uses us-east-1). Empty means us-east-1.
 	Region string
+	// DialContext, when not nil, opens the client's connections instead of
+	// a net.Dialer with DialTimeout (a test dials from inside a network
+	// namespace with it, internal/netns).
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // HTTPDefaultConfig returns the defaults for a client of BaseURL
@@ -118,9 +122,12 @@ func NewHTTP(cfg HTTPConfig) (*HTTPClient, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	dial := cfg.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
 	tr := &http.Transport{
-		DialContext:           d.DialContext,
+		DialContext:           dial,
 		MaxIdleConns:          0, // bounded per host below
 		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
 		MaxConnsPerHost:       cfg.MaxConnsPerHost,

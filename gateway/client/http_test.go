@@ -340,3 +340,34 @@ func TestHTTPConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPClientDialContext checks that a configured DialContext opens the
+// client's connections: the client's base URL names a host that does not
+// resolve, and the dialer sends every connection to the test server.
+func TestHTTPClientDialContext(t *testing.T) {
+	e := newHTTPTestEnv(t)
+	var dials atomic.Int64
+	var asked atomic.Value
+	cfg := HTTPDefaultConfig()
+	cfg.BaseURL = "http://node-in-a-namespace.invalid:7401"
+	cfg.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		asked.Store(addr)
+		return (&net.Dialer{}).DialContext(ctx, network, e.ts.Listener.Addr().String())
+	}
+	c, err := NewHTTP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("through the custom dialer")
+	if err := c.Put(context.Background(), key(7), data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get(context.Background(), key(7))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get: %q %v", got, err)
+	}
+	if dials.Load() == 0 || asked.Load() != "node-in-a-namespace.invalid:7401" {
+		t.Fatalf("custom dialer: %d dials, last for %v", dials.Load(), asked.Load())
+	}
+}

@@ -124,7 +124,10 @@ func (c *tcluster) add(bootstrap bool) *tnode {
 	}
 	cfg := raft.DefaultConfig()
 	cfg.NodeID, cfg.RaftAddr, cfg.Bootstrap = id, id+":1", bootstrap
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	// Timeouts of 500 ms rather than 100 ms: on a loaded 2-core machine
+	// under -race a 100 ms stall is common, and a spurious election moves
+	// the leader that a test captured once.
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
 	cfg.CommitTimeout, cfg.ApplyTimeout = 5*time.Millisecond, 2*time.Second
 	tn := &tnode{id: id, srv: srv, tr: tr, fwd: &fakeTarget{node: id}}
 	cfg.Self = fsm.Member{DataAddr: "127.0.0.1:9", HTTPAddr: tn.addr(), Zone: "z1", Capacity: 1 << 30}

@@ -59,6 +59,9 @@ type Config struct {
 	// this client configuration (ctxd --tls-clients serves its HTTP API,
 	// and so this API, over TLS).
 	TLS *tls.Config
+	// LeaderWait bounds how long a member of a configuration that knows no
+	// leader holds a request it must forward before answering 503.
+	LeaderWait time.Duration
 }
 
 // baseURL is addr as a URL root: kept when it has a scheme, else with
@@ -74,9 +77,10 @@ func (c Config) baseURL(addr string) string {
 	return "http://" + addr
 }
 
-// DefaultConfig returns the defaults: no token, 10 s timeout, 16 MiB bodies.
+// DefaultConfig returns the defaults: no token, 10 s timeout, 16 MiB
+// bodies, 3 s leader wait.
 func DefaultConfig() Config {
-	return Config{Timeout: 10 * time.Second, MaxBodyBytes: 16 << 20}
+	return Config{Timeout: 10 * time.Second, MaxBodyBytes: 16 << 20, LeaderWait: 3 * time.Second}
 }
 
 // Validate checks the configuration; errors wrap block.ErrInvalidArgument.
@@ -84,6 +88,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Timeout <= 0:
 		return fmt.Errorf("%w: clusterapi: Timeout must be positive", block.ErrInvalidArgument)
+	case c.LeaderWait <= 0:
+		return fmt.Errorf("%w: clusterapi: LeaderWait must be positive", block.ErrInvalidArgument)
 	case c.MaxBodyBytes < 1024:
 		return fmt.Errorf("%w: clusterapi: MaxBodyBytes %d must be at least 1024", block.ErrInvalidArgument, c.MaxBodyBytes)
 	case len(c.Token) > 1024:
@@ -117,6 +123,9 @@ func WithTLS(tc *tls.Config) Option { return func(c *Config) { c.TLS = tc } }
 
 // WithHTTPClient sets the HTTP client for outgoing requests.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Config) { c.Client = hc } }
+
+// WithLeaderWait sets Config.LeaderWait.
+func WithLeaderWait(d time.Duration) Option { return func(c *Config) { c.LeaderWait = d } }
 
 // WithTimeout sets Config.Timeout.
 func WithTimeout(d time.Duration) Option { return func(c *Config) { c.Timeout = d } }

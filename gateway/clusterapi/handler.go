@@ -434,14 +434,10 @@ func (h *handler) notLeader() error {
 	return &raft.NotLeaderError{LeaderID: id, LeaderAddr: addr}
 }
 
-// leaderWait bounds how long a member of a configuration waits for a leader
-// to become known before it answers a request it must forward with 503.
-const leaderWait = 3 * time.Second
-
 // leaderToForward returns the leader to relay a request to. While no leader
 // is known (an election, or the moments after a leadership transfer before
 // the new leader's first heartbeat reaches this node), a node that belongs
-// to a configuration waits up to leaderWait (waitNewLeader, with this node
+// to a configuration waits up to Config.LeaderWait (waitNewLeader, with this node
 // as the leader to look past) instead of failing a request that a retry a
 // few milliseconds later would complete. A node in no configuration (not
 // joined yet) answers at once: it cannot learn a leader by waiting, and Join
@@ -449,7 +445,7 @@ const leaderWait = 3 * time.Second
 // other node is known to lead with an HTTP address.
 func (h *handler) leaderToForward(ctx context.Context) (fsm.Member, bool) {
 	if h.inConfiguration() {
-		wctx, cancel := context.WithTimeout(ctx, leaderWait)
+		wctx, cancel := context.WithTimeout(ctx, h.cfg.LeaderWait)
 		_, _ = h.waitNewLeader(wctx, h.node.ID(), true)
 		cancel()
 	}

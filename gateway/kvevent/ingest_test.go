@@ -2,6 +2,7 @@ package kvevent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 )
 
@@ -260,16 +262,18 @@ func TestDecodeJSON(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 	for name, bad := range map[string]string{
-		"no worker":     `{"events":[]}`,
-		"bad hash":      `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":[1.5]}]}`,
-		"short hex":     `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":["ff"]}]}`,
-		"huge":          `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":[18446744073709551616]}]}`,
-		"bad medium":    `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":[1],"medium":"tape"}]}`,
-		"no type":       `{"worker":"w","events":[{"block_hashes":[1]}]}`,
-		"trailing":      `{"worker":"w"} {}`,
-		"bad namespace": `{"worker":"w","namespace":"Bad NS"}`,
-		"negative rank": `{"worker":"w","data_parallel_rank":-1}`,
-		"not json":      `{`,
+		"no worker":      `{"events":[]}`,
+		"bad hash":       `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":[1.5]}]}`,
+		"short hex":      `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":["ff"]}]}`,
+		"huge":           `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":[18446744073709551616]}]}`,
+		"bad medium":     `{"worker":"w","events":[{"type":"BlockRemoved","block_hashes":[1],"medium":"tape"}]}`,
+		"no type":        `{"worker":"w","events":[{"block_hashes":[1]}]}`,
+		"trailing":       `{"worker":"w"} {}`,
+		"bad namespace":  `{"worker":"w","namespace":"Bad NS"}`,
+		"negative rank":  `{"worker":"w","data_parallel_rank":-1}`,
+		"not json":       `{`,
+		"trailing brace": `{"worker":"w"} }`,
+		"two objects":    `{"worker":"w"} {"worker":"w"}`,
 	} {
 		if _, err := DecodeJSON(strings.NewReader(bad), 1<<20); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -280,13 +284,58 @@ func TestDecodeJSON(t *testing.T) {
 	}
 }
 
+// FuzzDecodeJSON: any body is rejected with InvalidArgument (or TooLarge),
+// or it is one JSON object whose envelope keeps what DecodeJSON promises: a
+// worker, a valid namespace, a non-negative rank, and every event of the
+// input either decoded to a known kind with its hashes or counted skipped.
 func FuzzDecodeJSON(f *testing.F) {
 	f.Add(`{"worker":"w","events":[{"type":"BlockStored","block_hashes":[1,"00000000000000ff"],"medium":"GPU"}]}`)
 	f.Add(`{"worker":"w","load":{"active_prefill_blocks":1}}`)
+	f.Add(`{"worker":"w","namespace":"t1","data_parallel_rank":2,"seq":7,"events":[{"type":"BlockRemoved","block_hashes":[3]},{"type":"AllBlocksCleared"},{"type":"Future"}]}`)
+	f.Add(`{"worker":"w","events":[{"type":"BlockStored","block_hashes":[1],"parent_block_hash":"x"}]}`)
+	f.Add(`{"worker":"","events":[]}`)
+	f.Add(`{"worker":"w"} {"worker":"w"}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		env, err := DecodeJSON(strings.NewReader(s), 1<<16)
-		if err == nil && env.Worker == "" {
-			t.Fatal("accepted without a worker")
+		if err != nil {
+			if !errors.Is(err, block.ErrInvalidArgument) && !errors.Is(err, block.ErrTooLarge) {
+				t.Fatalf("error %v is neither InvalidArgument nor TooLarge", err)
+			}
+			return
+		}
+		if env.Worker == "" || env.Proto != "http" {
+			t.Fatalf("accepted envelope without a worker or with proto %q", env.Proto)
+		}
+		if block.ValidNamespaceName(env.Namespace) != nil {
+			t.Fatalf("accepted namespace %q", env.Namespace)
+		}
+		if env.Batch.HasDPRank && env.Batch.DPRank < 0 {
+			t.Fatalf("accepted rank %d", env.Batch.DPRank)
+		}
+		var raw struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		if err := json.Unmarshal([]byte(s), &raw); err != nil {
+			t.Fatalf("accepted a body encoding/json rejects: %v", err)
+		}
+		if got := len(env.Batch.Events) + env.Batch.Skipped; got != len(raw.Events) {
+			t.Fatalf("%d events in, %d decoded + %d skipped", len(raw.Events), len(env.Batch.Events), env.Batch.Skipped)
+		}
+		for i, ev := range env.Batch.Events {
+			switch ev.Kind {
+			case router.Stored, router.Removed:
+			case router.Cleared:
+				continue
+			default:
+				t.Fatalf("event %d: kind %d", i, ev.Kind)
+			}
+			var one struct {
+				Hashes []json.RawMessage `json:"block_hashes"`
+			}
+			_ = json.Unmarshal(raw.Events[i], &one)
+			if len(ev.Hashes) != len(one.Hashes) && env.Batch.Skipped == 0 {
+				t.Fatalf("event %d: %d hashes in, %d decoded", i, len(one.Hashes), len(ev.Hashes))
+			}
 		}
 	})
 }

@@ -105,7 +105,9 @@ func DecodeJSON(r io.Reader, max int) (Envelope, error) {
 	if err := dec.Decode(&je); err != nil {
 		return Envelope{}, fmt.Errorf("%w: KV events JSON: %v", block.ErrInvalidArgument, err)
 	}
-	if dec.More() {
+	// Only white space may follow the object. (Decoder.More alone misses a
+	// stray closing bracket: it reports no more elements there.)
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Envelope{}, fmt.Errorf("%w: KV events JSON: trailing data", block.ErrInvalidArgument)
 	}
 	if je.Namespace == "" {

@@ -39,12 +39,21 @@ type Config struct {
 	// MaxLeases bounds the leases one connection holds at once; DESCRIBE
 	// items past it answer Unavailable until the client releases some.
 	MaxLeases int
+	// Sendfile sends GET payloads of file-backed blocks (the DRAM tier's
+	// memory file) from the file with splice(2) through a pipe per
+	// connection (sendfile(2) if the pipe cannot be made), so the server
+	// never copies them through user space. Connections over TLS, and
+	// blocks that are not in a file, are written with writev as when it is
+	// off. Off by default: on the development machine (loopback, 4 KiB
+	// shmem pages) it cost more server CPU per GB than writev and halved
+	// throughput (docs/benchmarks.md, issue 22).
+	Sendfile bool
 }
 
 // DefaultConfig returns the defaults: 64 MiB blocks, frames derived from
 // them, 1 GiB responses, 1024 items a batch, 64 responses in flight per
 // connection, 5 minute idle and 30 second read/write timeouts, descriptor
-// leases of 30 s, at most 4096 of them per connection.
+// leases of 30 s, at most 4096 of them per connection, sendfile off.
 func DefaultConfig() Config {
 	return Config{
 		Addr:             "127.0.0.1:7400",

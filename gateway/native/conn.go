@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -45,6 +46,12 @@ type conn struct {
 	// readerVerifies: the client declared wire.HelloVerifiesGets, so its
 	// GETs read DRAM without the tier's at-rest pass (exec.go, get).
 	readerVerifies bool
+	// send is the socket GET payloads are sendfile'd to; nil when
+	// Config.Sendfile is off or the connection is not plain TCP.
+	send syscall.RawConn
+	// pipe is the writer's splice pipe, made at the first file send.
+	pipe   *pipe
+	noPipe bool // making the pipe failed: use sendfile
 
 	mu      sync.Mutex
 	idle    bool // the reader waits for the next frame header
@@ -67,7 +74,8 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		tc.SetNoDelay(true)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), out: make(chan *response, s.cfg.MaxInFlight), ctx: ctx, cancel: cancel}
+	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), out: make(chan *response, s.cfg.MaxInFlight), ctx: ctx, cancel: cancel,
+		send: sendConn(nc, s.cfg.Sendfile)}
 }
 
 // stopReading makes the reader stop before the next request; a reader
@@ -257,6 +265,11 @@ func (c *conn) writeLoop() {
 	var pending []byte
 	var broken bool
 	var bufs net.Buffers
+	defer func() {
+		if c.pipe != nil {
+			c.pipe.close()
+		}
+	}()
 	for r := range c.out {
 		if !broken {
 			if r.segs == nil {
@@ -266,11 +279,18 @@ func (c *conn) writeLoop() {
 					pending = pending[:0]
 				}
 			} else {
-				segs := r.segs
+				segs, files := r.segs, r.files
 				if len(pending) > 0 {
 					segs = append(net.Buffers{pending}, segs...)
+					if files != nil {
+						files = append([]fileSeg{{}}, files...)
+					}
 				}
-				broken = c.write(segs, &bufs) != nil
+				if files != nil {
+					broken = c.writeFiles(c.send, segs, files, &bufs) != nil
+				} else {
+					broken = c.write(segs, &bufs) != nil
+				}
 				pending = pending[:0]
 			}
 			if broken {
@@ -308,8 +328,11 @@ type response struct {
 	// interleaves slices of buf with block payloads for one writev.
 	buf  []byte
 	segs net.Buffers
-	refs []*block.Ref
-	out  int64
+	// files, when not nil, says which of segs the writer sends with
+	// sendfile (one entry per segment).
+	files []fileSeg
+	refs  []*block.Ref
+	out   int64
 	// closeAfter closes the connection once this response is written.
 	closeAfter bool
 }

@@ -177,23 +177,40 @@ func (c *conn) get(req *wire.Request, r *response, b []byte) *response {
 	wire.PutHeader(b, wire.Header{Length: uint32(used), Op: h.Op, Flags: wire.FlagResponse, ID: h.ID, Count: h.Count})
 	r.buf, r.refs = b, refs
 	segs := make(net.Buffers, 0, 2*len(refs)+1)
+	var files []fileSeg
+	if c.send != nil {
+		files = make([]fileSeg, 0, cap(segs))
+	}
 	prev, j := 0, 0
 	for _, cut := range cuts {
 		if cut < 0 {
 			continue
 		}
 		segs = append(segs, b[prev:cut])
+		if files != nil {
+			files = append(files, fileSeg{})
+		}
 		if d := refs[j].Data; len(d) > 0 {
 			segs = append(segs, d)
 			r.out += int64(len(d))
+			if files != nil {
+				// The lease (released by the writer after the send)
+				// keeps the range in place; the tier keeps sent pages
+				// from being rewritten afterwards (tiers/dram, markSpliced).
+				fd, off, ok := refs[j].FileRange()
+				files = append(files, fileSeg{fd: fd, off: off, ok: ok})
+			}
 		}
 		prev = cut
 		j++
 	}
 	if prev < len(b) {
 		segs = append(segs, b[prev:])
+		if files != nil {
+			files = append(files, fileSeg{})
+		}
 	}
-	r.segs = segs
+	r.segs, r.files = segs, files
 	return r
 }
 

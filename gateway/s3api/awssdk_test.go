@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
 
@@ -53,7 +54,17 @@ func TestAWSSDK(t *testing.T) {
 	c := awsClient(e, e.admin)
 	b := aws.String("kv-cache")
 
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+	// CreateBucket makes an object namespace; this test drives a block
+	// namespace (hex keys, immutable blocks), made as engines' operators do.
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("kv-objects")}); err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := e.store.Namespace("kv-objects"); err != nil || !ns.IsObject() {
+		t.Fatalf("CreateBucket made %+v, %v; want an object namespace", ns, err)
+	}
+	kv := block.DefaultNamespaceConfig()
+	kv.Name = *b
+	if err := e.store.CreateNamespace(ctx, kv); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: b}); err != nil {
@@ -65,7 +76,7 @@ func TestAWSSDK(t *testing.T) {
 		t.Fatalf("HeadBucket absent: %v", err)
 	}
 	lb, err := c.ListBuckets(ctx, &s3.ListBucketsInput{})
-	if err != nil || len(lb.Buckets) != 4 {
+	if err != nil || len(lb.Buckets) != 5 {
 		t.Fatalf("ListBuckets: %v %v", lb, err)
 	}
 

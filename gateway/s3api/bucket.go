@@ -150,7 +150,7 @@ func (s *Server) createBucket(q *request) error {
 		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, block.ErrNamespaceExists, "bucket %q already exists", q.bucket)
 	}
 	ns := block.DefaultNamespaceConfig()
-	ns.Name = q.bucket
+	ns.Name, ns.Kind = q.bucket, block.KindObject
 	if err := s.store.CreateNamespace(q.r.Context(), ns); err != nil {
 		return err
 	}
@@ -167,6 +167,19 @@ func (s *Server) headBucket(q *request) error {
 }
 
 func (s *Server) deleteBucket(q *request) error {
+	if ns, err := s.store.Namespace(q.bucket); err == nil && ns.IsObject() {
+		// As in S3, uploads in progress do not keep a bucket alive: with no
+		// object left, abort them (and their parts) first.
+		es, err := s.objs.ListObjects(q.r.Context(), q.bucket, "")
+		if err != nil {
+			return err
+		}
+		if len(es) == 0 {
+			if _, err := s.objs.SweepUploads(q.r.Context(), q.bucket, 0); err != nil {
+				return err
+			}
+		}
+	}
 	if err := s.store.DeleteNamespace(q.r.Context(), q.bucket); err != nil {
 		return err
 	}
@@ -201,22 +214,6 @@ func (s *Server) getVersioning(q *request) error {
 		return err
 	}
 	return q.writeXML(versioningResult{Xmlns: s3NS})
-}
-
-type listUploadsResult struct {
-	XMLName     xml.Name `xml:"ListMultipartUploadsResult"`
-	Xmlns       string   `xml:"xmlns,attr"`
-	Bucket      string   `xml:"Bucket"`
-	MaxUploads  int      `xml:"MaxUploads"`
-	IsTruncated bool     `xml:"IsTruncated"`
-}
-
-// listUploads always lists none: multipart upload is not supported.
-func (s *Server) listUploads(q *request) error {
-	if _, err := s.store.Namespace(q.bucket); err != nil {
-		return err
-	}
-	return q.writeXML(listUploadsResult{Xmlns: s3NS, Bucket: q.bucket, MaxUploads: 1000})
 }
 
 // ---- DeleteObjects ----
@@ -263,11 +260,21 @@ func (s *Server) deleteObjects(q *request) error {
 	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteObjects {
 		return errMalformedXML(fmt.Errorf("a Delete request names 1..%d objects, not %d", maxDeleteObjects, len(req.Objects)))
 	}
-	if _, err := s.store.Namespace(q.bucket); err != nil {
+	ns, err := s.store.Namespace(q.bucket)
+	if err != nil {
 		return err
 	}
 	res := deleteResult{Xmlns: s3NS}
 	for _, o := range req.Objects {
+		if ns.IsObject() {
+			if err := s.deleteKeyNS(q.r.Context(), q.bucket, o.Key); err != nil {
+				ae := toAPI(err)
+				res.Errors = append(res.Errors, deleteErrorXML{Key: o.Key, Code: ae.Code, Message: ae.Msg})
+			} else if !req.Quiet {
+				res.Deleted = append(res.Deleted, deletedXML{Key: o.Key})
+			}
+			continue
+		}
 		k, err := block.ParseObjectName(q.bucket, o.Key)
 		if err == nil {
 			err = s.store.Delete(q.r.Context(), k)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/object"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
 )
@@ -63,6 +64,14 @@ func toAPI(err error) *apiError {
 		}
 		return a
 	}
+	for _, m := range objectErrors {
+		if errors.Is(err, m.err) {
+			if m.msg != "" {
+				msg = m.msg
+			}
+			return newErr(m.code, m.status, err, "%s", msg)
+		}
+	}
 	switch errcode.Of(err) {
 	case errcode.NotFound:
 		return newErr("NoSuchKey", http.StatusNotFound, err, "The specified key does not exist.")
@@ -83,13 +92,34 @@ func toAPI(err error) *apiError {
 	case errcode.NamespaceExists:
 		return newErr("BucketAlreadyOwnedByYou", http.StatusConflict, err, "%s", msg)
 	case errcode.NamespaceNotEmpty:
-		return newErr("BucketNotEmpty", http.StatusConflict, err, "The bucket you tried to delete is not empty")
+		return newErr("BucketNotEmpty", http.StatusConflict, err, "The bucket you tried to delete is not empty.")
 	case errcode.Unauthenticated, errcode.PermissionDenied:
 		return newErr("AccessDenied", http.StatusForbidden, err, "access denied")
 	case errcode.Canceled, errcode.DeadlineExceeded:
 		return newErr("RequestTimeout", http.StatusBadRequest, err, "%s", msg)
 	}
 	return newErr("InternalError", http.StatusInternalServerError, errcode.ErrInternal, "we encountered an internal error; please try again")
+}
+
+// objectErrors are the S3 codes of ctxstore/object's sentinels (each wraps
+// a block sentinel, so errcode and metrics classify them too).
+// The messages are AWS's own, which clients and conformance suites compare.
+var objectErrors = []struct {
+	err    error
+	code   string
+	status int
+	msg    string // "" keeps the error's own text
+}{
+	{object.ErrNoSuchUpload, "NoSuchUpload", http.StatusNotFound,
+		"The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."},
+	{object.ErrInvalidPartOrder, "InvalidPartOrder", http.StatusBadRequest,
+		"The list of parts was not in ascending order. Parts must be ordered by part number."},
+	{object.ErrInvalidPart, "InvalidPart", http.StatusBadRequest,
+		"One or more of the specified parts could not be found.  The part may not have been uploaded, or the specified entity tag may not match the part's entity tag."},
+	{object.ErrEntityTooSmall, "EntityTooSmall", http.StatusBadRequest, "Your proposed upload is smaller than the minimum allowed size"},
+	{object.ErrPreconditionFailed, "PreconditionFailed", http.StatusPreconditionFailed, "At least one of the pre-conditions you specified did not hold."},
+	{object.ErrKeyCollision, "ServiceUnavailable", http.StatusServiceUnavailable, ""},
+	{object.ErrObjectChanged, "ServiceUnavailable", http.StatusServiceUnavailable, ""},
 }
 
 // authAPI maps s3auth's errors to S3 errors (nil for other errors).

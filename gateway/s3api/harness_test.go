@@ -31,6 +31,13 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, nil, nil) }
 // its log going to log (both may be nil).
 func newEnvWith(t *testing.T, mut func(*Config), srvLog *slog.Logger) *env {
 	t.Helper()
+	return newEnvSized(t, 64<<20, mut, srvLog)
+}
+
+// newEnvSized is newEnvWith over a DRAM tier of capacity bytes (large
+// objects need room: a full tier evicts).
+func newEnvSized(t *testing.T, capacity int64, mut func(*Config), srvLog *slog.Logger) *env {
+	t.Helper()
 	// This machine may export AWS_CA_BUNDLE, which breaks AWS SDK v2 clients.
 	t.Setenv("AWS_CA_BUNDLE", "")
 	os.Unsetenv("AWS_CA_BUNDLE")
@@ -40,7 +47,7 @@ func newEnvWith(t *testing.T, mut func(*Config), srvLog *slog.Logger) *env {
 		t.Fatal(err)
 	}
 	dcfg := dram.DefaultConfig()
-	dcfg.Capacity = 64 << 20
+	dcfg.Capacity = capacity
 	dcfg.MaxBlockSize = 8 << 20
 	tier, err := dram.New(dcfg, log)
 	if err != nil {

@@ -188,10 +188,15 @@ func (s *Server) listObjectsV2(q *request) error {
 		}
 		cursor = max(cursor, c)
 	}
-	if _, err := s.store.Namespace(q.bucket); err != nil {
+	ns, err := s.store.Namespace(q.bucket)
+	if err != nil {
 		return err
 	}
-	l, err := s.list(q, prefix, delim, cursor, n)
+	list := s.list
+	if ns.IsObject() {
+		list = s.listObjectsNS
+	}
+	l, err := list(q, prefix, delim, cursor, n)
 	if err != nil {
 		return err
 	}
@@ -215,10 +220,15 @@ func (s *Server) listObjectsV1(q *request) error {
 		return err
 	}
 	prefix, delim, marker := qs.Get("prefix"), qs.Get("delimiter"), qs.Get("marker")
-	if _, err := s.store.Namespace(q.bucket); err != nil {
+	ns, err := s.store.Namespace(q.bucket)
+	if err != nil {
 		return err
 	}
-	l, err := s.list(q, prefix, delim, marker, n)
+	list := s.list
+	if ns.IsObject() {
+		list = s.listObjectsNS
+	}
+	l, err := list(q, prefix, delim, marker, n)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/lifecycle"
 	"github.com/minio/minio-go/v7/pkg/tags"
 
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
 
@@ -40,8 +41,14 @@ func TestMinioClient(t *testing.T) {
 	ctx := context.Background()
 	mc := minioClient(t, e, e.admin)
 
-	// Buckets.
-	if err := mc.MakeBucket(ctx, "models", minio.MakeBucketOptions{}); err != nil {
+	// Buckets. MakeBucket makes an object namespace; this test drives a
+	// block namespace ("models", hex keys), made as engines' operators do.
+	if err := mc.MakeBucket(ctx, "objects", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	models := block.DefaultNamespaceConfig()
+	models.Name = "models"
+	if err := e.store.CreateNamespace(ctx, models); err != nil {
 		t.Fatal(err)
 	}
 	if err := mc.MakeBucket(ctx, "models", minio.MakeBucketOptions{}); err == nil {
@@ -66,7 +73,7 @@ func TestMinioClient(t *testing.T) {
 	for _, b := range bs {
 		names = append(names, b.Name)
 	}
-	if strings.Join(names, ",") != "default,models,team-a,team-b" {
+	if strings.Join(names, ",") != "default,models,objects,team-a,team-b" {
 		t.Fatalf("ListBuckets: %v", names)
 	}
 

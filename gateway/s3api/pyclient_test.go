@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
 // venvPython returns the repository's .venv python (made by `make s3-venv`),
@@ -21,10 +23,7 @@ func venvPython(t *testing.T, module string) string {
 	}
 	if err := exec.Command(py, "-c", "import "+module).Run(); err != nil {
 		msg := module + " is not installed in .venv: run `make s3-venv` (pinned in python/requirements-s3.txt)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testdep.Missing(t, module, msg, "make test-deps (docs/testing.md)")
 	}
 	return py
 }

@@ -1,7 +1,10 @@
 // Package s3api serves ctxtier over the S3 REST API on its own port, so
 // operators administer the tier with S3 tools and engines' S3 connectors can
-// use it as a data path. A bucket is a namespace; an object is a block, named
-// by its 16-hex-digit sequence hash plus ".N" for tensor-parallel part N.
+// use it as a data path. A bucket is a namespace. In a block namespace an
+// object is a block, named by its 16-hex-digit sequence hash plus ".N" for
+// tensor-parallel part N; in an object namespace (every bucket created
+// through S3) an object is any S3 key, stored by ctxstore/object, with
+// multipart uploads, CopyObject and conditional writes.
 // Requests are authenticated with SigV4 (gateway/s3auth) against namespace-
 // scoped access keys (ctxstore/credential). Path-style addressing
 // (http://host:port/bucket/key) is always served; virtual-hosted-style
@@ -25,6 +28,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/ctxstore/object"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
@@ -55,6 +59,16 @@ type Config struct {
 	// Budget, when set, is the node's in-flight budget: a PutObject body is
 	// read only once its bytes are in it (nil: no bound).
 	Budget *membudget.Budget
+	// MaxPutSize bounds one PutObject or UploadPart body in an object
+	// namespace (S3's 5 GiB); objects are cut into data blocks.
+	MaxPutSize int64
+	// ChunkSize is the data block size of objects in object namespaces
+	// (bounded by MaxObjectSize and the namespace's max block size).
+	ChunkSize int64
+	// UploadTTL is how long a multipart upload may stay open; older ones are
+	// aborted, with their parts, every UploadSweepEvery.
+	UploadTTL        time.Duration
+	UploadSweepEvery time.Duration
 	// Domains are the base domains of virtual-hosted-style requests: a
 	// request whose Host (port aside) is "<bucket>.<domain>" addresses that
 	// bucket, and its whole path is the object key. Any other Host is path
@@ -75,6 +89,10 @@ func DefaultConfig() Config {
 		MaxXMLBody:        1 << 20,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxPutSize:        5 << 30,
+		ChunkSize:         8 << 20,
+		UploadTTL:         24 * time.Hour,
+		UploadSweepEvery:  time.Minute,
 	}
 }
 
@@ -96,6 +114,12 @@ func (c Config) Validate() error {
 		return bad("max XML body below 1 KiB")
 	case c.ReadHeaderTimeout <= 0 || c.IdleTimeout <= 0:
 		return bad("timeouts must be positive")
+	case c.MaxPutSize < 1:
+		return bad("max put size must be positive")
+	case c.ChunkSize < 1 || c.ChunkSize > block.HardMaxBlockSize:
+		return bad("chunk size %d out of range 1..%d", c.ChunkSize, block.HardMaxBlockSize)
+	case c.UploadTTL <= 0 || c.UploadSweepEvery <= 0:
+		return bad("upload TTL and sweep interval must be positive")
 	}
 	for _, d := range c.Domains {
 		if err := validDomain(d); err != nil {
@@ -144,6 +168,7 @@ func (s *Server) hostBucket(host string) string {
 type Server struct {
 	cfg     Config
 	store   *ctxstore.Store
+	objs    *object.Store
 	verify  *s3auth.Verifier
 	metrics *metrics.Metrics
 	log     *slog.Logger
@@ -172,7 +197,18 @@ func New(cfg Config, store *ctxstore.Store, keys credential.Lookuper, m *metrics
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, store: store, verify: v, metrics: m, log: log, started: time.Now().UTC()}, nil
+	ocfg := object.DefaultConfig()
+	ocfg.MaxKeyLen = 2 * maxKeyLen // S3 keys, and the reserved keys of uploads and parts
+	ocfg.ChunkSize = min(cfg.ChunkSize, cfg.MaxObjectSize)
+	ocfg.MaxBlockSize = cfg.MaxObjectSize
+	// S3's racing PUTs of one key all succeed (the last wins): let each
+	// retry the manifest swap until it lands rather than give up.
+	ocfg.ReplaceAttempts = 1000
+	objs, err := object.New(ocfg, store)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, store: store, objs: objs, verify: v, metrics: m, log: log, started: time.Now().UTC()}, nil
 }
 
 // Verifier exposes the signature verifier (tests set its clock).
@@ -199,6 +235,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	s.srv = srv
 	s.mu.Unlock()
+	sweepCtx, endSweep := context.WithCancel(ctx)
+	defer endSweep()
+	go s.sweepUploads(sweepCtx)
 	stop := context.AfterFunc(ctx, func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -337,7 +376,25 @@ func (s *Server) route(q *request) func(*request) error {
 		}
 		return set("Unknown", methodNotAllowed)
 	}
-	if qs.Has("uploads") || qs.Has("uploadId") {
+	switch {
+	case r.Method == http.MethodPost && qs.Has("uploads"):
+		return set("CreateMultipartUpload", s.objectsOnly(s.createUpload))
+	case qs.Has("uploadId"):
+		switch r.Method {
+		case http.MethodPut:
+			if r.Header.Get("X-Amz-Copy-Source") != "" {
+				return set("UploadPartCopy", s.objectsOnly(s.uploadPartCopy))
+			}
+			return set("UploadPart", s.objectsOnly(s.uploadPart))
+		case http.MethodPost:
+			return set("CompleteMultipartUpload", s.objectsOnly(s.completeUpload))
+		case http.MethodDelete:
+			return set("AbortMultipartUpload", s.objectsOnly(s.abortUpload))
+		case http.MethodGet:
+			return set("ListParts", s.objectsOnly(s.listParts))
+		}
+		return set("Unknown", methodNotAllowed)
+	case qs.Has("uploads"):
 		return set("MultipartUpload", notImplemented)
 	}
 	if qs.Has("tagging") || qs.Has("acl") || qs.Has("retention") || qs.Has("legal-hold") || qs.Has("attributes") {
@@ -345,16 +402,16 @@ func (s *Server) route(q *request) func(*request) error {
 	}
 	switch r.Method {
 	case http.MethodGet:
-		return set("GetObject", s.getObject)
+		return set("GetObject", s.byKind(s.getObject, s.getObjectNS))
 	case http.MethodHead:
-		return set("HeadObject", s.headObject)
+		return set("HeadObject", s.byKind(s.headObject, s.headObjectNS))
 	case http.MethodPut:
 		if r.Header.Get("X-Amz-Copy-Source") != "" {
-			return set("CopyObject", notImplemented)
+			return set("CopyObject", s.objectsOnly(s.copyObject))
 		}
-		return set("PutObject", s.putObject)
+		return set("PutObject", s.byKind(s.putObject, s.putObjectNS))
 	case http.MethodDelete:
-		return set("DeleteObject", s.deleteObject)
+		return set("DeleteObject", s.byKind(s.deleteObject, s.deleteObjectNS))
 	}
 	return set("Unknown", methodNotAllowed)
 }

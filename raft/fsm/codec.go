@@ -104,6 +104,13 @@ func (d *decoder) uvarint() uint64 {
 		d.fail("bad uvarint")
 		return 0
 	}
+	var min [binary.MaxVarintLen64]byte
+	if n != binary.PutUvarint(min[:], v) {
+		// Every encoder writes the shortest form: a longer one is not an
+		// encoding of v, and accepting it would give one value two logs.
+		d.fail("uvarint %d in %d bytes, not the shortest form", v, n)
+		return 0
+	}
 	d.off += n
 	return v
 }
@@ -115,6 +122,11 @@ func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.b[d.off:])
 	if n <= 0 {
 		d.fail("bad varint")
+		return 0
+	}
+	var min [binary.MaxVarintLen64]byte
+	if n != binary.PutVarint(min[:], v) {
+		d.fail("varint %d in %d bytes, not the shortest form", v, n)
 		return 0
 	}
 	d.off += n

@@ -487,10 +487,15 @@ func (e *encoder) namespace(n block.Namespace) {
 	e.str(string(n.WriteMode))
 	e.varint(int64(n.DataShards))
 	e.varint(int64(n.ParityShards))
+	// The kind is the one optional, trailing field: a block namespace
+	// encodes exactly as before kinds existed, so old logs still decode.
+	if n.Kind != "" && n.Kind != block.KindBlock {
+		e.str(string(n.Kind))
+	}
 }
 
 func (d *decoder) namespace() block.Namespace {
-	return block.Namespace{
+	n := block.Namespace{
 		Name:         d.str(),
 		Model:        d.str(),
 		BlockTokens:  d.int(),
@@ -503,6 +508,10 @@ func (d *decoder) namespace() block.Namespace {
 		DataShards:   d.int(),
 		ParityShards: d.int(),
 	}
+	if d.err == nil && d.remaining() > 0 {
+		n.Kind = block.Kind(d.str())
+	}
+	return n
 }
 
 func (e *encoder) credential(c Credential) {

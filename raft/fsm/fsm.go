@@ -350,8 +350,8 @@ func applyNamespace(s *state, c NamespaceCommand) error {
 		if !ok {
 			return fmt.Errorf("%w: %q", block.ErrUnknownNamespace, ns.Name)
 		}
-		if old.BlockTokens != ns.BlockTokens || old.HashScheme != ns.HashScheme || old.TenantSalt != ns.TenantSalt || old.Model != ns.Model {
-			return fmt.Errorf("%w: namespace %q: model, block_tokens, hash_scheme and tenant_salt cannot change", block.ErrInvalidArgument, ns.Name)
+		if old.BlockTokens != ns.BlockTokens || old.HashScheme != ns.HashScheme || old.TenantSalt != ns.TenantSalt || old.IsObject() != ns.IsObject() || old.Model != ns.Model {
+			return fmt.Errorf("%w: namespace %q: model, kind, block_tokens, hash_scheme and tenant_salt cannot change", block.ErrInvalidArgument, ns.Name)
 		}
 		// Stored blocks are decoded with the namespace's code: k and m are
 		// fixed once the namespace exists.

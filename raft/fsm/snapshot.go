@@ -306,6 +306,14 @@ func readSnapshot(r io.Reader) (*state, error) {
 			if got != want {
 				return nil, bad("header promised %v records (ns, members, creds, entries), read %v", want, got)
 			}
+			// Nothing follows the end record: bytes after it mean the
+			// snapshot is not the one that was written.
+			if _, err := cr.r.ReadByte(); !errors.Is(err, io.EOF) {
+				if err != nil {
+					return nil, err
+				}
+				return nil, bad("data after the end record")
+			}
 			st.index = txn.CommitOnly()
 			return st, nil
 		default:

@@ -102,6 +102,7 @@ type entry struct {
 	tracked  bool  // known to the policy (false while being demoted)
 	clean    bool  // a lower tier already holds it: eviction need not demote
 	doomed   bool  // removed from the index while leased; freed at last release
+	spliced  bool  // its pages were handed to sendfile: punch them out when freed
 	pinUntil int64 // unix nanoseconds
 	expires  int64 // unix nanoseconds, 0 = never
 	created  int64
@@ -113,6 +114,7 @@ type Tier struct {
 	cfg   Config
 	log   *slog.Logger
 	file  *os.File
+	fd    int // file's descriptor, for Ref.SetFile
 	path  string
 	mem   []byte   // the whole memory file: arena, then the version table
 	arena []byte   // mem[:tableOff]
@@ -223,7 +225,7 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	}
 	expected := int(min(size/(256<<10), 1<<20)) // sized for 256 KiB blocks, a hint only
 	t := &Tier{
-		cfg: cfg, log: log, file: f, path: path, mem: mem, arena: mem[:size:size], vers: vers, tableOff: size, now: time.Now,
+		cfg: cfg, log: log, file: f, fd: int(f.Fd()), path: path, mem: mem, arena: mem[:size:size], vers: vers, tableOff: size, now: time.Now,
 		alloc:  newAllocator(uint32(size / PageSize)),
 		index:  make(map[block.Key]uint32, expected),
 		policy: pf(expected),
@@ -300,6 +302,15 @@ func (t *Tier) unindexLocked(h uint32) {
 
 func (t *Tier) releaseLocked(h uint32) {
 	e := &t.entries[h]
+	if e.spliced {
+		// See markSpliced. If the punch fails the pages may be rewritten
+		// under a socket still sending them; the client's end-to-end CRC-32C
+		// catches that and reads again, so it is logged, not fatal.
+		off, n := int64(e.page)*PageSize, int64(e.pages)*PageSize
+		if err := unix.Fallocate(t.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
+			t.log.Error("dram: punch out pages sent with sendfile", "offset", off, "bytes", n, "err", err)
+		}
+	}
 	t.freePagesLocked(e.page, e.pages)
 	*e = entry{}
 	t.free = append(t.free, h)
@@ -503,14 +514,14 @@ func (t *Tier) get(key block.Key, verify bool) (*block.Ref, error) {
 	if e.tracked {
 		t.policy.Touch(policy.Handle(h))
 	}
-	data, sum, fp := t.bytesOf(e), e.sum, e.fp
+	data, sum, fp, off := t.bytesOf(e), e.sum, e.fp, int64(e.page)*PageSize
 	t.mu.Unlock()
 
 	release := func() { t.releaseLease(h) }
 	if !verify {
 		t.st.hits.Add(1)
 		t.st.readerVerified.Add(1)
-		return block.NewRef(data, sum, block.TierDRAM, release), nil
+		return t.fileRef(data, sum, h, off, release), nil
 	}
 	// Verify outside the lock; the lease keeps the bytes in place.
 	if got := xxh3.Hash(data); got != fp {
@@ -526,7 +537,34 @@ func (t *Tier) get(key block.Key, verify bool) (*block.Ref, error) {
 		return nil, fmt.Errorf("%w: %s failed verification at rest and was dropped", block.ErrNotFound, key)
 	}
 	t.st.hits.Add(1)
-	return block.NewRef(data, sum, block.TierDRAM, release), nil
+	return t.fileRef(data, sum, h, off, release), nil
+}
+
+// fileRef is a Ref on entry h's bytes that also says where they lie in the
+// memory file, so a server can sendfile them.
+func (t *Tier) fileRef(data []byte, sum uint32, h uint32, off int64, release func()) *block.Ref {
+	ref := block.NewRef(data, sum, block.TierDRAM, release)
+	ref.SetFile(t.fd, off, func() { t.markSpliced(h) })
+	return ref
+}
+
+// markSpliced notes that entry h's pages were handed to sendfile. The
+// caller holds a lease on h, so h is still that block.
+//
+// Why it matters: sendfile (and splice) into a TCP socket queues
+// references to the memory file's pages, not copies. The call returns once
+// the socket has taken those references, but the pages are read again
+// whenever the data is (re)transmitted, and on loopback the receiver's
+// queue holds them until the client reads. Releasing the lease when
+// sendfile returns is therefore only safe if the freed pages are never
+// written in place afterwards; releaseLocked guarantees that by punching
+// spliced pages out of the file (FALLOC_FL_PUNCH_HOLE), which drops them
+// from the file while the socket's references keep their old contents
+// alive, and the next put into that range faults in fresh pages.
+func (t *Tier) markSpliced(h uint32) {
+	t.mu.Lock()
+	t.entries[h].spliced = true
+	t.mu.Unlock()
 }
 
 func (t *Tier) releaseLease(h uint32) {

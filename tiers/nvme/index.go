@@ -71,7 +71,7 @@ func (t *Tier) commitNew(k block.Key, e entry, old *entry) (bool, error) {
 	}
 	h.nextGen = max(h.nextGen, e.gen+1)
 	t.mu.Unlock()
-	err := t.db.Update(func(txn *badger.Txn) error {
+	err := t.indexWrite(func(txn *badger.Txn) error {
 		if err := txn.Set(indexKey(k), e.encode()); err != nil {
 			return err
 		}
@@ -124,7 +124,7 @@ func (t *Tier) dropIf(k block.Key, e entry, cond func(cur entry) bool) (bool, er
 	if err != nil || !ok || !sameExtent(cur, e) || (cond != nil && !cond(cur)) {
 		return false, err
 	}
-	if err := t.db.Update(func(txn *badger.Txn) error { return txn.Delete(indexKey(k)) }); err != nil {
+	if err := t.indexWrite(func(txn *badger.Txn) error { return txn.Delete(indexKey(k)) }); err != nil {
 		return false, fmt.Errorf("nvme: index delete %s: %w", k, err)
 	}
 	t.unaccount(cur)
@@ -140,7 +140,7 @@ func (t *Tier) update(k block.Key, e entry, fn func(cur *entry)) (bool, error) {
 		return false, err
 	}
 	fn(&cur)
-	err = t.db.Update(func(txn *badger.Txn) error { return txn.Set(indexKey(k), cur.encode()) })
+	err = t.indexWrite(func(txn *badger.Txn) error { return txn.Set(indexKey(k), cur.encode()) })
 	if err != nil {
 		return false, fmt.Errorf("nvme: index update %s: %w", k, err)
 	}

@@ -35,6 +35,7 @@ func NewCollector(t *Tier) *Collector {
 		"expired":   d("expirations_total", "Blocks dropped because their TTL passed."),
 		"corrupt":   d("corruptions_total", "Blocks that failed checksum verification and were dropped."),
 		"nospace":   d("no_space_total", "Puts refused because nothing evictable was left."),
+		"idxfull":   d("index_writes_refused_total", "Index writes refused because the filesystem was below half the free-space floor."),
 		"rbytes":    d("read_bytes_total", "Bytes the tier read from its medium."),
 		"wbytes":    d("write_bytes_total", "Bytes written to segment files."),
 		"leases":    d("descriptor_leases_total", "Direct-read descriptor leases granted."),
@@ -83,6 +84,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	n("expired", s.Expirations)
 	n("corrupt", s.Corruptions)
 	n("nospace", s.NoSpace)
+	n("idxfull", s.IndexRefused)
 	n("rbytes", s.ReadBytes)
 	n("wbytes", s.WriteBytes)
 	n("leases", s.Leases)

@@ -197,6 +197,7 @@ type stats struct {
 	expirations    atomic.Uint64
 	corruptions    atomic.Uint64
 	noSpace        atomic.Uint64
+	indexRefused   atomic.Uint64
 	readBytes      atomic.Uint64
 	writeBytes     atomic.Uint64
 	leases         atomic.Uint64
@@ -221,6 +222,7 @@ type Stats struct {
 	Expirations    uint64
 	Corruptions    uint64 // blocks that failed verification and were dropped
 	NoSpace        uint64
+	IndexRefused   uint64 // index writes refused: the filesystem was below half the floor
 	ReadBytes      uint64 // bytes read from segment files
 	WriteBytes     uint64 // bytes written to segment files
 	Leases         uint64 // descriptor leases granted
@@ -430,6 +432,7 @@ func (t *Tier) Stats() Stats {
 		Expirations:    t.st.expirations.Load(),
 		Corruptions:    t.st.corruptions.Load(),
 		NoSpace:        t.st.noSpace.Load(),
+		IndexRefused:   t.st.indexRefused.Load(),
 		ReadBytes:      t.st.readBytes.Load(),
 		WriteBytes:     t.st.writeBytes.Load(),
 		Leases:         t.st.leases.Load(),

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
 // Recovery reports what New found and repaired.
@@ -153,7 +155,7 @@ func (t *Tier) recover() (Recovery, error) {
 	t.nextGen = newHead.nextGen
 	t.head = newHead
 	if newHead != h {
-		if err := t.db.Update(func(txn *badger.Txn) error { return txn.Set(headKey, newHead.encode()) }); err != nil {
+		if err := t.indexWrite(func(txn *badger.Txn) error { return txn.Set(headKey, newHead.encode()) }); err != nil {
 			return rep, fmt.Errorf("nvme: write head: %w", err)
 		}
 	}
@@ -211,6 +213,10 @@ func (t *Tier) checkIndex(sizes map[uint64]int64, rep *Recovery) (uint64, error)
 		return 0, fmt.Errorf("nvme: check index: %w", err)
 	}
 	if len(drop) > 0 {
+		if free, ok := t.indexRoom(); !ok {
+			return 0, fmt.Errorf("%w: nvme: dropping %d index entries needs %d bytes free on %s, which has %d",
+				block.ErrNoSpace, len(drop), t.minFree()/2, t.cfg.Dir, free)
+		}
 		wb := t.db.NewWriteBatch()
 		for _, k := range drop {
 			if err := wb.Delete(k); err != nil {
@@ -280,7 +286,7 @@ func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Reco
 		if !present || cur.gen < h.gen {
 			// New, or a newer extent of an indexed key (a re-put, or a
 			// relocated copy, whose index commit was lost).
-			if err := t.db.Update(func(txn *badger.Txn) error { return txn.Set(indexKey(h.key), e.encode()) }); err != nil {
+			if err := t.indexWrite(func(txn *badger.Txn) error { return txn.Set(indexKey(h.key), e.encode()) }); err != nil {
 				return 0, fmt.Errorf("nvme: reindex %s: %w", h.key, err)
 			}
 			if present {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -157,4 +158,34 @@ func makeRoom(cfg Config, segDir string, space func(string) (int64, int64, error
 			block.ErrNoSpace, cfg.Dir, avail, need)
 	}
 	return need, nil
+}
+
+// errIndexFull refuses an index write the filesystem may lack room for.
+var errIndexFull = fmt.Errorf("%w: the index's filesystem is below its hard floor", block.ErrNoSpace)
+
+// indexRoom reports whether the filesystem has room for a badger write now:
+// at least half the floor free, asked afresh (not lowSpace's cached value:
+// another writer can fill the filesystem between two statfs). Half the floor
+// is one memtable: what a write may touch in the memtable's memory-mapped
+// log plus the table a flush it triggers writes. Below it, a store into a
+// page the filesystem cannot back is a SIGBUS that kills the process, so
+// every index write goes through indexWrite. When the filesystem cannot be
+// asked, the write goes ahead (as before the floor existed).
+func (t *Tier) indexRoom() (free int64, ok bool) {
+	free, err := t.statFree()
+	if err != nil {
+		return 0, true
+	}
+	return free, free >= t.minFree()/2
+}
+
+// indexWrite runs fn in a badger read-write transaction if the filesystem
+// has room for it (indexRoom), else fails with block.ErrNoSpace and writes
+// nothing. Every write to the index goes through here.
+func (t *Tier) indexWrite(fn func(txn *badger.Txn) error) error {
+	if free, ok := t.indexRoom(); !ok {
+		t.st.indexRefused.Add(1)
+		return fmt.Errorf("%w (%d bytes free, %d needed for an index write on %s)", errIndexFull, free, t.minFree()/2, t.cfg.Dir)
+	}
+	return t.db.Update(fn)
 }

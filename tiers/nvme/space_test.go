@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
@@ -238,5 +239,87 @@ func TestFloor(t *testing.T) {
 		if got := c.floorFor(tc.total); got != tc.want {
 			t.Errorf("floorFor(%d) with MinFree %d = %d, want %d", tc.total, tc.minFree, got, tc.want)
 		}
+	}
+}
+
+// TestIndexWritesNeedRoom: below half the free-space floor no operation
+// writes to the badger index (its memtable is a memory map of a sparse
+// file: a store the filesystem cannot back is a SIGBUS). Each one that
+// would is refused with ErrNoSpace, the index's version does not move, and
+// the blocks stay served; with room again, the same operations go through.
+func TestIndexWritesNeedRoom(t *testing.T) {
+	ctx := context.Background()
+	fs := &fakeFS{}
+	fs.size.Store(10 << 20)
+	tr := openOnFS(t, fs, nil)
+	const size = 200 << 10
+	for i := range 30 { // several sealed segments, so a put must reclaim one
+		put(t, tr, key(uint64(i)), payload(uint64(i), size), block.PutOptions{})
+	}
+	held := tr.keysForTest(t)
+	if len(held) == 0 {
+		t.Fatal("nothing held")
+	}
+	var some block.Key
+	for k := range held {
+		some = k
+		break
+	}
+	// Leave one byte less than half the floor.
+	setFree := func(free int64) {
+		fs.other.Store(fs.size.Load() - tr.Stats().UsedBytes - free)
+		tr.space.at.Store(0)
+	}
+	setFree(tr.minFree()/2 - 1)
+	ops := []struct {
+		name string
+		op   func() error
+	}{
+		{"put of a new key (evicting)", func() error {
+			d := payload(1000, size)
+			return tr.Put(ctx, key(1000), d, block.Checksum(d), block.PutOptions{})
+		}},
+		{"delete", func() error { return tr.Delete(ctx, some) }},
+		{"pin", func() error { return tr.Pin(ctx, some, time.Now().Add(time.Hour)) }},
+	}
+	version := tr.db.MaxVersion()
+	for _, tc := range ops {
+		if err := tc.op(); !errors.Is(err, block.ErrNoSpace) {
+			t.Errorf("%s below half the floor: %v, want ErrNoSpace", tc.name, err)
+		}
+		if v := tr.db.MaxVersion(); v != version {
+			t.Fatalf("%s below half the floor wrote to the index (version %d -> %d)", tc.name, version, v)
+		}
+	}
+	if tr.Stats().IndexRefused == 0 {
+		t.Error("the refused index writes were not counted")
+	}
+	// Reads serve what is still indexed, without writing (touch is skipped).
+	for k := range tr.keysForTest(t) {
+		ref, err := tr.Get(ctx, k)
+		if err != nil {
+			t.Fatalf("get %v below half the floor: %v", k, err)
+		}
+		ref.Release()
+	}
+	if v := tr.db.MaxVersion(); v != version {
+		t.Fatalf("reads below half the floor wrote to the index (version %d -> %d)", version, v)
+	}
+	if !tr.Contains(some) {
+		t.Fatal("the refused delete removed the block")
+	}
+
+	// With room again, the same operations write.
+	setFree(tr.minFree() + 4<<20)
+	for _, tc := range ops {
+		if err := tc.op(); err != nil && !(tc.name == "pin" && errors.Is(err, block.ErrNotFound)) {
+			t.Errorf("%s with room: %v", tc.name, err)
+		}
+	}
+	if tr.Contains(some) {
+		t.Error("the delete with room did not remove the block")
+	}
+	if v := tr.db.MaxVersion(); v == version {
+		t.Error("no index write with room")
 	}
 }

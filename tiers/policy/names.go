@@ -24,6 +24,7 @@ func windowWith(mod func(*WindowConfig)) Factory {
 // of Window and Segmented that docs/policy.md measures.
 var named = map[string]Factory{
 	"lru":                  NewLRU,
+	"s3fifo":               NewS3FIFO,
 	"window":               NewWindow,
 	"window-noghost":       windowWith(func(c *WindowConfig) { c.Ghost = false }),
 	"window-nochain":       windowWith(func(c *WindowConfig) { c.ChainOrder = false }),

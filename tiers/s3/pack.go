@@ -17,6 +17,11 @@ import (
 // says how long the index is and carries its CRC-32C, so a reader that knows
 // nothing about a pack finds its index with one ranged GET of the tail and
 // one of the index. See docs/s3tier.md.
+//
+// Damage to any byte of the index or trailer is detected, except in the
+// trailer's created time, which no checksum covers: it only orders
+// compaction and is reported as a block's creation time (expiry is per
+// block, in the checksummed index).
 
 const (
 	trailerSize  = 32
@@ -102,6 +107,9 @@ func decodeTrailer(b []byte, packSize int64) (trailer, error) {
 	}
 	if v := binary.LittleEndian.Uint16(b[12:14]); v != packVersion {
 		return trailer{}, fmt.Errorf("%w: s3 pack version %d, want %d", block.ErrInvalidArgument, v, packVersion)
+	}
+	if r := binary.LittleEndian.Uint16(b[14:16]); r != 0 {
+		return trailer{}, fmt.Errorf("%w: s3 pack trailer reserved bytes %#04x, want 0", block.ErrChecksum, r)
 	}
 	minEntry := int64(entrySize(packEntry{}))
 	switch {

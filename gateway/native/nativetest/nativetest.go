@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,15 +16,19 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/native"
 )
 
-// MapTier is a ctxstore.Tier over a Go map. Put copies the bytes; Get hands
-// out the stored slice itself (like a tier's memory) under a lease that the
-// tier counts, so tests can check that every lease is released.
+// MapTier is a ctxstore.Tier over a Go map. Put copies the bytes into a
+// memory file (a memfd, mapped, like the DRAM tier's arena); Get hands out
+// the mapped slice itself under a lease that the tier counts, so tests can
+// check that every lease is released, and says where it lies in the file
+// (block.Ref.SetFile), so a server's sendfile path is exercised.
 type MapTier struct {
 	mu   sync.RWMutex
 	m    map[block.Key]*entry
@@ -32,10 +37,14 @@ type MapTier struct {
 	// marks records, per Get, whether its context carried
 	// block.WithReaderVerify (TakeReaderMarks).
 	marks []bool
+
+	file *os.File // the memory file; nil until the first Put
+	end  int64    // its size: where the next Put's bytes go
 }
 
 type entry struct {
-	data   []byte
+	data   []byte // a mapping of the memory file at off
+	off    int64
 	sum    uint32
 	pinned time.Time
 	info   block.Info
@@ -55,7 +64,11 @@ func (t *MapTier) Put(_ context.Context, key block.Key, data []byte, sum uint32,
 		return fmt.Errorf("%w: %s", block.ErrConflict, key)
 	}
 	now := time.Now()
-	e := &entry{data: bytes.Clone(data), sum: sum, info: block.Info{Key: key, Size: int64(len(data)), Sum: sum, Tier: block.TierDRAM, Priority: opts.Priority, Created: now, LastAccess: now}}
+	off, mapped, err := t.storeLocked(data)
+	if err != nil {
+		return err
+	}
+	e := &entry{data: mapped, off: off, sum: sum, info: block.Info{Key: key, Size: int64(len(data)), Sum: sum, Tier: block.TierDRAM, Priority: opts.Priority, Created: now, LastAccess: now}}
 	if opts.PinTTL > 0 {
 		e.pinned = now.Add(opts.PinTTL)
 	}
@@ -77,11 +90,43 @@ func (t *MapTier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	t.mu2.Lock()
 	t.open++
 	t.mu2.Unlock()
-	return block.NewRef(e.data, e.sum, block.TierDRAM, func() {
+	ref := block.NewRef(e.data, e.sum, block.TierDRAM, func() {
 		t.mu2.Lock()
 		t.open--
 		t.mu2.Unlock()
-	}), nil
+	})
+	// Entries are never rewritten in place (Put appends), so sending from
+	// the file needs nothing from the tier afterwards.
+	ref.SetFile(int(t.file.Fd()), e.off, nil)
+	return ref, nil
+}
+
+// storeLocked appends data to the memory file, page-aligned, and returns
+// where it went and a shared mapping of those bytes. Space is never reused.
+func (t *MapTier) storeLocked(data []byte) (int64, []byte, error) {
+	if t.file == nil {
+		fd, err := unix.MemfdCreate("nativetest", unix.MFD_CLOEXEC)
+		if err != nil {
+			return 0, nil, fmt.Errorf("nativetest: memfd_create: %w", err)
+		}
+		t.file = os.NewFile(uintptr(fd), "nativetest")
+	}
+	off := t.end
+	if len(data) == 0 {
+		return off, []byte{}, nil
+	}
+	page := int64(os.Getpagesize())
+	size := (int64(len(data)) + page - 1) / page * page
+	if err := t.file.Truncate(off + size); err != nil {
+		return 0, nil, fmt.Errorf("nativetest: grow memory file: %w", err)
+	}
+	m, err := unix.Mmap(int(t.file.Fd()), off, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return 0, nil, fmt.Errorf("nativetest: mmap: %w", err)
+	}
+	copy(m, data)
+	t.end = off + size
+	return off, m[:len(data):len(data)], nil
 }
 
 // Stat returns the block's metadata.

@@ -104,13 +104,32 @@ func FuzzDecodeAuth(f *testing.F) {
 	})
 }
 
-// FuzzDecodeChallenge: the client's decoder never panics and round-trips.
+// FuzzDecodeChallenge: the client's decoder rejects with MalformedFrame
+// anything shorter than a challenge, with unknown flags or with nonzero
+// reserved bytes, and otherwise re-encodes to exactly the challenge's bytes.
 func FuzzDecodeChallenge(f *testing.F) {
 	f.Add(AppendChallenge(nil, Challenge{Flags: ChallengeAuthRequired}))
+	f.Add(AppendChallenge(nil, Challenge{Nonce: [NonceSize]byte{1, 2, 3}}))
+	f.Add(AppendChallenge(nil, Challenge{Flags: 0x8000}))
+	f.Add(append(AppendChallenge(nil, Challenge{}), 9))
+	bad := AppendChallenge(nil, Challenge{})
+	bad[2] = 1
+	f.Add(bad)
+	f.Add([]byte{1, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeChallenge(b)
+		valid := len(b) >= ChallengeSize && le.Uint16(b)&^challengeFlagsKnown == 0 && le.Uint16(b[2:]) == 0
 		if err != nil {
+			if !errors.Is(err, errcode.ErrMalformedFrame) {
+				t.Fatalf("error %v does not wrap MalformedFrame", err)
+			}
+			if valid {
+				t.Fatalf("valid challenge %x rejected: %v", b, err)
+			}
 			return
+		}
+		if !valid {
+			t.Fatalf("invalid challenge %x accepted", b)
 		}
 		if got := AppendChallenge(nil, c); !bytes.Equal(got, b[:ChallengeSize]) {
 			t.Fatalf("re-encoded %x, decoded from %x", got, b)

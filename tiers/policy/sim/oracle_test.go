@@ -141,7 +141,7 @@ func TestReusedOracleOnSharedTraces(t *testing.T) {
 	for _, file := range []string{"conversation_trace.jsonl", "synthetic_trace.jsonl"} {
 		rs, err := trace.ReadFile(filepath.Join(dir, file))
 		if err != nil {
-			t.Skipf("shared trace %s unreadable: %v", file, err)
+			t.Fatalf("shared trace %s unreadable: %v", file, err)
 		}
 		bound := trace.InfiniteCacheHitRatio(rs)
 		for _, tokens := range []int{3_000_000, 10_000_000} {

@@ -80,8 +80,13 @@ func replay(reqs []trace.Request, capacity int, name string, p policy.Policy, cl
 	if opt.ProtectRequest {
 		evictable = func(h policy.Handle) bool { return !busy[h] }
 	}
+	obs, _ := p.(RequestObserver)
 	access := 0
-	for _, r := range reqs {
+	for ri := range reqs {
+		r := &reqs[ri]
+		if obs != nil {
+			obs.BeginRequest(r)
+		}
 		res.Total += int64(len(r.HashIDs))
 		miss := false
 		var parent uint64
@@ -136,6 +141,9 @@ func replay(reqs []trace.Request, capacity int, name string, p policy.Policy, cl
 			busy[h] = false
 		}
 		held = held[:0]
+		if obs != nil {
+			obs.EndRequest(r)
+		}
 	}
 	return res
 }

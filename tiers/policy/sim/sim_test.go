@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/internal/testdep"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
@@ -131,10 +132,7 @@ func sharedTraces(t *testing.T) string {
 		return d
 	}
 	d := filepath.Join("..", "..", "..", "..", "shared", "traces")
-	if _, err := os.Stat(d); err != nil {
-		t.Skipf("shared traces not found at %s (a clone without ../shared); set CTXTIER_SHARED_TRACES to run", d)
-	}
-	return d
+	return testdep.Path(t, d, "the shared traces", "they live in ../shared/traces beside the repository; or set CTXTIER_SHARED_TRACES")
 }
 
 // TestSharedTraces replays the Mooncake traces through the Window policy. It
@@ -154,7 +152,7 @@ func TestSharedTraces(t *testing.T) {
 	} {
 		rs, err := trace.ReadFile(filepath.Join(dir, tc.file))
 		if err != nil {
-			t.Skipf("shared trace %s unreadable: %v", tc.file, err)
+			t.Fatalf("shared trace %s unreadable: %v", tc.file, err)
 		}
 		bound := trace.InfiniteCacheHitRatio(rs)
 		for _, tokens := range []int{1_000_000, 3_000_000, 5_000_000, 10_000_000, 20_000_000} {

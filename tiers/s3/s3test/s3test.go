@@ -3,7 +3,8 @@
 // directory and stopped by the test's cleanup. scripts/versitygw.sh installs
 // the binary into ${CTXTIER_CACHE:-$HOME/.cache/ctxtier}/bin;
 // CTXTIER_VERSITYGW names another one. Without a binary the test skips with
-// a message saying how to install it.
+// a message saying how to install it, or fails under CI=true or
+// CTXTIER_STRICT=1 (internal/testdep).
 package s3test
 
 import (
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/internal/freeport"
+	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
 // Credentials of the test server (the same as scripts/versitygw.sh's).
@@ -27,7 +29,7 @@ const (
 // Version is the versitygw release the scripts install.
 const Version = "v1.8.0"
 
-// Binary finds the versitygw binary, or skips t.
+// Binary finds the versitygw binary, or skips t (fails it when strict).
 func Binary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("CTXTIER_VERSITYGW"); p != "" {
@@ -42,10 +44,7 @@ func Binary(t testing.TB) string {
 		cache = filepath.Join(home, ".cache", "ctxtier")
 	}
 	p := filepath.Join(cache, "bin", "versitygw-"+Version)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("versitygw not installed (%s missing): run scripts/versitygw.sh install, or set CTXTIER_VERSITYGW", p)
-	}
-	return p
+	return testdep.Path(t, p, "versitygw "+Version, "run scripts/versitygw.sh install (make test-deps does), or set CTXTIER_VERSITYGW")
 }
 
 // Server is a running versitygw.

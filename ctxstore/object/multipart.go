@@ -1,0 +1,375 @@
+package object
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// Multipart uploads. An upload is a record under the reserved key
+// "\x00upload\x00<id>" holding the object key, the headers given at
+// creation and the time it began; each uploaded part is a record under
+// "\x00part\x00<id>\x00<number>" whose value is a one-segment manifest (its
+// size, MD5 ETag and data blocks). Completing an upload writes the object's
+// manifest naming the listed parts' segments (no byte is copied), then drops
+// the part and upload records; parts not listed are retired. An upload left
+// alone is aborted by SweepUploads once older than its TTL.
+
+// S3's multipart limits.
+const (
+	// MaxParts is the highest part number and the most parts an upload may complete.
+	MaxParts = 10000
+	// MinPartSize is the least size of every part but the last.
+	MinPartSize = 5 << 20
+)
+
+var (
+	// ErrNoSuchUpload: the upload id names no upload in progress.
+	ErrNoSuchUpload = fmt.Errorf("%w: no such upload", block.ErrNotFound)
+	// ErrInvalidPart: a listed part was not uploaded or its ETag differs.
+	ErrInvalidPart = fmt.Errorf("%w: invalid part", block.ErrInvalidArgument)
+	// ErrInvalidPartOrder: the part list is not in ascending order.
+	ErrInvalidPartOrder = fmt.Errorf("%w: parts not in ascending order", block.ErrInvalidArgument)
+	// ErrEntityTooSmall: a part other than the last is below MinPartSize.
+	ErrEntityTooSmall = fmt.Errorf("%w: part below the minimum size", block.ErrInvalidArgument)
+)
+
+// Upload is a multipart upload in progress.
+type Upload struct {
+	ID        string
+	Key       string
+	Initiated time.Time
+	Headers   []Header
+}
+
+// Part is an uploaded part.
+type Part struct {
+	Number int
+	Meta
+}
+
+const uploadMagic = "CTXU\x01"
+
+func uploadKey(id string) []byte { return []byte(reservedPrefix + "upload\x00" + id) }
+
+func partKey(id string, n int) []byte {
+	return []byte(reservedPrefix + "part\x00" + id + "\x00" + strconv.Itoa(n))
+}
+
+func (u Upload) encode() []byte {
+	b := appendStr([]byte(uploadMagic), u.Key)
+	b = binary.AppendVarint(b, u.Initiated.UnixNano())
+	b = binary.AppendUvarint(b, uint64(len(u.Headers)))
+	for _, h := range u.Headers {
+		b = appendStr(appendStr(b, h.Name), h.Value)
+	}
+	return b
+}
+
+func decodeUpload(id string, b []byte) (Upload, error) {
+	if len(b) < len(uploadMagic) || string(b[:len(uploadMagic)]) != uploadMagic {
+		return Upload{}, fmt.Errorf("%w: record is not an upload", block.ErrInvalidArgument)
+	}
+	r := &reader{b: b[len(uploadMagic):]}
+	u := Upload{ID: id, Key: r.str("key")}
+	u.Initiated = time.Unix(0, r.varint("time")).UTC()
+	nh := r.uvarint("header count", maxHeaders)
+	for i := uint64(0); i < nh && r.err == nil; i++ {
+		u.Headers = append(u.Headers, Header{Name: r.str("header name"), Value: r.str("header value")})
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	return u, r.err
+}
+
+// validUploadID reports whether id has the form CreateUpload issues (16 hex
+// digits), so a client's id can never name another record.
+func validUploadID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	_, err := strconv.ParseUint(id, 16, 64)
+	return err == nil && strings.ToLower(id) == id
+}
+
+// CreateUpload begins a multipart upload of key with the given headers and
+// returns it.
+func (s *Store) CreateUpload(ctx context.Context, ns string, key []byte, headers []Header) (Upload, error) {
+	n, err := s.objectNamespace(ns, key)
+	if err != nil {
+		return Upload{}, err
+	}
+	u := Upload{ID: fmt.Sprintf("%016x", rand.Uint64()), Key: string(key), Initiated: s.now().UTC(), Headers: headers}
+	uk := uploadKey(u.ID)
+	if ok, err := s.replace(ctx, n, s.SlotKey(n, uk), uk, encodeRecord(uk, u.encode(), time.Time{}), time.Time{}, true, nil); err != nil {
+		return Upload{}, err
+	} else if !ok {
+		return Upload{}, fmt.Errorf("%w: upload id %s taken; retry", block.ErrUnavailable, u.ID)
+	}
+	return u, nil
+}
+
+// upload reads upload id of namespace n.
+func (s *Store) upload(ctx context.Context, n block.Namespace, id string) (Upload, error) {
+	if !validUploadID(id) {
+		return Upload{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
+	}
+	uk := uploadKey(id)
+	v, _, err := s.read(ctx, s.SlotKey(n, uk), uk)
+	if errors.Is(err, block.ErrNotFound) {
+		return Upload{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
+	}
+	if err != nil {
+		return Upload{}, err
+	}
+	defer v.Release()
+	return decodeUpload(id, v.Data)
+}
+
+// GetUpload returns upload id of namespace ns, or ErrNoSuchUpload.
+func (s *Store) GetUpload(ctx context.Context, ns, id string) (Upload, error) {
+	n, err := s.objectNamespace(ns, nil)
+	if err != nil {
+		return Upload{}, err
+	}
+	return s.upload(ctx, n, id)
+}
+
+// UploadPart stores part number num of upload id from body (at most limit
+// bytes), replacing an earlier upload of the same number, and returns the
+// part's metadata (its ETag is the MD5 of its bytes).
+func (s *Store) UploadPart(ctx context.Context, ns, id string, num int, body io.Reader, limit int64) (Meta, error) {
+	n, err := s.objectNamespace(ns, nil)
+	if err != nil {
+		return Meta{}, err
+	}
+	if num < 1 || num > MaxParts {
+		return Meta{}, fmt.Errorf("%w: part number %d outside 1..%d", block.ErrInvalidArgument, num, MaxParts)
+	}
+	if _, err := s.upload(ctx, n, id); err != nil {
+		return Meta{}, err
+	}
+	seg, sum, err := s.writeSegment(ctx, n, body, limit)
+	if err != nil {
+		return Meta{}, err
+	}
+	// Even an empty part keeps its (blockless) segment: an object's
+	// segments map one to one onto its parts (Object.PartRange).
+	m := manifest{Meta: Meta{Size: seg.Size, ETag: `"` + hex.EncodeToString(sum) + `"`, Modified: s.now().UTC()}, Segments: []Segment{seg}}
+	if err := s.swapManifest(ctx, n, partKey(id, num), m, false); err != nil {
+		s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
+		return Meta{}, err
+	}
+	return m.Meta, nil
+}
+
+// parts returns the uploaded parts of upload id in number order. Part
+// records are found by probing each number's slot in the index (no scan).
+func (s *Store) parts(ctx context.Context, n block.Namespace, id string) ([]Part, []manifest, error) {
+	var out []Part
+	var ms []manifest
+	for num := 1; num <= MaxParts; num++ {
+		pk := partKey(id, num)
+		if ok, err := s.blocks.Exists(ctx, s.SlotKey(n, pk)); err != nil {
+			return nil, nil, err
+		} else if !ok {
+			continue
+		}
+		m, err := s.manifest(ctx, n, pk)
+		if errors.Is(err, block.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, Part{Number: num, Meta: m.Meta})
+		ms = append(ms, m)
+	}
+	return out, ms, nil
+}
+
+// ListParts returns upload id and its uploaded parts in number order.
+func (s *Store) ListParts(ctx context.Context, ns, id string) (Upload, []Part, error) {
+	n, err := s.objectNamespace(ns, nil)
+	if err != nil {
+		return Upload{}, nil, err
+	}
+	u, err := s.upload(ctx, n, id)
+	if err != nil {
+		return Upload{}, nil, err
+	}
+	ps, _, err := s.parts(ctx, n, id)
+	return u, ps, err
+}
+
+// CompletedPart is one entry of a CompleteMultipartUpload's part list.
+type CompletedPart struct {
+	Number int
+	ETag   string
+}
+
+// CompleteUpload assembles upload id's listed parts into its object and
+// returns the object's metadata: ETag "<md5 of the parts' MD5s>-N". The
+// list must be in ascending order (ErrInvalidPartOrder), name uploaded
+// parts with their ETags (ErrInvalidPart), and every part but the last must
+// be at least MinPartSize (ErrEntityTooSmall); on any of these, or when
+// ifAbsent and the object exists (ErrPreconditionFailed), nothing changes
+// and the upload stays open.
+func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []CompletedPart, ifAbsent bool) (Meta, error) {
+	n, err := s.objectNamespace(ns, nil)
+	if err != nil {
+		return Meta{}, err
+	}
+	if len(list) == 0 || len(list) > MaxParts {
+		return Meta{}, fmt.Errorf("%w: a completion lists 1..%d parts, not %d", ErrInvalidPart, MaxParts, len(list))
+	}
+	u, err := s.upload(ctx, n, id)
+	if err != nil {
+		return Meta{}, err
+	}
+	for i := 1; i < len(list); i++ {
+		if list[i].Number <= list[i-1].Number {
+			return Meta{}, fmt.Errorf("%w: part %d after part %d", ErrInvalidPartOrder, list[i].Number, list[i-1].Number)
+		}
+	}
+	lin, err := s.blocks.Linearize(ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable))
+	if err != nil {
+		return Meta{}, err
+	}
+	all, ms, err := s.parts(lin, n, id)
+	if err != nil {
+		return Meta{}, err
+	}
+	byNum := make(map[int]int, len(all))
+	for i, p := range all {
+		byNum[p.Number] = i
+	}
+	obj := manifest{Meta: Meta{Modified: s.now().UTC(), Parts: len(list), Headers: u.Headers}}
+	sums := md5.New()
+	used := make(map[int]bool, len(list))
+	for i, c := range list {
+		j, ok := byNum[c.Number]
+		if !ok {
+			return Meta{}, fmt.Errorf("%w: part %d was not uploaded", ErrInvalidPart, c.Number)
+		}
+		if !etagMatches(c.ETag, all[j].ETag) || c.ETag == "*" {
+			return Meta{}, fmt.Errorf("%w: part %d has ETag %s, not %s", ErrInvalidPart, c.Number, all[j].ETag, c.ETag)
+		}
+		if i < len(list)-1 && all[j].Size < MinPartSize {
+			return Meta{}, fmt.Errorf("%w: part %d is %d bytes, below %d", ErrEntityTooSmall, c.Number, all[j].Size, MinPartSize)
+		}
+		raw, _ := hex.DecodeString(strings.Trim(all[j].ETag, `"`))
+		sums.Write(raw)
+		obj.Size += all[j].Size
+		obj.Segments = append(obj.Segments, ms[j].Segments...)
+		used[c.Number] = true
+	}
+	obj.ETag = fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(sums.Sum(nil)), len(list))
+	if err := s.swapManifest(ctx, n, []byte(u.Key), obj, ifAbsent); err != nil {
+		return Meta{}, err
+	}
+	// The object owns the listed parts' blocks now: drop their records
+	// without retiring them; retire the parts left out.
+	bg := context.WithoutCancel(ctx)
+	for i, p := range all {
+		_ = s.blocks.Delete(bg, s.SlotKey(n, partKey(id, p.Number)))
+		if !used[p.Number] {
+			s.retire(bg, n.Name, ms[i].Segments)
+		}
+	}
+	uk := uploadKey(id)
+	_ = s.blocks.Delete(bg, s.SlotKey(n, uk))
+	return obj.Meta, nil
+}
+
+// AbortUpload drops upload id and retires its parts.
+func (s *Store) AbortUpload(ctx context.Context, ns, id string) error {
+	n, err := s.objectNamespace(ns, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := s.upload(ctx, n, id); err != nil {
+		return err
+	}
+	return s.abort(ctx, n, id)
+}
+
+func (s *Store) abort(ctx context.Context, n block.Namespace, id string) error {
+	all, ms, err := s.parts(ctx, n, id)
+	if err != nil {
+		return err
+	}
+	bg := context.WithoutCancel(ctx)
+	for i, p := range all {
+		if err := s.blocks.Delete(bg, s.SlotKey(n, partKey(id, p.Number))); err == nil {
+			s.retire(bg, n.Name, ms[i].Segments)
+		}
+	}
+	if err := s.blocks.Delete(bg, s.SlotKey(n, uploadKey(id))); err != nil && !errors.Is(err, block.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// ListUploads returns the uploads in progress in namespace ns whose object
+// keys start with prefix, sorted by key and then initiation time.
+func (s *Store) ListUploads(ctx context.Context, ns, prefix string) ([]Upload, error) {
+	if _, err := s.objectNamespace(ns, nil); err != nil {
+		return nil, err
+	}
+	var out []Upload
+	pre := uploadKey("")
+	err := s.walk(ctx, ns, func(key, value []byte) error {
+		id, ok := strings.CutPrefix(string(key), string(pre))
+		if !ok {
+			return nil
+		}
+		if u, err := decodeUpload(id, value); err == nil && strings.HasPrefix(u.Key, prefix) {
+			out = append(out, u)
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b Upload) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return a.Initiated.Compare(b.Initiated)
+	})
+	return out, err
+}
+
+// SweepUploads aborts the uploads of namespace ns begun more than ttl ago
+// and returns how many it aborted.
+func (s *Store) SweepUploads(ctx context.Context, ns string, ttl time.Duration) (int, error) {
+	ups, err := s.ListUploads(ctx, ns, "")
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.objectNamespace(ns, nil)
+	if err != nil {
+		return 0, err
+	}
+	cut, done := s.now().Add(-ttl), 0
+	for _, u := range ups {
+		if u.Initiated.Before(cut) {
+			if err := s.abort(ctx, n, u.ID); err != nil {
+				return done, err
+			}
+			done++
+		}
+	}
+	return done, nil
+}

@@ -1,0 +1,61 @@
+package dram
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// TestFileRange checks that a Ref's file range holds the block's bytes, and
+// that pages handed to sendfile (FileRange called) are punched out of the
+// memory file when the block is freed, while pages never sent are left as
+// they are (freeing them costs nothing).
+func TestFileRange(t *testing.T) {
+	cases := []struct {
+		name string
+		sent bool
+	}{{"sent with sendfile", true}, {"never sent", false}}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTier(t, 1<<20)
+			data := payload(uint64(i), 3*PageSize+17)
+			if err := put(t, tr, key(i), data, block.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			ref, err := tr.Get(context.Background(), key(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd, off := tr.fd, int64(uintptr(unsafe.Pointer(&ref.Data[0]))-uintptr(unsafe.Pointer(&tr.arena[0])))
+			if tc.sent {
+				var ok bool
+				if fd, off, ok = ref.FileRange(); !ok {
+					t.Fatal("a DRAM ref has no file range")
+				}
+			}
+			got := make([]byte, len(data))
+			if _, err := unix.Pread(fd, got, off); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Fatal("the file range does not hold the block's bytes")
+			}
+			ref.Release()
+			if err := tr.Delete(context.Background(), key(i)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := unix.Pread(fd, got, off); err != nil {
+				t.Fatal(err)
+			}
+			zero := bytes.Count(got, []byte{0}) == len(got)
+			if zero != tc.sent {
+				t.Fatalf("after free: pages zero (punched) = %v, want %v", zero, tc.sent)
+			}
+		})
+	}
+}
