@@ -158,3 +158,28 @@ func FuzzJournal(f *testing.F) {
 		}
 	})
 }
+
+// TestPackIndexKeepsShards: an erasure shard's number (and the identity
+// block's shard 127) survives the pack index, so a rebuilt index returns
+// each shard under its own key, never under the whole block's.
+func TestPackIndexKeepsShards(t *testing.T) {
+	entries := []packEntry{
+		{Key: block.NewKey("default", 0), Off: 0, Len: 4, Sum: 1},
+		{Key: block.Key{Namespace: "default", Shard: block.MaxShard}, Off: 4, Len: 4, Sum: 2},
+		{Key: block.Key{Namespace: "ns", Hash: 9, Shard: 3}, Off: 8, Len: 4, Sum: 3},
+		{Key: block.Key{Namespace: "ns", Hash: 9, Shard: 2}.WithPart(5), Off: 12, Len: 4, Sum: 4},
+	}
+	pack := append(make([]byte, 16), encodeIndex(entries, time.Unix(5, 0))...)
+	got, _, err := decodePack(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(entries) {
+		t.Fatalf("%d entries, want %d", len(got), len(entries))
+	}
+	for i := range entries {
+		if got[i] != entries[i] {
+			t.Errorf("entry %d: %+v, want %+v", i, got[i].Key, entries[i].Key)
+		}
+	}
+}

@@ -49,9 +49,11 @@ func appendEntry(b []byte, e packEntry) []byte {
 	b = append(b, e.Key.Namespace...)
 	b = binary.LittleEndian.AppendUint64(b, e.Key.Hash)
 	b = binary.LittleEndian.AppendUint16(b, e.Key.Part)
-	var flags byte
+	// flags: bit 0 has part, bits 1..7 the erasure shard (block.Key.Shard,
+	// 0 for a whole block), as in the NVMe extent header.
+	flags := e.Key.Shard << 1
 	if e.Key.HasPart {
-		flags = 1
+		flags |= 1
 	}
 	b = append(b, flags)
 	b = binary.LittleEndian.AppendUint64(b, uint64(e.Off))
@@ -145,13 +147,8 @@ func decodeIndex(b []byte, t trailer, packSize int64) ([]packEntry, error) {
 		p := b[1+nl:]
 		e.Key.Hash = binary.LittleEndian.Uint64(p[0:8])
 		e.Key.Part = binary.LittleEndian.Uint16(p[8:10])
-		switch p[10] {
-		case 0:
-		case 1:
-			e.Key.HasPart = true
-		default:
-			return nil, fmt.Errorf("%w: s3 pack entry %d has flags %#x", block.ErrChecksum, i, p[10])
-		}
+		e.Key.HasPart = p[10]&1 != 0
+		e.Key.Shard = p[10] >> 1 // seven bits: at most block.MaxShard
 		if !e.Key.HasPart && e.Key.Part != 0 {
 			return nil, fmt.Errorf("%w: s3 pack entry %d has a part without the part flag", block.ErrChecksum, i)
 		}
