@@ -28,6 +28,25 @@ func NewChain(promote bool, tiers ...Lower) (*Chain, error) {
 	return &Chain{Tiers: tiers, Promote: promote}, nil
 }
 
+// IndexLoader is a tier that may still be loading its index after a start
+// (the S3 tier rebuilds its index from the bucket when the local copy is
+// lost): until IndexLoaded, Contains cannot tell a block it lacks from one
+// it has not indexed yet.
+type IndexLoader interface {
+	IndexLoaded() bool
+}
+
+// IndexLoaded reports whether every tier of the chain that loads an index
+// has finished.
+func (c *Chain) IndexLoaded() bool {
+	for _, t := range c.Tiers {
+		if l, ok := t.(IndexLoader); ok && !l.IndexLoaded() {
+			return false
+		}
+	}
+	return true
+}
+
 // Put writes to the first tier.
 func (c *Chain) Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
 	return c.Tiers[0].Put(ctx, key, data, sum, opts)

@@ -254,6 +254,13 @@ func (m *Manager) Stat(ctx context.Context, key block.Key) (block.Info, error) {
 	return m.lower.Stat(ctx, key)
 }
 
+// IndexLoaded reports whether the lower tiers have loaded their indexes
+// (IndexLoader): before that, Contains may miss blocks they hold.
+func (m *Manager) IndexLoaded() bool {
+	l, ok := m.lower.(IndexLoader)
+	return !ok || l.IndexLoaded()
+}
+
 // Contains reports presence in any tier.
 func (m *Manager) Contains(key block.Key) bool {
 	return m.dram.Contains(key) || (m.lower != nil && m.lower.Contains(key))

@@ -187,6 +187,10 @@ func (b *Backend) noteRestoreErr(err error) {
 	b.restoreMu.Unlock()
 }
 
+// indexLoader is a local tier stack that may still be loading a tier's
+// index (tiers.Manager: the S3 tier rebuilding from its bucket).
+type indexLoader interface{ IndexLoaded() bool }
+
 // restoreTask is one shard the index places on this node.
 type restoreTask struct {
 	key   block.Key
@@ -207,6 +211,13 @@ func (b *Backend) restorePass() bool {
 		b.restore.Done, b.restore.Err = true, ""
 		b.restoreMu.Unlock()
 		return true
+	}
+	// A local tier still loading its index (the S3 tier rebuilding from its
+	// bucket after a lost disk) would make shards it holds look missing, and
+	// a shard no other member has would then leave the placement: wait.
+	if l, ok := b.local.(indexLoader); ok && !l.IndexLoaded() {
+		b.noteRestoreErr(errors.New("waiting for the local tiers to load their indexes"))
+		return false
 	}
 	// Entries up to the index applied now are checked by this pass; a later
 	// pass checks only newer ones (a new entry's generation is its log

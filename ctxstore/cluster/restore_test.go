@@ -1,11 +1,16 @@
 package cluster
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/tiers"
+	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
 // restartEmpty stops tn's backend and starts it again over an empty tier
@@ -220,5 +225,83 @@ func TestIdentityTellsAStaleAddress(t *testing.T) {
 	tc.peers.mu.Unlock()
 	if !n1.backend.allVerified(ctx, []string{n2.id, n3.id, n1.id}) {
 		t.Fatal("members back at their addresses must verify")
+	}
+}
+
+// loadingLower is an empty lower tier that reports whether it has loaded
+// its index (as the S3 tier rebuilding from its bucket does).
+type loadingLower struct{ loaded atomic.Bool }
+
+func (l *loadingLower) IndexLoaded() bool { return l.loaded.Load() }
+func (l *loadingLower) Put(context.Context, block.Key, []byte, uint32, block.PutOptions) error {
+	return nil
+}
+func (l *loadingLower) Get(_ context.Context, k block.Key) (*block.Ref, error) {
+	return nil, fmt.Errorf("%w: %s", block.ErrNotFound, k)
+}
+func (l *loadingLower) Stat(_ context.Context, k block.Key) (block.Info, error) {
+	return block.Info{}, fmt.Errorf("%w: %s", block.ErrNotFound, k)
+}
+func (l *loadingLower) Contains(block.Key) bool { return false }
+func (l *loadingLower) Delete(_ context.Context, k block.Key) error {
+	return fmt.Errorf("%w: %s", block.ErrNotFound, k)
+}
+func (l *loadingLower) Pin(_ context.Context, k block.Key, _ time.Time) error {
+	return fmt.Errorf("%w: %s", block.ErrNotFound, k)
+}
+func (l *loadingLower) List(context.Context, string, string, string, int) ([]block.Info, error) {
+	return nil, nil
+}
+
+// TestRestoreWaitsForLocalIndexes: a restarted node whose lower tier is
+// still loading its index (so Contains misses what the tier may hold) does
+// not give up its single copies until the index is loaded; only then are
+// the blocks found missing counted lost.
+func TestRestoreWaitsForLocalIndexes(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	tc.createNS("one", 1, 0)
+	blocks := tc.putBlocks(9, 0, "one")
+	e, _ := tc.nodes[0].node.FSM().Lookup(blocks[0].key)
+	victim := tc.byID(e.Placement[0].NodeID)
+	var single []testBlock
+	for _, b := range blocks {
+		if e, _ := victim.node.FSM().Lookup(b.key); e.Placement[0].NodeID == victim.id {
+			single = append(single, b)
+		}
+	}
+	old := victim.backend
+	old.Close()
+	victim.tiers.Close()
+	lower := &loadingLower{}
+	dc := dram.DefaultConfig()
+	dc.Capacity = 8 << 20
+	tm, err := tiers.New(tiers.DefaultConfig(), dc, lower, testLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tm.Close() })
+	victim.tiers = tm
+	tc.peers.mu.Lock()
+	tc.peers.tiers[victim.id] = tm
+	tc.peers.mu.Unlock()
+	victim.cfg.Incarnation = old.cfg.Incarnation + 1
+	tc.newBackend(victim)
+
+	time.Sleep(time.Second) // restore passes run and must keep waiting
+	if victim.backend.Restored() {
+		t.Fatal("restore finished while the lower tier was still loading its index")
+	}
+	if st := victim.backend.RestoreStatus(); st.Lost != 0 {
+		t.Fatalf("gave up %d shards while the lower tier was loading: %+v", st.Lost, st)
+	}
+	for _, b := range single {
+		if _, ok := tc.leader().node.FSM().Lookup(b.key); !ok {
+			t.Fatalf("%s left the index while the lower tier was loading", b.key)
+		}
+	}
+	lower.loaded.Store(true) // loaded, and it has none of them
+	tc.waitRestored(victim)
+	if st := victim.backend.RestoreStatus(); st.Lost != uint64(len(single)) {
+		t.Fatalf("lost %d, want %d once the index is loaded: %+v", st.Lost, len(single), st)
 	}
 }

@@ -663,6 +663,10 @@ func (t *Tier) Stat(_ context.Context, key block.Key) (block.Info, error) {
 	return block.Info{}, fmt.Errorf("%w: %s not in the s3 tier", block.ErrNotFound, key)
 }
 
+// IndexLoaded reports whether the index is complete: false while it is being
+// rebuilt from the bucket, when Contains may miss blocks the bucket holds.
+func (t *Tier) IndexLoaded() bool { return t.rebuilt.Load() }
+
 // Contains reports whether the tier holds key (buffered or uploaded).
 func (t *Tier) Contains(key block.Key) bool {
 	t.mu.Lock()
