@@ -510,6 +510,12 @@ func (d *decoder) namespace() block.Namespace {
 	}
 	if d.err == nil && d.remaining() > 0 {
 		n.Kind = block.Kind(d.str())
+		// The encoder writes the field only for a kind other than block:
+		// an empty or "block" kind here is a second encoding of a block
+		// namespace, refused so that every command has one encoding.
+		if d.err == nil && (n.Kind == "" || n.Kind == block.KindBlock) {
+			d.fail("namespace kind %q written out (a block namespace omits it)", n.Kind)
+		}
 	}
 	return n
 }
