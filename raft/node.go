@@ -126,10 +126,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		unWAL()
 		return nil, fmt.Errorf("%w: raft advertise %s: %v", block.ErrInvalidArgument, cfg.advertise(), err)
 	}
-	trans := hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
+	trans := &gatedTransport{NetworkTransport: hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
 		Stream: NewStreamLayer(ln, adv, cfg.TLS), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
-	})
-	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: w, Stable: w, Snapshots: snaps, Transport: trans, Closers: []io.Closer{trans, w, meta}, Probe: dialProbe})
+	})}
+	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: w, Stable: w, Snapshots: snaps, Transport: trans,
+		Closers: []io.Closer{closerFunc(trans.stopHeartbeats), trans, w, meta}, Probe: dialProbe})
 	if err != nil {
 		trans.Close()
 		w.Close()
@@ -556,3 +557,45 @@ func (n *Node) watchLeadership() {
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
+
+// gatedTransport is the TCP transport with Raft's heartbeat fast path
+// gated: the transport calls that path from its own connection goroutines,
+// outside Raft's run loop, so a heartbeat that arrived just before Shutdown
+// can still be writing the term when the stores close, and Raft panics on a
+// store error ("failed to save current term: closed"). Close stops the gate
+// first: it waits for heartbeats in progress and refuses later ones.
+type gatedTransport struct {
+	*hraft.NetworkTransport
+	mu     sync.RWMutex
+	closed bool
+}
+
+// SetHeartbeatHandler installs cb behind the gate.
+func (g *gatedTransport) SetHeartbeatHandler(cb func(rpc hraft.RPC)) {
+	if cb == nil {
+		g.NetworkTransport.SetHeartbeatHandler(nil)
+		return
+	}
+	g.NetworkTransport.SetHeartbeatHandler(func(rpc hraft.RPC) {
+		g.mu.RLock()
+		defer g.mu.RUnlock()
+		if g.closed {
+			rpc.Respond(nil, errors.New("raft: node closed"))
+			return
+		}
+		cb(rpc)
+	})
+}
+
+// stopHeartbeats waits for heartbeats in progress and refuses later ones.
+func (g *gatedTransport) stopHeartbeats() error {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	return nil
+}
+
+// closerFunc is a func as an io.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
