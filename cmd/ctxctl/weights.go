@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ctxtier/ctxtier/internal/weights"
@@ -22,7 +23,7 @@ const weightsUsage = `usage:
   ctxctl weights pull MODEL DIR [flags]
 
 Moves a model checkpoint between a directory and the tier's S3 endpoint
-(--s3, default 127.0.0.1:7403): one object per file under MODEL/ in the
+(--s3, default 127.0.0.1:7403; several, comma-separated, for a pull to fail over): one object per file under MODEL/ in the
 object namespace --namespace (default weights, created on first push), and
 a manifest of sizes and SHA-256s. A pull verifies every chunk, skips files
 already complete, and resumes a file left by an interrupted pull (FILE.ctxpart)
@@ -36,7 +37,7 @@ func weightsFlags(action string, args []string, errOut io.Writer) (cfg weights.C
 	fs := flag.NewFlagSet("weights "+action, flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	fs.Usage = func() { fmt.Fprintln(errOut, weightsUsage) }
-	fs.StringVar(&cfg.Endpoint, "s3", cfg.Endpoint, "a ctxd S3 endpoint (host:port)")
+	endpoints := fs.String("s3", strings.Join(cfg.Endpoints, ","), "ctxd S3 endpoints (host:port, comma-separated): push uses the first, a pull moves to the next when one fails")
 	fs.StringVar(&cfg.AccessKey, "access-key", os.Getenv("CTXTIER_ACCESS_KEY"), "S3 access key id")
 	fs.StringVar(&cfg.Secret, "secret", os.Getenv("CTXTIER_SECRET"), "S3 secret")
 	fs.StringVar(&cfg.Region, "region", cfg.Region, "region requests are signed for")
@@ -69,6 +70,12 @@ func weightsFlags(action string, args []string, errOut io.Writer) (cfg weights.C
 		return cfg, name, progress, rest, fmt.Errorf("weights push: --name MODEL is required")
 	}
 	cfg.ChunkSize = *chunkMiB << 20
+	cfg.Endpoints = nil
+	for _, e := range strings.Split(*endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.Endpoints = append(cfg.Endpoints, e)
+		}
+	}
 	return cfg, name, progress, rest, cfg.Validate()
 }
 

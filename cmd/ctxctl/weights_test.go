@@ -9,8 +9,8 @@ import (
 )
 
 func TestWeightsFlags(t *testing.T) {
-	cfg, name, prog, rest, err := weightsFlags("push", strings.Fields("ckpt/ --name llama/7b --s3 10.0.0.1:7403 --chunk-mib 32 --parallel 8 --progress=false"), io.Discard)
-	if err != nil || name != "llama/7b" || prog || len(rest) != 1 || rest[0] != "ckpt/" || cfg.Endpoint != "10.0.0.1:7403" || cfg.ChunkSize != 32<<20 || cfg.Parallel != 8 || cfg.Namespace != "weights" {
+	cfg, name, prog, rest, err := weightsFlags("push", strings.Fields("ckpt/ --name llama/7b --s3 10.0.0.1:7403,10.0.0.2:7403 --chunk-mib 32 --parallel 8 --progress=false"), io.Discard)
+	if err != nil || name != "llama/7b" || prog || len(rest) != 1 || rest[0] != "ckpt/" || len(cfg.Endpoints) != 2 || cfg.Endpoints[1] != "10.0.0.2:7403" || cfg.ChunkSize != 32<<20 || cfg.Parallel != 8 || cfg.Namespace != "weights" {
 		t.Fatalf("push flags: %+v %q %v %v %v", cfg, name, prog, rest, err)
 	}
 	cfg, _, prog, rest, err = weightsFlags("pull", strings.Fields("llama/7b /models/llama --namespace ckpts"), io.Discard)
@@ -25,6 +25,7 @@ func TestWeightsFlags(t *testing.T) {
 		{"pull", "m d --chunk-mib 1"},         // chunk below 5 MiB
 		{"pull", "m d --parallel 0"},          // no workers
 		{"pull", "m d --namespace="},          // empty namespace
+		{"pull", "m d --s3 ,"},                // no endpoint
 		{"push", "d --name m --frobnicate 1"}, // unknown flag
 	}
 	for _, b := range bad {

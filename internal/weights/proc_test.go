@@ -39,27 +39,53 @@ func TestMain(m *testing.M) {
 
 // node is a running ctxd process with an admin S3 key.
 type node struct {
-	cmd  *exec.Cmd
-	s3   string
-	key  credential.Credential
-	done chan struct{}
+	cmd     *exec.Cmd
+	s3      string
+	dataDir string
+	key     credential.Credential
+	done    chan struct{}
 }
 
 // startCtxd starts a single-node ctxd with a fresh data dir on ephemeral
-// ports and waits for its "ctxd ready" log line.
-func startCtxd(t *testing.T) *node {
+// ports and waits for its "ctxd ready" log line. Its admin key is new, or
+// when keysFrom is a data dir, that dir's keys (files copied).
+func startCtxd(t *testing.T, keysFrom string) *node {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
+	for _, f := range []string{credential.FileName, credential.NodeKeyFile} {
+		if keysFrom == "" {
+			break
+		}
+		b, err := os.ReadFile(filepath.Join(keysFrom, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	keys, err := credential.OpenFile(credential.DefaultConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := keys.Create(ctx, []string{credential.ScopeAll}, "weights test")
+	var key credential.Credential
+	if keysFrom == "" {
+		key, err = keys.Create(ctx, []string{credential.ScopeAll}, "weights test")
+	} else {
+		var all []credential.Credential
+		all, err = keys.List(ctx)
+		if err == nil && len(all) != 1 {
+			err = fmt.Errorf("%d keys in %s, want 1", len(all), keysFrom)
+		}
+		if err == nil {
+			key, err = keys.Lookup(all[0].AccessKeyID)
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{key: key, done: make(chan struct{})}
+	n := &node{key: key, dataDir: dir, done: make(chan struct{})}
 	n.cmd = exec.Command(ctxdBin, "--data-dir", dir, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 		"--s3-admin-listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
 		"--raft-listen", freeport.Addr(t), "--log-format", "json")
@@ -95,10 +121,13 @@ func startCtxd(t *testing.T) *node {
 	return n
 }
 
+// kill ends the process with SIGKILL and waits for it.
+func (n *node) kill() { n.cmd.Process.Kill(); <-n.done }
+
 func (n *node) client(t *testing.T, mut func(*Config)) *Client {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Endpoint, cfg.AccessKey, cfg.Secret = n.s3, n.key.AccessKeyID, n.key.Secret
+	cfg.Endpoints, cfg.AccessKey, cfg.Secret = []string{n.s3}, n.key.AccessKeyID, n.key.Secret
 	cfg.ChunkSize = 8 << 20
 	if mut != nil {
 		mut(&cfg)

@@ -167,7 +167,8 @@ feed:
 }
 
 // fetchChunk reads chunk i of f into b with a ranged GET, retrying a failed
-// or corrupt read, and verifies it against the manifest.
+// or corrupt read (a failed one through the next endpoint), and verifies it
+// against the manifest.
 func (c *Client) fetchChunk(ctx context.Context, model string, f File, i int, off int64, b []byte, fetched *atomic.Int64, progress *Progress) error {
 	var last error
 	for try := 0; try <= c.cfg.Retries; try++ {
@@ -178,9 +179,13 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, i int, of
 		if err := opts.SetRange(off, off+int64(len(b))-1); err != nil {
 			return err
 		}
-		obj, err := c.mc.GetObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), opts)
+		mc, ep := c.client()
+		obj, err := mc.GetObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), opts)
 		if err != nil {
 			last = err
+			if ctx.Err() == nil {
+				c.failed(ep)
+			}
 			continue
 		}
 		n, err := io.ReadFull(obj, b)
@@ -189,6 +194,9 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, i int, of
 		progress.Done.Add(int64(n))
 		if err != nil {
 			last = err
+			if ctx.Err() == nil {
+				c.failed(ep)
+			}
 			continue
 		}
 		if sumHex(b) != f.Chunks[i] {

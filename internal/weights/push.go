@@ -70,7 +70,7 @@ func (c *Client) Push(ctx context.Context, dir, model string, progress *Progress
 	if err != nil {
 		return nil, err
 	}
-	_, err = c.mc.PutObject(ctx, c.cfg.Namespace, c.objectName(model, ManifestName), bytes.NewReader(b), int64(len(b)),
+	_, err = c.mcs[0].PutObject(ctx, c.cfg.Namespace, c.objectName(model, ManifestName), bytes.NewReader(b), int64(len(b)),
 		minio.PutObjectOptions{ContentType: "application/json"})
 	if err != nil {
 		return nil, fmt.Errorf("weights: push manifest: %w", err)
@@ -107,14 +107,14 @@ func (c *Client) sum(p string, f *File) error {
 }
 
 func (c *Client) ensureNamespace(ctx context.Context) error {
-	ok, err := c.mc.BucketExists(ctx, c.cfg.Namespace)
+	ok, err := c.mcs[0].BucketExists(ctx, c.cfg.Namespace)
 	if err != nil {
 		return fmt.Errorf("weights: namespace %q: %w", c.cfg.Namespace, err)
 	}
 	if ok {
 		return nil
 	}
-	if err := c.mc.MakeBucket(ctx, c.cfg.Namespace, minio.MakeBucketOptions{Region: c.cfg.Region}); err != nil {
+	if err := c.mcs[0].MakeBucket(ctx, c.cfg.Namespace, minio.MakeBucketOptions{Region: c.cfg.Region}); err != nil {
 		if code := minio.ToErrorResponse(err).Code; code != "BucketAlreadyOwnedByYou" && code != "BucketAlreadyExists" {
 			return fmt.Errorf("weights: create namespace %q: %w", c.cfg.Namespace, err)
 		}
@@ -138,7 +138,7 @@ func (c *Client) putFile(ctx context.Context, p, model string, f File, progress 
 	if st.Size() != f.Size {
 		return fmt.Errorf("weights: %s changed size during push (%d, was %d)", p, st.Size(), f.Size)
 	}
-	_, err = c.mc.PutObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), fh, f.Size, minio.PutObjectOptions{
+	_, err = c.mcs[0].PutObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), fh, f.Size, minio.PutObjectOptions{
 		ContentType: "application/octet-stream",
 		PartSize:    uint64(c.cfg.ChunkSize),
 		NumThreads:  uint(c.cfg.Parallel),

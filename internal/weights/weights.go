@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,8 +32,10 @@ var ErrChecksum = errors.New("weights: checksum mismatch")
 
 // Config configures a Client.
 type Config struct {
-	// Endpoint is the ctxd S3 endpoint (host:port).
-	Endpoint string
+	// Endpoints are ctxd S3 endpoints (host:port) of one cluster, in order
+	// of preference: pushes use the first; a pull's manifest read or chunk
+	// GET that fails moves on to the next (round robin).
+	Endpoints []string
 	// AccessKey and Secret are an S3 key of the tier (ctxctl keys create).
 	AccessKey, Secret string
 	// Region is the region requests are signed for.
@@ -54,7 +57,7 @@ type Config struct {
 // chunks, 4 in parallel and 3 retries.
 func DefaultConfig() Config {
 	return Config{
-		Endpoint:  "127.0.0.1:7403",
+		Endpoints: []string{"127.0.0.1:7403"},
 		Region:    "us-east-1",
 		Namespace: "weights",
 		ChunkSize: 16 << 20,
@@ -69,8 +72,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: weights: %s", block.ErrInvalidArgument, fmt.Sprintf(f, a...))
 	}
 	switch {
-	case c.Endpoint == "":
-		return bad("empty endpoint")
+	case len(c.Endpoints) == 0 || slices.Contains(c.Endpoints, ""):
+		return bad("no endpoint, or an empty one")
 	case c.Namespace == "":
 		return bad("empty namespace")
 	case c.ChunkSize < 5<<20 || c.ChunkSize > 1<<30:
@@ -163,7 +166,8 @@ type Progress struct {
 // Client pushes and pulls checkpoints.
 type Client struct {
 	cfg Config
-	mc  *minio.Client
+	mcs []*minio.Client // one per endpoint
+	cur atomic.Int64    // index of the endpoint in use
 }
 
 // New returns a Client for cfg.
@@ -171,14 +175,31 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mc, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.Secret, ""),
-		Secure: cfg.TLS, Region: cfg.Region, BucketLookup: minio.BucketLookupPath,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("weights: %w", err)
+	c := &Client{cfg: cfg}
+	for _, ep := range cfg.Endpoints {
+		mc, err := minio.New(ep, &minio.Options{
+			Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.Secret, ""),
+			Secure: cfg.TLS, Region: cfg.Region, BucketLookup: minio.BucketLookupPath,
+			MaxRetries: 1, // failures move to the next endpoint instead
+		})
+		if err != nil {
+			return nil, fmt.Errorf("weights: endpoint %s: %w", ep, err)
+		}
+		c.mcs = append(c.mcs, mc)
 	}
-	return &Client{cfg: cfg, mc: mc}, nil
+	return c, nil
+}
+
+// client returns the endpoint in use and its index.
+func (c *Client) client() (*minio.Client, int64) {
+	i := c.cur.Load()
+	return c.mcs[i], i
+}
+
+// failed moves off endpoint i after a failure through it (unless another
+// caller already did).
+func (c *Client) failed(i int64) {
+	c.cur.CompareAndSwap(i, (i+1)%int64(len(c.mcs)))
 }
 
 func (c *Client) objectName(model, file string) string { return model + "/" + file }
@@ -188,16 +209,20 @@ func (c *Client) Manifest(ctx context.Context, model string) (*Manifest, error) 
 	if err := CheckModel(model); err != nil {
 		return nil, err
 	}
-	obj, err := c.mc.GetObject(ctx, c.cfg.Namespace, c.objectName(model, ManifestName), minio.GetObjectOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("weights: manifest of %q: %w", model, err)
-	}
-	defer obj.Close()
-	b, err := io.ReadAll(io.LimitReader(obj, 64<<20))
-	if err != nil {
+	var b []byte
+	var err error
+	for range c.mcs {
+		mc, i := c.client()
+		b, err = readAll(ctx, mc, c.cfg.Namespace, c.objectName(model, ManifestName))
+		if err == nil {
+			break
+		}
 		if minio.ToErrorResponse(err).Code == "NoSuchKey" {
 			return nil, fmt.Errorf("%w: model %q (no manifest in namespace %q)", block.ErrNotFound, model, c.cfg.Namespace)
 		}
+		c.failed(i)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("weights: manifest of %q: %w", model, err)
 	}
 	var m Manifest
@@ -208,4 +233,13 @@ func (c *Client) Manifest(ctx context.Context, model string) (*Manifest, error) 
 		return nil, err
 	}
 	return &m, nil
+}
+
+func readAll(ctx context.Context, mc *minio.Client, bucket, name string) ([]byte, error) {
+	obj, err := mc.GetObject(ctx, bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Close()
+	return io.ReadAll(io.LimitReader(obj, 64<<20))
 }

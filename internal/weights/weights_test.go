@@ -65,7 +65,7 @@ func sameTree(t *testing.T, want, got string, files map[string]int) {
 // pull that skips the finished files, keeps the finished chunks and
 // fetches only the rest; a third pull fetches nothing.
 func TestPushPullResume(t *testing.T) {
-	n := startCtxd(t)
+	n := startCtxd(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	src, dst := t.TempDir(), t.TempDir()
@@ -153,7 +153,7 @@ func TestPushPullResume(t *testing.T) {
 }
 
 func TestPullErrors(t *testing.T) {
-	n := startCtxd(t)
+	n := startCtxd(t, "")
 	ctx := context.Background()
 	c := n.client(t, nil)
 	if _, err := c.Pull(ctx, "no/such/model", t.TempDir(), nil); err == nil {
@@ -190,4 +190,50 @@ func TestManifestCheck(t *testing.T) {
 			t.Errorf("%s: check = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}
+}
+
+// TestPullFailsOverWhenANodeDies: a pull through two endpoints that both
+// serve the checkpoint completes, with the same bytes, when the endpoint in
+// use is killed (SIGKILL) in the middle of the big file.
+func TestPullFailsOverWhenANodeDies(t *testing.T) {
+	a := startCtxd(t, "")
+	b := startCtxd(t, a.dataDir) // same access key as a
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	src, dst := t.TempDir(), t.TempDir()
+	files := writeCheckpoint(t, src)
+	var total int64
+	for _, s := range files {
+		total += int64(s)
+	}
+	for _, n := range []*node{a, b} {
+		if _, err := n.client(t, nil).Push(ctx, src, "llama/7b", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := a.client(t, func(cfg *Config) { cfg.Endpoints = []string{a.s3, b.s3} })
+	var prog Progress
+	killedAt := make(chan int64, 1)
+	go func() {
+		for prog.Done.Load() < 1234+16<<20 {
+			time.Sleep(time.Millisecond)
+		}
+		killedAt <- prog.Done.Load()
+		a.kill()
+	}()
+	st, err := c.Pull(ctx, "llama/7b", dst, &prog)
+	if err != nil {
+		t.Fatalf("pull with the first endpoint killed: %v", err)
+	}
+	select {
+	case <-a.done:
+	default:
+		t.Fatal("the pull ended before the first endpoint was killed")
+	}
+	at := <-killedAt
+	if at >= total {
+		t.Fatalf("node killed after %d of %d bytes: not mid-transfer", at, total)
+	}
+	t.Logf("first endpoint killed after %d of %d bytes; pull: %+v", at, total, st)
+	sameTree(t, src, dst, files)
 }
