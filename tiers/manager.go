@@ -74,12 +74,17 @@ type Config struct {
 	PromoteAdmission policy.Admitter
 	// DemoteTimeout bounds one demotion write.
 	DemoteTimeout time.Duration
-	// OnDrop, when set, is told of every block that leaves this node's
-	// tiers without a Delete: a DRAM eviction with no lower tier, a
-	// demotion the admission refused or that failed, and lower-tier
-	// evictions reported through LowerEvicted. A cluster uses it to keep
-	// its index truthful. It runs in the evicting goroutine (often a put's)
-	// and must not block or call back into the manager.
+	// OnDrop, when set, is told of every block that an eviction made leave
+	// the last of this node's tiers: a DRAM eviction (dirty or clean) when
+	// the lower tier does not hold the key, and a lower-tier eviction
+	// (LowerEvicted) when DRAM does not. Each side removes its copy before
+	// it looks at the other, so a block that leaves both tiers at once is
+	// reported at least once (rarely twice; the hook must be idempotent),
+	// and a block still held by a tier is never reported, except when a
+	// concurrent put or promotion brings back a block just reported gone.
+	// Deletes are not drops. A cluster uses it to keep its index truthful.
+	// It runs in the evicting goroutine (often a put's) and must not block
+	// or call back into the manager.
 	OnDrop func(key block.Key)
 }
 
@@ -140,10 +145,8 @@ func New(cfg Config, dcfg dram.Config, lower Lower, log *slog.Logger) (*Manager,
 	m := &Manager{cfg: cfg, lower: lower, log: log, flights: map[block.Key]*flight{}}
 	if lower != nil {
 		dcfg.Demote = m.demote
-	} else if cfg.OnDrop != nil {
-		// No tier below: an evicted block is gone; say so.
-		dcfg.Demote = func(_ context.Context, key block.Key, _ []byte, _ uint32, _ block.Info) { m.drop(key) }
 	}
+	dcfg.Evicted = m.dramEvicted
 	d, err := dram.New(dcfg, log)
 	if err != nil {
 		return nil, err
@@ -158,11 +161,11 @@ func (m *Manager) DRAM() *dram.Tier { return m.dram }
 // Close closes the DRAM tier (the lower tier belongs to the caller).
 func (m *Manager) Close() error { return m.dram.Close() }
 
-// demote is the DRAM tier's write-back hook.
+// demote is the DRAM tier's write-back hook. A block it does not write is
+// reported by dramEvicted once DRAM has let it go.
 func (m *Manager) demote(ctx context.Context, key block.Key, data []byte, sum uint32, info block.Info) {
 	if !m.cfg.DemoteAdmission.Admit(key.Hash) {
 		m.demoteSkipped.Add(1)
-		m.drop(key)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.DemoteTimeout)
@@ -174,7 +177,6 @@ func (m *Manager) demote(ctx context.Context, key block.Key, data []byte, sum ui
 	if err := m.lower.Put(ctx, key, data, sum, opts); err != nil && !errors.Is(err, block.ErrConflict) {
 		m.demoteErrors.Add(1)
 		m.log.Warn("demotion to the lower tier failed; block dropped", "key", key.String(), "err", err)
-		m.drop(key)
 		return
 	}
 	m.demotions.Add(1)
@@ -188,10 +190,20 @@ func (m *Manager) drop(key block.Key) {
 	}
 }
 
-// LowerEvicted is the lower tier's eviction hook (nvme.Config.OnEvict):
-// a block the lower tier dropped is gone from this node unless DRAM still
-// holds it. (A clean DRAM copy evicted later is then dropped without a
-// report: a known gap, since DRAM assumes the lower tier keeps clean blocks.)
+// dramEvicted is the DRAM tier's eviction hook (dram.Config.Evicted), run
+// after the block left DRAM's index: it is gone from this node unless the
+// lower tier holds it. This covers clean copies too: the lower tier may have
+// evicted its own copy since DRAM was told it was there.
+func (m *Manager) dramEvicted(key block.Key) {
+	if m.lower == nil || !m.lower.Contains(key) {
+		m.drop(key)
+	}
+}
+
+// LowerEvicted is the lower tier's eviction hook (nvme.Config.OnEvict), run
+// after the block left the lower tier's index: it is gone from this node
+// unless DRAM still holds it, and then dramEvicted reports it when DRAM
+// evicts it, whether that copy is clean or not.
 func (m *Manager) LowerEvicted(key block.Key, _ []byte, _ uint32) {
 	if m.dram == nil || !m.dram.Contains(key) {
 		m.drop(key)
