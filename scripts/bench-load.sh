@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 make -s build
 dir=$(mktemp -d)
-bin/ctxd --data-dir "$dir" --listen 127.0.0.1:7400 --http-listen 127.0.0.1:7401 --dram-capacity 2GiB --log-level warn &
+bin/ctxd --data-dir "$dir" --listen 127.0.0.1:7400 --http-listen 127.0.0.1:7401 --resp-listen "" --dram-capacity 2GiB --log-level warn &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 50); do curl -fsS http://127.0.0.1:7401/readyz >/dev/null 2>&1 && break; sleep 0.1; done

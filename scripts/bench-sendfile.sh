@@ -24,7 +24,7 @@ printf '%-5s %-9s %8s %8s %7s %9s %s\n' round sendfile ctx_GBps raw_GBps ratio c
 for r in $(seq "$rounds"); do
 	for mode in true false; do
 		dir=$(mktemp -d)
-		bin/ctxd --data-dir "$dir" --listen 127.0.0.1:$base --http-listen 127.0.0.1:$((base + 1)) \
+		bin/ctxd --data-dir "$dir" --listen 127.0.0.1:$base --http-listen 127.0.0.1:$((base + 1)) --resp-listen "" \
 			--raft-listen 127.0.0.1:$((base + 2)) --s3-admin-listen '' --peer-listen 127.0.0.1:$((base + 4)) \
 			--dram-capacity 2GiB --log-level warn --sendfile=$mode &
 		pid=$!

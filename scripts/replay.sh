@@ -49,7 +49,7 @@ if curl -fsS "http://$HTTP_ADDR/readyz" >/dev/null 2>&1; then
 	exit 1
 fi
 mkdir -p "$DATA_DIR"
-"$CTXD_BIN" --listen "$NATIVE_ADDR" --http-listen "$HTTP_ADDR" --data-dir "$DATA_DIR" \
+"$CTXD_BIN" --listen "$NATIVE_ADDR" --http-listen "$HTTP_ADDR" --resp-listen "" --data-dir "$DATA_DIR" \
 	--dram-capacity "$DRAM_CAPACITY" --log-level warn >"$work/ctxd.log" 2>&1 &
 ctxd_pid=$!
 

@@ -61,7 +61,7 @@ if [[ "${HOST_STYLE:-0}" == 1 ]]; then
 	host_args=(--host-style)
 	endpoint="http://localhost:$S3PORT"
 fi
-"$BIN/ctxd" --data-dir "$DATA" --listen "127.0.0.1:$(port)" --http-listen "127.0.0.1:$(port)" \
+"$BIN/ctxd" --data-dir "$DATA" --listen "127.0.0.1:$(port)" --http-listen "127.0.0.1:$(port)" --resp-listen "" \
 	--raft-listen "127.0.0.1:$(port)" --peer-listen "127.0.0.1:$(port)" --s3-admin-listen "127.0.0.1:$S3PORT" \
 	--dram-capacity 1GiB --log-level warn "${domain_args[@]}" >"$OUT/ctxd.log" 2>&1 &
 CTXD_PID=$!

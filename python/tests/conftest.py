@@ -56,7 +56,7 @@ class Ctxd:
         self.http = f"127.0.0.1:{free_port()}"
         cmd = [str(bins / "ctxd"), "--data-dir", str(data_dir), "--listen", self.addr, "--http-listen", self.http,
                "--raft-listen", f"127.0.0.1:{free_port()}", "--peer-listen", f"127.0.0.1:{free_port()}",
-               "--s3-admin-listen", "", "--dram-capacity", "256MiB", "--log-level", "warn", *args]
+               "--s3-admin-listen", "", "--resp-listen", "", "--dram-capacity", "256MiB", "--log-level", "warn", *args]
         self.log = open(data_dir / "ctxd.log", "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
