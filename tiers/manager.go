@@ -74,12 +74,17 @@ type Config struct {
 	PromoteAdmission policy.Admitter
 	// DemoteTimeout bounds one demotion write.
 	DemoteTimeout time.Duration
-	// OnDrop, when set, is told of every block that leaves this node's
-	// tiers without a Delete: a DRAM eviction with no lower tier, a
-	// demotion the admission refused or that failed, and lower-tier
-	// evictions reported through LowerEvicted. A cluster uses it to keep
-	// its index truthful. It runs in the evicting goroutine (often a put's)
-	// and must not block or call back into the manager.
+	// OnDrop, when set, is told of every block that an eviction made leave
+	// the last of this node's tiers: a DRAM eviction (dirty or clean) when
+	// the lower tier does not hold the key, and a lower-tier eviction
+	// (LowerEvicted) when DRAM does not. Each side removes its copy before
+	// it looks at the other, so a block that leaves both tiers at once is
+	// reported at least once (rarely twice; the hook must be idempotent),
+	// and a block still held by a tier is never reported, except when a
+	// concurrent put or promotion brings back a block just reported gone.
+	// Deletes are not drops. A cluster uses it to keep its index truthful.
+	// It runs in the evicting goroutine (often a put's) and must not block
+	// or call back into the manager.
 	OnDrop func(key block.Key)
 }
 
@@ -106,6 +111,20 @@ type Manager struct {
 	demoteErrors, demotedBytes     atomic.Uint64
 	lowerHits, lowerMisses, writes atomic.Uint64
 	drops                          atomic.Uint64
+	sharedReads                    atomic.Uint64
+
+	// flights are the lower-tier reads in progress, by key: a Get that
+	// misses DRAM while another Get of the same key reads the lower tier
+	// waits for that read's promotion instead of reading again.
+	flightMu sync.Mutex
+	flights  map[block.Key]*flight
+	joins    atomic.Int64 // Gets that joined a flight (tests wait on it)
+}
+
+// flight is one lower-tier read of a key that other Gets may wait for.
+type flight struct {
+	done     chan struct{}
+	promoted bool // set before done closes: the block is in DRAM
 }
 
 // New builds the DRAM tier from dcfg (installing the demotion hook) over an
@@ -123,13 +142,11 @@ func New(cfg Config, dcfg dram.Config, lower Lower, log *slog.Logger) (*Manager,
 	if cfg.PromoteAdmission == nil {
 		cfg.PromoteAdmission = AdmitAll{}
 	}
-	m := &Manager{cfg: cfg, lower: lower, log: log}
+	m := &Manager{cfg: cfg, lower: lower, log: log, flights: map[block.Key]*flight{}}
 	if lower != nil {
 		dcfg.Demote = m.demote
-	} else if cfg.OnDrop != nil {
-		// No tier below: an evicted block is gone; say so.
-		dcfg.Demote = func(_ context.Context, key block.Key, _ []byte, _ uint32, _ block.Info) { m.drop(key) }
 	}
+	dcfg.Evicted = m.dramEvicted
 	d, err := dram.New(dcfg, log)
 	if err != nil {
 		return nil, err
@@ -144,11 +161,11 @@ func (m *Manager) DRAM() *dram.Tier { return m.dram }
 // Close closes the DRAM tier (the lower tier belongs to the caller).
 func (m *Manager) Close() error { return m.dram.Close() }
 
-// demote is the DRAM tier's write-back hook.
+// demote is the DRAM tier's write-back hook. A block it does not write is
+// reported by dramEvicted once DRAM has let it go.
 func (m *Manager) demote(ctx context.Context, key block.Key, data []byte, sum uint32, info block.Info) {
 	if !m.cfg.DemoteAdmission.Admit(key.Hash) {
 		m.demoteSkipped.Add(1)
-		m.drop(key)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.DemoteTimeout)
@@ -160,7 +177,6 @@ func (m *Manager) demote(ctx context.Context, key block.Key, data []byte, sum ui
 	if err := m.lower.Put(ctx, key, data, sum, opts); err != nil && !errors.Is(err, block.ErrConflict) {
 		m.demoteErrors.Add(1)
 		m.log.Warn("demotion to the lower tier failed; block dropped", "key", key.String(), "err", err)
-		m.drop(key)
 		return
 	}
 	m.demotions.Add(1)
@@ -174,10 +190,20 @@ func (m *Manager) drop(key block.Key) {
 	}
 }
 
-// LowerEvicted is the lower tier's eviction hook (nvme.Config.OnEvict):
-// a block the lower tier dropped is gone from this node unless DRAM still
-// holds it. (A clean DRAM copy evicted later is then dropped without a
-// report: a known gap, since DRAM assumes the lower tier keeps clean blocks.)
+// dramEvicted is the DRAM tier's eviction hook (dram.Config.Evicted), run
+// after the block left DRAM's index: it is gone from this node unless the
+// lower tier holds it. This covers clean copies too: the lower tier may have
+// evicted its own copy since DRAM was told it was there.
+func (m *Manager) dramEvicted(key block.Key) {
+	if m.lower == nil || !m.lower.Contains(key) {
+		m.drop(key)
+	}
+}
+
+// LowerEvicted is the lower tier's eviction hook (nvme.Config.OnEvict), run
+// after the block left the lower tier's index: it is gone from this node
+// unless DRAM still holds it, and then dramEvicted reports it when DRAM
+// evicts it, whether that copy is clean or not.
 func (m *Manager) LowerEvicted(key block.Key, _ []byte, _ uint32) {
 	if m.dram == nil || !m.dram.Contains(key) {
 		m.drop(key)
@@ -214,35 +240,81 @@ func (m *Manager) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 }
 
 // Get reads DRAM, then the lower tier, promoting lower-tier hits that the
-// promotion admission accepts.
+// promotion admission accepts. Concurrent Gets of a key that is not in
+// DRAM share one lower-tier read: the first reads and promotes, the others
+// wait for it and read the promoted copy from DRAM (each with its own
+// lease). When the promotion does not happen (admission, no space, an
+// error, the first reader's context ending) each waiter reads the lower
+// tier itself.
 func (m *Manager) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	m.cfg.DemoteAdmission.Record(key.Hash)
 	ref, err := m.dram.Get(ctx, key)
 	if err == nil || m.lower == nil || !errors.Is(err, block.ErrNotFound) {
 		return ref, err
 	}
-	ref, err = m.lower.Get(ctx, key)
+	m.flightMu.Lock()
+	if f, ok := m.flights[key]; ok {
+		m.flightMu.Unlock()
+		m.joins.Add(1)
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.promoted {
+			if ref, err := m.dram.Get(ctx, key); err == nil {
+				m.sharedReads.Add(1)
+				return ref, nil
+			}
+		}
+		ref, _, err := m.lowerGet(ctx, key)
+		return ref, err
+	}
+	f := &flight{done: make(chan struct{})}
+	m.flights[key] = f
+	m.flightMu.Unlock()
+	defer func() {
+		m.flightMu.Lock()
+		delete(m.flights, key)
+		m.flightMu.Unlock()
+		close(f.done)
+	}()
+	// A flight that ended between the DRAM miss and this one may have
+	// promoted the block.
+	if ref, err := m.dram.Get(ctx, key); err == nil {
+		f.promoted = true
+		return ref, nil
+	}
+	ref, f.promoted, err = m.lowerGet(ctx, key)
+	return ref, err
+}
+
+// lowerGet reads the lower tier and promotes the block if admitted; it
+// reports whether the block is now in DRAM.
+func (m *Manager) lowerGet(ctx context.Context, key block.Key) (*block.Ref, bool, error) {
+	ref, err := m.lower.Get(ctx, key)
 	if err != nil {
 		m.lowerMisses.Add(1)
-		return nil, err
+		return nil, false, err
 	}
 	m.lowerHits.Add(1)
 	m.cfg.PromoteAdmission.Record(key.Hash)
 	if !m.cfg.PromoteAdmission.Admit(key.Hash) {
 		m.promoteSkipped.Add(1)
-		return ref, nil
+		return ref, false, nil
 	}
 	info, serr := m.lower.Stat(ctx, key)
 	opts := block.PutOptions{}
 	if serr == nil {
 		opts.Priority, opts.HasPriority = info.Priority, true
 	}
-	if perr := m.dram.PutClean(ctx, key, ref.Data, ref.Sum, opts, true); perr == nil {
+	perr := m.dram.PutClean(ctx, key, ref.Data, ref.Sum, opts, true)
+	if perr == nil {
 		m.promotions.Add(1)
 	} else if !errors.Is(perr, block.ErrNoSpace) {
 		m.log.Warn("promotion to dram failed", "key", key.String(), "err", perr)
 	}
-	return ref, nil
+	return ref, perr == nil, nil
 }
 
 // Stat returns the metadata of the hottest copy.
@@ -336,6 +408,9 @@ type Stats struct {
 	DemotedBytes                           uint64
 	LowerHits, LowerMisses                 uint64
 	Drops                                  uint64 // blocks that left every tier without a Delete
+	// SharedReads are Gets served from DRAM by another Get's concurrent
+	// lower-tier read and promotion, instead of a lower-tier read of their own.
+	SharedReads uint64
 }
 
 // Stats returns a snapshot of the counters.
@@ -345,6 +420,6 @@ func (m *Manager) Stats() Stats {
 		Demotions: m.demotions.Load(), DemoteSkipped: m.demoteSkipped.Load(), DemoteErrors: m.demoteErrors.Load(),
 		DemotedBytes: m.demotedBytes.Load(),
 		LowerHits:    m.lowerHits.Load(), LowerMisses: m.lowerMisses.Load(),
-		Drops: m.drops.Load(),
+		Drops: m.drops.Load(), SharedReads: m.sharedReads.Load(),
 	}
 }

@@ -327,3 +327,114 @@ type denyAll struct{}
 
 func (denyAll) Record(uint64)     {}
 func (denyAll) Admit(uint64) bool { return false }
+
+// evict removes k from the lower tier the way the NVMe tier's reclaim does:
+// out of its index first, then the manager hears of it through LowerEvicted.
+func (l *memLower) evict(m *Manager, k block.Key) {
+	l.mu.Lock()
+	d, ok := l.blocks[k]
+	delete(l.blocks, k)
+	l.mu.Unlock()
+	if ok {
+		m.LowerEvicted(k, d, block.Checksum(d))
+	}
+}
+
+// TestOnDropExactlyWhenNoTierHoldsTheBlock: the cluster index names this
+// node as a holder until OnDrop says otherwise, so a drop must be reported
+// once the block is in no tier, whichever tier let it go last, and never
+// while a tier still holds it. In particular a clean DRAM copy (written
+// through, promoted, or re-put) whose lower-tier copy was evicted is the
+// node's last copy: evicting it is a drop.
+func TestOnDropExactlyWhenNoTierHoldsTheBlock(t *testing.T) {
+	type op struct {
+		do string // "put", "putwt" (write-through), "get", "lowerEvict", "fill" (evicts all of DRAM)
+		i  int
+	}
+	tests := []struct {
+		name  string
+		ops   []op
+		drops []int // the keys reported, in order
+	}{
+		{"write-through, lower evicts, then dram evicts the clean copy",
+			[]op{{"putwt", 1}, {"lowerEvict", 1}, {"fill", 0}}, []int{1}},
+		{"write-back promoted copy, lower evicts, then dram evicts",
+			[]op{{"put", 1}, {"fill", 0}, {"get", 1}, {"lowerEvict", 1}, {"fill", 0}}, []int{1}},
+		{"re-put of a block already below, lower evicts, then dram evicts",
+			[]op{{"put", 1}, {"fill", 0}, {"put", 1}, {"lowerEvict", 1}, {"fill", 0}}, []int{1}},
+		{"dram evicts the clean copy first, then the lower tier",
+			[]op{{"putwt", 1}, {"fill", 0}, {"lowerEvict", 1}}, []int{1}},
+		{"clean copy evicted while the lower tier keeps it",
+			[]op{{"putwt", 1}, {"fill", 0}}, nil},
+		{"dirty dram copy outlives a stale lower copy and is demoted again",
+			[]op{{"put", 1}, {"lowerEvict", 1}, {"fill", 0}}, nil},
+		{"lower evicts a block dram never had",
+			[]op{{"put", 1}, {"fill", 0}, {"lowerEvict", 1}}, []int{1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			low := newMemLower()
+			var mu sync.Mutex
+			var dropped []block.Key
+			cfg := DefaultConfig()
+			cfg.OnDrop = func(k block.Key) { mu.Lock(); dropped = append(dropped, k); mu.Unlock() }
+			dc := dram.DefaultConfig()
+			dc.Capacity = 4 * bs
+			m, err := New(cfg, dc, low, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			touched := map[block.Key]bool{}
+			next := 100 // filler keys
+			for _, o := range tc.ops {
+				switch o.do {
+				case "put", "putwt":
+					touched[k(o.i)] = true
+					if err := put(t, m, o.i, block.PutOptions{WriteThrough: o.do == "putwt"}); err != nil {
+						t.Fatal(err)
+					}
+				case "get":
+					ref, err := m.Get(ctx, k(o.i))
+					if err != nil {
+						t.Fatal(err)
+					}
+					ref.Release()
+				case "lowerEvict":
+					low.evict(m, k(o.i))
+				case "fill":
+					for range 4 { // write-through fillers: DRAM evicts them clean, never drops them
+						if err := put(t, m, next, block.PutOptions{WriteThrough: true}); err != nil {
+							t.Fatal(err)
+						}
+						touched[k(next)] = true
+						next++
+					}
+				}
+				// The invariant after every step: a key is reported iff no
+				// tier holds it, and at most once.
+				mu.Lock()
+				seen := map[block.Key]int{}
+				for _, d := range dropped {
+					seen[d]++
+				}
+				mu.Unlock()
+				for key := range touched {
+					if held := m.Contains(key); held == (seen[key] > 0) || seen[key] > 1 {
+						t.Fatalf("after %s %d: %v held=%v, reported %d times", o.do, o.i, key, held, seen[key])
+					}
+				}
+			}
+			var want []block.Key
+			for _, i := range tc.drops {
+				want = append(want, k(i))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if fmt.Sprint(dropped) != fmt.Sprint(want) || m.Stats().Drops != uint64(len(want)) {
+				t.Fatalf("drops %v (stats %d), want %v", dropped, m.Stats().Drops, want)
+			}
+		})
+	}
+}

@@ -18,7 +18,13 @@ import (
 // signedPut returns a SigV4-signed PutObject request (UNSIGNED-PAYLOAD).
 func (e *env) signedPut(t *testing.T, obj string, body io.Reader, size int64) *http.Request {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPut, "http://"+e.addr+"/team-a/"+obj, body)
+	return e.signedPutPath(t, "/team-a/"+obj, body, size)
+}
+
+// signedPutPath is signedPut to a path of the form /BUCKET/KEY.
+func (e *env) signedPutPath(t *testing.T, path string, body io.Reader, size int64) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, "http://"+e.addr+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}

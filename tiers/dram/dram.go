@@ -60,6 +60,14 @@ type Config struct {
 	// DRAM until it returns. It decides itself whether the block is worth
 	// keeping (admission) and must not call back into this tier.
 	Demote func(ctx context.Context, key block.Key, data []byte, sum uint32, info block.Info)
+	// Evicted, when set, is told of every block that eviction removed from
+	// the index: clean ones at once, dirty ones after Demote returned. It
+	// runs outside the tier's lock, after the block stopped being readable
+	// here, so a caller that checks the lower tier in it cannot miss a
+	// concurrent lower-tier drop (see tiers.Manager). Deletes and expiries
+	// are not evictions and are not reported. It must not call back into
+	// this tier.
+	Evicted func(key block.Key)
 }
 
 // DefaultConfig returns 1 GiB of arena, 64 MiB blocks, LRU.
@@ -341,7 +349,9 @@ func (t *Tier) reserveLocked(ctx context.Context, size int64) (uint32, uint32, e
 		t.st.evictions.Add(1)
 		t.st.evictedBytes.Add(uint64(e.size))
 		if t.cfg.Demote == nil || e.clean {
+			key := e.key
 			t.unindexLocked(h)
+			t.evictedLocked(key)
 			continue
 		}
 		// Write-back: hand the block to the lower tier without holding the
@@ -355,14 +365,29 @@ func (t *Tier) reserveLocked(ctx context.Context, size int64) (uint32, uint32, e
 		t.cfg.Demote(ctx, key, data, sum, info)
 		t.mu.Lock()
 		e = &t.entries[h]
-		if e.live && t.index[key] == h {
+		gone := e.live && t.index[key] == h
+		if gone {
 			t.unindexLocked(h)
 		}
 		e.leases--
 		if e.leases == 0 && e.doomed {
 			t.releaseLocked(h)
 		}
+		if gone {
+			t.evictedLocked(key)
+		}
 	}
+}
+
+// evictedLocked runs the Evicted hook for key, which eviction has just
+// unindexed, without holding t.mu (it is released and retaken).
+func (t *Tier) evictedLocked(key block.Key) {
+	if t.cfg.Evicted == nil {
+		return
+	}
+	t.mu.Unlock()
+	t.cfg.Evicted(key)
+	t.mu.Lock()
 }
 
 // Put stores data under key. data must already match sum. A key that is

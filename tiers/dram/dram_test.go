@@ -538,3 +538,63 @@ func TestNamedMemFileReplacedNotTruncated(t *testing.T) {
 		t.Fatalf("new memory file: %v %v", st, err)
 	}
 }
+
+// TestEvictedHookAfterUnindex: the Evicted hook hears of every eviction,
+// clean or demoted, only once the block is no longer readable here, and
+// never of a delete.
+func TestEvictedHookAfterUnindex(t *testing.T) {
+	const bs = 8 << 10
+	tests := []struct {
+		name   string
+		demote bool // a Demote hook is installed (write-back)
+		clean  bool // blocks are put clean (a lower tier holds them)
+	}{
+		{"no lower tier", false, false},
+		{"write-back, dirty", true, false},
+		{"write-back, clean", true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var tr *Tier
+			var evicted []block.Key
+			var stillReadable []block.Key
+			cfg := DefaultConfig()
+			cfg.Capacity = 4 * bs
+			cfg.Evicted = func(k block.Key) {
+				if tr.Contains(k) {
+					stillReadable = append(stillReadable, k)
+				}
+				evicted = append(evicted, k)
+			}
+			demoted := 0
+			if tc.demote {
+				cfg.Demote = func(context.Context, block.Key, []byte, uint32, block.Info) { demoted++ }
+			}
+			var err error
+			if tr, err = New(cfg, slog.New(slog.DiscardHandler)); err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			for i := range 8 {
+				d := payload(uint64(i), bs)
+				if err := tr.PutClean(ctx, key(i), d, block.Checksum(d), block.PutOptions{}, tc.clean); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tr.Delete(ctx, key(7)); err != nil {
+				t.Fatal(err)
+			}
+			// 8 blocks through a 4-block tier: blocks 0..3 evicted, 7 deleted.
+			if fmt.Sprint(evicted) != fmt.Sprint([]block.Key{key(0), key(1), key(2), key(3)}) {
+				t.Fatalf("evicted %v", evicted)
+			}
+			if len(stillReadable) != 0 {
+				t.Fatalf("hook ran while %v was still readable", stillReadable)
+			}
+			if want := map[bool]int{true: 4}[tc.demote && !tc.clean]; demoted != want {
+				t.Fatalf("demoted %d, want %d", demoted, want)
+			}
+		})
+	}
+}

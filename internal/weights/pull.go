@@ -1,0 +1,219 @@
+package weights
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// PullStats says what a pull moved and what it kept.
+type PullStats struct {
+	// FilesSkipped were already complete and verified in the directory.
+	FilesSkipped int
+	// FilesFetched were (partly) fetched.
+	FilesFetched int
+	// ChunksReused were verified in a partial file from an earlier pull.
+	ChunksReused int
+	// ChunksFetched came over the network.
+	ChunksFetched int
+	// BytesFetched is the bytes read from the tier (the manifest aside).
+	BytesFetched int64
+}
+
+// partSuffix names a file being pulled; it is renamed once complete.
+const partSuffix = ".ctxpart"
+
+// Pull fetches model's checkpoint into dir. Files already there with the
+// manifest's size and SHA-256 are skipped; a FILE.ctxpart left by an
+// interrupted pull keeps every chunk that matches its checksum, and only
+// the others are fetched (ranged GETs, Parallel at a time, each verified
+// before it is written). progress may be nil.
+func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress) (PullStats, error) {
+	var st PullStats
+	if progress == nil {
+		progress = &Progress{}
+	}
+	m, err := c.Manifest(ctx, model)
+	if err != nil {
+		return st, err
+	}
+	progress.Total.Store(m.Size())
+	for _, f := range m.Files {
+		dst := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if ok, err := complete(dst, f); err != nil {
+			return st, err
+		} else if ok {
+			st.FilesSkipped++
+			progress.Total.Add(-f.Size)
+			continue
+		}
+		st.FilesFetched++
+		if err := c.pullFile(ctx, m, f, dst, progress, &st); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// complete reports whether dst already holds f (size and SHA-256).
+func complete(dst string, f File) (bool, error) {
+	fh, err := os.Open(dst)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	defer fh.Close()
+	info, err := fh.Stat()
+	if err != nil || !info.Mode().IsRegular() || info.Size() != f.Size {
+		return false, err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, fh); err != nil {
+		return false, err
+	}
+	return hex.EncodeToString(h.Sum(nil)) == f.SHA256, nil
+}
+
+func (c *Client) pullFile(ctx context.Context, m *Manifest, f File, dst string, progress *Progress, st *PullStats) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	part := dst + partSuffix
+	fh, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	if err := fh.Truncate(f.Size); err != nil {
+		return err
+	}
+	// Keep the chunks an earlier pull finished.
+	var todo []int
+	buf := make([]byte, m.ChunkSize)
+	for i := range f.Chunks {
+		off, n := chunkSpan(m.ChunkSize, f.Size, i)
+		if _, err := fh.ReadAt(buf[:n], off); err != nil {
+			return fmt.Errorf("weights: read %s: %w", part, err)
+		}
+		if sumHex(buf[:n]) == f.Chunks[i] {
+			st.ChunksReused++
+			progress.Total.Add(-n)
+			continue
+		}
+		todo = append(todo, i)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		firstErr error
+		errOnce  sync.Once
+		fetched  atomic.Int64
+		chunks   atomic.Int64
+	)
+	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
+	for w := 0; w < min(c.cfg.Parallel, len(todo)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := make([]byte, m.ChunkSize)
+			for i := range work {
+				off, n := chunkSpan(m.ChunkSize, f.Size, i)
+				if err := c.fetchChunk(ctx, m.Model, f, i, off, b[:n], &fetched, progress); err != nil {
+					fail(err)
+					continue
+				}
+				if _, err := fh.WriteAt(b[:n], off); err != nil {
+					fail(fmt.Errorf("weights: write %s: %w", part, err))
+					continue
+				}
+				chunks.Add(1)
+			}
+		}()
+	}
+feed:
+	for _, i := range todo {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	st.BytesFetched += fetched.Load()
+	st.ChunksFetched += int(chunks.Load())
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		return err
+	}
+	return os.Rename(part, dst)
+}
+
+// fetchChunk reads chunk i of f into b with a ranged GET, retrying a failed
+// or corrupt read (a failed one through the next endpoint), and verifies it
+// against the manifest.
+func (c *Client) fetchChunk(ctx context.Context, model string, f File, i int, off int64, b []byte, fetched *atomic.Int64, progress *Progress) error {
+	var last error
+	for try := 0; try <= c.cfg.Retries; try++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		opts := minio.GetObjectOptions{}
+		if err := opts.SetRange(off, off+int64(len(b))-1); err != nil {
+			return err
+		}
+		mc, ep := c.client()
+		obj, err := mc.GetObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), opts)
+		if err != nil {
+			last = err
+			if ctx.Err() == nil {
+				c.failed(ep)
+			}
+			continue
+		}
+		n, err := io.ReadFull(obj, b)
+		obj.Close()
+		fetched.Add(int64(n))
+		progress.Done.Add(int64(n))
+		if err != nil {
+			last = err
+			if ctx.Err() == nil {
+				c.failed(ep)
+			}
+			continue
+		}
+		if sumHex(b) != f.Chunks[i] {
+			last = fmt.Errorf("%w: %s chunk %d", ErrChecksum, f.Path, i)
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("weights: pull %s chunk %d: %w", f.Path, i, last)
+}
+
+func chunkSpan(chunk, size int64, i int) (off, n int64) {
+	off = int64(i) * chunk
+	return off, min(chunk, size-off)
+}
+
+func sumHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

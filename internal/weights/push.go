@@ -1,0 +1,159 @@
+package weights
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// Push uploads every regular file under dir as model's checkpoint, then
+// its manifest (last, so a reader never sees a manifest whose files are
+// not all there). progress may be nil.
+func (c *Client) Push(ctx context.Context, dir, model string, progress *Progress) (*Manifest, error) {
+	if err := CheckModel(model); err != nil {
+		return nil, err
+	}
+	if progress == nil {
+		progress = &Progress{}
+	}
+	m := &Manifest{Model: model, ChunkSize: c.cfg.ChunkSize}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if err := checkPath(rel); err != nil {
+			return fmt.Errorf("weights: push %s: %w", p, err)
+		}
+		m.Files = append(m.Files, File{Path: rel})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Files) == 0 {
+		return nil, fmt.Errorf("weights: push: no files under %s", dir)
+	}
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Path < m.Files[j].Path })
+	// Checksums first (one local read per file), so the total is known.
+	for i := range m.Files {
+		if err := c.sum(filepath.Join(dir, filepath.FromSlash(m.Files[i].Path)), &m.Files[i]); err != nil {
+			return nil, err
+		}
+	}
+	progress.Total.Store(m.Size())
+	if err := c.ensureNamespace(ctx); err != nil {
+		return nil, err
+	}
+	for _, f := range m.Files {
+		if err := c.putFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), model, f, progress); err != nil {
+			return nil, err
+		}
+	}
+	m.Created = time.Now().UTC()
+	b, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	_, err = c.mcs[0].PutObject(ctx, c.cfg.Namespace, c.objectName(model, ManifestName), bytes.NewReader(b), int64(len(b)),
+		minio.PutObjectOptions{ContentType: "application/json"})
+	if err != nil {
+		return nil, fmt.Errorf("weights: push manifest: %w", err)
+	}
+	return m, nil
+}
+
+// sum fills f's size and checksums from the file at p.
+func (c *Client) sum(p string, f *File) error {
+	fh, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	whole := sha256.New()
+	buf := make([]byte, 1<<20)
+	for {
+		h := sha256.New()
+		n, err := io.CopyBuffer(io.MultiWriter(whole, h), io.LimitReader(fh, c.cfg.ChunkSize), buf)
+		if err != nil {
+			return fmt.Errorf("weights: read %s: %w", p, err)
+		}
+		if n == 0 {
+			break
+		}
+		f.Size += n
+		f.Chunks = append(f.Chunks, hex.EncodeToString(h.Sum(nil)))
+		if n < c.cfg.ChunkSize {
+			break
+		}
+	}
+	f.SHA256 = hex.EncodeToString(whole.Sum(nil))
+	return nil
+}
+
+func (c *Client) ensureNamespace(ctx context.Context) error {
+	ok, err := c.mcs[0].BucketExists(ctx, c.cfg.Namespace)
+	if err != nil {
+		return fmt.Errorf("weights: namespace %q: %w", c.cfg.Namespace, err)
+	}
+	if ok {
+		return nil
+	}
+	if err := c.mcs[0].MakeBucket(ctx, c.cfg.Namespace, minio.MakeBucketOptions{Region: c.cfg.Region}); err != nil {
+		if code := minio.ToErrorResponse(err).Code; code != "BucketAlreadyOwnedByYou" && code != "BucketAlreadyExists" {
+			return fmt.Errorf("weights: create namespace %q: %w", c.cfg.Namespace, err)
+		}
+	}
+	return nil
+}
+
+// putFile uploads one file with parallel multipart parts read straight from
+// the file (an io.ReaderAt: nothing is buffered whole), then checks that the
+// file did not change since it was summed.
+func (c *Client) putFile(ctx context.Context, p, model string, f File, progress *Progress) error {
+	fh, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() != f.Size {
+		return fmt.Errorf("weights: %s changed size during push (%d, was %d)", p, st.Size(), f.Size)
+	}
+	_, err = c.mcs[0].PutObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), fh, f.Size, minio.PutObjectOptions{
+		ContentType: "application/octet-stream",
+		PartSize:    uint64(c.cfg.ChunkSize),
+		NumThreads:  uint(c.cfg.Parallel),
+		Progress:    progressReader{progress},
+	})
+	if err != nil {
+		return fmt.Errorf("weights: push %s: %w", f.Path, err)
+	}
+	return nil
+}
+
+// progressReader is minio-go's progress hook: it reads every byte sent.
+type progressReader struct{ p *Progress }
+
+func (r progressReader) Read(b []byte) (int, error) {
+	r.p.Done.Add(int64(len(b)))
+	return len(b), nil
+}
