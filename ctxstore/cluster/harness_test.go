@@ -39,8 +39,31 @@ type fakePeers struct {
 	// partitioned peer whose connection has not failed yet).
 	stalled map[string]bool
 	// full members refuse shard writes with block.ErrNoSpace (a full disk).
-	full  map[string]bool
+	full map[string]bool
+	// gates hold shard writes to a member until the channel is closed (a
+	// live member that is slow to take its shard).
+	gates map[string]chan struct{}
 	calls int
+}
+
+// gate holds every shard write to id until the returned func is called.
+func (p *fakePeers) gate(id string) (open func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	if p.gates == nil {
+		p.gates = map[string]chan struct{}{}
+	}
+	p.gates[id] = ch
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			delete(p.gates, id)
+			p.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 func (p *fakePeers) tier(m fsm.Member) (*tiers.Manager, error) {
@@ -69,8 +92,15 @@ func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, d
 		return err
 	}
 	p.mu.Lock()
-	full := p.full[m.ID]
+	full, gate := p.full[m.ID], p.gates[m.ID]
 	p.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if full {
 		return fmt.Errorf("%w: %s: disk full", block.ErrNoSpace, m.ID)
 	}
