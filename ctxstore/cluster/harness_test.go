@@ -376,6 +376,40 @@ func (tc *testCluster) waitEntry(key block.Key) {
 	})
 }
 
+// waitSpread waits until every node's index places key's n shards on n
+// distinct nodes.
+func (tc *testCluster) waitSpread(key block.Key, n int) {
+	tc.t.Helper()
+	tc.eventually(fmt.Sprintf("%d shards on %d nodes, in every node's index", n, n), func() bool {
+		for _, tn := range tc.nodes {
+			e, ok := tn.node.FSM().Lookup(key)
+			nodes := map[string]bool{}
+			for _, s := range e.Placement {
+				nodes[s.NodeID] = true
+			}
+			if !ok || len(e.Placement) != n || len(nodes) != n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// readsWithAnyOneDown takes each node down in turn and reads key through
+// every other one.
+func (tc *testCluster) readsWithAnyOneDown(key block.Key, want []byte) {
+	tc.t.Helper()
+	for _, gone := range tc.nodes {
+		tc.peers.setDown(gone.id, true)
+		for _, r := range tc.nodes {
+			if r != gone {
+				mustGet(tc.t, r.store, key, want)
+			}
+		}
+		tc.peers.setDown(gone.id, false)
+	}
+}
+
 func payload(seed, n int) []byte {
 	b := make([]byte, n)
 	x := uint32(seed*2654435761 + 1)

@@ -155,25 +155,9 @@ func TestRepairSpreadsShardsOfOneNode(t *testing.T) {
 		t.Fatalf("with one member suspect the block is on %d nodes, want 2 (one holding two shards)", n)
 	}
 	cl.peers.setDown(down.id, false)
-	cl.eventually("three shards on three nodes, in every node's index", func() bool {
-		for _, tn := range cl.nodes {
-			e, _ := tn.node.FSM().Lookup(key)
-			if distinct(tn) != 3 || len(e.Placement) != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	cl.waitSpread(key, 3)
 	// Any single node may now go: the block still reads.
-	for _, gone := range cl.nodes {
-		cl.peers.setDown(gone.id, true)
-		for _, r := range cl.nodes {
-			if r != gone {
-				mustGet(t, r.store, key, data)
-			}
-		}
-		cl.peers.setDown(gone.id, false)
-	}
+	cl.readsWithAnyOneDown(key, data)
 }
 
 // TestPutWaitsForRedundancy: a live member that is slow to take its shard
@@ -240,30 +224,10 @@ func TestPutWaitsForRedundancy(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			cl.eventually("three shards on three nodes, in every node's index", func() bool {
-				for _, tn := range cl.nodes {
-					e, ok := tn.node.FSM().Lookup(key)
-					nodes := map[string]bool{}
-					for _, s := range e.Placement {
-						nodes[s.NodeID] = true
-					}
-					if !ok || len(nodes) != 3 {
-						return false
-					}
-				}
-				return true
-			})
+			cl.waitSpread(key, 3)
 			// Any one node may now lose everything it held (a SIGKILL, an
 			// empty DRAM tier): the others still serve the block.
-			for _, gone := range cl.nodes {
-				cl.peers.setDown(gone.id, true)
-				for _, r := range cl.nodes {
-					if r != gone {
-						mustGet(t, r.store, key, data)
-					}
-				}
-				cl.peers.setDown(gone.id, false)
-			}
+			cl.readsWithAnyOneDown(key, data)
 		})
 	}
 }
