@@ -236,7 +236,7 @@ def main(argv=None) -> int:
         return t[1] / t[4] / 1e9 if t[4] else 0.0
 
     mode_desc = "processes" if a.clients > 1 else "process"
-    check = ("crc32c (C)" if crc.FAST else "crc32c (pure Python)") if verify else "off (server verifies at rest)"
+    check = f"crc32c ({crc.IMPL})" if verify else "off (server verifies at rest)"
     print(f"bench: addr={a.addr} namespace={a.namespace} block={a.block_size} clients={a.clients} ({mode_desc}, "
           f"one connection each) keys={a.keys} duration={a.duration:g}s rounds={a.rounds} get check={check}")
     for mode, label in (("ctxtier", "ctxtier python get_into"), ("raw", "raw python socket")):
