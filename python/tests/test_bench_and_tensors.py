@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 def test_bench_runs_and_prints_the_ratio_last(ctxd):
     env = dict(os.environ, PYTHONPATH=str(SRC))
     out = subprocess.run([sys.executable, "-m", "ctxtier.bench", "--addr", ctxd.addr, "--block-size", "64KiB",
-                          "--clients", "2", "--duration", "1s", "--rounds", "2", "--keys", "8"],
+                          "--clients", "2", "--duration", "1s", "--rounds", "2", "--keys", "8",
+                          "--server-pid", str(ctxd.proc.pid)],
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
@@ -27,6 +29,13 @@ def test_bench_runs_and_prints_the_ratio_last(ctxd):
     assert float(lines[-1].split("=")[1]) > 0
     assert any(l.startswith("ctxtier python get_into:") and " 0 errors" in l for l in lines)
     assert any(l.startswith("raw python socket:") for l in lines)
+    # The CPU ratio is raw's (client + server) CPU per GB over ctxtier's, as printed.
+    m = re.fullmatch(r"cpu per GB, clients \+ server: ctxtier ([\d.]+) s/GB, raw ([\d.]+) s/GB; "
+                     r"cpu_ratio_vs_raw_socket=([\d.]+)", lines[-2])
+    assert m, lines[-2]
+    cc, cr, ratio = map(float, m.groups())
+    assert cc > 0 and cr > 0
+    assert ratio == pytest.approx(cr / cc, rel=0.03)
 
 
 def test_numpy_views_are_sent_and_filled_in_place(ctxd):

@@ -16,7 +16,10 @@ rounds of two loads with the same block size, clients and total duration:
 
 Clients are processes (one connection each), so the GIL of one client
 process does not limit another. The last line printed is
-``ratio_vs_raw_socket=<ctxtier GB/s / raw GB/s>``. With --go-ctxbench PATH
+``ratio_vs_raw_socket=<ctxtier GB/s / raw GB/s>``. With --server-pid the
+line before it compares CPU seconds per GB of the clients plus their server
+(``cpu_ratio_vs_raw_socket=<raw / ctxtier>``), the figure the GB/s ratio
+tends to on a quiet CPU-bound machine. With --go-ctxbench PATH
 it also runs the Go client's figure (``ctxbench load --vs-baseline``) against
 the same server first and prints its result.
 """
@@ -245,6 +248,18 @@ def main(argv=None) -> int:
               f"gets/s; latency p50={_pct(lat, 0.5) * 1e6:.0f}us p99={_pct(lat, 0.99) * 1e6:.0f}us; "
               f"client cpu {cpu / (nb / 1e9) if nb else 0:.3f} s/GB"
               + (f", server cpu {server_cpu[mode] / (nb / 1e9) if nb else 0:.3f} s/GB" if server_pid[mode] else ""))
+    if a.server_pid:
+        # CPU seconds per GB of each pair (the clients plus their server): the
+        # ratio the GB/s one tends to when the machine is CPU-bound and quiet.
+        # On a machine shared with other jobs it swings less than the GB/s
+        # ratio, which then mostly follows how the scheduler shares the cores.
+        def cpu_per_gb(mode):
+            t = totals[mode]
+            return (t[5] + server_cpu[mode]) / (t[1] / 1e9) if t[1] else 0.0
+
+        cc, cr = cpu_per_gb("ctxtier"), cpu_per_gb("raw")
+        print(f"cpu per GB, clients + server: ctxtier {cc:.3f} s/GB, raw {cr:.3f} s/GB; "
+              f"cpu_ratio_vs_raw_socket={cr / cc if cc else 0.0:.3f}")
     ratio = gbps("ctxtier") / gbps("raw") if gbps("raw") else 0.0
     print(f"ratio_vs_raw_socket={ratio:.3f}")
     return 0 if totals["ctxtier"][2] == 0 else 1
