@@ -30,11 +30,14 @@ def test_bench_runs_and_prints_the_ratio_last(ctxd):
     assert any(l.startswith("ctxtier python get_into:") and " 0 errors" in l for l in lines)
     assert any(l.startswith("raw python socket:") for l in lines)
     # The CPU ratio is raw's (client + server) CPU per GB over ctxtier's, as printed.
-    m = re.fullmatch(r"cpu per GB, clients \+ server: ctxtier ([\d.]+) s/GB, raw ([\d.]+) s/GB; "
-                     r"cpu_ratio_vs_raw_socket=([\d.]+)", lines[-2])
-    assert m, lines[-2]
-    cc, cr, ratio = map(float, m.groups())
-    assert cc > 0 and cr > 0
+    assert any(l.startswith("raw python socket from ctxd:") and " 0 errors" in l for l in lines)
+    assert lines[-2].startswith("ratio_vs_raw_socket_same_server=")
+    assert float(lines[-2].split("=")[1]) > 0
+    m = re.fullmatch(r"cpu per GB, clients \+ server: ctxtier ([\d.]+) s/GB, raw ([\d.]+) s/GB, raw from ctxd "
+                     r"([\d.]+) s/GB; cpu_ratio_vs_raw_socket=([\d.]+)", lines[-3])
+    assert m, lines[-3]
+    cc, cr, cs, ratio = map(float, m.groups())
+    assert cc > 0 and cr > 0 and cs > 0
     assert ratio == pytest.approx(cr / cc, rel=0.03)
 
 
