@@ -3,7 +3,9 @@
 #   python -m ctxtier.bench --addr 127.0.0.1:7400 --block-size 2MiB --clients 4 --duration 10s --go-ctxbench bin/ctxbench
 # It prints the Go client's figure (ctxbench load --vs-baseline) first, then the
 # Python client's; the last line is ratio_vs_raw_socket=<x> (Python get_into GB/s
-# over a raw Python socket receiving the same bytes in the same run).
+# over a raw Python socket receiving the same bytes from a raw Python server in
+# the same run), the one before ratio_vs_raw_socket_same_server=<y> (over a raw
+# Python socket reading ctxd's own GET responses).
 # Extra arguments are passed to ctxtier.bench. Needs `make build py-venv`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

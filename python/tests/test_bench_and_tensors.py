@@ -103,3 +103,21 @@ def test_put_and_get_into_copy_nothing_into_python_objects(ctxd):
     assert peak_put < 1 << 20, peak_put
     assert peak_get < 1 << 20, peak_get
     c.close()
+
+
+def test_get_overhead_tool_runs_and_reports_both_paths(ctxd):
+    tool = Path(__file__).resolve().parents[1] / "tools" / "bench_get_overhead.py"
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    out = subprocess.run([sys.executable, str(tool), "--addr", ctxd.addr, "--calls", "20", "--rounds", "2"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    per_call = {}
+    for l in lines[:2]:
+        m = re.match(r"(ctxtier|raw frame): ([\d.]+) us CPU per call", l)
+        assert m, l
+        per_call[m.group(1)] = float(m.group(2))
+    assert set(per_call) == {"ctxtier", "raw frame"}
+    m = re.fullmatch(r"ctxtier - raw frame: (-?[\d.]+) us per call = (-?[\d.]+) s/GB at 2097152-byte blocks", lines[2])
+    assert m, lines[2]
+    assert float(m.group(1)) == pytest.approx(per_call["ctxtier"] - per_call["raw frame"], abs=0.11)
