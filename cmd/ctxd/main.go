@@ -262,6 +262,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Per-namespace traffic of the client-facing store (the peer store's
+	// shard traffic is not a namespace's): six series per namespace with
+	// traffic on this node (docs/operations.md).
+	reg.MustRegister(ctxstore.NewTrafficCollector(store))
 	pcfg := native.DefaultConfig()
 	pcfg.Addr = cfg.PeerListen
 	pcfg.MaxBlockSize = cfg.MaxBlockSize
