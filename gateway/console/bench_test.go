@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,14 @@ import (
 // the tier families and Go's own collectors (as ctxd's has), and the
 // registry's /metrics beside it as the baseline.
 func manyNamespaces(tb testing.TB, n int) (*httptest.Server, *prometheus.Registry) {
+	ts, reg, _ := manyNamespacesConsole(tb, n)
+	return ts, reg
+}
+
+// manyNamespacesConsole is manyNamespaces with the console, every
+// namespace with traffic: the six ctxtier_namespace_* counters each
+// (6n series), as ctxstore.TrafficCollector exports them.
+func manyNamespacesConsole(tb testing.TB, n int) (*httptest.Server, *prometheus.Registry, *Console) {
 	tb.Helper()
 	ns := &fakeNamespaces{use: map[string]Usage{}}
 	for i := range n {
@@ -29,6 +38,13 @@ func manyNamespaces(tb testing.TB, n int) (*httptest.Server, *prometheus.Registr
 	}
 	reg := tierRegistry(tb)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for j, fam := range []string{famGets, famHits, famMisses, famPuts, famRead, famWritten} {
+		cv := prometheus.NewCounterVec(prometheus.CounterOpts{Name: fam, Help: fam}, []string{"namespace"})
+		for i := range n {
+			cv.WithLabelValues(fmt.Sprintf("ns-%04d", i)).Add(float64((i + 1) * (j + 1) * 1000))
+		}
+		reg.MustRegister(cv)
+	}
 	cl := &fakeCluster{}
 	for i := range 3 {
 		cl.status.Members = append(cl.status.Members, clusterMember(i))
@@ -45,7 +61,7 @@ func manyNamespaces(tb testing.TB, n int) (*httptest.Server, *prometheus.Registr
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	ts := httptest.NewServer(mux)
 	tb.Cleanup(ts.Close)
-	return ts, reg
+	return ts, reg, c
 }
 
 func get(tb testing.TB, url string) int {
@@ -109,17 +125,55 @@ func TestServeTime1000Namespaces(t *testing.T) {
 // registry with the tier families and Go's collectors, as ctxd has); it
 // runs once per Config.SampleInterval with no browser open. The baseline
 // is one /metrics scrape of the same registry.
+// With 1,000 namespaces that all have traffic, the registry also holds
+// their 6,000 ctxtier_namespace_* series.
 func BenchmarkSample(b *testing.B) {
-	ts, reg := manyNamespaces(b, 0)
-	s := NewSampler(DefaultConfig(), reg, nil)
-	b.Run("sample", func(b *testing.B) {
+	for _, n := range []int{0, 1000} {
+		ts, reg := manyNamespaces(b, n)
+		s := NewSampler(DefaultConfig(), reg, nil)
+		b.Run(fmt.Sprintf("namespaces=%d/sample", n), func(b *testing.B) {
+			for b.Loop() {
+				s.Sample(time.Now())
+			}
+		})
+		b.Run(fmt.Sprintf("namespaces=%d/metrics-scrape", n), func(b *testing.B) {
+			for b.Loop() {
+				get(b, ts.URL+"/metrics")
+			}
+		})
+	}
+}
+
+// BenchmarkOverviewBuild is what one refresh tick costs while a page is
+// open (the status, a gather, 1,000 namespaces with traffic, JSON), next
+// to a request served the cached bytes and a /metrics scrape of the same
+// registry (the baseline); it prints the ratios.
+func BenchmarkOverviewBuild(b *testing.B) {
+	ts, _, c := manyNamespacesConsole(b, 1000)
+	ctx := context.Background()
+	var build, served, scrape float64
+	b.Run("build", func(b *testing.B) {
 		for b.Loop() {
-			s.Sample(time.Now())
+			if _, err := c.rebuild(ctx, time.Now().Add(time.Hour)); err != nil {
+				b.Fatal(err)
+			}
 		}
+		build = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run("serve-cached", func(b *testing.B) {
+		for b.Loop() {
+			get(b, ts.URL+"/ui/api/overview")
+		}
+		served = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	})
 	b.Run("metrics-scrape", func(b *testing.B) {
 		for b.Loop() {
 			get(b, ts.URL+"/metrics")
 		}
+		scrape = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	})
+	if scrape > 0 {
+		b.Logf("overview with 1000 namespaces: build %.2f ms (%.2fx /metrics), cached request %.2f ms (%.2fx /metrics); /metrics %.2f ms",
+			build/1e6, build/scrape, served/1e6, served/scrape, scrape/1e6)
+	}
 }
