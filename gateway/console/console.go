@@ -60,7 +60,7 @@ type Router interface {
 }
 
 // Deps are the console's sources. Cluster and Gatherer are required; a nil
-// Namespaces, Router or Keys leaves that part empty (with no Keys, every
+// Namespaces, Router, Keys or Traffic leaves that part empty (with no Keys, every
 // action is refused).
 type Deps struct {
 	NodeID     string
@@ -69,6 +69,8 @@ type Deps struct {
 	Namespaces Namespaces
 	Router     Router
 	Keys       Keys
+	// Traffic is the namespaces' traffic counters (nil: none shown).
+	Traffic TrafficSource
 	// Client fetches other members' consoles (nil: a client with
 	// Config.PeerTimeout).
 	Client *http.Client

@@ -170,7 +170,7 @@ func (c *Console) build(ctx context.Context, now time.Time) (Overview, error) {
 		if uerr != nil {
 			ov.UsageError = uerr.Error()
 		}
-		totals := trafficOf(f)
+		totals := trafficOf(c.deps.Traffic)
 		rt, window := c.rates.observe(now, totals)
 		ov.TrafficWindowMS = window.Milliseconds()
 		list := c.deps.Namespaces.Namespaces()

@@ -86,8 +86,8 @@ func scrape(t *testing.T, url, prefix string) map[string]float64 {
 
 // TestNamespaceTrafficMatchesMetrics runs traffic through a real store
 // whose counters are registered as ctxd registers them, and checks the
-// overview's per-namespace numbers against the /metrics text of the same
-// registry.
+// overview's per-namespace numbers against the /metrics text served from
+// them, and both against the requests made.
 func TestNamespaceTrafficMatchesMetrics(t *testing.T) {
 	ctx := context.Background()
 	cat, err := ctxstore.OpenFileCatalog(filepath.Join(t.TempDir(), "ns.json"))
@@ -105,8 +105,10 @@ func TestNamespaceTrafficMatchesMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := tierRegistry(t)
-	reg.MustRegister(ctxstore.NewTrafficCollector(st))
+	// As in ctxd: the node registry, and the namespace series in their own
+	// registry served beside it on /metrics.
+	reg, nsReg := tierRegistry(t), prometheus.NewRegistry()
+	nsReg.MustRegister(ctxstore.NewTrafficCollector(st))
 	for _, ns := range []string{"hot", "cold", "idle"} {
 		if err := st.CreateNamespace(ctx, block.Namespace{Name: ns, BlockTokens: 16}); err != nil {
 			t.Fatal(err)
@@ -134,14 +136,14 @@ func TestNamespaceTrafficMatchesMetrics(t *testing.T) {
 		}
 	}
 
-	c, err := New(DefaultConfig(), Deps{NodeID: "n1", Cluster: &fakeCluster{}, Gatherer: reg, Namespaces: storeNamespaces{st}},
+	c, err := New(DefaultConfig(), Deps{NodeID: "n1", Cluster: &fakeCluster{}, Gatherer: reg, Namespaces: storeNamespaces{st}, Traffic: st.Traffic()},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", c.Handler())
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{reg, nsReg}, promhttp.HandlerOpts{}))
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 

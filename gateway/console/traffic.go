@@ -1,10 +1,14 @@
 package console
 
-import "time"
+import (
+	"time"
 
-// Traffic is one namespace's traffic on this node: totals read from the
-// ctxtier_namespace_* counters of the node's /metrics registry, or rates
-// per second computed from two such readings.
+	"github.com/ctxtier/ctxtier/ctxstore"
+)
+
+// Traffic is one namespace's traffic on this node: the totals of its
+// ctxtier_namespace_* counters, or rates per second computed from two
+// readings of them.
 type Traffic struct {
 	Gets         float64 `json:"gets"`
 	Hits         float64 `json:"hits"`
@@ -14,32 +18,25 @@ type Traffic struct {
 	WrittenBytes float64 `json:"written_bytes"`
 }
 
-// The families ctxstore.TrafficCollector exports, by Traffic field.
-const (
-	famGets    = "ctxtier_namespace_gets_total"
-	famHits    = "ctxtier_namespace_hits_total"
-	famMisses  = "ctxtier_namespace_misses_total"
-	famPuts    = "ctxtier_namespace_puts_total"
-	famRead    = "ctxtier_namespace_read_bytes_total"
-	famWritten = "ctxtier_namespace_written_bytes_total"
-)
+// TrafficSource is the per-namespace traffic counters of this node's
+// client-facing store (*ctxstore.Traffic), the counters ctxd's /metrics
+// serves as ctxtier_namespace_*. The console reads them directly rather
+// than gathering 6 series per namespace through Prometheus.
+type TrafficSource interface {
+	Snapshot() []ctxstore.TrafficCount
+}
 
-// trafficOf reads every namespace's totals from gathered families.
-func trafficOf(f families) map[string]Traffic {
-	out := map[string]Traffic{}
-	set := func(name string, put func(*Traffic, float64)) {
-		for ns, v := range f.byLabel(name, "namespace") {
-			t := out[ns]
-			put(&t, v)
-			out[ns] = t
-		}
+// trafficOf reads every namespace's totals.
+func trafficOf(src TrafficSource) map[string]Traffic {
+	if src == nil {
+		return nil
 	}
-	set(famGets, func(t *Traffic, v float64) { t.Gets = v })
-	set(famHits, func(t *Traffic, v float64) { t.Hits = v })
-	set(famMisses, func(t *Traffic, v float64) { t.Misses = v })
-	set(famPuts, func(t *Traffic, v float64) { t.Puts = v })
-	set(famRead, func(t *Traffic, v float64) { t.ReadBytes = v })
-	set(famWritten, func(t *Traffic, v float64) { t.WrittenBytes = v })
+	snap := src.Snapshot()
+	out := make(map[string]Traffic, len(snap))
+	for _, c := range snap {
+		out[c.Namespace] = Traffic{Gets: float64(c.Gets), Hits: float64(c.Hits), Misses: float64(c.Misses),
+			Puts: float64(c.Puts), ReadBytes: float64(c.ReadBytes), WrittenBytes: float64(c.WrittenBytes)}
+	}
 	return out
 }
 
