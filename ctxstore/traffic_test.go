@@ -170,20 +170,28 @@ func TestTrafficCollectorMatchesSnapshotAndForgetsDeleted(t *testing.T) {
 	}
 }
 
+// storeWithTraffic is a store with n namespaces, each with a put and a
+// hit counted.
+func storeWithTraffic(b *testing.B, n int) *Store {
+	s := newStore(b)
+	for i := range n {
+		ns := fmt.Sprintf("ns-%04d", i)
+		if err := s.CreateNamespace(context.Background(), block.Namespace{Name: ns, BlockTokens: 16}); err != nil {
+			b.Fatal(err)
+		}
+		s.traffic.put(ns, 100)
+		s.traffic.get(ns, 100, nil)
+	}
+	return s
+}
+
 // BenchmarkGetCounted measures what the counters add to a get: counting
 // one hit alone against a whole get through the store (catalog lookup,
 // DRAM tier, counters) in the same run, with 1,000 namespaces counted; it
 // prints the share.
 func BenchmarkGetCounted(b *testing.B) {
-	s := newStore(b)
+	s := storeWithTraffic(b, 1000)
 	ctx := context.Background()
-	for i := range 1000 {
-		ns := fmt.Sprintf("ns-%04d", i)
-		if err := s.CreateNamespace(ctx, block.Namespace{Name: ns, BlockTokens: 16}); err != nil {
-			b.Fatal(err)
-		}
-		s.traffic.put(ns, 1)
-	}
 	k := block.NewKey("ns-0500", 1)
 	if err := s.Put(ctx, k, []byte("0123456789abcdef"), block.PutOptions{}); err != nil {
 		b.Fatal(err)
@@ -217,16 +225,7 @@ func BenchmarkGetCounted(b *testing.B) {
 // Prometheus, against reading the same counters with Snapshot (what the
 // console does) in the same run; it prints the ratio.
 func BenchmarkTrafficScrape(b *testing.B) {
-	s := newStore(b)
-	ctx := context.Background()
-	for i := range 1000 {
-		ns := fmt.Sprintf("ns-%04d", i)
-		if err := s.CreateNamespace(ctx, block.Namespace{Name: ns, BlockTokens: 16}); err != nil {
-			b.Fatal(err)
-		}
-		s.traffic.put(ns, 100)
-		s.traffic.get(ns, 100, nil)
-	}
+	s := storeWithTraffic(b, 1000)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewTrafficCollector(s))
 	var snap, gather float64

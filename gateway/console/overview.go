@@ -144,11 +144,8 @@ func (c *Console) refresh(ctx context.Context) {
 				}
 			}
 		}
-		// Drop a wake-up sent while the loop was running.
-		select {
-		case <-c.wake:
-		default:
-		}
+		// A wake-up sent while the loop ran is kept: it restarts the loop,
+		// which stops again at its first tick if nobody asked since.
 	}
 }
 
