@@ -26,11 +26,13 @@ type NamespaceView struct {
 	WriteMode    string `json:"write_mode,omitempty"`
 	Usage
 	// Traffic is the namespace's totals since this node started, the
-	// values of its ctxtier_namespace_* counters in /metrics.
-	Traffic Traffic `json:"traffic"`
+	// values of its ctxtier_namespace_* counters in /metrics; absent when
+	// all zero (no traffic on this node: no series in /metrics either).
+	Traffic Traffic `json:"traffic,omitzero"`
 	// Rates are Traffic's per-second rates over the overview's
-	// TrafficWindowMS (all zero until two readings are a window apart).
-	Rates Traffic `json:"rates"`
+	// TrafficWindowMS; absent when all zero (no traffic in the window, or
+	// no window yet).
+	Rates Traffic `json:"rates,omitzero"`
 }
 
 // WorkerView is one router worker of a namespace.
@@ -123,6 +125,7 @@ func (c *Console) rebuild(ctx context.Context, since time.Time) (*built, error) 
 func (c *Console) refresh(ctx context.Context) {
 	t := time.NewTicker(c.cfg.OverviewInterval)
 	defer t.Stop()
+	t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -144,6 +147,7 @@ func (c *Console) refresh(ctx context.Context) {
 				}
 			}
 		}
+		t.Stop()
 		// A wake-up sent while the loop ran is kept: it restarts the loop,
 		// which stops again at its first tick if nobody asked since.
 	}

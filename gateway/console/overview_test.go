@@ -148,15 +148,31 @@ func TestNamespaceTrafficMatchesMetrics(t *testing.T) {
 	t.Cleanup(ts.Close)
 
 	m := scrape(t, ts.URL+"/metrics", "ctxtier_namespace_")
-	var ov Overview
 	resp, err := http.Get(ts.URL + "/ui/api/overview")
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = json.NewDecoder(resp.Body).Decode(&ov)
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
 		t.Fatal(err)
+	}
+	var ov Overview
+	var raw struct{ Namespaces []map[string]json.RawMessage }
+	if err := json.Unmarshal(body, &ov); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(raw.Namespaces) != 4 { // hot, cold, idle and default
+		t.Fatalf("%d namespaces in the overview, want 4", len(raw.Namespaces))
+	}
+	for _, n := range raw.Namespaces {
+		_, has := n["traffic"]
+		if busy := string(n["name"]) == `"hot"` || string(n["name"]) == `"cold"`; has != busy {
+			t.Errorf("namespace %s: traffic in the JSON %v (only a namespace with traffic has it)", n["name"], has)
+		}
 	}
 	views := map[string]NamespaceView{}
 	for _, v := range ov.Namespaces {

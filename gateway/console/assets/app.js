@@ -169,21 +169,23 @@
   }
 
   // Namespace table sort keys: value of a row for each sortable column.
+  // A namespace with no traffic has no "traffic" nor "rates" in the JSON.
+  const NO_TRAFFIC = { gets: 0, hits: 0, misses: 0, puts: 0, read_bytes: 0, written_bytes: 0 };
+  const tr = (n) => Object.assign({}, NO_TRAFFIC, n.traffic), rt = (n) => Object.assign({}, NO_TRAFFIC, n.rates);
   const hitRatio = (r) => (r.hits + r.misses > 0 ? r.hits / (r.hits + r.misses) : -1);
   const NS_SORT = {
     name: { label: "name", get: (n) => n.name }, blocks: { label: "blocks", get: (n) => n.blocks },
-    bytes: { label: "bytes", get: (n) => n.bytes }, gets: { label: "gets/s", get: (n) => n.rates.gets },
-    hit: { label: "hit ratio", get: (n) => hitRatio(n.rates) }, puts: { label: "puts/s", get: (n) => n.rates.puts },
-    read: { label: "bytes read/s", get: (n) => n.rates.read_bytes }, written: { label: "bytes written/s", get: (n) => n.rates.written_bytes },
+    bytes: { label: "bytes", get: (n) => n.bytes }, gets: { label: "gets/s", get: (n) => rt(n).gets },
+    hit: { label: "hit ratio", get: (n) => hitRatio(rt(n)) }, puts: { label: "puts/s", get: (n) => rt(n).puts },
+    read: { label: "bytes read/s", get: (n) => rt(n).read_bytes }, written: { label: "bytes written/s", get: (n) => rt(n).written_bytes },
     pinned: { label: "pinned blocks", get: (n) => n.pinned },
   };
   function sortNamespaces(list) {
     const { key, dir } = state.nsSort, get = NS_SORT[key].get;
-    return list.slice().sort((a, b) => {
-      const x = get(a), y = get(b);
+    return list.map((n) => [get(n), n]).sort(([x, a], [y, b]) => {
       if (x !== y) return (x < y ? -1 : 1) * dir;
       return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
-    });
+    }).map(([, n]) => n);
   }
   function setSort(key) {
     const s = state.nsSort;
@@ -207,16 +209,16 @@
     $("ns-window").textContent = ov.traffic_window_ms ? fmtDur(ov.traffic_window_ms / 1000) : "— (measuring)";
     const tb = $("ns-table").tBodies[0]; tb.replaceChildren();
     for (const n of all.slice(0, 100)) {
-      const r = n.rates, t = n.traffic, hr = hitRatio(r);
-      const tr = el("tr", null, { "data-ns": n.name });
-      tr.append(el("th", n.name, { scope: "row" }), cell(fmtNum(n.blocks), n.blocks, "num"), cell(fmtBytes(n.bytes), n.bytes, "num"),
+      const r = rt(n), t = tr(n), hr = hitRatio(r);
+      const row = el("tr", null, { "data-ns": n.name });
+      row.append(el("th", n.name, { scope: "row" }), cell(fmtNum(n.blocks), n.blocks, "num"), cell(fmtBytes(n.bytes), n.bytes, "num"),
         rateCell(fmtRate(r.gets), r.gets, t.gets), rateCell(hr < 0 ? "—" : (100 * hr).toFixed(1) + "%", hr, t.hits + "/" + t.misses),
         rateCell(fmtRate(r.puts), r.puts, t.puts), rateCell(fmtBytes(r.read_bytes) + "/s", r.read_bytes, t.read_bytes),
         rateCell(fmtBytes(r.written_bytes) + "/s", r.written_bytes, t.written_bytes),
         cell("(" + n.k + ", " + n.m + ")"), cell(n.ttl_seconds ? fmtDur(n.ttl_seconds) : "none", n.ttl_seconds),
         cell(fmtNum(n.pinned), n.pinned, "num"), cell(n.priority, n.priority, "num"), cell(n.write_mode || "—"));
-      tr.cells[4].title = "since start: " + fmtNum(t.hits) + " hits, " + fmtNum(t.misses) + " misses";
-      tb.append(tr);
+      row.cells[4].title = "since start: " + fmtNum(t.hits) + " hits, " + fmtNum(t.misses) + " misses";
+      tb.append(row);
     }
     const wb = $("workers").tBodies[0]; wb.replaceChildren();
     if (!ov.workers.length) emptyRow(wb, "No worker has reported KV events.", 5);
