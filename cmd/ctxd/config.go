@@ -91,7 +91,7 @@ type Config struct {
 	TLSCA         string
 	TLSMutual     bool
 	TLSServerName string
-	// TLSClients serves the client-facing ports (native, HTTP, S3) over
+	// TLSClients serves the client-facing ports (native, HTTP, S3, RESP) over
 	// TLS too, with the same certificate.
 	TLSClients bool
 }
@@ -331,7 +331,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key of --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "PEM CA bundle that peers' certificates must chain to")
 	fs.BoolVar(&c.TLSMutual, "tls-mutual", c.TLSMutual, "require and verify a client certificate on the Raft and peer listeners (mTLS); without it anyone who reaches those ports may still speak to them")
-	fs.BoolVar(&c.TLSClients, "tls-clients", c.TLSClients, "serve the client-facing ports (native, HTTP with the cluster API, S3) over TLS 1.3 too, with --tls-cert/--tls-key; clients verify against --tls-ca; no client certificate is asked for there (use --auth required)")
+	fs.BoolVar(&c.TLSClients, "tls-clients", c.TLSClients, "serve the client-facing ports (native, HTTP with the cluster API, S3, RESP) over TLS 1.3 too, with --tls-cert/--tls-key; clients verify against --tls-ca; no client certificate is asked for there (use --auth required)")
 	fs.StringVar(&c.TLSServerName, "tls-server-name", c.TLSServerName, "name every peer's certificate must carry (default: the host of the dialed address, so certificates need a SAN for each node's advertised host)")
 	return fs
 }

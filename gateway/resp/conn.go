@@ -3,6 +3,7 @@ package resp
 import (
 	"bufio"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -51,7 +52,13 @@ type conn struct {
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	if tc, ok := nc.(*net.TCPConn); ok {
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		// A listener wrapped in tls.NewListener (ctxd --tls-clients): the
+		// socket option goes on the TCP connection.
+		raw = tc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
 	br := bufio.NewReaderSize(nc, readBufSize)
