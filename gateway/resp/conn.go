@@ -68,8 +68,9 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	return c
 }
 
-// stopReading makes the connection stop before its next request.
-func (c *conn) stopReading() {
+// StopReading makes the connection stop before its next request
+// (listener.Conn).
+func (c *conn) StopReading() {
 	c.mu.Lock()
 	c.closing = true
 	if c.idle {
@@ -87,7 +88,8 @@ func (c *conn) setIdle(idle bool) bool {
 	return !c.closing
 }
 
-func (c *conn) serve() {
+// Serve runs the connection until it ends (listener.Conn).
+func (c *conn) Serve() {
 	s := c.s
 	s.stats.connsTotal.Add(1)
 	s.met.ConnOpened(Proto)
@@ -96,7 +98,6 @@ func (c *conn) serve() {
 		c.rd.free()
 		c.nc.Close()
 		s.met.ConnClosed(Proto)
-		s.removeConn(c)
 	}()
 	for {
 		if c.br.Buffered() == 0 {
