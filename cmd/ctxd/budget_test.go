@@ -103,3 +103,83 @@ func TestStalledUploadsBounded(t *testing.T) {
 		t.Fatalf("put after the stall: %s %s", st, body)
 	}
 }
+
+// TestRESPStalledSetsBounded: the RESP port reads large values under the
+// same in-flight budget. 32 redis clients each send a SET of a 60 MiB value
+// but its last byte and stall. With a 512 MiB budget ctxd reads only what
+// fits (the rest wait in their sockets), RSS stays under the budget +
+// 200 MiB, and once the senders go the budget is free again and SET works.
+func TestRESPStalledSetsBounded(t *testing.T) {
+	const budget, size, senders = 512 << 20, 60 << 20, 32
+	p := startCtxd(t, "--dram-capacity", "64MiB", "--inflight-budget", "512MiB", "--nvme-dir", "off")
+	before, err := p.RSS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	for i := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, err := net.Dial("tcp", p.RESP)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			key := fmt.Sprintf("stalled-%d", i)
+			fmt.Fprintf(nc, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n", len(key), key, size)
+			for sent := 0; sent < size-1; {
+				n := min(len(chunk), size-1-sent)
+				if _, err := nc.Write(chunk[:n]); err != nil {
+					return // closed by the test
+				}
+				sent += n
+			}
+		}()
+	}
+	peak := before
+	inUse := 0.0
+	for range 40 {
+		time.Sleep(250 * time.Millisecond)
+		if r, err := p.RSS(); err == nil {
+			peak = max(peak, r)
+		}
+		inUse = metricValue(t, p.HTTP, "ctxtier_inflight_bytes")
+	}
+	waits := metricValue(t, p.HTTP, "ctxtier_inflight_waits_total")
+	t.Logf("RSS %d MiB before, peak %d MiB with %d stalled 60 MiB RESP SETs; %.0f MiB in the budget, %.0f waits",
+		before>>20, peak>>20, senders, inUse/(1<<20), waits)
+	if peak > budget+200<<20 {
+		t.Errorf("RSS peaked at %d MiB, over the budget (512 MiB) + 200 MiB", peak>>20)
+	}
+	if inUse > budget || inUse < budget-size {
+		t.Errorf("%.0f bytes in the budget, want close to all of %d", inUse, budget)
+	}
+	if waits < senders-budget/size {
+		t.Errorf("%.0f SETs waited, want at least %d", waits, senders-budget/size)
+	}
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	wg.Wait()
+	waitFor(t, 10*time.Second, "the budget freed", func() bool { return metricValue(t, p.HTTP, "ctxtier_inflight_bytes") == 0 })
+	nc, err := net.Dial("tcp", p.RESP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(nc, "*3\r\n$3\r\nSET\r\n$5\r\nafter\r\n$%d\r\n%s\r\n", 1<<20, make([]byte, 1<<20))
+	reply := make([]byte, 5)
+	if _, err := io.ReadFull(nc, reply); err != nil || string(reply) != "+OK\r\n" {
+		t.Fatalf("SET after the stall: %q %v", reply, err)
+	}
+}

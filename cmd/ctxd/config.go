@@ -294,7 +294,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.NVMeSync, "nvme-sync-writes", c.NVMeSync, "fdatasync every NVMe write (durable against power loss, not only crashes)")
 	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
-	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native, HTTP and S3 (PutObject) ports; a request waits (unread) for its share")
+	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native, HTTP, S3 (PutObject) and RESP ports; a request waits (unread) for its share")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
 	fs.StringVar(&c.S3Domain, "s3-domain", c.S3Domain, "base domains (comma-separated, e.g. s3.example.com) of virtual-hosted-style S3 requests: Host BUCKET.DOMAIN addresses BUCKET; path style is always served")
 	fs.StringVar(&c.RESPListen, "resp-listen", c.RESPListen, "Redis protocol (RESP2/RESP3) endpoint address, for redis-cli, redis-py and LMCache's redis:// connector (empty disables it)")

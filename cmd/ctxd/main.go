@@ -294,7 +294,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Block-API authentication (--auth required): the access keys, scoped
 	// to namespaces, guard the native protocol and the HTTP API.
 	// One in-flight budget for the client-facing ports (native, HTTP, S3
-	// PutObject). The peer listener
+	// PutObject, RESP). The peer listener
 	// stays outside it: a client put holds its bytes while it writes
 	// shards to peers, and peers waiting on their own clients' budget
 	// could otherwise wait on each other.
@@ -425,7 +425,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		rcfg.MaxBulk = cfg.MaxBlockSize
 		rcfg.MaxRequest = max(rcfg.MaxRequest, cfg.MaxBlockSize)
 		rcfg.MaxDrop = max(rcfg.MaxDrop, cfg.MaxBlockSize)
-		var ropts []resp.Option
+		ropts := []resp.Option{resp.WithBudget(budget)}
 		if cfg.Auth == "required" {
 			// The same access keys as the native and HTTP ports: the
 			// replicated ones, then this node's file.

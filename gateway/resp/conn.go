@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bufio"
+	"context"
 	"crypto/subtle"
 	"crypto/tls"
 	"errors"
@@ -49,6 +50,11 @@ type conn struct {
 	mu      sync.Mutex
 	idle    bool
 	closing bool
+
+	// ctx ends when the connection stops reading (Shutdown, or its end):
+	// it wakes a request waiting for in-flight budget.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
@@ -65,6 +71,19 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, br: br, rd: newReader(br, s.cfg.limits(), &s.pool), ns: s.cfg.Databases[0], w: writer{proto: 2}}
 	c.id = s.stats.nextID.Add(1)
 	c.authed = s.keys == nil
+	if s.budget != nil {
+		c.ctx, c.cancel = context.WithCancel(s.base)
+		c.rd.budget, c.rd.ctx, c.rd.budgetWait = s.budget, c.ctx, s.cfg.BudgetWait
+		// Replies already buffered go out before a wait, and the wait does
+		// not count against the time to read the rest of the request.
+		c.rd.beforeWait = func() { c.flush() }
+		c.rd.afterReserve = func() {
+			if s.cfg.ReadTimeout > 0 {
+				c.deadlineSet = time.Now()
+				c.nc.SetReadDeadline(c.deadlineSet.Add(s.cfg.ReadTimeout))
+			}
+		}
+	}
 	return c
 }
 
@@ -73,6 +92,9 @@ func (s *Server) newConn(nc net.Conn) *conn {
 func (c *conn) StopReading() {
 	c.mu.Lock()
 	c.closing = true
+	if c.cancel != nil {
+		c.cancel()
+	}
 	if c.idle {
 		c.nc.SetReadDeadline(time.Unix(1, 0))
 	}
@@ -94,6 +116,9 @@ func (c *conn) Serve() {
 	s.stats.connsTotal.Add(1)
 	s.met.ConnOpened(Proto)
 	defer func() {
+		if c.cancel != nil {
+			c.cancel()
+		}
 		c.releaseWriter()
 		c.rd.free()
 		c.nc.Close()
@@ -131,10 +156,15 @@ func (c *conn) Serve() {
 		}
 		args, err := c.rd.next()
 		var tl *tooLargeError
+		var busy *busyError
 		switch {
 		case errors.As(err, &tl):
 			c.writer().err("ERR", tl.Error())
 			s.met.Request(Proto, "toolarge", errcode.TooLarge, 0)
+			continue
+		case errors.As(err, &busy):
+			c.errReply(busy)
+			s.met.Request(Proto, "busy", errcode.Of(busy), 0)
 			continue
 		case errors.Is(err, errProtocol):
 			c.writer().err("ERR", err.Error())

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/object"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/internal/listener"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 // Proto is the metrics label of this protocol.
@@ -27,6 +28,12 @@ type Option func(*Server)
 // command, and confines each connection to the namespaces the key's scope
 // allows. Without it every client may use every configured database.
 func WithAuth(keys credential.Lookuper) Option { return func(s *Server) { s.keys = keys } }
+
+// WithBudget reads the bytes of a request beyond what every connection may
+// hold on its own (16 KiB of arguments) only once they are reserved from
+// the node's in-flight budget shared with the other surfaces; until then the
+// connection is not read. nil: no bound but the request limits.
+func WithBudget(b *membudget.Budget) Option { return func(s *Server) { s.budget = b } }
 
 // stats are the counters INFO reports.
 type stats struct {
@@ -45,6 +52,7 @@ type Server struct {
 	met     *metrics.Metrics
 	log     *slog.Logger
 	keys    credential.Lookuper
+	budget  *membudget.Budget
 	pool    bufPool
 	writers sync.Pool
 	started time.Time
