@@ -105,8 +105,9 @@ func (r *reader) free() {
 
 // next reads one request. The arguments stay valid until the next call.
 // An empty request (a blank inline line, "*0") yields no arguments.
-// Errors: io errors, errProtocol (answer and close), *tooLargeError
-// (answer and go on).
+// Errors: io errors, errProtocol (answer and close), *tooLargeError and
+// *busyError (answer and go on), the budget's error when the connection
+// stopped reading while it waited (close).
 func (r *reader) next() ([][]byte, error) {
 	r.releaseBudget()
 	b, err := r.br.Peek(1)
