@@ -62,28 +62,7 @@ func TestStalledUploadsBounded(t *testing.T) {
 		wg.Add(1)
 		go send(i)
 	}
-	// Let ctxd take in all it will.
-	peak := before
-	inUse := 0.0
-	for range 40 {
-		time.Sleep(250 * time.Millisecond)
-		if r, err := p.RSS(); err == nil {
-			peak = max(peak, r)
-		}
-		inUse = metricValue(t, p.HTTP, "ctxtier_inflight_bytes")
-	}
-	waits := metricValue(t, p.HTTP, "ctxtier_inflight_waits_total")
-	t.Logf("RSS %d MiB before, peak %d MiB with %d stalled 60 MiB uploads; %.0f MiB in the budget, %.0f waits",
-		before>>20, peak>>20, senders, inUse/(1<<20), waits)
-	if peak > budget+200<<20 {
-		t.Errorf("RSS peaked at %d MiB, over the budget (512 MiB) + 200 MiB", peak>>20)
-	}
-	if inUse > budget || inUse < budget-size {
-		t.Errorf("%.0f bytes in the budget, want close to all of %d", inUse, budget)
-	}
-	if waits < senders-budget/size {
-		t.Errorf("%.0f uploads waited, want at least %d", waits, senders-budget/size)
-	}
+	checkStalledBounded(t, p, before, "uploads", senders, size, budget)
 	mu.Lock()
 	for _, c := range conns {
 		c.Close()
@@ -143,27 +122,7 @@ func TestRESPStalledSetsBounded(t *testing.T) {
 			}
 		}()
 	}
-	peak := before
-	inUse := 0.0
-	for range 40 {
-		time.Sleep(250 * time.Millisecond)
-		if r, err := p.RSS(); err == nil {
-			peak = max(peak, r)
-		}
-		inUse = metricValue(t, p.HTTP, "ctxtier_inflight_bytes")
-	}
-	waits := metricValue(t, p.HTTP, "ctxtier_inflight_waits_total")
-	t.Logf("RSS %d MiB before, peak %d MiB with %d stalled 60 MiB RESP SETs; %.0f MiB in the budget, %.0f waits",
-		before>>20, peak>>20, senders, inUse/(1<<20), waits)
-	if peak > budget+200<<20 {
-		t.Errorf("RSS peaked at %d MiB, over the budget (512 MiB) + 200 MiB", peak>>20)
-	}
-	if inUse > budget || inUse < budget-size {
-		t.Errorf("%.0f bytes in the budget, want close to all of %d", inUse, budget)
-	}
-	if waits < senders-budget/size {
-		t.Errorf("%.0f SETs waited, want at least %d", waits, senders-budget/size)
-	}
+	checkStalledBounded(t, p, before, "RESP SETs", senders, size, budget)
 	mu.Lock()
 	for _, c := range conns {
 		c.Close()
@@ -181,5 +140,34 @@ func TestRESPStalledSetsBounded(t *testing.T) {
 	reply := make([]byte, 5)
 	if _, err := io.ReadFull(nc, reply); err != nil || string(reply) != "+OK\r\n" {
 		t.Fatalf("SET after the stall: %q %v", reply, err)
+	}
+}
+
+// checkStalledBounded lets ctxd take in all it will from senders stalled
+// uploads of size bytes each (10 s, RSS sampled every 250 ms), then checks
+// that RSS peaked under the budget + 200 MiB, that the budget is nearly all
+// in use, and that the uploads it could not hold waited.
+func checkStalledBounded(t *testing.T, p *proc, before int64, what string, senders, size, budget int) {
+	t.Helper()
+	peak := before
+	inUse := 0.0
+	for range 40 {
+		time.Sleep(250 * time.Millisecond)
+		if r, err := p.RSS(); err == nil {
+			peak = max(peak, r)
+		}
+		inUse = metricValue(t, p.HTTP, "ctxtier_inflight_bytes")
+	}
+	waits := metricValue(t, p.HTTP, "ctxtier_inflight_waits_total")
+	t.Logf("RSS %d MiB before, peak %d MiB with %d stalled %d MiB %s; %.0f MiB in the budget, %.0f waits",
+		before>>20, peak>>20, senders, size>>20, what, inUse/(1<<20), waits)
+	if peak > int64(budget)+200<<20 {
+		t.Errorf("RSS peaked at %d MiB, over the budget (%d MiB) + 200 MiB", peak>>20, budget>>20)
+	}
+	if inUse > float64(budget) || inUse < float64(budget-size) {
+		t.Errorf("%.0f bytes in the budget, want close to all of %d", inUse, budget)
+	}
+	if waits < float64(senders-budget/size) {
+		t.Errorf("%.0f %s waited, want at least %d", waits, what, senders-budget/size)
 	}
 }
