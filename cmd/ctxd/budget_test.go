@@ -24,52 +24,22 @@ func TestStalledUploadsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunk := make([]byte, 1<<20)
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	send := func(i int) {
-		defer wg.Done()
+	stallUploads(t, p, before, "uploads", senders, size, budget, func(i int) (net.Conn, error) {
 		nc, err := net.Dial("tcp", map[bool]string{true: p.Native, false: p.HTTP}[i%2 == 0])
 		if err != nil {
-			t.Error(err)
-			return
+			return nil, err
 		}
-		mu.Lock()
-		conns = append(conns, nc)
-		mu.Unlock()
-		hash := fmt.Sprintf("%016x", 9000+i)
 		if i%2 == 0 {
 			nc.Write(wire.AppendHello(nil, 1, 0))
 			if _, err := io.ReadFull(nc, make([]byte, wire.HelloReplySize)); err != nil {
-				t.Error(err)
-				return
+				return nc, err
 			}
 			nc.Write(wire.AppendHeader(nil, wire.Header{Length: size, Op: wire.OpPut, ID: 1, Count: 1}))
 		} else {
-			fmt.Fprintf(nc, "PUT /v1/namespaces/default/blocks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", hash, size)
+			fmt.Fprintf(nc, "PUT /v1/namespaces/default/blocks/%016x HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", 9000+i, size)
 		}
-		// All but the last byte; writes block once ctxd stops reading.
-		for sent := 0; sent < size-1; {
-			n := min(len(chunk), size-1-sent)
-			if _, err := nc.Write(chunk[:n]); err != nil {
-				return // closed by the test
-			}
-			sent += n
-		}
-	}
-	for i := range senders {
-		wg.Add(1)
-		go send(i)
-	}
-	checkStalledBounded(t, p, before, "uploads", senders, size, budget)
-	mu.Lock()
-	for _, c := range conns {
-		c.Close()
-	}
-	mu.Unlock()
-	wg.Wait()
-	waitFor(t, 10*time.Second, "the budget freed", func() bool { return metricValue(t, p.HTTP, "ctxtier_inflight_bytes") == 0 })
+		return nc, nil
+	})
 	// The request buffers go back to the OS within seconds, not minutes.
 	var after int64
 	took := waitFor(t, 20*time.Second, "RSS back near where it started", func() bool {
@@ -95,41 +65,15 @@ func TestRESPStalledSetsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunk := make([]byte, 1<<20)
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	for i := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nc, err := net.Dial("tcp", p.RESP)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			key := fmt.Sprintf("stalled-%d", i)
-			fmt.Fprintf(nc, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n", len(key), key, size)
-			for sent := 0; sent < size-1; {
-				n := min(len(chunk), size-1-sent)
-				if _, err := nc.Write(chunk[:n]); err != nil {
-					return // closed by the test
-				}
-				sent += n
-			}
-		}()
-	}
-	checkStalledBounded(t, p, before, "RESP SETs", senders, size, budget)
-	mu.Lock()
-	for _, c := range conns {
-		c.Close()
-	}
-	mu.Unlock()
-	wg.Wait()
-	waitFor(t, 10*time.Second, "the budget freed", func() bool { return metricValue(t, p.HTTP, "ctxtier_inflight_bytes") == 0 })
+	stallUploads(t, p, before, "RESP SETs", senders, size, budget, func(i int) (net.Conn, error) {
+		nc, err := net.Dial("tcp", p.RESP)
+		if err != nil {
+			return nil, err
+		}
+		key := fmt.Sprintf("stalled-%d", i)
+		fmt.Fprintf(nc, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n", len(key), key, size)
+		return nc, nil
+	})
 	nc, err := net.Dial("tcp", p.RESP)
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +85,50 @@ func TestRESPStalledSetsBounded(t *testing.T) {
 	if _, err := io.ReadFull(nc, reply); err != nil || string(reply) != "+OK\r\n" {
 		t.Fatalf("SET after the stall: %q %v", reply, err)
 	}
+}
+
+// stallUploads runs senders uploads of size bytes at once: open dials one
+// and sends its request's header, then all but the last byte of the body
+// are written (the writes block once ctxd stops reading). With them stalled
+// it checks the bounds (checkStalledBounded), then closes them and waits
+// until the budget is free again.
+func stallUploads(t *testing.T, p *proc, before int64, what string, senders, size, budget int, open func(i int) (net.Conn, error)) {
+	t.Helper()
+	chunk := make([]byte, 1<<20)
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	for i := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc, err := open(i)
+			if nc != nil {
+				mu.Lock()
+				conns = append(conns, nc)
+				mu.Unlock()
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for sent := 0; sent < size-1; {
+				n := min(len(chunk), size-1-sent)
+				if _, err := nc.Write(chunk[:n]); err != nil {
+					return // closed by the test
+				}
+				sent += n
+			}
+		}()
+	}
+	checkStalledBounded(t, p, before, what, senders, size, budget)
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	wg.Wait()
+	waitFor(t, 10*time.Second, "the budget freed", func() bool { return metricValue(t, p.HTTP, "ctxtier_inflight_bytes") == 0 })
 }
 
 // checkStalledBounded lets ctxd take in all it will from senders stalled
