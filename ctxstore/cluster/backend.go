@@ -319,7 +319,7 @@ func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.met.reads.WithLabelValues("decoded").Inc()
+	b.met.readDecoded.Inc()
 	return block.NewRef(data, e.Sum, TierPeer, nil), nil
 }
 
@@ -375,7 +375,7 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 				// pass over the block.
 				if int64(len(ref.Data)) == e.Size && ref.Sum == e.Sum {
 					allGone = false
-					b.met.reads.WithLabelValues("local").Inc()
+					b.met.readLocal.Inc()
 					return ref, nil
 				}
 				ref.Release()
@@ -421,7 +421,7 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 			pending--
 			if a.err == nil {
 				allGone = false
-				b.met.reads.WithLabelValues("remote").Inc()
+				b.met.readRemote.Inc()
 				return block.NewRef(a.data, e.Sum, TierPeer, nil), nil
 			}
 			b.met.shardErrors.Inc()
