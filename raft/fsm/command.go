@@ -389,6 +389,11 @@ func (d *decoder) op() Op {
 		}
 		return Op{}
 	}
+	if first&FlagIgnoreUnknown != 0 {
+		// AppendOp never flags an op this package knows: a second encoding.
+		d.fail("index op kind %d flagged ignore-unknown", kind)
+		return Op{}
+	}
 	b := decoder{b: body}
 	o := Op{Kind: kind, Key: b.key()}
 	switch kind {
