@@ -70,6 +70,13 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	dcfg.Policy = factory
 	tcfg := tiers.DefaultConfig()
 	tcfg.OnDrop = onDrop
+	tcfg.Quota = func(ns string) block.Quota {
+		n, err := namespaces(ns)
+		if err != nil {
+			return block.Quota{}
+		}
+		return n.Quota
+	}
 	var lower *nvme.Tier
 	var cold *s3.Tier
 	if cfg.nvmeEnabled() && cfg.S3Endpoint != "" {
