@@ -157,3 +157,6 @@ func (t *Tier) NamespaceBytes() map[string]int64 {
 	}
 	return out
 }
+
+// Medium is block.TierDRAM (tiers.Counter).
+func (t *Tier) Medium() block.Tier { return block.TierDRAM }
