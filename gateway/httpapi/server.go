@@ -123,6 +123,12 @@ func WithReady(ready func() error) Option { return func(s *Server) { s.ready = r
 // the body (a body of unknown length takes the block limit). nil: no bound.
 func WithBudget(b *membudget.Budget) Option { return func(s *Server) { s.budget = b } }
 
+// WithUsage reports this node's bytes per tier per namespace in
+// GET /v1/namespaces/{ns} and PUT /v1/namespaces/{ns}/quota answers.
+func WithUsage(usage func() map[block.Tier]map[string]int64) Option {
+	return func(s *Server) { s.usage = usage }
+}
+
 // Server serves the HTTP API over a store.
 type Server struct {
 	cfg     Config
@@ -138,6 +144,8 @@ type Server struct {
 	sigv4 *s3auth.Verifier
 	// budget bounds the block bodies read into memory (WithBudget).
 	budget *membudget.Budget
+	// usage reports this node's bytes per tier per namespace (WithUsage).
+	usage func() map[block.Tier]map[string]int64
 }
 
 // New builds a server. cfg must be valid (see Validate); reg is the private
@@ -186,6 +194,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/namespaces", "ns_create", s.createNamespace)
 	s.handle("GET /v1/namespaces", "ns_list", s.listNamespaces)
 	s.handle("GET /v1/namespaces/{ns}", "ns_get", s.getNamespace)
+	s.handle("PUT /v1/namespaces/{ns}/quota", "ns_quota", s.setQuota)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
