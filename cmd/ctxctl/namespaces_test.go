@@ -109,7 +109,9 @@ func TestNamespacesQuotaCommands(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	usage := func() map[block.Tier]map[string]int64 { return map[block.Tier]map[string]int64{block.TierDRAM: tier.NamespaceBytes()} }
+	usage := func() map[block.Tier]map[string]int64 {
+		return map[block.Tier]map[string]int64{block.TierDRAM: tier.NamespaceBytes()}
+	}
 	go httpapi.New(httpapi.DefaultConfig(), store, nil, log, httpapi.WithUsage(usage)).Serve(ctx, ln)
 	addr := ln.Addr().String()
 	run := func(args ...string) string {
