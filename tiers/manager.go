@@ -320,7 +320,9 @@ func (m *Manager) lowerGet(ctx context.Context, key block.Key) (*block.Ref, bool
 	perr := m.dram.PutClean(ctx, key, ref.Data, ref.Sum, opts, true)
 	if perr == nil {
 		m.promotions.Add(1)
-	} else if !errors.Is(perr, block.ErrNoSpace) {
+	} else if !errors.Is(perr, block.ErrNoSpace) && !errors.Is(perr, block.ErrQuotaExceeded) {
+		// No space, or a block above its namespace's DRAM quota, is not
+		// worth a warning per read: the block is served from below.
 		m.log.Warn("promotion to dram failed", "key", key.String(), "err", perr)
 	}
 	return ref, perr == nil, nil
