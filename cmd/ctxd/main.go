@@ -70,6 +70,14 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	dcfg.Policy = factory
 	tcfg := tiers.DefaultConfig()
 	tcfg.OnDrop = onDrop
+	quotaOf := func(ns string) block.Quota {
+		n, err := namespaces(ns)
+		if err != nil {
+			return block.Quota{}
+		}
+		return n.Quota
+	}
+	tcfg.Quota = quotaOf
 	var lower *nvme.Tier
 	var cold *s3.Tier
 	if cfg.nvmeEnabled() && cfg.S3Endpoint != "" {
@@ -92,6 +100,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 		ncfg.SegmentSize = cfg.NVMeSegment
 		ncfg.MaxBlockSize = cfg.MaxBlockSize
 		ncfg.SyncWrites = cfg.NVMeSync
+		ncfg.Quota = func(ns string) int64 { return quotaOf(ns).NVMe }
 		if cold != nil {
 			ncfg.OnEvict = cold.Demote
 		} else {
@@ -240,6 +249,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	backend.Store(parts.backend)
 	catalog := parts.node.Catalog()
 	catalogRef.Store(catalog)
+	reg.MustRegister(tiers.NewNamespaceCollector(stack, catalog.Namespaces))
 
 	scfg := ctxstore.DefaultConfig()
 	scfg.PinMaxTTL = cfg.PinMaxTTL
@@ -367,7 +377,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}()
 		defer psrv.Close()
 	}
-	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready))...)
+	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready), httpapi.WithUsage(stack.NamespaceUsage))...)
 	// The cluster API checks the cluster secret itself (all of it with
 	// --auth required; otherwise all but status and repair).
 	clusterExtra := func() any {

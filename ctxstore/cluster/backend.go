@@ -220,6 +220,10 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 			// clients retry 503.
 			return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrNoSpace, key, len(written), n, firstErr)
 		}
+		if errors.Is(firstErr, block.ErrQuotaExceeded) {
+			// The namespace's own quota on a holder (507), not an outage.
+			return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrQuotaExceeded, key, len(written), n, firstErr)
+		}
 		return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrUnavailable, key, len(written), n, firstErr)
 	}
 	b.met.shardsWritten.Add(float64(len(written)))
