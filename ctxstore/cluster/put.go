@@ -62,7 +62,18 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 	pend := make([]*pendingPut, len(items))
 	sem := make(chan struct{}, batchWriters)
 	var wg sync.WaitGroup
+	// A key met again later in the batch is put after the batch commits,
+	// so its outcome is the one in-order puts give (the same bytes: done;
+	// other bytes: a conflict), not a race with its first occurrence.
+	seen := make(map[block.Key]bool, len(items))
+	var again []int
 	for i, it := range items {
+		if k := it.Key.Block(); seen[k] {
+			again = append(again, i)
+			continue
+		} else {
+			seen[k] = true
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -78,16 +89,18 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 			at = append(at, i)
 		}
 	}
-	if len(ops) == 0 {
-		return errs
-	}
-	res, err := b.propose(ctx, ops...)
-	for j, i := range at {
-		if err != nil {
-			errs[i] = err // shards stay: the outcome may be unknown (see Put)
-			continue
+	if len(ops) > 0 {
+		res, err := b.propose(ctx, ops...)
+		for j, i := range at {
+			if err != nil {
+				errs[i] = err // shards stay: the outcome may be unknown (see Put)
+				continue
+			}
+			errs[i] = b.settle(pend[i], res[j])
 		}
-		errs[i] = b.settle(pend[i], res[j])
+	}
+	for _, i := range again {
+		errs[i] = b.Put(ctx, items[i].Key, items[i].Data, items[i].Sum, items[i].Opts)
 	}
 	return errs
 }

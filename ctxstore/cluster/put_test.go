@@ -69,10 +69,16 @@ func TestPutBatchIsOneProposal(t *testing.T) {
 			fresh := ctxstore.PutItem{Key: block.NewKey(ns, 999), Data: payload(7, 2000)}
 			again := items[0]
 			clash := ctxstore.PutItem{Key: items[1].Key, Data: payload(77, 2000)}
-			errs := w.store.PutBatch(ctx, []ctxstore.PutItem{fresh, again, clash})
-			if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], block.ErrConflict) {
-				t.Fatalf("mixed batch: %v, want nil, nil, conflict", errs)
+			// And a key twice within the batch: in-order outcomes, the first
+			// bytes kept.
+			twice := ctxstore.PutItem{Key: block.NewKey(ns, 1000), Data: payload(8, 2000)}
+			twiceOther := ctxstore.PutItem{Key: twice.Key, Data: payload(88, 2000)}
+			errs := w.store.PutBatch(ctx, []ctxstore.PutItem{fresh, again, clash, twice, twice, twiceOther})
+			if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], block.ErrConflict) || errs[3] != nil || errs[4] != nil || !errors.Is(errs[5], block.ErrConflict) {
+				t.Fatalf("mixed batch: %v, want nil, nil, conflict, nil, nil, conflict", errs)
 			}
+			tc.waitEntry(twice.Key)
+			mustGet(t, w.store, twice.Key, twice.Data)
 			tc.waitEntry(fresh.Key)
 			mustGet(t, w.store, fresh.Key, fresh.Data)
 			mustGet(t, w.store, clash.Key, items[1].Data)
