@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
 // batchTier is a unit-test tier that records each PutBatch call and fails
@@ -35,7 +34,9 @@ func (b *batchTier) PutBatch(ctx context.Context, items []TierPut) []error {
 // are not BatchPutters go item by item.
 func TestPutBatchGoesDownAsOne(t *testing.T) {
 	ctx := context.Background()
-	good := func(h uint64) PutItem { return PutItem{Key: block.NewKey("default", h), Data: []byte(fmt.Sprint("block ", h))} }
+	good := func(h uint64) PutItem {
+		return PutItem{Key: block.NewKey("default", h), Data: []byte(fmt.Sprint("block ", h))}
+	}
 	badSum := good(3)
 	badSum.Opts = block.PutOptions{Sum: 1, HasSum: true}
 	conflicted := good(5)
@@ -89,21 +90,7 @@ func TestPutBatchGoesDownAsOne(t *testing.T) {
 // TestPutBatchWithoutBatchPutter: a plain tier gets the items one by one,
 // with the same per-item answers.
 func TestPutBatchWithoutBatchPutter(t *testing.T) {
-	cat, err := OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := dram.DefaultConfig()
-	cfg.Capacity, cfg.MaxBlockSize = 8<<20, 4<<20
-	tier, err := dram.New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tier.Close() })
-	s, err := New(DefaultConfig(), cat, tier, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStore(t) // over a DRAM tier
 	k := block.NewKey("default", 1)
 	errs := s.PutBatch(context.Background(), []PutItem{{Key: k, Data: []byte("a")}, {Key: k, Data: []byte("b")}})
 	if errs[0] != nil || !errors.Is(errs[1], block.ErrConflict) {
