@@ -326,6 +326,7 @@ func DecodeCommand(b []byte) (c Command, err error) {
 	}
 	switch c.Type {
 	case CmdIndex:
+		d.last = new([2]string)
 		n := d.count(2)
 		c.Ops = make([]Op, 0, n)
 		for i := 0; i < n && d.err == nil; i++ {
@@ -388,7 +389,7 @@ func (d *decoder) op() Op {
 		}
 		return Op{}
 	}
-	b := decoder{b: body}
+	b := decoder{b: body, last: d.last}
 	o := Op{Kind: kind, Key: b.key()}
 	switch kind {
 	case OpPut:
@@ -422,7 +423,7 @@ func (e *encoder) key(k block.Key) {
 }
 
 func (d *decoder) key() block.Key {
-	k := block.Key{Namespace: d.str(), Hash: d.u64(), HasPart: d.bool()}
+	k := block.Key{Namespace: d.cachedStr(0), Hash: d.u64(), HasPart: d.bool()}
 	if k.HasPart {
 		p := d.uvarint()
 		if p > 0xffff {
@@ -448,7 +449,7 @@ func (d *decoder) shards() []Shard {
 	}
 	out := make([]Shard, n)
 	for i := range out {
-		out[i].NodeID = d.str()
+		out[i].NodeID = d.cachedStr(1)
 		v := d.uvarint()
 		if v > 0xffff {
 			d.fail("shard index %d", v)
