@@ -17,15 +17,23 @@ const indexSizeEntries = 200_000
 
 // sizeBatches encodes n one-copy puts in CmdIndex commands of batch ops,
 // spread over three nodes as the cluster places them.
-func sizeBatches(n, batch int) [][]byte {
+func sizeBatches(n, batch int) [][]byte { return replicaBatches(n, batch, 1) }
+
+// replicaBatches is sizeBatches with `copies` replicas per block, on
+// distinct nodes of three.
+func replicaBatches(n, batch, copies int) [][]byte {
 	created := time.Unix(1_700_000_000, 0)
 	var out [][]byte
 	for lo := 0; lo < n; lo += batch {
 		ops := make([]Op, 0, batch)
 		for i := lo; i < min(lo+batch, n); i++ {
 			h := uint64(i)*0x9e3779b97f4a7c15 | 1
+			place := make([]Shard, copies)
+			for c := range place {
+				place[c] = Shard{NodeID: fmt.Sprintf("n%d", (i+c)%3+1), Index: uint16(c)}
+			}
 			ops = append(ops, PutOp(block.NewKey(block.DefaultNamespace, h), Entry{
-				Size: 4096, Sum: uint32(h), Placement: []Shard{{NodeID: fmt.Sprintf("n%d", i%3+1)}}, Created: created,
+				Size: 4096, Sum: uint32(h), Placement: place, Created: created,
 			}))
 		}
 		out = append(out, EncodeIndex(ops))
@@ -43,8 +51,8 @@ func heapInUse() uint64 {
 
 // measureIndexSize applies n puts in batches of batch to a fresh FSM and
 // returns the Go heap it holds and its snapshot's size, per entry.
-func measureIndexSize(tb testing.TB, n, batch int) (heapPerEntry, snapPerEntry float64) {
-	cmds := sizeBatches(n, batch)
+func measureIndexSize(tb testing.TB, n, batch, copies int) (heapPerEntry, snapPerEntry float64) {
+	cmds := replicaBatches(n, batch, copies)
 	before := heapInUse()
 	f := New(nil)
 	for i, c := range cmds {
@@ -72,19 +80,23 @@ func measureIndexSize(tb testing.TB, n, batch int) (heapPerEntry, snapPerEntry f
 //
 //	go test -run '^$' -bench IndexBytesPerEntry -benchtime 1x ./raft/fsm/
 func BenchmarkIndexBytesPerEntry(b *testing.B) {
-	var heap, snap float64
-	for range b.N {
-		heap, snap = measureIndexSize(b, indexSizeEntries, 64)
+	for _, copies := range []int{1, 3} {
+		b.Run(fmt.Sprintf("copies=%d", copies), func(b *testing.B) {
+			var heap, snap float64
+			for range b.N {
+				heap, snap = measureIndexSize(b, indexSizeEntries, 64, copies)
+			}
+			b.ReportMetric(heap, "heap-B/entry")
+			b.ReportMetric(snap, "snapshot-B/entry")
+		})
 	}
-	b.ReportMetric(heap, "heap-B/entry")
-	b.ReportMetric(snap, "snapshot-B/entry")
 }
 
 // TestIndexSizeMeasured checks the size measurement on a small index: it
 // counts something (an entry cannot be free) and the snapshot of the
 // measured FSM restores to the same entries.
 func TestIndexSizeMeasured(t *testing.T) {
-	heap, snap := measureIndexSize(t, 5000, 64)
+	heap, snap := measureIndexSize(t, 5000, 64, 1)
 	t.Logf("%.0f B heap, %.0f B snapshot per entry", heap, snap)
 	if heap < 16 || snap < 16 {
 		t.Fatalf("%.1f B heap, %.1f B snapshot per entry: an entry holds at least its 8-byte hash and 4-byte checksum", heap, snap)
