@@ -6,7 +6,8 @@
 #   ip        internal/netns, cmd/ctxd TestPartition*          Debian: iproute2
 #   chromium  cmd/ctxd TestConsoleBrowser (headless)          Debian: chromium
 #   rclone    gateway/s3api TestRclone*                       Debian: rclone
-#   versitygw tiers/s3 TestVersity*, cmd/ctxd TestS3Tier*     scripts/versitygw.sh install
+#   versitygw tiers/s3 TestVersity*, cmd/ctxd TestS3Tier*,    scripts/versitygw.sh install
+#             cmd/ctxbench TestWeightsBench*
 #   ../shared/traces  the trace replays (beside the repository; not installable)
 #
 # As root with apt-get (CI, the dev containers) it installs what is missing;

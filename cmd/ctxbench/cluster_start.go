@@ -28,9 +28,11 @@ type localCluster struct {
 
 type localNode struct {
 	id, http, native, log string
-	cmd                   *exec.Cmd
-	exited                chan struct{}
-	exitErr               error
+	// s3 is the node's S3 endpoint (empty unless clusterOptions.S3).
+	s3      string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	exitErr error
 }
 
 // NativeAddrs are the nodes' native-protocol addresses.
@@ -96,23 +98,43 @@ func freePorts(n int) ([]string, error) {
 // scripts/cluster.sh does) and waits until every one is ready and an alive
 // voter. Stop it with stop, also after an error.
 func startLocalCluster(ctx context.Context, ctxd string, n int, dram string, progress io.Writer) (*localCluster, error) {
-	bin, err := findCtxd(ctxd)
+	return startLocalClusterWith(ctx, clusterOptions{Ctxd: ctxd, Nodes: n, DRAM: dram}, progress)
+}
+
+// clusterOptions says how startLocalClusterWith starts its nodes.
+type clusterOptions struct {
+	Ctxd  string
+	Nodes int
+	DRAM  string
+	// Dir is where the cluster's temporary directory is made (empty: $TMPDIR).
+	Dir string
+	// S3 serves each node's S3 endpoint on a free port (localNode.s3).
+	S3 bool
+	// Prepare, when set, runs for each node before it starts, with its
+	// data directory, and returns extra ctxd arguments.
+	Prepare func(i int, dataDir string) ([]string, error)
+}
+
+// startLocalClusterWith is startLocalCluster with more choices.
+func startLocalClusterWith(ctx context.Context, o clusterOptions, progress io.Writer) (*localCluster, error) {
+	n := o.Nodes
+	bin, err := findCtxd(o.Ctxd)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "ctxbench-cluster-")
+	dir, err := os.MkdirTemp(o.Dir, "ctxbench-cluster-")
 	if err != nil {
 		return nil, err
 	}
 	lc := &localCluster{dir: dir}
-	ports, err := freePorts(4 * n)
+	ports, err := freePorts(5 * n)
 	if err != nil {
 		lc.stop(progress, false)
 		return nil, err
 	}
 	var joins []string
 	for i := range n {
-		joins = append(joins, ports[4*i+1])
+		joins = append(joins, ports[5*i+1])
 	}
 	// Every node needs the cluster's secret: draw one for this run.
 	secret, err := clustersecret.Generate()
@@ -122,11 +144,21 @@ func startLocalCluster(ctx context.Context, ctxd string, n int, dram string, pro
 	}
 	zones := []string{"zone-a", "zone-b", "zone-c"}
 	for i := range n {
-		nd := &localNode{id: fmt.Sprintf("n%d", i+1), http: ports[4*i+1], native: ports[4*i], exited: make(chan struct{})}
+		nd := &localNode{id: fmt.Sprintf("n%d", i+1), http: ports[5*i+1], native: ports[5*i], exited: make(chan struct{})}
 		data := filepath.Join(dir, nd.id)
 		if err := os.MkdirAll(data, 0o755); err != nil {
 			lc.stop(progress, false)
 			return nil, err
+		}
+		if o.S3 {
+			nd.s3 = ports[5*i+4]
+		}
+		var extra []string
+		if o.Prepare != nil {
+			if extra, err = o.Prepare(i, data); err != nil {
+				lc.stop(progress, false)
+				return nil, err
+			}
 		}
 		nd.log = filepath.Join(data, "ctxd.log")
 		logf, err := os.Create(nd.log)
@@ -134,13 +166,13 @@ func startLocalCluster(ctx context.Context, ctxd string, n int, dram string, pro
 			lc.stop(progress, false)
 			return nil, err
 		}
-		nd.cmd = exec.Command(bin,
-			"--node-id", nd.id,
-			"--listen", ports[4*i], "--http-listen", nd.http,
-			"--raft-listen", ports[4*i+2], "--peer-listen", ports[4*i+3],
-			"--s3-admin-listen", "", "--resp-listen", "", "--data-dir", data, "--zone", zones[i%len(zones)],
-			"--dram-capacity", dram, "--log-level", "warn",
-			"--join", strings.Join(joins, ","), "--bootstrap-expect", fmt.Sprint(n), "--cluster-secret", secret)
+		args := []string{"--node-id", nd.id,
+			"--listen", ports[5*i], "--http-listen", nd.http,
+			"--raft-listen", ports[5*i+2], "--peer-listen", ports[5*i+3],
+			"--s3-admin-listen", nd.s3, "--resp-listen", "", "--data-dir", data, "--zone", zones[i%len(zones)],
+			"--dram-capacity", o.DRAM, "--log-level", "warn",
+			"--join", strings.Join(joins, ","), "--bootstrap-expect", fmt.Sprint(n), "--cluster-secret", secret}
+		nd.cmd = exec.Command(bin, append(args, extra...)...)
 		nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
 		err = nd.cmd.Start()
 		logf.Close() // the child holds its own descriptor

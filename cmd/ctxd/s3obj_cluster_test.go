@@ -4,16 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
-
-	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
 
 // TestClusterS3Objects: a 3-node cluster of real ctxd processes; a 40 MiB
@@ -24,31 +20,15 @@ import (
 func TestClusterS3Objects(t *testing.T) {
 	ctx := withTimeout(t, 3*time.Minute)
 	// One access key for every node: the key files are per node, so the
-	// first node's are copied to the others.
-	seed := t.TempDir()
-	keys, err := credential.OpenFile(credential.DefaultConfig(seed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := keys.Create(ctx, []string{credential.ScopeAll}, "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// same ones are copied into every node's data directory.
 	nodes := make([]*testNode, 3)
-	var joins []string
+	var joins, dirs []string
 	for i := range nodes {
 		nodes[i] = &testNode{id: fmt.Sprintf("n%d", i+1), http: freeAddr(t), raft: freeAddr(t), dataDir: t.TempDir()}
-		for _, f := range []string{credential.FileName, credential.NodeKeyFile} {
-			b, err := os.ReadFile(filepath.Join(seed, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(nodes[i].dataDir, f), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
 		joins = append(joins, nodes[i].http)
+		dirs = append(dirs, nodes[i].dataDir)
 	}
+	admin := adminKeyFor(t, dirs...)
 	join := strings.Join(joins, ",")
 	for _, nd := range nodes {
 		nd.extra = []string{"--dram-capacity", "256MiB"}

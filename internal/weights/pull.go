@@ -112,6 +112,25 @@ func (c *Client) pullFile(ctx context.Context, m *Manifest, f File, dst string, 
 		}
 		todo = append(todo, i)
 	}
+	err = c.fetchChunks(ctx, m, f, todo, progress, st, func(_ int, off int64, b []byte) error {
+		if _, err := fh.WriteAt(b, off); err != nil {
+			return fmt.Errorf("weights: write %s: %w", part, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		return err
+	}
+	return os.Rename(part, dst)
+}
+
+// fetchChunks fetches the chunks todo of f, Parallel at a time, and hands
+// each verified chunk to use (from several goroutines at once; b is reused
+// after use returns). The first error cancels the rest.
+func (c *Client) fetchChunks(ctx context.Context, m *Manifest, f File, todo []int, progress *Progress, st *PullStats, use func(i int, off int64, b []byte) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan int)
@@ -134,8 +153,8 @@ func (c *Client) pullFile(ctx context.Context, m *Manifest, f File, dst string, 
 					fail(err)
 					continue
 				}
-				if _, err := fh.WriteAt(b[:n], off); err != nil {
-					fail(fmt.Errorf("weights: write %s: %w", part, err))
+				if err := use(i, off, b[:n]); err != nil {
+					fail(err)
 					continue
 				}
 				chunks.Add(1)
@@ -157,13 +176,7 @@ feed:
 	if firstErr != nil {
 		return firstErr
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := fh.Sync(); err != nil {
-		return err
-	}
-	return os.Rename(part, dst)
+	return ctx.Err()
 }
 
 // fetchChunk reads chunk i of f into b with a ranged GET, retrying a failed

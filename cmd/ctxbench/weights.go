@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/internal/weights"
+)
+
+func init() {
+	register("weights", "a checkpoint pulled by concurrent workers from a 3-node cluster: GB/s vs raw loopback TCP, lower-tier bytes per served byte, time to the last complete checkpoint vs versitygw", runWeights)
+}
+
+// weightsConfig is the weights mode's flags.
+type weightsConfig struct {
+	Start        bool
+	Ctxd         string
+	Versitygw    string
+	Size         int64
+	Files        int
+	Pullers      int
+	Parallel     int
+	ChunkSize    int64
+	DRAMCapacity string
+	NVMeCapacity string
+	DataShards   int
+	ParityShards int
+	// Dir holds the checkpoint, the versitygw bucket and the nodes' data
+	// (default: the system's temporary directory).
+	Dir string
+}
+
+func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
+	var c weightsConfig
+	fs := flag.NewFlagSet("weights", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var size, chunk string
+	fs.BoolVar(&c.Start, "start", false, "start 3 ctxd processes (S3 endpoints, NVMe tiers) and a versitygw on free 127.0.0.1 ports in a temporary directory, run against them, then stop them and delete it (required: the mode always runs its own nodes)")
+	fs.StringVar(&c.Ctxd, "ctxd", "", "ctxd binary (default: the ctxd next to ctxbench, else ctxd on PATH)")
+	fs.StringVar(&c.Versitygw, "versitygw", "", "versitygw binary (default: $CTXTIER_VERSITYGW, else the one scripts/versitygw.sh install caches)")
+	fs.StringVar(&size, "size", "8GiB", "checkpoint size (synthetic safetensors files)")
+	fs.IntVar(&c.Files, "files", 2, "safetensors files the checkpoint is split into")
+	fs.IntVar(&c.Pullers, "pullers", 4, "concurrent workers, each reading the whole checkpoint through its own node's S3 endpoint (worker i: node i mod 3, the others after it for failover)")
+	fs.IntVar(&c.Parallel, "parallel", 4, "ranged GETs in flight per worker")
+	fs.StringVar(&chunk, "chunk-size", "16MiB", "bytes per ranged GET (and per checksum)")
+	fs.StringVar(&c.DRAMCapacity, "dram-capacity", "256MiB", "--dram-capacity of each node: under the checkpoint's share per node, most of it is read from NVMe (an NVMe-resident run); over it, from DRAM")
+	fs.StringVar(&c.NVMeCapacity, "nvme-capacity", "12GiB", "--nvme-capacity of each node (its segment files live in the run's directory)")
+	fs.IntVar(&c.DataShards, "data-shards", 1, "erasure code of the weights namespace: data shards")
+	fs.IntVar(&c.ParityShards, "parity-shards", 0, "erasure code of the weights namespace: parity shards")
+	fs.StringVar(&c.Dir, "dir", "", "directory for the checkpoint, versitygw's bucket and the nodes' data (default: $TMPDIR)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if c.Size, err = block.ParseSize(size); err != nil {
+		return c, fmt.Errorf("--size: %w", err)
+	}
+	if c.ChunkSize, err = block.ParseSize(chunk); err != nil {
+		return c, fmt.Errorf("--chunk-size: %w", err)
+	}
+	for _, s := range []string{c.DRAMCapacity, c.NVMeCapacity} {
+		if _, err := block.ParseSize(s); err != nil {
+			return c, fmt.Errorf("capacity %q: %w", s, err)
+		}
+	}
+	switch {
+	case !c.Start:
+		return c, errors.New("--start is required: the mode runs its own three nodes and versitygw")
+	case c.Files < 1 || c.Files > 1000:
+		return c, errors.New("--files must be in 1..1000")
+	case c.Size < int64(c.Files)<<20:
+		return c, errors.New("--size must be at least 1 MiB per file")
+	case c.Pullers < 1 || c.Pullers > 64:
+		return c, errors.New("--pullers must be in 1..64")
+	case c.Parallel < 1 || c.Parallel > 64:
+		return c, errors.New("--parallel must be in 1..64")
+	case c.DataShards < 1 || c.ParityShards < 0 || c.DataShards+c.ParityShards > 3:
+		return c, errors.New("--data-shards + --parity-shards must be in 1..3 (three nodes)")
+	}
+	wc := weights.DefaultConfig()
+	wc.ChunkSize = c.ChunkSize
+	if err := wc.Validate(); err != nil {
+		return c, fmt.Errorf("--chunk-size: %w", err)
+	}
+	return c, nil
+}
+
+func runWeights(ctx context.Context, args []string) error {
+	return runParsed(ctx, args, parseWeightsFlags, runWeightsWith)
+}
+
+// weightsResult is what one run measured.
+type weightsResult struct {
+	size                  int64
+	push                  time.Duration
+	tier, raw, vgw        time.Duration // to the last worker's complete checkpoint
+	lowerBytes, served    float64
+	lowerByNode           []string
+	promotions, shared    float64
+	nvmeReads, s3Reads    float64
+	workerTier, workerVGW []time.Duration
+}
+
+// The weights namespace and the model the bench pushes.
+const (
+	weightsNS    = "weights"
+	weightsModel = "ctxbench/synthetic"
+)
+
+// runWeightsWith runs the whole mode and prints one result line to out;
+// progress gets a line per phase.
+func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Writer) error {
+	vgwBin, err := findVersitygw(cfg.Versitygw)
+	if err != nil {
+		return err
+	}
+	root, err := os.MkdirTemp(cfg.Dir, "ctxbench-weights-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	ckpt := filepath.Join(root, "checkpoint")
+	if err := os.MkdirAll(ckpt, 0o755); err != nil {
+		return err
+	}
+	var res weightsResult
+	t0 := time.Now()
+	if res.size, err = writeSafetensors(ckpt, cfg.Size, cfg.Files); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "weights: wrote a %s safetensors checkpoint (%d files) in %v\n", block.FormatSize(res.size), cfg.Files, time.Since(t0).Round(time.Millisecond))
+
+	// One S3 key for every node: key files are per node, so they are made
+	// once and copied into each node's data directory before it starts.
+	seed := filepath.Join(root, "keys")
+	keys, err := credential.OpenFile(credential.DefaultConfig(seed))
+	if err != nil {
+		return err
+	}
+	key, err := keys.Create(ctx, []string{credential.ScopeAll}, "ctxbench weights")
+	if err != nil {
+		return err
+	}
+	lc, err := startLocalClusterWith(ctx, clusterOptions{
+		Ctxd: cfg.Ctxd, Nodes: 3, DRAM: cfg.DRAMCapacity, S3: true, Dir: root,
+		Prepare: func(_ int, data string) ([]string, error) {
+			for _, f := range []string{credential.FileName, credential.NodeKeyFile} {
+				b, err := os.ReadFile(filepath.Join(seed, f))
+				if err != nil {
+					return nil, err
+				}
+				if err := os.WriteFile(filepath.Join(data, f), b, 0o600); err != nil {
+					return nil, err
+				}
+			}
+			return []string{"--nvme-capacity", cfg.NVMeCapacity}, nil
+		},
+	}, progress)
+	if err != nil {
+		return err
+	}
+	defer lc.stop(progress, false)
+	vgw, err := startVersity(ctx, vgwBin, filepath.Join(root, "versitygw"), filepath.Join(root, "versitygw.log"))
+	if err != nil {
+		return err
+	}
+	defer vgw.stop()
+
+	hc, err := newBenchHTTPClient(lc.nodes[0].http, 1)
+	if err != nil {
+		return err
+	}
+	defer hc.Close()
+	if _, err := hc.CreateNamespace(ctx, block.Namespace{Name: weightsNS, Kind: block.KindObject,
+		DataShards: cfg.DataShards, ParityShards: cfg.ParityShards}); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", weightsNS, err)
+	}
+	tierCfg := func(endpoints []string) weights.Config {
+		wc := weights.DefaultConfig()
+		wc.Endpoints, wc.AccessKey, wc.Secret = endpoints, key.AccessKeyID, key.Secret
+		wc.Namespace, wc.ChunkSize, wc.Parallel = weightsNS, cfg.ChunkSize, cfg.Parallel
+		return wc
+	}
+	vgwCfg := tierCfg([]string{vgw.addr})
+	vgwCfg.AccessKey, vgwCfg.Secret = versityAccess, versitySecret
+
+	// Push: into the tier through node 1, and into versitygw.
+	t0 = time.Now()
+	if err := push(ctx, tierCfg([]string{lc.nodes[0].s3}), ckpt); err != nil {
+		return err
+	}
+	res.push = time.Since(t0)
+	fmt.Fprintf(progress, "weights: pushed to the tier in %v (%.2f GB/s)\n", res.push.Round(time.Millisecond), float64(res.size)/res.push.Seconds()/1e9)
+	if err := push(ctx, vgwCfg, ckpt); err != nil {
+		return fmt.Errorf("versitygw: %w", err)
+	}
+
+	// The workers, through the tier: worker i starts at node i mod 3.
+	before, err := lowerTierSnapshot(ctx, lc)
+	if err != nil {
+		return err
+	}
+	cfgs := make([]weights.Config, cfg.Pullers)
+	for i := range cfgs {
+		var eps []string
+		for j := range lc.nodes {
+			eps = append(eps, lc.nodes[(i+j)%len(lc.nodes)].s3)
+		}
+		cfgs[i] = tierCfg(eps)
+	}
+	if res.tier, res.workerTier, err = pullAll(ctx, cfgs, res.size); err != nil {
+		return err
+	}
+	after, err := lowerTierSnapshot(ctx, lc)
+	if err != nil {
+		return err
+	}
+	res.served = float64(res.size) * float64(cfg.Pullers)
+	for i := range after {
+		d := after[i].minus(before[i])
+		res.nvmeReads += d.nvme
+		res.s3Reads += d.s3
+		res.promotions += d.promotions
+		res.shared += d.shared
+		res.lowerByNode = append(res.lowerByNode, fmt.Sprintf("%s=%s", lc.nodes[i].id, block.FormatSize(int64(d.nvme+d.s3))))
+	}
+	res.lowerBytes = res.nvmeReads + res.s3Reads
+	fmt.Fprintf(progress, "weights: %d workers through the tier: last complete after %v\n", cfg.Pullers, res.tier.Round(time.Millisecond))
+
+	// The same bytes over raw loopback TCP, same number of streams.
+	if res.raw, err = rawTCP(ctx, res.size*int64(cfg.Pullers), cfg.Pullers*cfg.Parallel, int(cfg.ChunkSize)); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "weights: raw loopback TCP, %d streams: %v\n", cfg.Pullers*cfg.Parallel, res.raw.Round(time.Millisecond))
+
+	// Each worker reading the checkpoint from versitygw directly.
+	for i := range cfgs {
+		cfgs[i] = vgwCfg
+	}
+	if res.vgw, res.workerVGW, err = pullAll(ctx, cfgs, res.size); err != nil {
+		return fmt.Errorf("versitygw: %w", err)
+	}
+	fmt.Fprintf(progress, "weights: %d workers from versitygw: last complete after %v\n", cfg.Pullers, res.vgw.Round(time.Millisecond))
+	res.print(out, cfg)
+	return nil
+}
+
+func push(ctx context.Context, wc weights.Config, dir string) error {
+	c, err := weights.New(wc)
+	if err != nil {
+		return err
+	}
+	_, err = c.Push(ctx, dir, weightsModel, nil)
+	return err
+}
+
+// pullAll starts one Stream per config at once (every chunk verified
+// against the manifest's SHA-256, the bytes then dropped) and returns the
+// time until the last one completed and each one's time.
+func pullAll(ctx context.Context, cfgs []weights.Config, size int64) (time.Duration, []time.Duration, error) {
+	clients := make([]*weights.Client, len(cfgs))
+	for i, wc := range cfgs {
+		c, err := weights.New(wc)
+		if err != nil {
+			return 0, nil, err
+		}
+		clients[i] = c
+	}
+	each := make([]time.Duration, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := c.Stream(ctx, weightsModel, nil, nil)
+			each[i] = time.Since(start)
+			if err == nil && st.BytesFetched != size {
+				err = fmt.Errorf("worker %d fetched %d bytes, want %d", i, st.BytesFetched, size)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	last := time.Since(start)
+	return last, each, errors.Join(errs...)
+}
+
+func (r *weightsResult) print(out io.Writer, cfg weightsConfig) {
+	gbs := func(d time.Duration) float64 { return r.served / d.Seconds() / 1e9 }
+	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d "+
+		"tier_gb_s=%.3f raw_tcp_gb_s=%.3f ratio_vs_raw_tcp=%.3f "+
+		"lower_tier_bytes_per_served_byte=%.3f lower_tier_bytes_per_checkpoint_byte=%.3f lower_tier_bytes=%s (nvme=%s s3=%s; %v) promotions=%.0f shared_reads=%.0f "+
+		"last_complete_s=%.2f versitygw_last_complete_s=%.2f speedup_vs_versitygw=%.3f push_gb_s=%.3f\n",
+		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards,
+		gbs(r.tier), gbs(r.raw), r.raw.Seconds()/r.tier.Seconds(),
+		r.lowerBytes/r.served, r.lowerBytes/float64(r.size), block.FormatSize(int64(r.lowerBytes)), block.FormatSize(int64(r.nvmeReads)), block.FormatSize(int64(r.s3Reads)), r.lowerByNode,
+		r.promotions, r.shared,
+		r.tier.Seconds(), r.vgw.Seconds(), r.vgw.Seconds()/r.tier.Seconds(), float64(r.size)/r.push.Seconds()/1e9)
+}
+
+// lowerTierCounters are one node's counters of reads below DRAM.
+type lowerTierCounters struct {
+	nvme, s3, promotions, shared float64
+}
+
+func (a lowerTierCounters) minus(b lowerTierCounters) lowerTierCounters {
+	return lowerTierCounters{a.nvme - b.nvme, a.s3 - b.s3, a.promotions - b.promotions, a.shared - b.shared}
+}
+
+// lowerTierSnapshot reads every node's /metrics: bytes its NVMe and S3
+// tiers read from their media (ctxtier_tier_read_bytes_total), promotions
+// into DRAM and reads that shared another's lower-tier read.
+func lowerTierSnapshot(ctx context.Context, lc *localCluster) ([]lowerTierCounters, error) {
+	out := make([]lowerTierCounters, len(lc.nodes))
+	for i, nd := range lc.nodes {
+		text, err := fetchMetrics(ctx, nd.http)
+		if err != nil {
+			return nil, err
+		}
+		var ok bool
+		if out[i].nvme, ok = promSamples(text, "ctxtier_tier_read_bytes_total", `tier="nvme"`); !ok {
+			return nil, fmt.Errorf("%s: no ctxtier_tier_read_bytes_total{tier=\"nvme\"} in /metrics", nd.id)
+		}
+		out[i].s3, _ = promSamples(text, "ctxtier_tier_read_bytes_total", `tier="s3"`) // no S3 tier: none
+		out[i].promotions, _ = promSamples(text, "ctxtier_tiers_promotions_total", "")
+		out[i].shared, _ = promSamples(text, "ctxtier_tiers_shared_reads_total", "")
+	}
+	return out, nil
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/internal/weights"
+)
+
+// adminKeyFor makes one admin S3 key and writes its key files into every
+// dir (key files are per node, so a cluster's nodes get copies before they
+// start).
+func adminKeyFor(t *testing.T, dirs ...string) credential.Credential {
+	t.Helper()
+	seed := t.TempDir()
+	keys, err := credential.OpenFile(credential.DefaultConfig(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := keys.Create(context.Background(), []string{credential.ScopeAll}, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		for _, f := range []string{credential.FileName, credential.NodeKeyFile} {
+			b, err := os.ReadFile(filepath.Join(seed, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return key
+}
+
+// TestWeightsPullSurvivesNodeKill: a checkpoint pushed into an RS(2,1)
+// object namespace of a 3-node cluster of real ctxd processes is pulled
+// through node 3 first (endpoints n3, n1, n2); node 3 is SIGKILLed once
+// 24 MiB are in. The pull fails over to node 1's endpoint, whose reads of
+// the blocks with a data shard on the dead node are decoded from the
+// other two holders (degraded reads, counted by
+// ctxtier_cluster_reconstructions_total), and completes with the pushed
+// bytes (SHA-256 of every file).
+func TestWeightsPullSurvivesNodeKill(t *testing.T) {
+	ctx := withTimeout(t, 5*time.Minute)
+	nodes := make([]*testNode, 3)
+	var joins, dirs []string
+	for i := range nodes {
+		nodes[i] = &testNode{id: fmt.Sprintf("n%d", i+1), http: freeAddr(t), raft: freeAddr(t), dataDir: t.TempDir()}
+		// A long --dead-after: the kill is survived by degraded reads, not
+		// by a repair that finished first.
+		nodes[i].extra = []string{"--dead-after", "10m"}
+		joins = append(joins, nodes[i].http)
+		dirs = append(dirs, nodes[i].dataDir)
+	}
+	key := adminKeyFor(t, dirs...)
+	join := strings.Join(joins, ",")
+	for _, nd := range nodes {
+		nd.p = startCtxd(t, nd.args(join)...)
+	}
+	waitFor(t, 30*time.Second, "a leader", func() bool { _, ok := leaderOf(t, nodes); return ok })
+	hc := httpClient(t, nodes[0].p.HTTP)
+	waitFor(t, 30*time.Second, "the weights namespace", func() bool {
+		_, err := hc.CreateNamespace(ctx, block.Namespace{Name: "weights", Kind: block.KindObject, DataShards: 2, ParityShards: 1})
+		return err == nil
+	})
+
+	src := t.TempDir()
+	files := map[string]int{"model-00001-of-00002.safetensors": 64<<20 + 4099, "model-00002-of-00002.safetensors": 40 << 20, "config.json": 777}
+	r := rand.New(rand.NewPCG(7, 8))
+	want := map[string][32]byte{}
+	for p, n := range files {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(src, p), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[p] = sha256.Sum256(b)
+	}
+	cfg := func(eps ...*testNode) weights.Config {
+		c := weights.DefaultConfig()
+		c.Endpoints = nil
+		for _, nd := range eps {
+			c.Endpoints = append(c.Endpoints, nd.p.S3)
+		}
+		c.AccessKey, c.Secret, c.ChunkSize, c.Parallel = key.AccessKeyID, key.Secret, 8<<20, 2
+		return c
+	}
+	pusher, err := weights.New(cfg(nodes[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pusher.Push(ctx, src, "llama/8b", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	reconstructions := func() (sum float64) {
+		for _, nd := range nodes[:2] {
+			v := scrapeMetrics(t, nd.p.HTTP, "ctxtier_cluster_reconstructions_total")["ctxtier_cluster_reconstructions_total"]
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: ctxtier_cluster_reconstructions_total %q: %v", nd.id, v, err)
+			}
+			sum += f
+		}
+		return sum
+	}
+	before := reconstructions()
+
+	puller, err := weights.New(cfg(nodes[2], nodes[0], nodes[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	var prog weights.Progress
+	killed := make(chan struct{})
+	var atKill int64
+	go func() {
+		defer close(killed)
+		for prog.Done.Load() < 24<<20 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		nodes[2].p.Kill()
+		atKill = prog.Done.Load()
+	}()
+	st, err := puller.Pull(ctx, "llama/8b", dst, &prog)
+	<-killed
+	if err != nil {
+		t.Fatalf("pull across the kill: %v", err)
+	}
+	select {
+	case <-nodes[2].p.exited:
+	default:
+		t.Fatal("node 3 still running")
+	}
+	var total int64
+	for _, n := range files {
+		total += int64(n)
+	}
+	if atKill >= total {
+		t.Fatalf("node 3 was killed after %d of %d bytes: not mid-transfer", atKill, total)
+	}
+	if st.FilesFetched != 3 {
+		t.Errorf("pull stats %+v: want 3 files fetched", st)
+	}
+	for p, sum := range want {
+		b, err := os.ReadFile(filepath.Join(dst, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sha256.Sum256(b); !bytes.Equal(got[:], sum[:]) {
+			t.Errorf("%s: SHA-256 of the pulled file differs from the pushed one", p)
+		}
+	}
+	if d := reconstructions() - before; d < 1 {
+		t.Errorf("no degraded read on the surviving nodes (reconstructions +%v): the dead node's shards were not needed", d)
+	} else {
+		t.Logf("pulled %d MiB across the kill of node 3 after %d MiB; %v blocks decoded from parity", st.BytesFetched>>20, atKill>>20, d)
+	}
+}

@@ -1,0 +1,49 @@
+package weights
+
+import (
+	"context"
+	"fmt"
+)
+
+// Sink takes the verified chunks of a streamed checkpoint: b holds f's
+// bytes at off. It is called from several goroutines at once and b is
+// reused once it returns.
+type Sink func(f File, off int64, b []byte) error
+
+// Stream reads model's whole checkpoint from the tier without writing it
+// to disk: every chunk of every file is fetched (ranged GETs, Parallel at a
+// time, failing over between endpoints like Pull), checked against the
+// manifest's SHA-256 and handed to sink (nil discards the verified bytes).
+// It is what a loader filling memory does, and what `ctxbench weights`
+// measures.
+func (c *Client) Stream(ctx context.Context, model string, sink Sink, progress *Progress) (PullStats, error) {
+	var st PullStats
+	if progress == nil {
+		progress = &Progress{}
+	}
+	m, err := c.Manifest(ctx, model)
+	if err != nil {
+		return st, err
+	}
+	progress.Total.Store(m.Size())
+	for _, f := range m.Files {
+		st.FilesFetched++
+		todo := make([]int, len(f.Chunks))
+		for i := range todo {
+			todo[i] = i
+		}
+		err := c.fetchChunks(ctx, m, f, todo, progress, &st, func(_ int, off int64, b []byte) error {
+			if sink == nil {
+				return nil
+			}
+			if err := sink(f, off, b); err != nil {
+				return fmt.Errorf("weights: stream %s at %d: %w", f.Path, off, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
