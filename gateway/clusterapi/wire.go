@@ -34,11 +34,17 @@ type Member struct {
 	State  string `json:"state,omitempty"`
 	Voter  bool   `json:"voter"`
 	Leader bool   `json:"leader,omitempty"`
+	// Incarnation identifies the member's current start (a new one each
+	// start) and Restoring says it is still rebuilding the shards it lost
+	// (docs/operations.md, rolling restarts). Output only.
+	Incarnation uint64 `json:"incarnation,omitempty"`
+	Restoring   bool   `json:"restoring,omitempty"`
 }
 
 // FromMember converts an FSM member record (a zero state becomes "").
 func FromMember(m fsm.Member) Member {
-	out := Member{ID: m.ID, RaftAddr: m.RaftAddr, DataAddr: m.DataAddr, HTTPAddr: m.HTTPAddr, Zone: m.Zone, Capacity: m.Capacity}
+	out := Member{ID: m.ID, RaftAddr: m.RaftAddr, DataAddr: m.DataAddr, HTTPAddr: m.HTTPAddr, Zone: m.Zone, Capacity: m.Capacity,
+		Incarnation: m.Incarnation, Restoring: m.Restoring}
 	if m.State != 0 {
 		out.State = m.State.String()
 	}

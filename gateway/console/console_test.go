@@ -222,7 +222,7 @@ func newEnv(t testing.TB) *env {
 			"ADMIN": {AccessKeyID: "ADMIN", Secret: "s3cret", Namespaces: []string{credential.ScopeAll}},
 			"TEN":   {AccessKeyID: "TEN", Secret: "tenant", Namespaces: []string{"a"}},
 		}},
-		ns: &fakeNamespaces{list: []block.Namespace{{Name: "small", DataShards: 1}, {Name: "big", DataShards: 2, ParityShards: 1, TTLSeconds: 60}},
+		ns: &fakeNamespaces{list: []block.Namespace{{Name: "small", DataShards: 1}, {Name: "big", DataShards: 2, ParityShards: 1, TTLSeconds: 60, Quota: block.Quota{DRAM: 1 << 20, NVMe: 8 << 20}}},
 			use: map[string]Usage{"small": {Blocks: 1, Bytes: 10}, "big": {Blocks: 5, Bytes: 500, Pinned: 2}}},
 	}
 	c, err := New(DefaultConfig(), Deps{NodeID: "n1", Cluster: e.cl, Gatherer: tierRegistry(t), Namespaces: e.ns, Keys: e.keys},
@@ -291,7 +291,7 @@ func TestOverview(t *testing.T) {
 		t.Errorf("tiers: %+v", ov.Node.Tiers)
 	}
 	want := []NamespaceView{
-		{Name: "big", DataShards: 2, ParityShards: 1, TTLSeconds: 60, Usage: Usage{Blocks: 5, Bytes: 500, Pinned: 2}},
+		{Name: "big", DataShards: 2, ParityShards: 1, TTLSeconds: 60, Quota: block.Quota{DRAM: 1 << 20, NVMe: 8 << 20}, Usage: Usage{Blocks: 5, Bytes: 500, Pinned: 2}},
 		{Name: "small", DataShards: 1, Usage: Usage{Blocks: 1, Bytes: 10}},
 	}
 	if len(ov.Namespaces) != 2 || ov.Namespaces[0] != want[0] || ov.Namespaces[1] != want[1] {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
@@ -24,6 +25,9 @@ type NamespaceView struct {
 	TTLSeconds   int64  `json:"ttl_seconds"`
 	Priority     uint8  `json:"priority"`
 	WriteMode    string `json:"write_mode,omitempty"`
+	// Quota is the namespace's byte quota per tier on each node (absent:
+	// none; docs/operations.md, Quotas).
+	Quota block.Quota `json:"quota,omitzero"`
 	Usage
 	// Traffic is the namespace's totals since this node started, the
 	// values of its ctxtier_namespace_* counters in /metrics; absent when
@@ -179,7 +183,7 @@ func (c *Console) build(ctx context.Context, now time.Time) (Overview, error) {
 		for _, ns := range list {
 			ov.Namespaces = append(ov.Namespaces, NamespaceView{Name: ns.Name, Model: ns.Model, DataShards: max(ns.DataShards, 1),
 				ParityShards: ns.ParityShards, TTLSeconds: ns.TTLSeconds, Priority: ns.Priority, WriteMode: string(ns.WriteMode),
-				Usage: use[ns.Name], Traffic: totals[ns.Name], Rates: rt[ns.Name]})
+				Quota: ns.Quota, Usage: use[ns.Name], Traffic: totals[ns.Name], Rates: rt[ns.Name]})
 		}
 		// Largest first: the page shows the top of the list. Names are
 		// unique, so the order is total and an unstable sort is enough (a

@@ -202,6 +202,13 @@
   // since the node started (the namespace's counter in /metrics).
   const rateCell = (text, rate, total) => { const td = cell(text, rate, "num"); td.dataset.total = String(total); return td; };
 
+  // fmtQuota names each tier's per-node byte quota ("none" without one).
+  function fmtQuota(q) {
+    const parts = [];
+    for (const [k, label] of [["dram", "DRAM"], ["nvme", "NVMe"], ["s3", "S3"]]) if (q && q[k]) parts.push(label + " " + fmtBytes(q[k]));
+    return parts.length ? parts.join(", ") : "none";
+  }
+
   function renderNamespaces(ov) {
     const f = $("ns-filter").value.trim().toLowerCase();
     const all = sortNamespaces(ov.namespaces.filter((n) => !f || n.name.toLowerCase().includes(f)));
@@ -216,7 +223,7 @@
         rateCell(fmtRate(r.puts), r.puts, t.puts), rateCell(fmtBytes(r.read_bytes) + "/s", r.read_bytes, t.read_bytes),
         rateCell(fmtBytes(r.written_bytes) + "/s", r.written_bytes, t.written_bytes),
         cell("(" + n.k + ", " + n.m + ")"), cell(n.ttl_seconds ? fmtDur(n.ttl_seconds) : "none", n.ttl_seconds),
-        cell(fmtNum(n.pinned), n.pinned, "num"), cell(n.priority, n.priority, "num"), cell(n.write_mode || "—"));
+        cell(fmtNum(n.pinned), n.pinned, "num"), cell(n.priority, n.priority, "num"), cell(n.write_mode || "—"), cell(fmtQuota(n.quota)));
       row.cells[4].title = "since start: " + fmtNum(t.hits) + " hits, " + fmtNum(t.misses) + " misses";
       tb.append(row);
     }
