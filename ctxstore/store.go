@@ -39,6 +39,7 @@ type Store struct {
 	tier    Tier
 	log     *slog.Logger
 	now     func() time.Time
+	traffic *Traffic
 }
 
 // New builds a store over a catalog and a tier stack.
@@ -49,8 +50,11 @@ func New(cfg Config, catalog Catalog, tier Tier, log *slog.Logger) (*Store, erro
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{cfg: cfg, catalog: catalog, tier: tier, log: log, now: time.Now}, nil
+	return &Store{cfg: cfg, catalog: catalog, tier: tier, log: log, now: time.Now, traffic: &Traffic{}}, nil
 }
+
+// Traffic is the store's per-namespace traffic (see NewTrafficCollector).
+func (s *Store) Traffic() *Traffic { return s.traffic }
 
 // Catalog exposes the namespace catalog.
 func (s *Store) Catalog() Catalog { return s.catalog }
@@ -97,7 +101,11 @@ func (s *Store) Put(ctx context.Context, key block.Key, data []byte, opts block.
 	}
 	opts.Sum, opts.HasSum = sum, true
 	opts.WriteThrough = ns.WriteMode == block.WriteThrough
-	return s.tier.Put(ctx, key, data, sum, opts)
+	if err := s.tier.Put(ctx, key, data, sum, opts); err != nil {
+		return err
+	}
+	s.traffic.put(key.Namespace, len(data))
+	return nil
 }
 
 // Get returns a leased reference to a block's verified bytes; the caller must
@@ -110,7 +118,13 @@ func (s *Store) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
 		return nil, err
 	}
-	return s.tier.Get(ctx, key)
+	ref, err := s.tier.Get(ctx, key)
+	size := 0
+	if ref != nil {
+		size = len(ref.Data)
+	}
+	s.traffic.get(key.Namespace, size, err)
+	return ref, err
 }
 
 // Stat returns a block's metadata.

@@ -13,7 +13,7 @@ import (
 	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
-func newStore(t *testing.T) *Store {
+func newStore(t testing.TB) *Store {
 	t.Helper()
 	cat, err := OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
 	if err != nil {

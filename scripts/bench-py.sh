@@ -3,13 +3,24 @@
 #   python -m ctxtier.bench --addr 127.0.0.1:7400 --block-size 2MiB --clients 4 --duration 10s --go-ctxbench bin/ctxbench
 # It prints the Go client's figure (ctxbench load --vs-baseline) first, then the
 # Python client's; the last line is ratio_vs_raw_socket=<x> (Python get_into GB/s
-# over a raw Python socket receiving the same bytes in the same run).
+# over a raw Python socket receiving the same bytes from a raw Python server in
+# the same run), the one before ratio_vs_raw_socket_same_server=<y> (over a raw
+# Python socket reading ctxd's own GET responses).
 # Extra arguments are passed to ctxtier.bench. Needs `make build py-venv`.
+# BENCH_PORT (default 7400) moves all five ports: native, HTTP, Raft, S3 admin,
+# peer = BENCH_PORT .. BENCH_PORT+4, every one passed explicitly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+p=${BENCH_PORT:-7400}
 dir=$(mktemp -d)
-bin/ctxd --data-dir "$dir" --listen 127.0.0.1:7400 --http-listen 127.0.0.1:7401 --resp-listen "" --dram-capacity 2GiB --log-level warn &
+bin/ctxd --data-dir "$dir" --listen 127.0.0.1:$p --http-listen 127.0.0.1:$((p + 1)) \
+  --raft-listen 127.0.0.1:$((p + 2)) --s3-admin-listen 127.0.0.1:$((p + 3)) --peer-listen 127.0.0.1:$((p + 4)) \
+  --resp-listen "" --dram-capacity 2GiB --log-level warn &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 50); do curl -fsS http://127.0.0.1:7401/readyz >/dev/null 2>&1 && break; sleep 0.1; done
-.venv/bin/python -m ctxtier.bench --addr 127.0.0.1:7400 --block-size 2MiB --clients 4 --duration 10s --server-pid "$pid" --go-ctxbench bin/ctxbench "$@"
+for _ in $(seq 100); do curl -fsS http://127.0.0.1:$((p + 1))/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+if ! curl -fsS http://127.0.0.1:$((p + 1))/readyz >/dev/null 2>&1; then
+  echo "bench-py.sh: ctxd is not ready on ports $p-$((p + 4)); another process may hold one (set BENCH_PORT)" >&2
+  exit 1
+fi
+.venv/bin/python -m ctxtier.bench --addr 127.0.0.1:$p --block-size 2MiB --clients 4 --duration 10s --server-pid "$pid" --go-ctxbench bin/ctxbench "$@"

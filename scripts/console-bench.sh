@@ -15,7 +15,7 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0));
 np=$(port); hp=$(port); rp=$(port); pp=$(port)
 dir=$(mktemp -d)
 bin/ctxd --data-dir "$dir/data" --listen 127.0.0.1:$np --http-listen 127.0.0.1:$hp --peer-listen 127.0.0.1:0 --resp-listen "" \
-  --raft-listen 127.0.0.1:$rp --pprof-listen 127.0.0.1:$pp --dram-capacity 2GiB --log-level warn &
+  --s3-admin-listen "" --raft-listen 127.0.0.1:$rp --pprof-listen 127.0.0.1:$pp --dram-capacity 2GiB --log-level warn &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do curl -fsS http://127.0.0.1:$hp/readyz >/dev/null 2>&1 && break; sleep 0.1; done

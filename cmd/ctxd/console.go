@@ -86,9 +86,9 @@ func (n consoleNamespaces) Usage(ctx context.Context) (map[string]console.Usage,
 }
 
 // newConsole builds the operator console at /ui/ over this node's cluster
-// handler, registry, index, router and access keys.
+// handler, registry, index, namespace traffic, router and access keys.
 func newConsole(cfg Config, secret string, node interface{ FSM() *fsm.FSM }, status func() clusterapi.Status, clusterH http.Handler,
-	reg prometheus.Gatherer, namespaces func() []block.Namespace, rt *router.Router,
+	reg prometheus.Gatherer, namespaces func() []block.Namespace, traffic console.TrafficSource, rt *router.Router,
 	replicated *credential.Replicated, file *credential.FileStore, log *slog.Logger) (*console.Console, error) {
 	api := clusterapi.NewClient("http://"+selfHost, clusterapi.WithToken(secret),
 		clusterapi.WithHTTPClient(&http.Client{Transport: inProcess{clusterH}, Timeout: 30 * time.Second}))
@@ -100,6 +100,7 @@ func newConsole(cfg Config, secret string, node interface{ FSM() *fsm.FSM }, sta
 		Namespaces: consoleNamespaces{list: namespaces, index: node.FSM()},
 		Router:     rt,
 		Keys:       keys,
+		Traffic:    traffic,
 	}, log)
 }
 

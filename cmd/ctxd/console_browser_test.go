@@ -96,12 +96,19 @@ type pageView struct {
 		Left, Status string
 	} `json:"drains"`
 	Namespaces map[string]string `json:"namespaces"`
+	// Traffic is each namespace row's traffic cells: the totals
+	// (data-total) and the gets/s rate (data-value).
+	Traffic map[string]struct {
+		Gets, HitsMisses, Puts, Read, Written, GetsRate string
+	} `json:"traffic"`
+	// Order is the namespace rows top to bottom.
+	Order []string `json:"order"`
 }
 
 const readPage = `JSON.stringify((() => {
   const v = (sel, root) => { const e = (root || document).querySelector(sel); return e ? (e.dataset.value ?? e.textContent) : ""; };
   const out = { leader: v("#leader"), term: v("#term"), commit: v("#commit"), applied: v("#applied"),
-    states: {}, zones: {}, caps: {}, tiers: {}, drains: {}, namespaces: {} };
+    states: {}, zones: {}, caps: {}, tiers: {}, drains: {}, namespaces: {}, traffic: {}, order: [] };
   for (const tr of document.querySelectorAll("#members tr[data-member]")) {
     const id = tr.dataset.member, td = tr.querySelectorAll("td");
     out.states[id] = td[0].dataset.value; out.zones[id] = td[1].dataset.value; out.caps[id] = td[2].dataset.value;
@@ -114,7 +121,13 @@ const readPage = `JSON.stringify((() => {
     const td = tr.querySelectorAll("td");
     out.drains[tr.dataset.drain] = { Left: td[0].dataset.value, Status: tr.querySelector(".drain-status").dataset.value };
   }
-  for (const tr of document.querySelectorAll("#ns-table tr[data-ns]")) out.namespaces[tr.dataset.ns] = tr.querySelectorAll("td")[0].dataset.value;
+  for (const tr of document.querySelectorAll("#ns-table tr[data-ns]")) {
+    const td = tr.querySelectorAll("td");
+    out.namespaces[tr.dataset.ns] = td[0].dataset.value;
+    out.traffic[tr.dataset.ns] = { Gets: td[2].dataset.total, HitsMisses: td[3].dataset.total, Puts: td[4].dataset.total,
+      Read: td[5].dataset.total, Written: td[6].dataset.total, GetsRate: td[2].dataset.value };
+    out.order.push(tr.dataset.ns);
+  }
   return out;
 })())`
 
@@ -174,6 +187,16 @@ func ctxctlStatus(t *testing.T, bin, addr string) clusterapi.Status {
 	return st
 }
 
+// n1's counters of namespace r2 in /metrics.
+const (
+	r2Gets    = `ctxtier_namespace_gets_total{namespace="r2"}`
+	r2Hits    = `ctxtier_namespace_hits_total{namespace="r2"}`
+	r2Misses  = `ctxtier_namespace_misses_total{namespace="r2"}`
+	r2Puts    = `ctxtier_namespace_puts_total{namespace="r2"}`
+	r2Read    = `ctxtier_namespace_read_bytes_total{namespace="r2"}`
+	r2Written = `ctxtier_namespace_written_bytes_total{namespace="r2"}`
+)
+
 // TestConsoleBrowser drives the console at /ui/ in headless Chromium
 // against three real ctxd processes: the page loads, its numbers match
 // /metrics and `ctxctl cluster status --json`, an admin drains a node from
@@ -207,10 +230,26 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	const blocks = 40
+	var written, read int
 	for i := range blocks {
-		if err := hc.Put(ctx, block.NewKey("r2", uint64(i+1)), []byte(strings.Repeat(fmt.Sprint(i), 4096)), block.PutOptions{}); err != nil {
+		data := []byte(strings.Repeat(fmt.Sprint(i), 4096))
+		if err := hc.Put(ctx, block.NewKey("r2", uint64(i+1)), data, block.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		written += len(data)
+	}
+	// Reads of r2 through n1: hits of the blocks put, and misses.
+	const hits, misses = 15, 5
+	for i := range hits + misses {
+		id := uint64(i%blocks + 1)
+		if i >= hits {
+			id = uint64(1000 + i)
+		}
+		data, err := hc.Get(ctx, block.NewKey("r2", id))
+		if (err == nil) != (i < hits) {
+			t.Fatalf("get %d of r2 (hit expected: %v): %v", id, i < hits, err)
+		}
+		read += len(data)
 	}
 	t.Logf("cluster of 3 up with %d blocks after %v", blocks, time.Since(start).Round(time.Millisecond))
 
@@ -227,10 +266,16 @@ func TestConsoleBrowser(t *testing.T) {
 	// poll: retried until the page and the sources agree, which they must
 	// within a few polls once nothing changes).
 	var diffs []string
+	defer func() {
+		if t.Failed() && len(diffs) > 0 {
+			t.Logf("last differences between the page and its sources: %v", diffs)
+		}
+	}()
 	waitFor(t, 20*time.Second, "the page to match ctxctl and /metrics", func() bool {
 		v := readView(t, bctx)
 		st := ctxctlStatus(t, ctxctl, n1.http)
-		m := scrapeMetrics(t, n1.http, `ctxtier_tier_capacity_bytes{tier="dram"}`, `ctxtier_tier_blocks{tier="dram"}`, `ctxtier_tier_allocated_bytes{tier="dram"}`)
+		m := scrapeMetrics(t, n1.http, `ctxtier_tier_capacity_bytes{tier="dram"}`, `ctxtier_tier_blocks{tier="dram"}`, `ctxtier_tier_allocated_bytes{tier="dram"}`,
+			r2Gets, r2Hits, r2Misses, r2Puts, r2Read, r2Written)
 		diffs = nil
 		check := func(what, page, want string) {
 			if page != want {
@@ -256,10 +301,42 @@ func TestConsoleBrowser(t *testing.T) {
 		check("dram blocks", dram.Blocks, m[`ctxtier_tier_blocks{tier="dram"}`])
 		check("dram used", dram.Used, m[`ctxtier_tier_allocated_bytes{tier="dram"}`])
 		check("r2 blocks in the index", v.Namespaces["r2"], strconv.Itoa(blocks))
+		// r2's traffic on the page is n1's ctxtier_namespace_* counters,
+		// which count exactly the requests made above.
+		tr := v.Traffic["r2"]
+		check("r2 gets", tr.Gets, m[r2Gets])
+		check("r2 hits/misses", tr.HitsMisses, m[r2Hits]+"/"+m[r2Misses])
+		check("r2 puts", tr.Puts, m[r2Puts])
+		check("r2 bytes read", tr.Read, m[r2Read])
+		check("r2 bytes written", tr.Written, m[r2Written])
+		check("r2 gets in /metrics", m[r2Gets], strconv.Itoa(hits+misses))
+		check("r2 hits/misses in /metrics", m[r2Hits]+"/"+m[r2Misses], fmt.Sprintf("%d/%d", hits, misses))
+		check("r2 puts in /metrics", m[r2Puts], strconv.Itoa(blocks))
+		check("r2 bytes read in /metrics", m[r2Read], strconv.Itoa(read))
+		check("r2 bytes written in /metrics", m[r2Written], strconv.Itoa(written))
 		return len(diffs) == 0
 	})
 	t.Logf("page matches ctxctl cluster status --json and /metrics (%v since start)", time.Since(start).Round(time.Millisecond))
 	screenshot(t, bctx, shots, "console-cluster.png")
+
+	// Sort the namespaces by gets/s from the keyboard, then read r2 while
+	// the page watches: it shows a rate and puts r2 on top.
+	if err := chromedp.Do(bctx, chromedp.Focus(chromedp.CSS(`#ns-table button[data-sort="gets"]`)), chromedp.KeyEvent(kb.Enter)); err != nil {
+		t.Fatalf("sorting by gets/s: %v", err)
+	}
+	if sorted, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#ns-table button[data-sort="gets"]').parentElement.getAttribute("aria-sort")`)); err != nil || sorted != "descending" {
+		t.Fatalf("gets/s column aria-sort %q (%v), want descending", sorted, err)
+	}
+	readStart := time.Now()
+	waitFor(t, 30*time.Second, "a gets/s rate for r2, on top of the table", func() bool {
+		if _, err := hc.Get(ctx, block.NewKey("r2", 1)); err != nil {
+			t.Fatal(err)
+		}
+		v := readView(t, bctx)
+		rate, _ := strconv.ParseFloat(v.Traffic["r2"].GetsRate, 64)
+		return rate > 0 && len(v.Order) > 0 && v.Order[0] == "r2"
+	})
+	t.Logf("r2's gets/s shown and sorted first %v after the reads began", time.Since(readStart).Round(time.Millisecond))
 
 	// Another member's tiers come from that member's console: pick n3
 	// and compare with n3's own /metrics.

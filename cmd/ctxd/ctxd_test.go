@@ -61,6 +61,18 @@ func TestCtxdServesBothProtocols(t *testing.T) {
 		if path == "/metrics" && !strings.Contains(string(b), `ctxtier_tier_resident_bytes{tier="dram"}`) {
 			t.Fatalf("/metrics lacks the dram tier gauges")
 		}
+		// The namespace's traffic: one native put, one HTTP get (a hit).
+		for _, want := range []string{
+			`ctxtier_namespace_puts_total{namespace="default"} 1` + "\n",
+			`ctxtier_namespace_written_bytes_total{namespace="default"} 900000` + "\n",
+			`ctxtier_namespace_gets_total{namespace="default"} 1` + "\n",
+			`ctxtier_namespace_hits_total{namespace="default"} 1` + "\n",
+			`ctxtier_namespace_read_bytes_total{namespace="default"} 900000` + "\n",
+		} {
+			if path == "/metrics" && !strings.Contains(string(b), want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
 	}
 	// The router is mounted: a query over the block we stored reports the
 	// tier's own prefix depth.

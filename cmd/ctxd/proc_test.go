@@ -135,6 +135,13 @@ func startCtxdWith(t *testing.T, command func(name string, args ...string) *exec
 	}()
 	t.Cleanup(func() {
 		p.Kill()
+		if dir := os.Getenv("CTXTIER_TEST_LOGS"); dir != "" {
+			// Every process's log, passing or not: tracing a rare failure
+			// needs the runs around it too.
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(p.DataDir), p.cmd.Process.Pid)), []byte(p.Log()), 0o644); err != nil {
+				t.Errorf("keeping the ctxd log: %v", err)
+			}
+		}
 		if t.Failed() {
 			t.Logf("ctxd log:\n%s", p.Log())
 		}

@@ -21,7 +21,9 @@ import (
 // freed pages that were sent by reference are punched out, not rewritten.
 func TestCtxdSendfile(t *testing.T) {
 	p := startCtxd(t, "--dram-capacity", "16MiB", "--sendfile")
-	ctx := withTimeout(t, 60*time.Second)
+	// 256 puts and up to 768 GETs of 1 MiB: a few seconds on a quiet
+	// machine; the bound only stops a hung server, on a loaded one too.
+	ctx := withTimeout(t, 5*time.Minute)
 	c, err := client.Dial(ctx, p.Native, client.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)

@@ -204,7 +204,7 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 		pinUntil = now.Add(opts.PinTTL)
 	}
 	quorum := writeQuorum(c, n)
-	written, firstErr := b.writeShards(ctx, key, c, shards, place, opts, quorum)
+	written, firstErr := b.writeShards(ctx, key, c, shards, place, opts, max(quorum, redundantWrites(c, n)))
 	if len(written) < n && !errors.Is(firstErr, block.ErrConflict) {
 		// A member that does not take its shard (dead, not yet suspect):
 		// place the shard on a spare member instead.
@@ -223,6 +223,9 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 		return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrUnavailable, key, len(written), n, firstErr)
 	}
 	b.met.shardsWritten.Add(float64(len(written)))
+	if len(written) < n {
+		b.log.Debug("put short of shards; repair adds the rest", "key", key.String(), "written", fmt.Sprint(written), "shards", n, "err", firstErr)
+	}
 	res, err := b.propose(ctx, fsm.PutOp(key, fsm.Entry{Size: int64(len(data)), Sum: sum, Placement: written, Created: now, PinUntil: pinUntil}))
 	if err != nil {
 		// The outcome may be unknown: the shards stay, since the entry may

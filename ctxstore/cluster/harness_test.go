@@ -39,8 +39,31 @@ type fakePeers struct {
 	// partitioned peer whose connection has not failed yet).
 	stalled map[string]bool
 	// full members refuse shard writes with block.ErrNoSpace (a full disk).
-	full  map[string]bool
+	full map[string]bool
+	// gates hold shard writes to a member until the channel is closed (a
+	// live member that is slow to take its shard).
+	gates map[string]chan struct{}
 	calls int
+}
+
+// gate holds every shard write to id until the returned func is called.
+func (p *fakePeers) gate(id string) (open func()) {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	if p.gates == nil {
+		p.gates = map[string]chan struct{}{}
+	}
+	p.gates[id] = ch
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			delete(p.gates, id)
+			p.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 func (p *fakePeers) tier(m fsm.Member) (*tiers.Manager, error) {
@@ -69,8 +92,15 @@ func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, d
 		return err
 	}
 	p.mu.Lock()
-	full := p.full[m.ID]
+	full, gate := p.full[m.ID], p.gates[m.ID]
 	p.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if full {
 		return fmt.Errorf("%w: %s: disk full", block.ErrNoSpace, m.ID)
 	}
@@ -344,6 +374,40 @@ func (tc *testCluster) waitEntry(key block.Key) {
 		}
 		return true
 	})
+}
+
+// waitSpread waits until every node's index places key's n shards on n
+// distinct nodes.
+func (tc *testCluster) waitSpread(key block.Key, n int) {
+	tc.t.Helper()
+	tc.eventually(fmt.Sprintf("%d shards on %d nodes, in every node's index", n, n), func() bool {
+		for _, tn := range tc.nodes {
+			e, ok := tn.node.FSM().Lookup(key)
+			nodes := map[string]bool{}
+			for _, s := range e.Placement {
+				nodes[s.NodeID] = true
+			}
+			if !ok || len(e.Placement) != n || len(nodes) != n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// readsWithAnyOneDown takes each node down in turn and reads key through
+// every other one.
+func (tc *testCluster) readsWithAnyOneDown(key block.Key, want []byte) {
+	tc.t.Helper()
+	for _, gone := range tc.nodes {
+		tc.peers.setDown(gone.id, true)
+		for _, r := range tc.nodes {
+			if r != gone {
+				mustGet(tc.t, r.store, key, want)
+			}
+		}
+		tc.peers.setDown(gone.id, false)
+	}
 }
 
 func payload(seed, n int) []byte {

@@ -15,11 +15,26 @@ import (
 // The write half of a put: shards to their members, a spare member for a
 // shard its member does not take, and the write quorum.
 
-// stragglerGrace is how long a put waits for the remaining shards once a
-// quorum of them is written: a slow or partitioned peer then costs a put
-// this much, not a whole ShardTimeout. Shards that land later are not in
-// the index (they are evicted in time); repair restores full redundancy.
+// stragglerGrace is how long a put waits for the remaining shards once
+// enough of them are written (redundantWrites): a slow or partitioned peer
+// then costs a put this much, not a whole ShardTimeout. Shards that land
+// later are not in the index (they are evicted in time); repair restores
+// full redundancy.
 const stragglerGrace = 200 * time.Millisecond
+
+// redundantWrites is how many of a put's n shards must be written before it
+// stops waiting for a slow member after stragglerGrace: k+1 (all n when
+// there are no more), so that the block survives losing any one holder. A
+// write quorum below it (RS(2,1)'s is its two data shards) is accepted only
+// once the other writes have failed (a member that died refuses at once):
+// a live member that is merely slow is waited for, up to ShardTimeout. A
+// block acknowledged on k shards has no redundancy, and a holder restarted
+// before repair completes it (a rolling restart: SIGKILL, empty DRAM)
+// loses it for good; waiting for repair cannot help either, since the
+// shard can be cut off after the operator's last look at pending repair.
+func redundantWrites(c *erasure.Code, n int) int {
+	return min(c.K+1, n)
+}
 
 // writeQuorum is how many of a put's n shards must be written before it is
 // acknowledged: k plus half the parity, rounded up, but never all n when
@@ -68,8 +83,8 @@ func (b *Backend) writeSpares(ctx context.Context, key block.Key, c *erasure.Cod
 
 // writeShards writes shards[p.Index] to each placement entry in parallel and
 // returns the entries that succeeded: all of them, or those done within
-// stragglerGrace of the quorum'th success.
-func (b *Backend) writeShards(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place []fsm.Shard, opts block.PutOptions, quorum int) ([]fsm.Shard, error) {
+// stragglerGrace of the enough'th success.
+func (b *Backend) writeShards(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place []fsm.Shard, opts block.PutOptions, enough int) ([]fsm.Shard, error) {
 	type result struct {
 		i   int
 		err error
@@ -90,7 +105,7 @@ collect:
 		case r := <-results:
 			errs[r.i], done[r.i] = r.err, true
 			if r.err == nil {
-				if succeeded++; succeeded == quorum && grace == nil {
+				if succeeded++; succeeded == enough && grace == nil {
 					grace = time.After(stragglerGrace)
 				}
 			}
@@ -100,7 +115,7 @@ collect:
 	}
 	for i := range errs {
 		if !done[i] {
-			errs[i] = fmt.Errorf("%w: still writing after the quorum was reached", block.ErrUnavailable)
+			errs[i] = fmt.Errorf("%w: still writing %v after the other shards were written", block.ErrUnavailable, stragglerGrace)
 		}
 	}
 	var ok []fsm.Shard

@@ -10,16 +10,19 @@ import (
 )
 
 func TestWriteQuorum(t *testing.T) {
+	// redundant: the shards after which a slow live member is left to
+	// repair (redundantWrites); below it only failed writes let a put
+	// commit on its quorum.
 	tests := []struct {
-		k, m, n, want int
+		k, m, n, want, redundant int
 	}{
-		{1, 0, 1, 1}, // one copy: that copy
-		{1, 2, 3, 2}, // three replicas: two
-		{1, 2, 2, 1}, // three replicas on two members: one may be down
-		{2, 1, 3, 2}, // RS(2,1): the data shards' worth, one member may be down
-		{4, 2, 6, 5},
-		{2, 0, 2, 2}, // no parity: every shard
-		{6, 3, 9, 8},
+		{1, 0, 1, 1, 1}, // one copy: that copy
+		{1, 2, 3, 2, 2}, // three replicas: two
+		{1, 2, 2, 1, 2}, // three replicas on two members: one may be down, but not merely slow
+		{2, 1, 3, 2, 3}, // RS(2,1): the data shards' worth if one member is down; all three if it is slow
+		{4, 2, 6, 5, 5},
+		{2, 0, 2, 2, 2}, // no parity: every shard
+		{6, 3, 9, 8, 8},
 	}
 	for _, tc := range tests {
 		c, err := erasure.New(tc.k, tc.m)
@@ -28,6 +31,9 @@ func TestWriteQuorum(t *testing.T) {
 		}
 		if got := writeQuorum(c, tc.n); got != tc.want {
 			t.Errorf("RS(%d,%d) over %d shards: quorum %d, want %d", tc.k, tc.m, tc.n, got, tc.want)
+		}
+		if got := max(tc.want, redundantWrites(c, tc.n)); got != tc.redundant {
+			t.Errorf("RS(%d,%d) over %d shards: waits for a slow member until %d are written, want %d", tc.k, tc.m, tc.n, got, tc.redundant)
 		}
 	}
 }
@@ -149,23 +155,79 @@ func TestRepairSpreadsShardsOfOneNode(t *testing.T) {
 		t.Fatalf("with one member suspect the block is on %d nodes, want 2 (one holding two shards)", n)
 	}
 	cl.peers.setDown(down.id, false)
-	cl.eventually("three shards on three nodes, in every node's index", func() bool {
-		for _, tn := range cl.nodes {
-			e, _ := tn.node.FSM().Lookup(key)
-			if distinct(tn) != 3 || len(e.Placement) != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	cl.waitSpread(key, 3)
 	// Any single node may now go: the block still reads.
-	for _, gone := range cl.nodes {
-		cl.peers.setDown(gone.id, true)
-		for _, r := range cl.nodes {
-			if r != gone {
-				mustGet(t, r.store, key, data)
+	cl.readsWithAnyOneDown(key, data)
+}
+
+// TestPutWaitsForRedundancy: a live member that is slow to take its shard
+// (a loaded node, well past stragglerGrace) must not leave an RS(2,1) put
+// acknowledged on its two data shards' worth alone: such a block has no
+// redundancy, and losing either holder before repair runs (a SIGKILL in a
+// rolling restart, an empty DRAM tier after it) loses an acknowledged block.
+// The put waits for the slow shard and commits all three, so that any one
+// node may then go. (A member whose write fails, a dead one, still lets the
+// put commit on its quorum: TestPutSurvivesADeadMember.)
+func TestPutWaitsForRedundancy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		k, m int
+	}{
+		{"RS(2,1)", 2, 1},
+		{"three replicas", 1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newTestCluster(t, 3, func(c *Config) { c.DeadAfter, c.ShardTimeout = time.Hour, time.Minute })
+			cl.createNS("ns", tc.k, tc.m)
+			writer := cl.leader()
+			slow := cl.follower()
+			key := block.NewKey("ns", 4242)
+			data := payload(4242, 20_000)
+			c, err := erasure.New(tc.k, tc.m)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		cl.peers.setDown(gone.id, false)
+			open := cl.peers.gate(slow.id)
+			t.Cleanup(open)
+			done := make(chan error, 1)
+			go func() { done <- writer.store.Put(withTimeout(t, time.Minute), key, data, block.PutOptions{}) }()
+			// The other members take their shards at once.
+			cl.eventually("the fast members' shards written", func() bool {
+				for _, tn := range cl.nodes {
+					if tn == slow {
+						continue
+					}
+					held := false
+					for i := range c.N() {
+						held = held || tn.tiers.Contains(shardKey(key, c, i))
+					}
+					if !held {
+						return false
+					}
+				}
+				return true
+			})
+			// A second is far past stragglerGrace: a put that acknowledges
+			// without the slow shard has done so by then.
+			select {
+			case err := <-done:
+				if tc.k > 1 {
+					e, _ := writer.node.FSM().Lookup(key)
+					t.Fatalf("RS(%d,%d) put acknowledged while a live member was still taking its shard (err %v, placement %v): no redundancy", tc.k, tc.m, err, e.Placement)
+				}
+				// Two replicas of three are redundant already: the put may
+				// be acknowledged, and repair adds the third.
+				done <- err
+			case <-time.After(time.Second):
+			}
+			open()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			cl.waitSpread(key, 3)
+			// Any one node may now lose everything it held (a SIGKILL, an
+			// empty DRAM tier): the others still serve the block.
+			cl.readsWithAnyOneDown(key, data)
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -20,6 +22,13 @@ import (
 // the tier families and Go's own collectors (as ctxd's has), and the
 // registry's /metrics beside it as the baseline.
 func manyNamespaces(tb testing.TB, n int) (*httptest.Server, *prometheus.Registry) {
+	ts, reg, _ := manyNamespacesConsole(tb, n)
+	return ts, reg
+}
+
+// manyNamespacesConsole is manyNamespaces with the console, every
+// namespace with traffic.
+func manyNamespacesConsole(tb testing.TB, n int) (*httptest.Server, *prometheus.Registry, *Console) {
 	tb.Helper()
 	ns := &fakeNamespaces{use: map[string]Usage{}}
 	for i := range n {
@@ -29,11 +38,16 @@ func manyNamespaces(tb testing.TB, n int) (*httptest.Server, *prometheus.Registr
 	}
 	reg := tierRegistry(tb)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	traffic := fakeTraffic{}
+	for i := range n {
+		v := uint64(i+1) * 1000
+		traffic = append(traffic, ctxstore.TrafficCount{Namespace: fmt.Sprintf("ns-%04d", i), Gets: v, Hits: v - 1, Misses: 1, Puts: v / 2, ReadBytes: v << 20, WrittenBytes: v << 19})
+	}
 	cl := &fakeCluster{}
 	for i := range 3 {
 		cl.status.Members = append(cl.status.Members, clusterMember(i))
 	}
-	c, err := New(DefaultConfig(), Deps{NodeID: "n0", Cluster: cl, Gatherer: reg, Namespaces: ns}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(DefaultConfig(), Deps{NodeID: "n0", Cluster: cl, Gatherer: reg, Namespaces: ns, Traffic: traffic}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -45,7 +59,7 @@ func manyNamespaces(tb testing.TB, n int) (*httptest.Server, *prometheus.Registr
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	ts := httptest.NewServer(mux)
 	tb.Cleanup(ts.Close)
-	return ts, reg
+	return ts, reg, c
 }
 
 func get(tb testing.TB, url string) int {
@@ -109,6 +123,9 @@ func TestServeTime1000Namespaces(t *testing.T) {
 // registry with the tier families and Go's collectors, as ctxd has); it
 // runs once per Config.SampleInterval with no browser open. The baseline
 // is one /metrics scrape of the same registry.
+// The per-namespace series are not in that registry (ctxd serves them
+// from their own, beside it), so the number of namespaces does not change
+// this cost.
 func BenchmarkSample(b *testing.B) {
 	ts, reg := manyNamespaces(b, 0)
 	s := NewSampler(DefaultConfig(), reg, nil)
@@ -122,4 +139,43 @@ func BenchmarkSample(b *testing.B) {
 			get(b, ts.URL+"/metrics")
 		}
 	})
+}
+
+// fakeTraffic is a fixed set of namespace counters.
+type fakeTraffic []ctxstore.TrafficCount
+
+func (f fakeTraffic) Snapshot() []ctxstore.TrafficCount { return f }
+
+// BenchmarkOverviewBuild is what one refresh tick costs while a page is
+// open (the status, a gather, 1,000 namespaces with traffic, JSON), next
+// to a request served the cached bytes and a /metrics scrape of the same
+// registry (the baseline); it prints the ratios.
+func BenchmarkOverviewBuild(b *testing.B) {
+	ts, _, c := manyNamespacesConsole(b, 1000)
+	ctx := context.Background()
+	var build, served, scrape float64
+	b.Run("build", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.rebuild(ctx, time.Now().Add(time.Hour)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		build = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run("serve-cached", func(b *testing.B) {
+		for b.Loop() {
+			get(b, ts.URL+"/ui/api/overview")
+		}
+		served = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run("metrics-scrape", func(b *testing.B) {
+		for b.Loop() {
+			get(b, ts.URL+"/metrics")
+		}
+		scrape = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	if scrape > 0 {
+		b.Logf("overview with 1000 namespaces: build %.2f ms (%.2fx /metrics), cached request %.2f ms (%.2fx /metrics); /metrics %.2f ms",
+			build/1e6, build/scrape, served/1e6, served/scrape, scrape/1e6)
+	}
 }

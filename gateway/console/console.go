@@ -8,10 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -64,7 +60,7 @@ type Router interface {
 }
 
 // Deps are the console's sources. Cluster and Gatherer are required; a nil
-// Namespaces, Router or Keys leaves that part empty (with no Keys, every
+// Namespaces, Router, Keys or Traffic leaves that part empty (with no Keys, every
 // action is refused).
 type Deps struct {
 	NodeID     string
@@ -73,6 +69,8 @@ type Deps struct {
 	Namespaces Namespaces
 	Router     Router
 	Keys       Keys
+	// Traffic is the namespaces' traffic counters (nil: none shown).
+	Traffic TrafficSource
 	// Client fetches other members' consoles (nil: a client with
 	// Config.PeerTimeout).
 	Client *http.Client
@@ -89,11 +87,7 @@ type Console struct {
 	sampler *Sampler
 	mux     *http.ServeMux
 
-	nsMu   sync.Mutex
-	nsAt   time.Time
-	nsUse  map[string]Usage
-	nsErr  error
-	nsBusy chan struct{}
+	overviewState
 }
 
 // New builds a console; Run starts its sampler.
@@ -110,7 +104,9 @@ func New(cfg Config, deps Deps, log *slog.Logger) (*Console, error) {
 	if deps.Client == nil {
 		deps.Client = &http.Client{Timeout: cfg.PeerTimeout}
 	}
-	c := &Console{cfg: cfg, deps: deps, log: log.With("component", "console"), mux: http.NewServeMux(), nsBusy: make(chan struct{}, 1)}
+	c := &Console{cfg: cfg, deps: deps, log: log.With("component", "console"), mux: http.NewServeMux()}
+	c.wake, c.building = make(chan struct{}, 1), make(chan struct{}, 1)
+	c.rates.window = cfg.TrafficWindow
 	c.sampler = NewSampler(cfg, deps.Gatherer, c.log)
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
@@ -143,8 +139,12 @@ func New(cfg Config, deps Deps, log *slog.Logger) (*Console, error) {
 // Handler serves /ui/ (mount it with httpapi.Server.MountPage("/ui/", h)).
 func (c *Console) Handler() http.Handler { return c.mux }
 
-// Run samples the node's registry for the charts until ctx ends.
-func (c *Console) Run(ctx context.Context) { c.sampler.Run(ctx) }
+// Run samples the node's registry for the charts, and refreshes the
+// overview while pages ask for it, until ctx ends.
+func (c *Console) Run(ctx context.Context) {
+	go c.refresh(ctx)
+	c.sampler.Run(ctx)
+}
 
 // Sampler is the console's chart ring.
 func (c *Console) Sampler() *Sampler { return c.sampler }
@@ -172,120 +172,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// NamespaceView is one namespace row: its definition and this node's
-// index usage.
-type NamespaceView struct {
-	Name         string `json:"name"`
-	Model        string `json:"model,omitempty"`
-	DataShards   int    `json:"k"`
-	ParityShards int    `json:"m"`
-	TTLSeconds   int64  `json:"ttl_seconds"`
-	Priority     uint8  `json:"priority"`
-	WriteMode    string `json:"write_mode,omitempty"`
-	Usage
-}
-
-// WorkerView is one router worker of a namespace.
-type WorkerView struct {
-	Namespace string `json:"namespace"`
-	router.WorkerInfo
-}
-
-// Overview is the reply of GET /ui/api/overview.
-type Overview struct {
-	NodeID string `json:"node_id"`
-	Time   int64  `json:"time"`
-	// Cluster is the reply of GET /v1/cluster/status on this node.
-	Cluster    clusterapi.Status `json:"cluster"`
-	Node       NodeView          `json:"node"`
-	Namespaces []NamespaceView   `json:"namespaces"`
-	// UsageError says why the namespace usage is missing, if it is.
-	UsageError string                       `json:"usage_error,omitempty"`
-	Router     map[string]router.IndexStats `json:"router"`
-	Workers    []WorkerView                 `json:"workers"`
-}
-
-func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	st, err := c.deps.Cluster.Status(ctx)
-	if err != nil {
-		return err
-	}
-	f, err := gather(c.deps.Gatherer)
-	if err != nil {
-		return err
-	}
-	ov := Overview{NodeID: c.deps.NodeID, Time: time.Now().UnixMilli(), Cluster: st, Node: nodeView(c.deps.NodeID, f),
-		Namespaces: []NamespaceView{}, Router: map[string]router.IndexStats{}, Workers: []WorkerView{}}
-	if c.deps.Namespaces != nil {
-		use, uerr := c.usage(ctx)
-		if uerr != nil {
-			ov.UsageError = uerr.Error()
-		}
-		for _, ns := range c.deps.Namespaces.Namespaces() {
-			ov.Namespaces = append(ov.Namespaces, NamespaceView{Name: ns.Name, Model: ns.Model, DataShards: max(ns.DataShards, 1),
-				ParityShards: ns.ParityShards, TTLSeconds: ns.TTLSeconds, Priority: ns.Priority, WriteMode: string(ns.WriteMode), Usage: use[ns.Name]})
-		}
-		// Largest first: the page shows the top of the list.
-		slices.SortStableFunc(ov.Namespaces, func(a, b NamespaceView) int {
-			if a.Bytes != b.Bytes {
-				if a.Bytes > b.Bytes {
-					return -1
-				}
-				return 1
-			}
-			return strings.Compare(a.Name, b.Name)
-		})
-	}
-	if c.deps.Router != nil {
-		ov.Router = c.deps.Router.Stats()
-		for ns := range ov.Router {
-			for _, wi := range c.deps.Router.Workers(ns) {
-				ov.Workers = append(ov.Workers, WorkerView{Namespace: ns, WorkerInfo: wi})
-			}
-		}
-		slices.SortFunc(ov.Workers, func(a, b WorkerView) int {
-			if a.Namespace != b.Namespace {
-				return strings.Compare(a.Namespace, b.Namespace)
-			}
-			return strings.Compare(a.Worker, b.Worker)
-		})
-	}
-	writeJSON(w, http.StatusOK, ov)
-	return nil
-}
-
-// usage returns the namespace usage, scanning the index at most once per
-// NamespaceTTL (and one scan at a time).
-func (c *Console) usage(ctx context.Context) (map[string]Usage, error) {
-	c.nsMu.Lock()
-	if c.nsUse != nil && time.Since(c.nsAt) < c.cfg.NamespaceTTL {
-		u, err := c.nsUse, c.nsErr
-		c.nsMu.Unlock()
-		return u, err
-	}
-	c.nsMu.Unlock()
-	select {
-	case c.nsBusy <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-c.nsBusy }()
-	c.nsMu.Lock()
-	if c.nsUse != nil && time.Since(c.nsAt) < c.cfg.NamespaceTTL {
-		u, err := c.nsUse, c.nsErr
-		c.nsMu.Unlock()
-		return u, err
-	}
-	c.nsMu.Unlock()
-	u, err := c.deps.Namespaces.Usage(ctx)
-	if u == nil {
-		u = map[string]Usage{}
-	}
-	c.nsMu.Lock()
-	c.nsUse, c.nsErr, c.nsAt = u, err, time.Now()
-	c.nsMu.Unlock()
-	return u, err
 }

@@ -158,6 +158,11 @@ func TestConfigValidate(t *testing.T) {
 		{"huge ring", func(c *Config) { c.SampleInterval = 100 * time.Millisecond; c.Window = 24 * time.Hour }, false},
 		{"negative ttl", func(c *Config) { c.NamespaceTTL = -1 }, false},
 		{"zero peer timeout", func(c *Config) { c.PeerTimeout = 0 }, false},
+		{"tiny overview interval", func(c *Config) { c.OverviewInterval = time.Millisecond }, false},
+		{"overview max age under its interval", func(c *Config) { c.OverviewMaxAge = c.OverviewInterval / 2 }, false},
+		{"overview idle under its interval", func(c *Config) { c.OverviewIdle = c.OverviewInterval / 2 }, false},
+		{"max age equal to the interval", func(c *Config) { c.OverviewMaxAge = c.OverviewInterval }, true},
+		{"zero traffic window", func(c *Config) { c.TrafficWindow = 0 }, false},
 		{"small body", func(c *Config) { c.MaxBodyBytes = 10 }, false},
 	} {
 		cfg := DefaultConfig()

@@ -123,6 +123,14 @@ func WithReady(ready func() error) Option { return func(s *Server) { s.ready = r
 // the body (a body of unknown length takes the block limit). nil: no bound.
 func WithBudget(b *membudget.Budget) Option { return func(s *Server) { s.budget = b } }
 
+// WithGatherers adds gatherers /metrics serves beside the registry: metrics
+// kept out of the registry so that readers of the registry alone (the
+// console's sampler) do not pay for them, such as ctxd's per-namespace
+// series.
+func WithGatherers(g ...prometheus.Gatherer) Option {
+	return func(s *Server) { s.gatherers = append(s.gatherers, g...) }
+}
+
 // Server serves the HTTP API over a store.
 type Server struct {
 	cfg     Config
@@ -138,6 +146,8 @@ type Server struct {
 	sigv4 *s3auth.Verifier
 	// budget bounds the block bodies read into memory (WithBudget).
 	budget *membudget.Budget
+	// gatherers are served on /metrics beside reg (WithGatherers).
+	gatherers []prometheus.Gatherer
 }
 
 // New builds a server. cfg must be valid (see Validate); reg is the private
@@ -186,7 +196,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/namespaces", "ns_create", s.createNamespace)
 	s.handle("GET /v1/namespaces", "ns_list", s.listNamespaces)
 	s.handle("GET /v1/namespaces/{ns}", "ns_get", s.getNamespace)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(append(prometheus.Gatherers{s.reg}, s.gatherers...), promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

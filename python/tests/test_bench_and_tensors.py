@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 def test_bench_runs_and_prints_the_ratio_last(ctxd):
     env = dict(os.environ, PYTHONPATH=str(SRC))
     out = subprocess.run([sys.executable, "-m", "ctxtier.bench", "--addr", ctxd.addr, "--block-size", "64KiB",
-                          "--clients", "2", "--duration", "1s", "--rounds", "2", "--keys", "8"],
+                          "--clients", "2", "--duration", "1s", "--rounds", "2", "--keys", "8",
+                          "--server-pid", str(ctxd.proc.pid)],
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
@@ -27,6 +29,16 @@ def test_bench_runs_and_prints_the_ratio_last(ctxd):
     assert float(lines[-1].split("=")[1]) > 0
     assert any(l.startswith("ctxtier python get_into:") and " 0 errors" in l for l in lines)
     assert any(l.startswith("raw python socket:") for l in lines)
+    # The CPU ratio is raw's (client + server) CPU per GB over ctxtier's, as printed.
+    assert any(l.startswith("raw python socket from ctxd:") and " 0 errors" in l for l in lines)
+    assert lines[-2].startswith("ratio_vs_raw_socket_same_server=")
+    assert float(lines[-2].split("=")[1]) > 0
+    m = re.fullmatch(r"cpu per GB, clients \+ server: ctxtier ([\d.]+) s/GB, raw ([\d.]+) s/GB, raw from ctxd "
+                     r"([\d.]+) s/GB; cpu_ratio_vs_raw_socket=([\d.]+)", lines[-3])
+    assert m, lines[-3]
+    cc, cr, cs, ratio = map(float, m.groups())
+    assert cc > 0 and cr > 0 and cs > 0
+    assert ratio == pytest.approx(cr / cc, rel=0.03)
 
 
 def test_numpy_views_are_sent_and_filled_in_place(ctxd):
@@ -91,3 +103,21 @@ def test_put_and_get_into_copy_nothing_into_python_objects(ctxd):
     assert peak_put < 1 << 20, peak_put
     assert peak_get < 1 << 20, peak_get
     c.close()
+
+
+def test_get_overhead_tool_runs_and_reports_both_paths(ctxd):
+    tool = Path(__file__).resolve().parents[1] / "tools" / "bench_get_overhead.py"
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    out = subprocess.run([sys.executable, str(tool), "--addr", ctxd.addr, "--calls", "20", "--rounds", "2"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    per_call = {}
+    for l in lines[:2]:
+        m = re.match(r"(ctxtier|raw frame): ([\d.]+) us CPU per call", l)
+        assert m, l
+        per_call[m.group(1)] = float(m.group(2))
+    assert set(per_call) == {"ctxtier", "raw frame"}
+    m = re.fullmatch(r"ctxtier - raw frame: (-?[\d.]+) us per call = (-?[\d.]+) s/GB at 2097152-byte blocks", lines[2])
+    assert m, lines[2]
+    assert float(m.group(1)) == pytest.approx(per_call["ctxtier"] - per_call["raw frame"], abs=0.11)

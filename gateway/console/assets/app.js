@@ -5,7 +5,7 @@
   const $ = (id) => document.getElementById(id);
   const POLL_MS = 2000, SERIES_MS = 5000;
   const state = { key: sessionStorage.getItem("ctxtier-admin-key") || "", admin: false, pick: "", self: "",
-    drainHist: {}, repairHist: [], members: [], lastOverview: null };
+    drainHist: {}, repairHist: [], members: [], lastOverview: null, nsSort: { key: "bytes", dir: -1 } };
 
   const fmtBytes = (n) => {
     if (n === undefined || n === null || isNaN(n)) return "—";
@@ -168,17 +168,57 @@
     }
   }
 
+  // Namespace table sort keys: value of a row for each sortable column.
+  // A namespace with no traffic has no "traffic" nor "rates" in the JSON.
+  const NO_TRAFFIC = { gets: 0, hits: 0, misses: 0, puts: 0, read_bytes: 0, written_bytes: 0 };
+  const tr = (n) => Object.assign({}, NO_TRAFFIC, n.traffic), rt = (n) => Object.assign({}, NO_TRAFFIC, n.rates);
+  const hitRatio = (r) => (r.hits + r.misses > 0 ? r.hits / (r.hits + r.misses) : -1);
+  const NS_SORT = {
+    name: { label: "name", get: (n) => n.name }, blocks: { label: "blocks", get: (n) => n.blocks },
+    bytes: { label: "bytes", get: (n) => n.bytes }, gets: { label: "gets/s", get: (n) => rt(n).gets },
+    hit: { label: "hit ratio", get: (n) => hitRatio(rt(n)) }, puts: { label: "puts/s", get: (n) => rt(n).puts },
+    read: { label: "bytes read/s", get: (n) => rt(n).read_bytes }, written: { label: "bytes written/s", get: (n) => rt(n).written_bytes },
+    pinned: { label: "pinned blocks", get: (n) => n.pinned },
+  };
+  function sortNamespaces(list) {
+    const { key, dir } = state.nsSort, get = NS_SORT[key].get;
+    return list.map((n) => [get(n), n]).sort(([x, a], [y, b]) => {
+      if (x !== y) return (x < y ? -1 : 1) * dir;
+      return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+    }).map(([, n]) => n);
+  }
+  function setSort(key) {
+    const s = state.nsSort;
+    if (s.key === key) s.dir = -s.dir; else { s.key = key; s.dir = key === "name" ? 1 : -1; }
+    for (const b of document.querySelectorAll("#ns-table button.sort")) {
+      b.parentElement.setAttribute("aria-sort", b.dataset.sort !== s.key ? "none" : s.dir > 0 ? "ascending" : "descending");
+    }
+    $("ns-sort-name").textContent = NS_SORT[s.key].label + (s.dir > 0 ? " (ascending)" : "");
+    if (state.lastOverview) renderNamespaces(state.lastOverview);
+    announce("Namespaces sorted by " + NS_SORT[s.key].label + (s.dir > 0 ? ", ascending." : ", descending."));
+  }
+  const fmtRate = (v) => (!isFinite(v) ? "—" : v === 0 ? "0" : v < 10 ? v.toFixed(2) : fmtNum(Math.round(v)));
+  // rateCell shows a rate; data-value is the rate, data-total the total
+  // since the node started (the namespace's counter in /metrics).
+  const rateCell = (text, rate, total) => { const td = cell(text, rate, "num"); td.dataset.total = String(total); return td; };
+
   function renderNamespaces(ov) {
     const f = $("ns-filter").value.trim().toLowerCase();
-    const all = ov.namespaces.filter((n) => !f || n.name.toLowerCase().includes(f));
+    const all = sortNamespaces(ov.namespaces.filter((n) => !f || n.name.toLowerCase().includes(f)));
     $("ns-count").textContent = all.length + " of " + ov.namespaces.length + " namespaces" + (ov.usage_error ? " — usage unavailable: " + ov.usage_error : "");
+    $("ns-window").textContent = ov.traffic_window_ms ? fmtDur(ov.traffic_window_ms / 1000) : "— (measuring)";
     const tb = $("ns-table").tBodies[0]; tb.replaceChildren();
     for (const n of all.slice(0, 100)) {
-      const tr = el("tr", null, { "data-ns": n.name });
-      tr.append(el("th", n.name, { scope: "row" }), cell(fmtNum(n.blocks), n.blocks, "num"), cell(fmtBytes(n.bytes), n.bytes, "num"),
+      const r = rt(n), t = tr(n), hr = hitRatio(r);
+      const row = el("tr", null, { "data-ns": n.name });
+      row.append(el("th", n.name, { scope: "row" }), cell(fmtNum(n.blocks), n.blocks, "num"), cell(fmtBytes(n.bytes), n.bytes, "num"),
+        rateCell(fmtRate(r.gets), r.gets, t.gets), rateCell(hr < 0 ? "—" : (100 * hr).toFixed(1) + "%", hr, t.hits + "/" + t.misses),
+        rateCell(fmtRate(r.puts), r.puts, t.puts), rateCell(fmtBytes(r.read_bytes) + "/s", r.read_bytes, t.read_bytes),
+        rateCell(fmtBytes(r.written_bytes) + "/s", r.written_bytes, t.written_bytes),
         cell("(" + n.k + ", " + n.m + ")"), cell(n.ttl_seconds ? fmtDur(n.ttl_seconds) : "none", n.ttl_seconds),
         cell(fmtNum(n.pinned), n.pinned, "num"), cell(n.priority, n.priority, "num"), cell(n.write_mode || "—"));
-      tb.append(tr);
+      row.cells[4].title = "since start: " + fmtNum(t.hits) + " hits, " + fmtNum(t.misses) + " misses";
+      tb.append(row);
     }
     const wb = $("workers").tBodies[0]; wb.replaceChildren();
     if (!ov.workers.length) emptyRow(wb, "No worker has reported KV events.", 5);
@@ -322,6 +362,7 @@
   $("login").addEventListener("submit", (ev) => { ev.preventDefault(); login($("key").value.trim()); $("key").value = ""; });
   $("logout-btn").addEventListener("click", () => { state.admin = false; state.key = ""; sessionStorage.removeItem("ctxtier-admin-key"); updateAdmin(); $("keys").tBodies[0].replaceChildren(); announce("Actions locked."); });
   $("node-pick").addEventListener("change", (ev) => { state.pick = ev.target.value; refresh(); refreshSeries(); });
+  for (const b of document.querySelectorAll("#ns-table button.sort")) b.addEventListener("click", () => setSort(b.dataset.sort));
   $("ns-filter").addEventListener("input", () => { if (state.lastOverview) renderNamespaces(state.lastOverview); });
   $("transfer-btn").addEventListener("click", () => {
     const leader = state.lastOverview && state.lastOverview.cluster.leader ? state.lastOverview.cluster.leader.id : "";

@@ -3,7 +3,7 @@
     python -m ctxtier.bench --addr 127.0.0.1:7400 --block-size 2MiB --clients 4 --duration 10s
 
 It puts a working set of --keys distinct blocks into ctxd, then alternates
-rounds of two loads with the same block size, clients and total duration:
+rounds of three loads with the same block size, clients and total duration:
 
 - ctxtier: each client process GETs random blocks of the working set with
   ``Client.get_into`` into one preallocated buffer, with the client's CRC-32C
@@ -12,11 +12,20 @@ rounds of two loads with the same block size, clients and total duration:
   benchmark (Python, the same --keys distinct blocks held in memory, one
   thread per connection, ``sendall``) for a block with an 8-byte request and
   receives it with ``recv_into`` into a preallocated buffer: no protocol, no
-  checksum, no server-side storage.
+  checksum, no server-side storage;
+- raw socket from ctxd: each client process sends ctxd a GET frame built
+  beforehand on a handshaken socket (the same hello flags as the client) and
+  receives the whole response with ``recv_into`` into a preallocated buffer:
+  the same server and the same bytes as the client, without parsing,
+  checksum or pool. ``ratio_vs_raw_socket_same_server`` is the client
+  against it: what the client's own work costs.
 
 Clients are processes (one connection each), so the GIL of one client
 process does not limit another. The last line printed is
-``ratio_vs_raw_socket=<ctxtier GB/s / raw GB/s>``. With --go-ctxbench PATH
+``ratio_vs_raw_socket=<ctxtier GB/s / raw GB/s>``. With --server-pid the
+line before it compares CPU seconds per GB of the clients plus their server
+(``cpu_ratio_vs_raw_socket=<raw / ctxtier>``), the figure the GB/s ratio
+tends to on a quiet CPU-bound machine. With --go-ctxbench PATH
 it also runs the Go client's figure (``ctxbench load --vs-baseline``) against
 the same server first and prints its result.
 """
@@ -35,8 +44,9 @@ import sys
 import threading
 import time
 
-from . import crc
+from . import crc, wire
 from .client import Client
+from .conn import Conn, split_addr
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
 
@@ -93,6 +103,21 @@ def _worker(conn, addr: str, raw_port: int, ns: str, hashes: list, block_size: i
     view = memoryview(buf)
     raw = socket.create_connection(("127.0.0.1", raw_port))
     raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    # The raw reader of ctxd's own bytes: a handshaken socket (the same hello
+    # flags as the client, so ctxd does the same work), GET frames built
+    # beforehand, and the whole response received into one buffer: no
+    # parsing, no checksum, no pool.
+    host, port = split_addr(addr)
+    rc = Conn.dial(host, port, timeout=60, flags=wire.HELLO_VERIFIES_GETS if verify else 0)
+    rsock = rc.sock
+    rsock.settimeout(None)
+    frames = []
+    for h in hashes:
+        body = wire.key_body(wire.OP_GET, ns, [(h, None)])
+        frames.append(wire.encode_frame(wire.OP_GET, 1, 1, body))
+    resp_len = wire.HEADER_SIZE + wire.STATUS_SIZE + wire.GET_META_SIZE + block_size
+    rbuf = bytearray(resp_len)
+    rview = memoryview(rbuf)
     conn.send("ready")
     while True:
         msg = conn.recv()
@@ -115,7 +140,7 @@ def _worker(conn, addr: str, raw_port: int, ns: str, hashes: list, block_size: i
                 except Exception:  # counted, the run goes on
                     errors += 1
                     continue
-            else:
+            elif mode == "raw":
                 raw.sendall(struct.pack("<Q", i))
                 got = 0
                 while got < block_size:
@@ -124,11 +149,23 @@ def _worker(conn, addr: str, raw_port: int, ns: str, hashes: list, block_size: i
                         raise ConnectionError("raw server closed")
                     got += k
                 size = got
+            else:  # rawctxd
+                rsock.sendall(frames[i])
+                got = rsock.recv_into(rview)
+                if got < 4 or struct.unpack_from("<I", rbuf)[0] != resp_len - wire.HEADER_SIZE:
+                    raise ConnectionError("ctxd did not answer with the whole block")  # NotFound, say
+                while got < resp_len:
+                    k = rsock.recv_into(rview[got:])
+                    if k == 0:
+                        raise ConnectionError("ctxd closed")
+                    got += k
+                size = got - (resp_len - block_size)
             lat.append(time.perf_counter() - t0)
             n += 1
             nbytes += size or 0
         conn.send((n, nbytes, errors, lat, time.process_time() - cpu0))
     raw.close()
+    rsock.close()
     c.close()
 
 
@@ -203,12 +240,13 @@ def main(argv=None) -> int:
     for pp in pipes:
         assert pp.recv() == "ready"
 
-    totals = {"ctxtier": [0, 0, 0, [], 0.0, 0.0], "raw": [0, 0, 0, [], 0.0, 0.0]}
-    server_cpu = {"ctxtier": 0.0, "raw": 0.0}
-    server_pid = {"ctxtier": a.server_pid, "raw": server.pid}
+    modes = ("raw", "rawctxd", "ctxtier")
+    totals = {m: [0, 0, 0, [], 0.0, 0.0] for m in modes}
+    server_cpu = {m: 0.0 for m in modes}
+    server_pid = {"ctxtier": a.server_pid, "rawctxd": a.server_pid, "raw": server.pid}
     per_round = a.duration / a.rounds
     for _ in range(a.rounds):
-        for mode in ("raw", "ctxtier"):
+        for mode in modes:
             t_end = time.perf_counter() + per_round + 0.05
             t0 = time.perf_counter()
             s0 = _cpu_seconds(server_pid[mode]) if server_pid[mode] else 0.0
@@ -236,18 +274,33 @@ def main(argv=None) -> int:
         return t[1] / t[4] / 1e9 if t[4] else 0.0
 
     mode_desc = "processes" if a.clients > 1 else "process"
-    check = ("crc32c (C)" if crc.FAST else "crc32c (pure Python)") if verify else "off (server verifies at rest)"
+    check = f"crc32c ({crc.IMPL})" if verify else "off (server verifies at rest)"
     print(f"bench: addr={a.addr} namespace={a.namespace} block={a.block_size} clients={a.clients} ({mode_desc}, "
           f"one connection each) keys={a.keys} duration={a.duration:g}s rounds={a.rounds} get check={check}")
-    for mode, label in (("ctxtier", "ctxtier python get_into"), ("raw", "raw python socket")):
+    for mode, label in (("ctxtier", "ctxtier python get_into"), ("raw", "raw python socket"),
+                        ("rawctxd", "raw python socket from ctxd")):
         n, nb, errs, lat, secs, cpu = totals[mode]
         print(f"{label}: {n} gets, {errs} errors in {secs:.2f}s: {gbps(mode):.3f} GB/s, {n / secs if secs else 0:.0f} "
               f"gets/s; latency p50={_pct(lat, 0.5) * 1e6:.0f}us p99={_pct(lat, 0.99) * 1e6:.0f}us; "
               f"client cpu {cpu / (nb / 1e9) if nb else 0:.3f} s/GB"
               + (f", server cpu {server_cpu[mode] / (nb / 1e9) if nb else 0:.3f} s/GB" if server_pid[mode] else ""))
+    if a.server_pid:
+        # CPU seconds per GB of each pair (the clients plus their server): the
+        # ratio the GB/s one tends to when the machine is CPU-bound and quiet.
+        # On a machine shared with other jobs it swings less than the GB/s
+        # ratio, which then mostly follows how the scheduler shares the cores.
+        def cpu_per_gb(mode):
+            t = totals[mode]
+            return (t[5] + server_cpu[mode]) / (t[1] / 1e9) if t[1] else 0.0
+
+        cc, cr, cs = cpu_per_gb("ctxtier"), cpu_per_gb("raw"), cpu_per_gb("rawctxd")
+        print(f"cpu per GB, clients + server: ctxtier {cc:.3f} s/GB, raw {cr:.3f} s/GB, raw from ctxd {cs:.3f} "
+              f"s/GB; cpu_ratio_vs_raw_socket={cr / cc if cc else 0.0:.3f}")
+    same = gbps("ctxtier") / gbps("rawctxd") if gbps("rawctxd") else 0.0
+    print(f"ratio_vs_raw_socket_same_server={same:.3f}")
     ratio = gbps("ctxtier") / gbps("raw") if gbps("raw") else 0.0
     print(f"ratio_vs_raw_socket={ratio:.3f}")
-    return 0 if totals["ctxtier"][2] == 0 else 1
+    return 0 if totals["ctxtier"][2] == 0 and totals["rawctxd"][2] == 0 else 1
 
 
 if __name__ == "__main__":

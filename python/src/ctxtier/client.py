@@ -94,7 +94,7 @@ class Client(DirectReads):
         handshake (hello flag bit 0), which lets the server's DRAM tier skip
         its own pass; a block that fails is read again with "verify at rest"
         and never returned. False leaves the check to the server's tier.
-        None (the default) verifies when the C crc32c package is installed
+        None (the default) verifies when a native CRC-32C package is installed
         (:data:`ctxtier.crc.FAST`), else leaves it to the server.
     """
 

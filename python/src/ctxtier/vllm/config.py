@@ -21,7 +21,7 @@ class Config:
         be reached (meanwhile every lookup is a miss and saves are dropped).
     pool_size: connections per process.
     verify: check the CRC-32C of every loaded block in the client (None: when
-        the C crc32c package is installed; otherwise the server verifies).
+        a native CRC-32C package is installed; otherwise the server verifies).
     save_batch: most blocks per PUT batch.
     save_queue_blocks: most blocks waiting to be saved; past it new saves
         are dropped (counted) rather than stalling the forward pass.
