@@ -5,7 +5,8 @@
 # It builds ctxd, starts it (RESP on $CTXD_PORT) and redis-server
 # (--save '' --appendonly no, on $REDIS_PORT), runs ROUNDS rounds of each
 # size against each server in turn, and prints per-run GET/SET rates, then
-# the medians, and last the ratios of ctxd's median GET rate to Redis's:
+# each server's CPU time per request (from /proc/PID/stat), the medians, and
+# last the ratios of ctxd's median GET rate to Redis's:
 #   ratio_vs_redis_get_2mib=<x>
 #   ratio_vs_redis_get_1kib=<x>
 # Environment: ROUNDS (3), N_2MIB (requests per 2 MiB run, 3000), N_1KIB
@@ -55,20 +56,30 @@ for port in "$CTXD_PORT" "$REDIS_PORT"; do
 	[[ $(redis-cli -p "$port" PING 2>/dev/null) == PONG ]] || { echo "bench-resp: nothing answers on $port" >&2; cat "$work"/*.log >&2; exit 1; }
 done
 
-# run TARGET PORT SIZE ARGS...: one redis-benchmark run; appends "target size op rps" lines.
+# cputicks PID: the process's user + system CPU time in clock ticks.
+cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+# run TARGET PID PORT SIZE N ARGS...: one redis-benchmark run of N requests
+# per op; appends "target size op rps" lines, and a "target size CPU us"
+# line: the server's CPU time per request (SET and GET together), which the
+# machine's load changes far less than the rates.
 run() {
-	local target=$1 port=$2 size=$3
-	shift 3
-	redis-benchmark -p "$port" -t set,get --csv "$@" 2>"$work/bench.err" | tr -d '"' | awk -F, -v t="$target" -v s="$size" \
+	local target=$1 pid=$2 port=$3 size=$4 n=$5
+	shift 5
+	local t0
+	t0=$(cputicks "$pid")
+	redis-benchmark -p "$port" -t set,get --csv -n "$n" "$@" 2>"$work/bench.err" | tr -d '"' | awk -F, -v t="$target" -v s="$size" \
 		'$1 == "SET" || $1 == "GET" { printf "%s %s %s %s\n", t, s, $1, $2 }' | tee -a "$work/results"
+	awk -v t="$target" -v s="$size" -v d="$(($(cputicks "$pid") - t0))" -v hz="$hz" -v n="$n" \
+		'BEGIN { printf "%s %s CPU %.2f\n", t, s, d / hz * 1e6 / (2 * n) }' | tee -a "$work/results"
 }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
 	echo "# round $r"
-	run ctxd "$CTXD_PORT" 2mib -d 2097152 -c 4 -n "$N_2MIB"
-	run redis "$REDIS_PORT" 2mib -d 2097152 -c 4 -n "$N_2MIB"
-	run ctxd "$CTXD_PORT" 1kib -d 1024 -c 50 -P 16 -n "$N_1KIB"
-	run redis "$REDIS_PORT" 1kib -d 1024 -c 50 -P 16 -n "$N_1KIB"
+	run ctxd "${pids[0]}" "$CTXD_PORT" 2mib "$N_2MIB" -d 2097152 -c 4
+	run redis "${pids[1]}" "$REDIS_PORT" 2mib "$N_2MIB" -d 2097152 -c 4
+	run ctxd "${pids[0]}" "$CTXD_PORT" 1kib "$N_1KIB" -d 1024 -c 50 -P 16
+	run redis "${pids[1]}" "$REDIS_PORT" 1kib "$N_1KIB" -d 1024 -c 50 -P 16
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -80,6 +91,9 @@ for size in 2mib 1kib; do
 	for op in SET GET; do
 		echo "median_${op,,}_${size}: ctxd=$(median ctxd $size $op) redis=$(median redis $size $op) rps"
 	done
+done
+for size in 2mib 1kib; do
+	echo "median_cpu_us_per_request_${size}: ctxd=$(median ctxd $size CPU) redis=$(median redis $size CPU) (SET and GET together)"
 done
 ratio() { awk -v a="$(median ctxd "$1" GET)" -v b="$(median redis "$1" GET)" 'BEGIN { if (b > 0) printf "%.3f\n", a / b; else print "nan" }'; }
 echo "ratio_vs_redis_get_2mib=$(ratio 2mib)"

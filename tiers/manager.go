@@ -79,6 +79,12 @@ type Config struct {
 	// It runs in the evicting goroutine (often a put's) and must not block
 	// or call back into the manager.
 	OnDrop func(key block.Key)
+	// Quota, when set, returns a namespace's byte quotas per tier; the
+	// manager hands the DRAM quota to the DRAM tier, which keeps each
+	// namespace within it by evicting (demoting) that namespace's own least
+	// recently used blocks (tiers/dram quota.go). It must be cheap and must
+	// not call back into the manager.
+	Quota func(ns string) block.Quota
 }
 
 // DefaultConfig admits everything and gives a demotion 5 s.
@@ -140,6 +146,9 @@ func New(cfg Config, dcfg dram.Config, lower Lower, log *slog.Logger) (*Manager,
 		dcfg.Demote = m.demote
 	}
 	dcfg.Evicted = m.dramEvicted
+	if cfg.Quota != nil {
+		dcfg.Quota = func(ns string) int64 { return cfg.Quota(ns).DRAM }
+	}
 	d, err := dram.New(dcfg, log)
 	if err != nil {
 		return nil, err
@@ -304,7 +313,9 @@ func (m *Manager) lowerGet(ctx context.Context, key block.Key) (*block.Ref, bool
 	perr := m.dram.PutClean(ctx, key, ref.Data, ref.Sum, opts, true)
 	if perr == nil {
 		m.promotions.Add(1)
-	} else if !errors.Is(perr, block.ErrNoSpace) {
+	} else if !errors.Is(perr, block.ErrNoSpace) && !errors.Is(perr, block.ErrQuotaExceeded) {
+		// No space, or a block above its namespace's DRAM quota, is not
+		// worth a warning per read: the block is served from below.
 		m.log.Warn("promotion to dram failed", "key", key.String(), "err", perr)
 	}
 	return ref, perr == nil, nil

@@ -92,7 +92,7 @@ type Config struct {
 	TLSCA         string
 	TLSMutual     bool
 	TLSServerName string
-	// TLSClients serves the client-facing ports (native, HTTP, S3) over
+	// TLSClients serves the client-facing ports (native, HTTP, S3, RESP) over
 	// TLS too, with the same certificate.
 	TLSClients bool
 }
@@ -295,7 +295,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.NVMeSync, "nvme-sync-writes", c.NVMeSync, "fdatasync every NVMe write (durable against power loss, not only crashes)")
 	fs.StringVar(&c.NVMeAdmit, "nvme-admission", c.NVMeAdmit, "which DRAM evictions are written to NVMe: all, or tinylfu (blocks seen at least twice)")
 	fs.Var(sizeValue{&c.MaxBlockSize}, "max-block-size", "largest block accepted (e.g. 64MiB)")
-	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native, HTTP and S3 (PutObject) ports; a request waits (unread) for its share")
+	fs.Var(sizeValue{&c.InflightBudget}, "inflight-budget", "request bodies held in memory at once across the native, HTTP, S3 (PutObject) and RESP ports; a request waits (unread) for its share")
 	fs.StringVar(&c.S3AdminAddr, "s3-admin-listen", c.S3AdminAddr, "S3-compatible admin endpoint address (empty disables it)")
 	fs.StringVar(&c.S3Domain, "s3-domain", c.S3Domain, "base domains (comma-separated, e.g. s3.example.com) of virtual-hosted-style S3 requests: Host BUCKET.DOMAIN addresses BUCKET; path style is always served")
 	fs.StringVar(&c.RESPListen, "resp-listen", c.RESPListen, "Redis protocol (RESP2/RESP3) endpoint address, for redis-cli, redis-py and LMCache's redis:// connector (empty disables it)")
@@ -332,7 +332,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key of --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "PEM CA bundle that peers' certificates must chain to")
 	fs.BoolVar(&c.TLSMutual, "tls-mutual", c.TLSMutual, "require and verify a client certificate on the Raft and peer listeners (mTLS); without it anyone who reaches those ports may still speak to them")
-	fs.BoolVar(&c.TLSClients, "tls-clients", c.TLSClients, "serve the client-facing ports (native, HTTP with the cluster API, S3) over TLS 1.3 too, with --tls-cert/--tls-key; clients verify against --tls-ca; no client certificate is asked for there (use --auth required)")
+	fs.BoolVar(&c.TLSClients, "tls-clients", c.TLSClients, "serve the client-facing ports (native, HTTP with the cluster API, S3, RESP) over TLS 1.3 too, with --tls-cert/--tls-key; clients verify against --tls-ca; no client certificate is asked for there (use --auth required)")
 	fs.StringVar(&c.TLSServerName, "tls-server-name", c.TLSServerName, "name every peer's certificate must carry (default: the host of the dialed address, so certificates need a SAN for each node's advertised host)")
 	return fs
 }

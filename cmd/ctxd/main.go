@@ -71,6 +71,14 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	dcfg.Policy = factory
 	tcfg := tiers.DefaultConfig()
 	tcfg.OnDrop = onDrop
+	quotaOf := func(ns string) block.Quota {
+		n, err := namespaces(ns)
+		if err != nil {
+			return block.Quota{}
+		}
+		return n.Quota
+	}
+	tcfg.Quota = quotaOf
 	var lower *nvme.Tier
 	var cold *s3.Tier
 	if cfg.nvmeEnabled() && cfg.S3Endpoint != "" {
@@ -93,6 +101,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 		ncfg.SegmentSize = cfg.NVMeSegment
 		ncfg.MaxBlockSize = cfg.MaxBlockSize
 		ncfg.SyncWrites = cfg.NVMeSync
+		ncfg.Quota = func(ns string) int64 { return quotaOf(ns).NVMe }
 		if cold != nil {
 			ncfg.OnEvict = cold.Demote
 		} else {
@@ -241,6 +250,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	backend.Store(parts.backend)
 	catalog := parts.node.Catalog()
 	catalogRef.Store(catalog)
+	reg.MustRegister(tiers.NewNamespaceCollector(stack, catalog.Namespaces))
 
 	scfg := ctxstore.DefaultConfig()
 	scfg.PinMaxTTL = cfg.PinMaxTTL
@@ -302,7 +312,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Block-API authentication (--auth required): the access keys, scoped
 	// to namespaces, guard the native protocol and the HTTP API.
 	// One in-flight budget for the client-facing ports (native, HTTP, S3
-	// PutObject). The peer listener
+	// PutObject, RESP). The peer listener
 	// stays outside it: a client put holds its bytes while it writes
 	// shards to peers, and peers waiting on their own clients' budget
 	// could otherwise wait on each other.
@@ -368,7 +378,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}()
 		defer psrv.Close()
 	}
-	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready))...)
+	hsrv := httpapi.New(hcfg, store, reg, log, append(hopts, httpapi.WithReady(parts.ready), httpapi.WithUsage(stack.NamespaceUsage))...)
 	// The cluster API checks the cluster secret itself (all of it with
 	// --auth required; otherwise all but status and repair).
 	clusterExtra := func() any {
@@ -433,13 +443,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		rcfg.MaxBulk = cfg.MaxBlockSize
 		rcfg.MaxRequest = max(rcfg.MaxRequest, cfg.MaxBlockSize)
 		rcfg.MaxDrop = max(rcfg.MaxDrop, cfg.MaxBlockSize)
-		var ropts []resp.Option
+		ropts := []resp.Option{resp.WithBudget(budget)}
 		if cfg.Auth == "required" {
 			// The same access keys as the native and HTTP ports: the
 			// replicated ones, then this node's file.
 			ropts = append(ropts, resp.WithAuth(keys))
-		} else if !loopback(cfg.RESPListen) {
-			log.Warn("the RESP endpoint accepts unauthenticated requests on a non-loopback address (--auth off)", "resp", cfg.RESPListen)
 		}
 		if respSrv, err = resp.New(rcfg, objects, met, log, ropts...); err != nil {
 			return err
@@ -461,12 +469,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		pln = tls.NewListener(pln, tlsc.ServerConfig())
 	}
 	if cfg.TLSClients {
-		// The client-facing ports: the same certificate, no client
+		// The client-facing ports (native, HTTP, S3, RESP): the same certificate, no client
 		// certificate asked for (--auth required authenticates there).
 		cs := clientTLS(tlsc)
 		nln, hln = tls.NewListener(nln, cs), tls.NewListener(hln, cs)
 		if s3ln != nil {
 			s3ln = tls.NewListener(s3ln, cs)
+		}
+		if respLn != nil {
+			respLn = tls.NewListener(respLn, cs)
 		}
 	}
 	go func() { errc <- psrv.Serve(runCtx, pln) }()
@@ -554,14 +565,14 @@ func tlsMode(t *raft.TLS) string {
 
 // warnOpenListeners logs a warning naming every listener bound to a
 // non-loopback address that anyone who reaches it may use: the block APIs
-// with --auth off, Raft without mutual TLS, pprof. (The peer listener and
+// and the RESP endpoint with --auth off, Raft without mutual TLS, pprof. (The peer listener and
 // the cluster endpoints always require the cluster secret, and the S3
 // endpoint always requires an access key.)
 func warnOpenListeners(cfg Config, tlsc *raft.TLS, log *slog.Logger) {
 	var open []any
 	if cfg.Auth != "required" {
-		for _, l := range []struct{ name, addr string }{{"native", cfg.Listen}, {"http", cfg.HTTPListen}} {
-			if !loopback(l.addr) {
+		for _, l := range []struct{ name, addr string }{{"native", cfg.Listen}, {"http", cfg.HTTPListen}, {"resp", cfg.RESPListen}} {
+			if l.addr != "" && !loopback(l.addr) {
 				open = append(open, l.name, l.addr)
 			}
 		}
@@ -573,7 +584,7 @@ func warnOpenListeners(cfg Config, tlsc *raft.TLS, log *slog.Logger) {
 		open = append(open, "pprof", cfg.PprofListen)
 	}
 	if len(open) > 0 {
-		log.Warn("listeners on non-loopback addresses accept unauthenticated requests (block APIs: --auth required; raft: --tls-mutual; pprof: bind it to loopback)", open...)
+		log.Warn("listeners on non-loopback addresses accept unauthenticated requests (block APIs and RESP: --auth required; raft: --tls-mutual; pprof: bind it to loopback)", open...)
 	}
 }
 

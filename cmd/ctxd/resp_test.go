@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/internal/testdep"
+	"github.com/ctxtier/ctxtier/raft/tlstest"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
@@ -316,4 +318,65 @@ func TestRESPClusterReplace(t *testing.T) {
 			t.Fatalf("%s cannot read the erasure-coded key with n3 down (%d bytes)", nd.id, len(got))
 		}
 	}
+}
+
+// TestRESPClientTLS: with --tls-clients the RESP port speaks TLS 1.3 with
+// the node certificate. redis-cli --tls and redis-py ssl=True (trusting
+// --tls-ca) set and get values; plaintext clients are refused.
+func TestRESPClientTLS(t *testing.T) {
+	cli := needTool(t, "redis-cli", "apt-get install redis-tools")
+	py := venvPython(t, "redis")
+	ca := tlstest.NewCA(t)
+	f := ca.WriteFiles(t, t.TempDir(), "n1")
+	p := startCtxd(t, append(tlsArgs(f), "--tls-clients")...)
+	host, port, _ := net.SplitHostPort(p.RESP)
+	tlsCLI := func(stdin []byte, args ...string) string {
+		t.Helper()
+		flags := []string{"--tls", "--cacert", f.CA, "-h", host, "-p", port}
+		if stdin != nil {
+			flags = append(flags, "-x")
+		}
+		cmd := exec.Command(cli, append(flags, args...)...)
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli --tls %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	value := make([]byte, 300<<10)
+	rand.Read(value)
+	if got := tlsCLI(nil, "PING"); got != "PONG\n" {
+		t.Fatalf("PING over TLS: %q", got)
+	}
+	if got := tlsCLI(value, "SET", "tls-blob"); got != "OK\n" {
+		t.Fatalf("SET over TLS: %q", got)
+	}
+	if got := tlsCLI(nil, "GET", "tls-blob"); got != string(value)+"\n" {
+		t.Fatalf("GET over TLS returned %d bytes, not the %d stored", len(got)-1, len(value))
+	}
+	// Plaintext: redis-cli without --tls gets no reply, and a raw PING
+	// gets no +PONG (the server answers with a TLS alert, or nothing).
+	out, _ := exec.Command(cli, "-h", host, "-p", port, "PING").CombinedOutput()
+	if strings.Contains(string(out), "PONG") {
+		t.Fatalf("plaintext redis-cli got %q from the TLS port", out)
+	}
+	nc, err := net.DialTimeout("tcp", p.RESP, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	nc.Write([]byte("*1\r\n$4\r\nPING\r\n"))
+	got, _ := io.ReadAll(nc)
+	nc.Close()
+	if bytes.Contains(got, []byte("PONG")) {
+		t.Fatalf("the TLS port answered a plaintext PING: %q", got)
+	}
+	out, err = exec.Command(py, "../../python/tests/resp/redis_py_tls.py", p.RESP, f.CA).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-py over TLS: %v\n%s", err, out)
+	}
+	t.Logf("%s", lastLines(string(out), 1))
 }

@@ -26,6 +26,9 @@ func TestWarnOpenListeners(t *testing.T) {
 		{name: "public block APIs, auth required", mod: func(c *Config) { c.Listen, c.HTTPListen, c.Auth = "0.0.0.0:7400", "0.0.0.0:7401", "required" }},
 		{name: "public raft without mTLS", mod: func(c *Config) { c.RaftListen = "0.0.0.0:7402"; c.Auth = "required" }, want: []string{"raft=0.0.0.0:7402"}},
 		{name: "public raft with mTLS", mod: func(c *Config) { c.RaftListen = "0.0.0.0:7402"; c.Auth = "required" }, tls: &raft.TLS{Mutual: true}},
+		{name: "public RESP, auth off", mod: func(c *Config) { c.RESPListen = "0.0.0.0:7405" }, want: []string{"resp=0.0.0.0:7405"}, absent: []string{"native=", "http="}},
+		{name: "public RESP, auth required", mod: func(c *Config) { c.RESPListen, c.Auth = "0.0.0.0:7405", "required" }},
+		{name: "RESP off", mod: func(c *Config) { c.RESPListen = "" }},
 		{name: "public pprof", mod: func(c *Config) { c.PprofListen = ":6060" }, want: []string{"pprof=:6060"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,4 +37,8 @@ var (
 	ErrPermissionDenied = errors.New("permission denied")
 	// ErrClosed: the component was closed.
 	ErrClosed = errors.New("closed")
+	// ErrQuotaExceeded: a block is larger than its namespace's byte quota in
+	// a tier, or the namespace is at its quota there and none of its own
+	// blocks can be evicted (all pinned, leased or being demoted).
+	ErrQuotaExceeded = errors.New("namespace quota exceeded")
 )

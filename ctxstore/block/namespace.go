@@ -87,6 +87,43 @@ type Namespace struct {
 	// S3TTLSeconds, when non-zero, is how long a block stays in S3 after it
 	// reaches it; zero means TTLSeconds (if set), else no limit.
 	S3TTLSeconds int64 `json:"s3_ttl_seconds,omitempty" yaml:"s3_ttl_seconds,omitempty"`
+	// Quota bounds the namespace's bytes in each tier of every node (0:
+	// unlimited), so one tenant cannot evict everyone else's blocks.
+	Quota Quota `json:"quota,omitzero" yaml:"quota,omitempty"`
+}
+
+// Quota is a namespace's byte quota per tier, on each node; 0 is unlimited.
+// A put that would take the namespace over its quota in a tier first
+// evicts (demotes) the namespace's own least recently used blocks there; a
+// block larger than the quota is refused with ErrQuotaExceeded.
+type Quota struct {
+	DRAM int64 `json:"dram,omitempty" yaml:"dram,omitempty"`
+	NVMe int64 `json:"nvme,omitempty" yaml:"nvme,omitempty"`
+	S3   int64 `json:"s3,omitempty" yaml:"s3,omitempty"`
+}
+
+// IsZero reports whether no tier has a quota.
+func (q Quota) IsZero() bool { return q == Quota{} }
+
+// Of returns the quota of tier t (0 for an unknown tier or none).
+func (q Quota) Of(t Tier) int64 {
+	switch t {
+	case TierDRAM:
+		return q.DRAM
+	case TierNVMe:
+		return q.NVMe
+	case TierS3:
+		return q.S3
+	}
+	return 0
+}
+
+// Validate checks that no quota is negative.
+func (q Quota) Validate() error {
+	if q.DRAM < 0 || q.NVMe < 0 || q.S3 < 0 {
+		return fmt.Errorf("%w: quota %+v: a quota must not be negative (0 is unlimited)", ErrInvalidArgument, q)
+	}
+	return nil
 }
 
 // DefaultNamespaceConfig returns the definition of the "default" namespace:
@@ -157,6 +194,8 @@ func (n Namespace) Validate() error {
 		return bad("vllm_hash_seed longer than 64 bytes")
 	case len(n.TenantSalt) > 256:
 		return bad("tenant_salt longer than 256 bytes")
+	case n.Quota.Validate() != nil:
+		return bad("quota %+v: a quota must not be negative (0 is unlimited)", n.Quota)
 	}
 	return nil
 }

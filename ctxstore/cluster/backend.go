@@ -220,6 +220,10 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 			// clients retry 503.
 			return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrNoSpace, key, len(written), n, firstErr)
 		}
+		if errors.Is(firstErr, block.ErrQuotaExceeded) {
+			// The namespace's own quota on a holder (507), not an outage.
+			return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrQuotaExceeded, key, len(written), n, firstErr)
+		}
 		return fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrUnavailable, key, len(written), n, firstErr)
 	}
 	b.met.shardsWritten.Add(float64(len(written)))
@@ -319,7 +323,7 @@ func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.met.reads.WithLabelValues("decoded").Inc()
+	b.met.readDecoded.Inc()
 	return block.NewRef(data, e.Sum, TierPeer, nil), nil
 }
 
@@ -375,7 +379,7 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 				// pass over the block.
 				if int64(len(ref.Data)) == e.Size && ref.Sum == e.Sum {
 					allGone = false
-					b.met.reads.WithLabelValues("local").Inc()
+					b.met.readLocal.Inc()
 					return ref, nil
 				}
 				ref.Release()
@@ -421,7 +425,7 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 			pending--
 			if a.err == nil {
 				allGone = false
-				b.met.reads.WithLabelValues("remote").Inc()
+				b.met.readRemote.Inc()
 				return block.NewRef(a.data, e.Sum, TierPeer, nil), nil
 			}
 			b.met.shardErrors.Inc()

@@ -7,21 +7,24 @@ import (
 )
 
 type metrics struct {
-	pending         prometheus.Gauge
-	repaired        prometheus.Counter
-	repairBytes     prometheus.Counter
-	reads           *prometheus.CounterVec
-	shardErrors     prometheus.Counter
-	reconstructions prometheus.Counter
-	shardsWritten   prometheus.Counter
-	drops           prometheus.Counter
-	memberChanges   *prometheus.CounterVec
-	ownWriteWaits   prometheus.Counter
-	restored        prometheus.Counter
-	restoreLost     prometheus.Counter
-	restoring       prometheus.Gauge
-	spareWrites     prometheus.Counter
-	lastScan        prometheus.Gauge
+	pending     prometheus.Gauge
+	repaired    prometheus.Counter
+	repairBytes prometheus.Counter
+	reads       *prometheus.CounterVec
+	// readLocal, readRemote and readDecoded are reads' series, resolved
+	// once: a label lookup per read cost ~3% of a small GET's CPU.
+	readLocal, readRemote, readDecoded prometheus.Counter
+	shardErrors                        prometheus.Counter
+	reconstructions                    prometheus.Counter
+	shardsWritten                      prometheus.Counter
+	drops                              prometheus.Counter
+	memberChanges                      *prometheus.CounterVec
+	ownWriteWaits                      prometheus.Counter
+	restored                           prometheus.Counter
+	restoreLost                        prometheus.Counter
+	restoring                          prometheus.Gauge
+	spareWrites                        prometheus.Counter
+	lastScan                           prometheus.Gauge
 
 	reg  prometheus.Registerer
 	list []prometheus.Collector
@@ -61,6 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "When the leader's last repair scan began (Unix seconds): ctxtier_repair_shards_pending counts every entry committed before then."}),
 		reg: reg,
 	}
+	m.readLocal, m.readRemote, m.readDecoded = m.reads.WithLabelValues("local"), m.reads.WithLabelValues("remote"), m.reads.WithLabelValues("decoded")
 	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan}
 	if reg == nil {
 		return m, nil

@@ -174,7 +174,7 @@ func CheckCompose(f *ComposeFile, img Image, opt ComposeOptions) []error {
 				published[pp.ContainerPort] = true
 			}
 		}
-		listeners := []string{"listen", "http-listen"}
+		listeners := []string{"listen", "http-listen", "resp-listen"}
 		if opt.Cluster {
 			listeners = append(listeners, "raft-listen", "s3-admin-listen")
 		}

@@ -96,6 +96,9 @@ func TestComposeChecksCatchMistakes(t *testing.T) {
 		{"http not published", "docker-compose.yml", func(f *ComposeFile) {
 			setPorts(f, "ctxd-2", "127.0.0.1:27410:7400", "127.0.0.1:27413:7403")
 		}, "http-listen port 7401 is not published"},
+		{"resp not published", "docker-compose.yml", func(f *ComposeFile) {
+			setPorts(f, "ctxd-3", "127.0.0.1:27420:7400", "127.0.0.1:27421:7401", "127.0.0.1:27423:7403")
+		}, "resp-listen port 7405 is not published"},
 		{"stray published port", "docker-compose.single.yml", func(f *ComposeFile) {
 			setPorts(f, "ctxd", "127.0.0.1:27400:7400", "127.0.0.1:27401:7401", "127.0.0.1:27499:7499")
 		}, "container port 7499"},

@@ -70,6 +70,7 @@ const (
 	PortRaft    = 7402
 	PortS3Admin = 7403
 	PortPeer    = 7404
+	PortRESP    = 7405
 )
 
 // ListenSettings maps each listener setting to the port name used for it in
@@ -80,6 +81,7 @@ var ListenSettings = map[string]string{
 	"raft-listen":     "raft",
 	"s3-admin-listen": "s3-admin",
 	"peer-listen":     "peer",
+	"resp-listen":     "resp",
 }
 
 var (

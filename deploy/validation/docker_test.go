@@ -34,6 +34,8 @@ func TestDockerfileChecksCatchMistakes(t *testing.T) {
 		{"no user", func(i *Image) { i.User = "" }, "non-root"},
 		{"loopback listener", func(i *Image) { i.Entrypoint = append(i.Entrypoint, "--http-listen", "127.0.0.1:7401") }, "unreachable"},
 		{"raft port not exposed", func(i *Image) { i.Expose = []int{7400, 7401, 7403} }, "EXPOSE lacks 7402"},
+		{"resp port not exposed", func(i *Image) { i.Expose = []int{7400, 7401, 7402, 7403, 7404} }, "EXPOSE lacks 7405"},
+		{"loopback resp listener", func(i *Image) { i.Entrypoint = append(i.Entrypoint, "--resp-listen=127.0.0.1:7405") }, "unreachable"},
 		{"data dir elsewhere", func(i *Image) { i.Entrypoint = append(i.Entrypoint, "--data-dir=/var/lib/ctxd") }, "want /data"},
 		{"unknown flag", func(i *Image) { i.Entrypoint = append(i.Entrypoint, "--port=1") }, "unknown ctxd setting"},
 		{"no revision label", func(i *Image) { delete(i.Labels, "org.opencontainers.image.revision") }, "image.revision missing"},

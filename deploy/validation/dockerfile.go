@@ -131,12 +131,12 @@ func CheckCtxdImage(img Image) []error {
 	if !contains(img.Volumes, "/data") {
 		bad("VOLUME /data missing")
 	}
-	for _, p := range []int{PortNative, PortHTTP, PortRaft, PortS3Admin, PortPeer} {
+	for _, p := range []int{PortNative, PortHTTP, PortRaft, PortS3Admin, PortPeer, PortRESP} {
 		if !containsInt(img.Expose, p) {
 			bad("EXPOSE lacks %d", p)
 		}
 	}
-	for _, s := range []string{"listen", "http-listen"} {
+	for _, s := range []string{"listen", "http-listen", "resp-listen"} {
 		if _, err := ListenPort(s, eff[s]); err != nil {
 			bad("ENTRYPOINT: %v", err)
 		}

@@ -105,6 +105,14 @@ func TestChecksCatchMistakes(t *testing.T) {
 		want   string
 	}{
 		{"container port differs from listener", func(b *Bundle) { ctr(b).Ports[1].ContainerPort = 8080 }, `container port "http" is 8080`},
+		{"resp container port missing", func(b *Bundle) {
+			ps := ctr(b).Ports
+			for i, p := range ps {
+				if p.Name == "resp" {
+					ctr(b).Ports = append(ps[:i:i], ps[i+1:]...)
+				}
+			}
+		}, `container port "resp" is 0, but ctxd's resp-listen is 0.0.0.0:7405`},
 		{"stray container port", func(b *Bundle) {
 			ctr(b).Ports = append(ctr(b).Ports, corev1.ContainerPort{Name: "grpc", ContainerPort: 9000})
 		}, `"grpc" matches no ctxd listener`},

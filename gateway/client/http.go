@@ -456,11 +456,16 @@ func (c *HTTPClient) Pin(ctx context.Context, key block.Key, ttl time.Duration) 
 
 // postJSON sends in as JSON and decodes a 200 JSON answer into out.
 func (c *HTTPClient) postJSON(ctx context.Context, u string, in, out any, ok ...int) (int, error) {
+	return c.sendJSON(ctx, http.MethodPost, u, in, out, ok...)
+}
+
+// sendJSON sends in as a JSON body with method and decodes the answer into out.
+func (c *HTTPClient) sendJSON(ctx context.Context, method, u string, in, out any, ok ...int) (int, error) {
 	body, err := httpwire.EncodeJSON(in)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", block.ErrInvalidArgument, err)
 	}
-	req, err := c.newRequest(ctx, http.MethodPost, u, body)
+	req, err := c.newRequest(ctx, method, u, body)
 	if err != nil {
 		return 0, err
 	}
@@ -517,6 +522,22 @@ func (c *HTTPClient) ListNamespaces(ctx context.Context) ([]block.Namespace, err
 func (c *HTTPClient) Namespace(ctx context.Context, name string) (block.Namespace, error) {
 	var out block.Namespace
 	err := c.getJSON(ctx, c.nsURL(name, ""), &out)
+	return out, err
+}
+
+// NamespaceStatus returns one namespace's definition and the bytes it holds
+// in each tier of the node that answered.
+func (c *HTTPClient) NamespaceStatus(ctx context.Context, name string) (httpwire.NamespaceStatus, error) {
+	var out httpwire.NamespaceStatus
+	err := c.getJSON(ctx, c.nsURL(name, ""), &out)
+	return out, err
+}
+
+// SetQuota replaces a namespace's byte quotas per tier (0: unlimited) and
+// returns its new status. It needs an operator's key when auth is on.
+func (c *HTTPClient) SetQuota(ctx context.Context, name string, q block.Quota) (httpwire.NamespaceStatus, error) {
+	var out httpwire.NamespaceStatus
+	_, err := c.sendJSON(ctx, http.MethodPut, c.nsURL(name, "/quota"), q, &out, http.StatusOK)
 	return out, err
 }
 

@@ -38,6 +38,7 @@ const (
 	Canceled          Code = 17
 	DeadlineExceeded  Code = 18
 	Closed            Code = 19
+	QuotaExceeded     Code = 20
 )
 
 // Gateway-level sentinels (errors of the wire itself, not of the store).
@@ -68,6 +69,7 @@ var table = []row{
 	{InvalidKey, "InvalidKey", block.ErrInvalidKey, http.StatusBadRequest},
 	{InvalidArgument, "InvalidArgument", block.ErrInvalidArgument, http.StatusBadRequest},
 	{NoSpace, "NoSpace", block.ErrNoSpace, http.StatusInsufficientStorage},
+	{QuotaExceeded, "QuotaExceeded", block.ErrQuotaExceeded, http.StatusInsufficientStorage},
 	{Unavailable, "Unavailable", block.ErrUnavailable, http.StatusServiceUnavailable},
 	{MalformedFrame, "MalformedFrame", ErrMalformedFrame, http.StatusBadRequest},
 	{VersionMismatch, "VersionMismatch", ErrVersionMismatch, http.StatusBadRequest},

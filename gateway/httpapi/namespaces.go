@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
@@ -66,7 +67,47 @@ func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, redact(ns))
+	return writeJSON(w, http.StatusOK, s.status(ns))
+}
+
+// status is ns's definition (salt redacted) with this node's usage.
+func (s *Server) status(ns block.Namespace) httpwire.NamespaceStatus {
+	st := httpwire.NamespaceStatus{Namespace: redact(ns)}
+	if s.usage != nil {
+		st.Usage = map[block.Tier]int64{}
+		for tier, byNS := range s.usage() {
+			st.Usage[tier] = byNS[ns.Name]
+		}
+	}
+	return st
+}
+
+// setQuota replaces a namespace's quotas (an absent tier is 0, unlimited).
+// With authentication on it needs an operator's key (scoped to "*"): a
+// tenant must not raise its own quota.
+func (s *Server) setQuota(w http.ResponseWriter, r *http.Request) error {
+	if c, ok := identity(r.Context()); ok && !c.AllowsAll() {
+		return fmt.Errorf("%w: setting a quota needs an access key scoped to %q", block.ErrPermissionDenied, credential.ScopeAll)
+	}
+	var q block.Quota
+	if err := httpwire.DecodeJSONBody(http.MaxBytesReader(w, r.Body, maxNamespaceBody), &q); err != nil {
+		return bodyErr(err)
+	}
+	if err := q.Validate(); err != nil {
+		return err
+	}
+	ns, err := s.store.Namespace(r.PathValue("ns"))
+	if err != nil {
+		return err
+	}
+	ns.Quota = q
+	if err := s.store.UpdateNamespace(r.Context(), ns); err != nil {
+		return err
+	}
+	if ns, err = s.store.Namespace(ns.Name); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.status(ns))
 }
 
 // readyz answers 200 when the readiness check passes, 503 Unavailable otherwise.

@@ -131,6 +131,12 @@ func WithGatherers(g ...prometheus.Gatherer) Option {
 	return func(s *Server) { s.gatherers = append(s.gatherers, g...) }
 }
 
+// WithUsage reports this node's bytes per tier per namespace in
+// GET /v1/namespaces/{ns} and PUT /v1/namespaces/{ns}/quota answers.
+func WithUsage(usage func() map[block.Tier]map[string]int64) Option {
+	return func(s *Server) { s.usage = usage }
+}
+
 // Server serves the HTTP API over a store.
 type Server struct {
 	cfg     Config
@@ -148,6 +154,8 @@ type Server struct {
 	budget *membudget.Budget
 	// gatherers are served on /metrics beside reg (WithGatherers).
 	gatherers []prometheus.Gatherer
+	// usage reports this node's bytes per tier per namespace (WithUsage).
+	usage func() map[block.Tier]map[string]int64
 }
 
 // New builds a server. cfg must be valid (see Validate); reg is the private
@@ -196,6 +204,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/namespaces", "ns_create", s.createNamespace)
 	s.handle("GET /v1/namespaces", "ns_list", s.listNamespaces)
 	s.handle("GET /v1/namespaces/{ns}", "ns_get", s.getNamespace)
+	s.handle("PUT /v1/namespaces/{ns}/quota", "ns_quota", s.setQuota)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(append(prometheus.Gatherers{s.reg}, s.gatherers...), promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

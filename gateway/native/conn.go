@@ -78,9 +78,9 @@ func (s *Server) newConn(nc net.Conn) *conn {
 		send: sendConn(nc, s.cfg.Sendfile)}
 }
 
-// stopReading makes the reader stop before the next request; a reader
+// StopReading makes the reader stop before the next request; a reader
 // already waiting for a header is woken by an expired deadline.
-func (c *conn) stopReading() {
+func (c *conn) StopReading() {
 	c.mu.Lock()
 	c.closing = true
 	c.cancel()
@@ -108,11 +108,11 @@ func (c *conn) endIdle() (closing bool) {
 	return c.closing
 }
 
-func (c *conn) serve() {
+// Serve runs the connection until it ends (listener.Conn).
+func (c *conn) Serve() {
 	s := c.s
 	s.met.ConnOpened(Proto)
 	defer s.met.ConnClosed(Proto)
-	defer s.removeConn(c)
 	defer c.nc.Close()
 	defer c.cancel()
 	if !c.handshake() {

@@ -8,6 +8,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
+	"github.com/ctxtier/ctxtier/internal/listener"
 )
 
 // leaseTable holds one connection's DESCRIBE leases. A lease ends at the
@@ -162,11 +163,7 @@ func (c *conn) release(req *wire.Request, b []byte) []byte {
 
 // OpenLeases is how many DESCRIBE leases the server's connections hold.
 func (s *Server) OpenLeases() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n := 0
-	for c := range s.conns {
-		n += c.leases.len()
-	}
+	s.conns.Each(func(c listener.Conn) { n += c.(*conn).leases.len() })
 	return n
 }

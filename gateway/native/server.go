@@ -10,18 +10,17 @@ package native
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
+	"github.com/ctxtier/ctxtier/internal/listener"
 	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
@@ -52,11 +51,8 @@ type Server struct {
 	// (wire.HelloVerifiesGets), so the DRAM tier skips its own pass.
 	readerCtx context.Context
 
-	mu       sync.Mutex
-	lns      map[net.Listener]struct{}
-	conns    map[*conn]struct{}
-	shutdown bool
-	connWG   sync.WaitGroup
+	// conns accepts and tracks the connections.
+	conns *listener.Set
 }
 
 // New builds a server. met and log may be nil.
@@ -74,8 +70,8 @@ func New(cfg Config, store *ctxstore.Store, met *metrics.Metrics, log *slog.Logg
 	s := &Server{
 		cfg: cfg, store: store, met: met, log: log.With("proto", Proto),
 		limits: cfg.limits(), base: base, cancel: cancel, readerCtx: block.WithReaderVerify(base),
-		lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 	}
+	s.conns = listener.New(listener.Config{OnClose: cancel, Log: s.log})
 	for _, o := range opts {
 		o(s)
 	}
@@ -98,58 +94,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // nil) or until ctx ends (it then closes the server hard and returns
 // ctx.Err()). ln is closed on return.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
-		ln.Close()
-		return nil
-	}
-	s.lns[ln] = struct{}{}
-	s.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { s.Close() })
-	defer stop()
-	defer func() {
-		s.mu.Lock()
-		delete(s.lns, ln)
-		s.mu.Unlock()
-		ln.Close()
-	}()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			down := s.shutdown
-			s.mu.Unlock()
-			if down {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			// Anything else (out of descriptors, an aborted handshake) is
-			// transient: back off and keep serving.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed; retrying", "err", err, "delay", delay)
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
-		c := s.newConn(nc)
-		s.mu.Lock()
-		if s.shutdown {
-			s.mu.Unlock()
-			nc.Close()
-			continue
-		}
-		s.conns[c] = struct{}{}
-		s.connWG.Add(1)
-		s.mu.Unlock()
-		go c.serve()
-	}
+	return s.conns.Serve(ctx, ln, func(nc net.Conn) listener.Conn { return s.newConn(nc) })
 }
 
 // Shutdown stops accepting, stops reading new requests, lets every request
@@ -157,49 +102,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // connections. If ctx ends first the remaining connections are closed hard
 // and ctx.Err() is returned.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.shutdown = true
-	for ln := range s.lns {
-		ln.Close()
-	}
-	for c := range s.conns {
-		c.stopReading()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.connWG.Wait(); close(done) }()
-	select {
-	case <-done:
-		s.cancel()
-		return nil
-	case <-ctx.Done():
-		s.Close()
-		<-done
-		return ctx.Err()
-	}
+	err := s.conns.Shutdown(ctx)
+	s.cancel()
+	return err
 }
 
 // Close stops the server at once: listeners and connections are closed and
 // in-flight store calls see a canceled context.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.shutdown = true
-	for ln := range s.lns {
-		ln.Close()
-	}
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	s.cancel()
+	s.conns.Close()
 	return nil
-}
-
-func (s *Server) removeConn(c *conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.connWG.Done()
 }
 
 // bufPool recycles request-body buffers in power-of-two size classes, so a

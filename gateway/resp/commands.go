@@ -90,9 +90,8 @@ func lookupCommand(name []byte) *command {
 }
 
 // exec runs one request; false means close the connection (QUIT).
-func (c *conn) exec(args [][]byte) bool {
+func (c *conn) exec(args [][]byte, start time.Time) bool {
 	s := c.s
-	start := time.Now()
 	s.stats.commands.Add(1)
 	cmd := lookupCommand(args[0])
 	w := c.writer()

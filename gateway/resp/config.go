@@ -36,12 +36,18 @@ type Config struct {
 	// WriteTimeout bounds writing the replies to a batch of requests (a
 	// client that does not read), 0 for none.
 	WriteTimeout time.Duration
+	// BudgetWait bounds how long a request that already holds part of the
+	// in-flight budget (WithBudget) waits for more (an MSET of several
+	// large values); past it the request is dropped with an error. A
+	// request's first reservation waits without bound.
+	BudgetWait time.Duration
 }
 
 // DefaultConfig returns the defaults: 127.0.0.1:7405, database 0 is the
 // "default" namespace, 64 MiB values, 256 MiB requests, bulks up to 1 GiB
 // dropped with an error, a million arguments, 16384 connections, no idle
-// timeout, 30 s to finish reading a request or writing its replies.
+// timeout, 30 s to finish reading a request or writing its replies, 5 s for
+// a request holding in-flight budget to get more.
 func DefaultConfig() Config {
 	return Config{
 		Addr:         "127.0.0.1:7405",
@@ -53,6 +59,7 @@ func DefaultConfig() Config {
 		MaxConns:     16384,
 		ReadTimeout:  30 * time.Second,
 		WriteTimeout: 30 * time.Second,
+		BudgetWait:   5 * time.Second,
 	}
 }
 
@@ -76,6 +83,8 @@ func (c Config) Validate() error {
 		return bad("MaxConns %d must be positive", c.MaxConns)
 	case c.IdleTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0:
 		return bad("timeouts must not be negative")
+	case c.BudgetWait <= 0:
+		return bad("BudgetWait %v must be positive", c.BudgetWait)
 	}
 	for i, ns := range c.Databases {
 		if err := block.ValidNamespaceName(ns); err != nil {

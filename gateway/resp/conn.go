@@ -2,7 +2,9 @@ package resp
 
 import (
 	"bufio"
+	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +43,9 @@ type conn struct {
 	keyID  string
 	// deadlineSet is when the read deadline was last moved.
 	deadlineSet time.Time
+	// idleDeadline: the idle timeout's deadline is set (and must be
+	// cleared once a request arrives, when there is no ReadTimeout).
+	idleDeadline bool
 	// bytesIn and bytesOut are value bytes not yet added to the metrics
 	// (they are added once per flush, not per command).
 	bytesIn, bytesOut int64
@@ -48,23 +53,51 @@ type conn struct {
 	mu      sync.Mutex
 	idle    bool
 	closing bool
+
+	// ctx ends when the connection stops reading (Shutdown, or its end):
+	// it wakes a request waiting for in-flight budget.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
-	if tc, ok := nc.(*net.TCPConn); ok {
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		// A listener wrapped in tls.NewListener (ctxd --tls-clients): the
+		// socket option goes on the TCP connection.
+		raw = tc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
 	br := bufio.NewReaderSize(nc, readBufSize)
 	c := &conn{s: s, nc: nc, br: br, rd: newReader(br, s.cfg.limits(), &s.pool), ns: s.cfg.Databases[0], w: writer{proto: 2}}
 	c.id = s.stats.nextID.Add(1)
 	c.authed = s.keys == nil
+	if s.budget != nil {
+		c.ctx, c.cancel = context.WithCancel(s.base)
+		c.rd.budget, c.rd.ctx, c.rd.budgetWait = s.budget, c.ctx, s.cfg.BudgetWait
+		// Replies already buffered go out before a wait, and the wait does
+		// not count against the time to read the rest of the request.
+		c.rd.beforeWait = func() { c.flush() }
+		c.rd.afterReserve = func() {
+			if s.cfg.ReadTimeout > 0 {
+				c.deadlineSet = time.Now()
+				c.nc.SetReadDeadline(c.deadlineSet.Add(s.cfg.ReadTimeout))
+			}
+		}
+	}
 	return c
 }
 
-// stopReading makes the connection stop before its next request.
-func (c *conn) stopReading() {
+// StopReading makes the connection stop before its next request
+// (listener.Conn).
+func (c *conn) StopReading() {
 	c.mu.Lock()
 	c.closing = true
+	if c.cancel != nil {
+		c.cancel()
+	}
 	if c.idle {
 		c.nc.SetReadDeadline(time.Unix(1, 0))
 	}
@@ -80,73 +113,124 @@ func (c *conn) setIdle(idle bool) bool {
 	return !c.closing
 }
 
-func (c *conn) serve() {
+// Serve runs the connection until it ends (listener.Conn).
+func (c *conn) Serve() {
 	s := c.s
 	s.stats.connsTotal.Add(1)
 	s.met.ConnOpened(Proto)
 	defer func() {
+		if c.cancel != nil {
+			c.cancel()
+		}
 		c.releaseWriter()
 		c.rd.free()
 		c.nc.Close()
 		s.met.ConnClosed(Proto)
-		s.removeConn(c)
 	}()
 	for {
 		if c.br.Buffered() == 0 {
-			if !c.flush() || !c.setIdle(true) {
+			if !c.flush() || !c.waitRequest() {
 				return
 			}
-			if s.cfg.IdleTimeout > 0 {
-				c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-			}
-			_, err := c.br.Peek(1)
-			if !c.setIdle(false) {
-				return
-			}
-			if err != nil {
-				c.readFailed(err)
-				return
-			}
-			if s.cfg.ReadTimeout > 0 {
-				c.deadlineSet = time.Now()
-				c.nc.SetReadDeadline(c.deadlineSet.Add(s.cfg.ReadTimeout))
-			} else if s.cfg.IdleTimeout > 0 {
-				c.nc.SetReadDeadline(time.Time{})
-			}
-		} else if s.cfg.ReadTimeout > 0 {
-			// A pipeline that keeps the buffer from ever running dry still
-			// gets ReadTimeout per request, not for the whole stream.
-			if now := time.Now(); now.Sub(c.deadlineSet) > s.cfg.ReadTimeout/4 {
+		}
+		// One clock read per request: the read deadline's refresh and the
+		// command's start. The deadline moves only when the idle timeout's
+		// is set or a quarter of ReadTimeout has passed since it last
+		// moved (not once per pipeline batch): a request has at least 3/4
+		// of ReadTimeout to arrive whole.
+		now := time.Now()
+		if s.cfg.ReadTimeout > 0 {
+			if c.idleDeadline || now.Sub(c.deadlineSet) > s.cfg.ReadTimeout/4 {
+				c.idleDeadline = false
 				c.deadlineSet = now
 				c.nc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
 			}
+		} else if c.idleDeadline {
+			c.idleDeadline = false
+			c.nc.SetReadDeadline(time.Time{})
 		}
 		args, err := c.rd.next()
-		var tl *tooLargeError
-		switch {
-		case errors.As(err, &tl):
-			c.writer().err("ERR", tl.Error())
-			s.met.Request(Proto, "toolarge", errcode.TooLarge, 0)
-			continue
-		case errors.Is(err, errProtocol):
-			c.writer().err("ERR", err.Error())
-			s.met.Request(Proto, "protocol", errcode.MalformedFrame, 0)
-			c.flush()
-			s.log.Debug("protocol error; closing", "remote", c.nc.RemoteAddr(), "err", err)
-			return
-		case err != nil:
-			c.readFailed(err)
+		if err != nil {
+			if c.requestFailed(err) {
+				continue
+			}
 			return
 		}
 		if len(args) == 0 {
 			continue
 		}
-		if !c.exec(args) {
+		if !c.exec(args, now) {
 			c.flush()
 			return
 		}
 		c.rd.release()
 	}
+}
+
+// waitRequest waits until a request's first byte arrives; false means stop
+// (Shutdown, the idle timeout, a failed read). Without an idle timeout an
+// idle connection waits for ever, as on Redis: the read deadline of its
+// last request, still set while it waits, is cleared when it expires.
+func (c *conn) waitRequest() bool {
+	s := c.s
+	for {
+		if !c.setIdle(true) {
+			return false
+		}
+		if s.cfg.IdleTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+			c.idleDeadline = true
+		}
+		_, err := c.br.Peek(1)
+		if !c.setIdle(false) {
+			return false
+		}
+		if err == nil {
+			return true
+		}
+		if s.cfg.IdleTimeout > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			c.readFailed(err)
+			return false
+		}
+		// The last request's deadline, not an idle timeout: clear it,
+		// unless Shutdown came in between (its deadline wakes an idle
+		// connection).
+		c.mu.Lock()
+		if c.closing {
+			c.mu.Unlock()
+			return false
+		}
+		c.nc.SetReadDeadline(time.Time{})
+		c.deadlineSet = time.Time{}
+		c.mu.Unlock()
+	}
+}
+
+// requestFailed answers a request the reader could not return; false when
+// the connection must close. (Apart from Serve's loop so that the error
+// targets are allocated only when a request fails.)
+func (c *conn) requestFailed(err error) bool {
+	s := c.s
+	var tl *tooLargeError
+	var busy *busyError
+	switch {
+	case errors.As(err, &tl):
+		c.writer().err("ERR", tl.Error())
+		s.met.Request(Proto, "toolarge", errcode.TooLarge, 0)
+		return true
+	case errors.As(err, &busy):
+		c.errReply(busy)
+		s.met.Request(Proto, "busy", errcode.Of(busy), 0)
+		return true
+	case errors.Is(err, errProtocol):
+		c.writer().err("ERR", err.Error())
+		s.met.Request(Proto, "protocol", errcode.MalformedFrame, 0)
+		c.flush()
+		s.log.Debug("protocol error; closing", "remote", c.nc.RemoteAddr(), "err", err)
+		return false
+	}
+	c.readFailed(err)
+	return false
 }
 
 // readFailed logs why reading stopped (quietly for a client that hung up).

@@ -24,7 +24,7 @@ import (
 // testServer runs a Server over a real DRAM tier on 127.0.0.1 and returns
 // its address. Namespace "small" has a 1 KiB max block size; "other" is a
 // second database.
-func testServer(t *testing.T, mod func(*Config), opts ...Option) (string, *Server) {
+func testServer(t testing.TB, mod func(*Config), opts ...Option) (string, *Server) {
 	t.Helper()
 	cat, err := ctxstore.OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
 	if err != nil {

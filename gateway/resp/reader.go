@@ -3,9 +3,13 @@ package resp
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 // errProtocol marks a request the parser cannot frame: the server answers
@@ -51,7 +55,26 @@ type reader struct {
 	arena *[]byte
 	ends  []int
 	args  [][]byte
+
+	// The in-flight budget (nil: none) holds the arena bytes of a request
+	// beyond smallArena; see reserve.
+	budget *membudget.Budget
+	// ctx ends when the connection stops reading: it wakes a wait for budget.
+	ctx context.Context
+	// budgetWait bounds a wait for more budget by a request that already
+	// holds some.
+	budgetWait time.Duration
+	// beforeWait runs before a request waits for its first budget bytes
+	// (the connection flushes its replies); afterReserve after any
+	// reservation (it moves the read deadline past the wait).
+	beforeWait, afterReserve func()
+	held                     int64
+	releases                 []func()
 }
+
+// reserveStep is the granularity of budget reservations: a request of many
+// small arguments over smallArena reserves 64 KiB at a time, not per argument.
+const reserveStep = 64 << 10
 
 // smallArena is the arena a connection keeps between requests; a larger one
 // goes back to the pool once its request is done.
@@ -61,8 +84,10 @@ func newReader(br *bufio.Reader, lim Limits, pool *bufPool) *reader {
 	return &reader{br: br, lim: lim, pool: pool}
 }
 
-// release returns a large arena to the pool (call when the request is done).
+// release returns a large arena to the pool and the request's bytes to the
+// budget (call when the request is done).
 func (r *reader) release() {
+	r.releaseBudget()
 	if r.arena != nil && cap(*r.arena) > smallArena {
 		r.pool.put(r.arena)
 		r.arena = nil
@@ -71,6 +96,7 @@ func (r *reader) release() {
 
 // free returns the arena whatever its size (the connection is closing).
 func (r *reader) free() {
+	r.releaseBudget()
 	if r.arena != nil {
 		r.pool.put(r.arena)
 		r.arena = nil
@@ -79,9 +105,11 @@ func (r *reader) free() {
 
 // next reads one request. The arguments stay valid until the next call.
 // An empty request (a blank inline line, "*0") yields no arguments.
-// Errors: io errors, errProtocol (answer and close), *tooLargeError
-// (answer and go on).
+// Errors: io errors, errProtocol (answer and close), *tooLargeError and
+// *busyError (answer and go on), the budget's error when the connection
+// stopped reading while it waited (close).
 func (r *reader) next() ([][]byte, error) {
+	r.releaseBudget()
 	b, err := r.br.Peek(1)
 	if err != nil {
 		return nil, err
@@ -104,6 +132,7 @@ func (r *reader) next() ([][]byte, error) {
 	used := 0         // arena bytes: arguments and their CRLFs
 	var payload int64 // argument bytes
 	var drop *tooLargeError
+	var busy error // waiting for more budget timed out: drop the rest
 	for range n {
 		line, err := r.line()
 		if err != nil {
@@ -117,17 +146,29 @@ func (r *reader) next() ([][]byte, error) {
 			return nil, fmt.Errorf("%w: invalid bulk length", errProtocol)
 		}
 		payload += l
-		if drop != nil || l > r.lim.MaxBulk || payload > r.lim.MaxRequest {
-			if drop == nil {
+		if drop != nil || busy != nil || l > r.lim.MaxBulk || payload > r.lim.MaxRequest {
+			if drop == nil && busy == nil {
 				drop = &tooLargeError{lim: r.lim}
 			}
-			drop.arg, drop.total = max(drop.arg, l), payload
+			if drop != nil {
+				drop.arg, drop.total = max(drop.arg, l), payload
+			}
 			if err := r.discard(l); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		need := used + int(l) + 2
+		if err := r.reserve(need); err != nil {
+			if r.held == 0 {
+				return nil, err // the connection stops reading
+			}
+			busy = err
+			if err := r.discard(l); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		r.grow(need)
 		buf := *r.arena
 		if _, err := io.ReadFull(r.br, buf[used:need]); err != nil {
@@ -140,8 +181,12 @@ func (r *reader) next() ([][]byte, error) {
 		r.ends = append(r.ends, used)
 		used += 2
 	}
-	if drop != nil {
-		return nil, drop
+	if drop != nil || busy != nil {
+		r.releaseBudget()
+		if drop != nil {
+			return nil, drop
+		}
+		return nil, &busyError{err: busy}
 	}
 	r.args = r.args[:0]
 	start := 0
@@ -152,6 +197,65 @@ func (r *reader) next() ([][]byte, error) {
 	}
 	return r.args, nil
 }
+
+// reserve makes sure the request's arena bytes beyond smallArena (what every
+// connection may hold without asking) are in the in-flight budget before
+// an argument that brings the arena to need bytes is read. Until they are,
+// the connection is not read, so TCP pushes back on the sender. A request's
+// first reservation waits as long as it takes (or until the connection
+// stops reading); a later one, made while the request already holds budget
+// bytes, waits at most budgetWait, so requests that each hold part of the
+// budget cannot wait on each other for ever.
+func (r *reader) reserve(need int) error {
+	over := int64(need) - smallArena - r.held
+	if r.budget == nil || over <= 0 {
+		return nil
+	}
+	n := max(over, reserveStep)
+	ctx := r.ctx
+	if r.held == 0 {
+		if r.beforeWait != nil {
+			r.beforeWait()
+		}
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.budgetWait)
+		defer cancel()
+	}
+	release, err := r.budget.Acquire(ctx, n)
+	if err != nil {
+		return err
+	}
+	r.held += n
+	r.releases = append(r.releases, release)
+	if r.afterReserve != nil {
+		r.afterReserve()
+	}
+	return nil
+}
+
+// releaseBudget gives back the budget bytes the current request holds.
+func (r *reader) releaseBudget() {
+	if r.held == 0 {
+		return
+	}
+	for i, rel := range r.releases {
+		rel()
+		r.releases[i] = nil
+	}
+	r.releases = r.releases[:0]
+	r.held = 0
+}
+
+// busyError is a well-framed request dropped because it could not get
+// more of the in-flight budget in time; the connection goes on.
+type busyError struct{ err error }
+
+func (e *busyError) Error() string {
+	return e.err.Error() + "; the request was dropped, nothing was stored"
+}
+
+func (e *busyError) Unwrap() error { return e.err }
 
 // grow makes the arena hold at least n bytes, keeping its contents.
 func (r *reader) grow(n int) {

@@ -2,7 +2,6 @@ package resp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/ctxstore/object"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
+	"github.com/ctxtier/ctxtier/internal/listener"
+	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
 // Proto is the metrics label of this protocol.
@@ -27,6 +28,12 @@ type Option func(*Server)
 // command, and confines each connection to the namespaces the key's scope
 // allows. Without it every client may use every configured database.
 func WithAuth(keys credential.Lookuper) Option { return func(s *Server) { s.keys = keys } }
+
+// WithBudget reads the bytes of a request beyond what every connection may
+// hold on its own (16 KiB of arguments) only once they are reserved from
+// the node's in-flight budget shared with the other surfaces; until then the
+// connection is not read. nil: no bound but the request limits.
+func WithBudget(b *membudget.Budget) Option { return func(s *Server) { s.budget = b } }
 
 // stats are the counters INFO reports.
 type stats struct {
@@ -45,6 +52,7 @@ type Server struct {
 	met     *metrics.Metrics
 	log     *slog.Logger
 	keys    credential.Lookuper
+	budget  *membudget.Budget
 	pool    bufPool
 	writers sync.Pool
 	started time.Time
@@ -55,11 +63,8 @@ type Server struct {
 	base   context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	lns      map[net.Listener]struct{}
-	conns    map[*conn]struct{}
-	shutdown bool
-	connWG   sync.WaitGroup
+	// conns accepts and tracks the connections.
+	conns *listener.Set
 }
 
 // New builds a server. met and log may be nil.
@@ -76,8 +81,9 @@ func New(cfg Config, objects *object.Store, met *metrics.Metrics, log *slog.Logg
 	base, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, objects: objects, met: met, log: log.With("proto", Proto), started: time.Now(),
-		base: base, cancel: cancel, lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		base: base, cancel: cancel,
 	}
+	s.conns = listener.New(listener.Config{MaxConns: cfg.MaxConns, Reject: s.reject, OnClose: cancel, Log: s.log})
 	for _, cmd := range commandList {
 		s.obs = append(s.obs, met.Observer(Proto, cmd.name))
 	}
@@ -100,117 +106,30 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // nil) or until ctx ends (it then closes the server hard and returns
 // ctx.Err()). ln is closed on return.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.mu.Lock()
-	if s.shutdown {
-		s.mu.Unlock()
-		ln.Close()
-		return nil
-	}
-	s.lns[ln] = struct{}{}
-	s.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { s.Close() })
-	defer stop()
-	defer func() {
-		s.mu.Lock()
-		delete(s.lns, ln)
-		s.mu.Unlock()
-		ln.Close()
-	}()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			s.mu.Lock()
-			down := s.shutdown
-			s.mu.Unlock()
-			if down {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed; retrying", "err", err, "delay", delay)
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
-		s.mu.Lock()
-		if s.shutdown {
-			s.mu.Unlock()
-			nc.Close()
-			continue
-		}
-		if len(s.conns) >= s.cfg.MaxConns {
-			s.mu.Unlock()
-			s.stats.rejected.Add(1)
-			nc.SetWriteDeadline(time.Now().Add(time.Second))
-			nc.Write([]byte("-ERR max number of clients reached\r\n"))
-			nc.Close()
-			continue
-		}
-		c := s.newConn(nc)
-		s.conns[c] = struct{}{}
-		s.connWG.Add(1)
-		s.mu.Unlock()
-		go c.serve()
-	}
+	return s.conns.Serve(ctx, ln, func(nc net.Conn) listener.Conn { return s.newConn(nc) })
+}
+
+// reject answers a connection over Config.MaxConns in Redis's words.
+func (s *Server) reject(nc net.Conn) {
+	s.stats.rejected.Add(1)
+	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	nc.Write([]byte("-ERR max number of clients reached\r\n"))
 }
 
 // Shutdown stops accepting, lets each connection finish the request it is
 // running and write its replies, then closes the connections. If ctx ends
 // first the rest are closed hard and ctx.Err() is returned.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.shutdown = true
-	for ln := range s.lns {
-		ln.Close()
-	}
-	for c := range s.conns {
-		c.stopReading()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.connWG.Wait(); close(done) }()
-	select {
-	case <-done:
-		s.cancel()
-		return nil
-	case <-ctx.Done():
-		s.Close()
-		<-done
-		return ctx.Err()
-	}
+	err := s.conns.Shutdown(ctx)
+	s.cancel()
+	return err
 }
 
 // Close stops the server at once.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.shutdown = true
-	for ln := range s.lns {
-		ln.Close()
-	}
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	s.cancel()
+	s.conns.Close()
 	return nil
 }
 
 // Conns returns the number of open connections.
-func (s *Server) Conns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
-
-func (s *Server) removeConn(c *conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.connWG.Done()
-}
+func (s *Server) Conns() int { return s.conns.Len() }

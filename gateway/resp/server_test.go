@@ -221,6 +221,25 @@ func TestUnterminatedRequestTimesOut(t *testing.T) {
 	}
 }
 
+// TestIdleConnectionOutlivesReadTimeout: without an idle timeout (the
+// default, as on Redis) a connection may wait between requests far longer
+// than ReadTimeout, which bounds only a request that has begun.
+func TestIdleConnectionOutlivesReadTimeout(t *testing.T) {
+	addr, _ := testServer(t, func(c *Config) { c.ReadTimeout = 100 * time.Millisecond })
+	c := dial(t, addr)
+	for i := range 3 {
+		if got := c.do("PING"); got != "+PONG\r\n" {
+			t.Fatalf("PING %d: %q", i, got)
+		}
+		time.Sleep(350 * time.Millisecond)
+	}
+	// A request begun and not finished is still cut off.
+	c.send("*2\r\n$3\r\nGET\r\n")
+	if !c.closed() {
+		t.Fatal("a stalled request outlived ReadTimeout")
+	}
+}
+
 func TestAuthScopesDatabases(t *testing.T) {
 	keys := credential.Static{
 		"CTXAAA": {AccessKeyID: "CTXAAA", Secret: "s3cret", Namespaces: []string{"default"}},

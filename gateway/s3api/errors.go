@@ -87,6 +87,8 @@ func toAPI(err error) *apiError {
 		return newErr("InvalidArgument", http.StatusBadRequest, err, "%s", msg)
 	case errcode.NoSpace:
 		return newErr("InsufficientStorage", http.StatusInsufficientStorage, err, "%s", msg)
+	case errcode.QuotaExceeded:
+		return newErr("QuotaExceeded", http.StatusInsufficientStorage, err, "%s", msg)
 	case errcode.Unavailable, errcode.Closed:
 		return newErr("ServiceUnavailable", http.StatusServiceUnavailable, err, "%s", msg)
 	case errcode.NamespaceExists:

@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -388,6 +389,11 @@ func (d *decoder) op() Op {
 		}
 		return Op{}
 	}
+	if first&FlagIgnoreUnknown != 0 {
+		// AppendOp never flags an op this package knows: a second encoding.
+		d.fail("index op kind %d flagged ignore-unknown", kind)
+		return Op{}
+	}
 	b := decoder{b: body}
 	o := Op{Kind: kind, Key: b.key()}
 	switch kind {
@@ -487,11 +493,68 @@ func (e *encoder) namespace(n block.Namespace) {
 	e.str(string(n.WriteMode))
 	e.varint(int64(n.DataShards))
 	e.varint(int64(n.ParityShards))
-	// The kind is the one optional, trailing field: a block namespace
-	// encodes exactly as before kinds existed, so old logs still decode.
-	if n.Kind != "" && n.Kind != block.KindBlock {
-		e.str(string(n.Kind))
+	// Optional trailing fields, so logs and snapshots written before they
+	// existed still decode: first the kind, written only for a kind other
+	// than block, or (empty) when extensions follow; then the extensions,
+	// each a tag and a non-zero value, in ascending tag order. A namespace
+	// with neither encodes exactly as before kinds existed.
+	kind := n.Kind
+	if kind == block.KindBlock {
+		kind = ""
 	}
+	ext := nsExtensions(n)
+	if kind == "" && len(ext) == 0 {
+		return
+	}
+	e.str(string(kind))
+	for _, x := range ext {
+		e.u8(x.tag)
+		switch x.tag {
+		case nsExtVLLMHashSeed:
+			e.str(n.VLLMHashSeed)
+		case nsExtS3Disabled:
+			// presence is the value
+		default:
+			e.uvarint(x.v)
+		}
+	}
+}
+
+// Namespace extension tags (see encoder.namespace). Never renumber.
+const (
+	nsExtVLLMHashSeed = 1 // string, non-empty
+	nsExtS3Disabled   = 2 // no value: present means true
+	nsExtS3TTL        = 3 // uvarint seconds, non-zero
+	nsExtQuotaDRAM    = 4 // uvarint bytes, non-zero
+	nsExtQuotaNVMe    = 5
+	nsExtQuotaS3      = 6
+	nsExtLast         = nsExtQuotaS3
+)
+
+type nsExt struct {
+	tag uint8
+	v   uint64
+}
+
+// nsExtensions lists n's set extension fields in tag order. Negative
+// numbers are invalid namespaces (Validate) and are not written.
+func nsExtensions(n block.Namespace) []nsExt {
+	var out []nsExt
+	if n.VLLMHashSeed != "" {
+		out = append(out, nsExt{tag: nsExtVLLMHashSeed})
+	}
+	if n.S3Disabled {
+		out = append(out, nsExt{tag: nsExtS3Disabled})
+	}
+	for _, f := range []struct {
+		tag uint8
+		v   int64
+	}{{nsExtS3TTL, n.S3TTLSeconds}, {nsExtQuotaDRAM, n.Quota.DRAM}, {nsExtQuotaNVMe, n.Quota.NVMe}, {nsExtQuotaS3, n.Quota.S3}} {
+		if f.v > 0 {
+			out = append(out, nsExt{tag: f.tag, v: uint64(f.v)})
+		}
+	}
+	return out
 }
 
 func (d *decoder) namespace() block.Namespace {
@@ -508,13 +571,53 @@ func (d *decoder) namespace() block.Namespace {
 		DataShards:   d.int(),
 		ParityShards: d.int(),
 	}
-	if d.err == nil && d.remaining() > 0 {
-		n.Kind = block.Kind(d.str())
-		// The encoder writes the field only for a kind other than block:
-		// an empty or "block" kind here is a second encoding of a block
-		// namespace, refused so that every command has one encoding.
-		if d.err == nil && (n.Kind == "" || n.Kind == block.KindBlock) {
-			d.fail("namespace kind %q written out (a block namespace omits it)", n.Kind)
+	if d.err != nil || d.remaining() == 0 {
+		return n
+	}
+	n.Kind = block.Kind(d.str())
+	// The encoder spells a block namespace's kind as nothing, or as empty
+	// when extensions follow: "block", or an empty kind with nothing after
+	// it, is a second encoding of the same command and is refused, so
+	// every command has one encoding.
+	if d.err == nil && n.Kind == block.KindBlock {
+		d.fail("namespace kind %q written out (a block namespace omits it)", n.Kind)
+	}
+	if d.err == nil && n.Kind == "" && d.remaining() == 0 {
+		d.fail("empty namespace kind with no extension after it")
+	}
+	last := uint8(0)
+	for d.err == nil && d.remaining() > 0 {
+		tag := d.u8()
+		if d.err != nil {
+			break
+		}
+		if tag <= last || tag > nsExtLast {
+			d.fail("namespace extension tag %d after %d", tag, last)
+			break
+		}
+		last = tag
+		switch tag {
+		case nsExtVLLMHashSeed:
+			if n.VLLMHashSeed = d.str(); d.err == nil && n.VLLMHashSeed == "" {
+				d.fail("empty vllm_hash_seed written out")
+			}
+		case nsExtS3Disabled:
+			n.S3Disabled = true
+		default:
+			v := d.uvarint()
+			if d.err == nil && (v == 0 || v > math.MaxInt64) {
+				d.fail("namespace extension %d: value %d out of range 1..%d", tag, v, int64(math.MaxInt64))
+			}
+			switch tag {
+			case nsExtS3TTL:
+				n.S3TTLSeconds = int64(v)
+			case nsExtQuotaDRAM:
+				n.Quota.DRAM = int64(v)
+			case nsExtQuotaNVMe:
+				n.Quota.NVMe = int64(v)
+			case nsExtQuotaS3:
+				n.Quota.S3 = int64(v)
+			}
 		}
 	}
 	return n

@@ -26,6 +26,9 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add(EncodeMember(MemberCommand{MemberRemove, Member{ID: "n1"}}))
 	f.Add(EncodeNamespace(NamespaceCommand{NamespaceCreate, block.DefaultNamespaceConfig()}))
 	f.Add(EncodeNamespace(NamespaceCommand{NamespaceDelete, block.Namespace{Name: "x"}}))
+	f.Add(EncodeNamespace(NamespaceCommand{NamespaceUpdate, block.Namespace{Name: "q", VLLMHashSeed: "7", S3Disabled: true, S3TTLSeconds: 9,
+		Quota: block.Quota{DRAM: 1 << 20, NVMe: 1 << 30, S3: 1 << 40}}}))
+	f.Add(EncodeNamespace(NamespaceCommand{NamespaceCreate, block.Namespace{Name: "o", Kind: block.KindObject, Quota: block.Quota{NVMe: 5}}}))
 	f.Add(EncodeCredential(CredentialCommand{CredentialPut, Credential{AccessKeyID: "a", Kind: SecretHashed, Secret: make([]byte, 52), Scopes: []Scope{{"*", 7}}}}))
 	f.Add(EncodeIncarnation(IncarnationCommand{ID: "n1", Incarnation: 1 << 40, Restoring: true}))
 	f.Add(EncodeCredential(CredentialCommand{CredentialDelete, Credential{AccessKeyID: "a"}}))
@@ -146,7 +149,7 @@ func FuzzSnapshotDamage(f *testing.F) {
 // credential and two index entries.
 func fuzzSnapshot(f *testing.F) []byte {
 	st := New(nil)
-	apply(f, st, 1, EncodeNamespace(NamespaceCommand{NamespaceCreate, block.Namespace{Name: "t1", Model: "m", ParityShards: 1}}))
+	apply(f, st, 1, EncodeNamespace(NamespaceCommand{NamespaceCreate, block.Namespace{Name: "t1", Model: "m", ParityShards: 1, VLLMHashSeed: "3", Quota: block.Quota{DRAM: 1 << 20}}}))
 	apply(f, st, 2, EncodeMember(MemberCommand{MemberUpsert, Member{ID: "n1", RaftAddr: "r", DataAddr: "d", HTTPAddr: "h", Zone: "z", Capacity: 5, State: MemberAlive}}))
 	apply(f, st, 3, EncodeCredential(CredentialCommand{CredentialPut, Credential{AccessKeyID: "AK", Kind: SecretSealed, Secret: bytes.Repeat([]byte{1}, 40), Scopes: []Scope{{"t1", PermRead}}}}))
 	apply(f, st, 4, EncodeIndex([]Op{PutOp(key(1), testEntry(1)), PutOp(key(2).WithPart(1), testEntry(2))}))

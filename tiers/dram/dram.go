@@ -68,6 +68,10 @@ type Config struct {
 	// are not evictions and are not reported. It must not call back into
 	// this tier.
 	Evicted func(key block.Key)
+	// Quota, when set, is a namespace's byte quota in this tier (0 or less:
+	// none). It is called with the tier's lock held and must not call back
+	// into the tier (quota.go).
+	Quota func(ns string) int64
 }
 
 // DefaultConfig returns 1 GiB of arena, 64 MiB blocks, LRU.
@@ -115,6 +119,8 @@ type entry struct {
 	expires  int64 // unix nanoseconds, 0 = never
 	created  int64
 	access   int64
+	// nsPrev and nsNext link the live entries of one namespace (quota.go).
+	nsPrev, nsNext uint32
 }
 
 // Tier is the DRAM tier. It is safe for concurrent use.
@@ -137,6 +143,7 @@ type Tier struct {
 	entries []entry
 	free    []uint32 // free handles
 	policy  policy.Policy
+	ns      map[string]*nsAcct // per-namespace accounts (quota.go)
 	closed  bool
 
 	st stats
@@ -156,6 +163,9 @@ type stats struct {
 	// readerVerified counts hits handed out unverified to a reader that
 	// checks the bytes itself (block.WithReaderVerify).
 	readerVerified atomic.Uint64
+	// quotaEvictions counts blocks evicted to keep their namespace within
+	// its quota; quotaRefused the puts refused with ErrQuotaExceeded.
+	quotaEvictions, quotaRefused atomic.Uint64
 }
 
 // Stats is a snapshot of the tier's counters.
@@ -174,6 +184,9 @@ type Stats struct {
 	// ReaderVerified counts the Hits that skipped the tier's at-rest check
 	// because the reader verifies the bytes end to end (block.WithReaderVerify).
 	ReaderVerified uint64
+	// QuotaEvictions are evictions made to keep a namespace within its
+	// quota; QuotaRefused the puts refused with block.ErrQuotaExceeded.
+	QuotaEvictions, QuotaRefused uint64
 }
 
 // New maps the arena and returns an empty tier.
@@ -236,6 +249,7 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 		cfg: cfg, log: log, file: f, fd: int(f.Fd()), path: path, mem: mem, arena: mem[:size:size], vers: vers, tableOff: size, now: time.Now,
 		alloc:  newAllocator(uint32(size / PageSize)),
 		index:  make(map[block.Key]uint32, expected),
+		ns:     map[string]*nsAcct{},
 		policy: pf(expected),
 	}
 	log.Info("dram tier ready", "capacity", size, "memfile", path, "version_table", fileSize-size)
@@ -299,6 +313,8 @@ func (t *Tier) unindexLocked(h uint32) {
 		e.tracked = false
 	}
 	e.live = false
+	t.unlinkLocked(h)
+	t.unchargeLocked(e.key.Namespace, e.size)
 	t.st.residentBytes.Add(-e.size)
 	t.st.blocks.Add(-1)
 	if e.leases > 0 {
@@ -322,72 +338,6 @@ func (t *Tier) releaseLocked(h uint32) {
 	t.freePagesLocked(e.page, e.pages)
 	*e = entry{}
 	t.free = append(t.free, h)
-}
-
-// reserveLocked allocates pages for size bytes, evicting as the policy says.
-// It may release and retake t.mu while a victim is being demoted.
-func (t *Tier) reserveLocked(ctx context.Context, size int64) (uint32, uint32, error) {
-	pages := uint32((size + PageSize - 1) / PageSize)
-	if int64(pages) > int64(t.alloc.npages) {
-		return 0, 0, fmt.Errorf("%w: block of %d bytes exceeds the dram capacity", block.ErrTooLarge, size)
-	}
-	for {
-		if t.closed {
-			return 0, 0, block.ErrClosed
-		}
-		if p, ok := t.alloc.alloc(pages); ok {
-			return p, pages, nil
-		}
-		now := t.now().UnixNano()
-		v, ok := t.policy.Victim(t.evictableAt(now))
-		if !ok {
-			t.st.noSpace.Add(1)
-			return 0, 0, fmt.Errorf("%w: need %d bytes, every resident block is pinned, leased or being demoted", block.ErrNoSpace, size)
-		}
-		h := uint32(v)
-		e := &t.entries[h]
-		t.st.evictions.Add(1)
-		t.st.evictedBytes.Add(uint64(e.size))
-		if t.cfg.Demote == nil || e.clean {
-			key := e.key
-			t.unindexLocked(h)
-			t.evictedLocked(key)
-			continue
-		}
-		// Write-back: hand the block to the lower tier without holding the
-		// lock. It stays indexed (readable) and leased, but leaves the policy
-		// so no one picks it again.
-		e.leases++
-		t.policy.Remove(v)
-		e.tracked = false
-		key, data, sum, info := e.key, t.bytesOf(e), e.sum, t.infoLocked(e, now)
-		t.mu.Unlock()
-		t.cfg.Demote(ctx, key, data, sum, info)
-		t.mu.Lock()
-		e = &t.entries[h]
-		gone := e.live && t.index[key] == h
-		if gone {
-			t.unindexLocked(h)
-		}
-		e.leases--
-		if e.leases == 0 && e.doomed {
-			t.releaseLocked(h)
-		}
-		if gone {
-			t.evictedLocked(key)
-		}
-	}
-}
-
-// evictedLocked runs the Evicted hook for key, which eviction has just
-// unindexed, without holding t.mu (it is released and retaken).
-func (t *Tier) evictedLocked(key block.Key) {
-	if t.cfg.Evicted == nil {
-		return
-	}
-	t.mu.Unlock()
-	t.cfg.Evicted(key)
-	t.mu.Lock()
 }
 
 // Put stores data under key. data must already match sum. A key that is
@@ -423,7 +373,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 		t.mu.Unlock()
 		return err
 	}
-	page, pages, err := t.reserveLocked(ctx, size)
+	page, pages, err := t.reserveLocked(ctx, key, size)
 	if err != nil {
 		t.mu.Unlock()
 		return err
@@ -431,6 +381,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	// A concurrent put of the same key may have won while a demotion had the lock released.
 	if h, ok := t.index[key]; ok {
 		t.freePagesLocked(page, pages)
+		t.unchargeLocked(key.Namespace, size)
 		err := t.samePutLocked(h, data, sum, pinUntil)
 		t.mu.Unlock()
 		return err
@@ -452,6 +403,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	}
 	if h, ok := t.index[key]; ok { // a concurrent put of the same key won
 		t.freePagesLocked(page, pages)
+		t.unchargeLocked(key.Namespace, size)
 		return t.samePutLocked(h, data, sum, pinUntil)
 	}
 	h := t.newHandle()
@@ -466,6 +418,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 		e.expires = opts.Expires.UnixNano()
 	}
 	t.index[key] = h
+	t.linkLocked(h) // its bytes were charged by reserveLocked
 	t.policy.Insert(policy.Handle(h), policy.Meta{
 		Hash: key.Hash, Parent: opts.Parent, HasParent: opts.HasParent,
 		Size: size, Priority: e.priority,
@@ -539,6 +492,7 @@ func (t *Tier) get(key block.Key, verify bool) (*block.Ref, error) {
 	if e.tracked {
 		t.policy.Touch(policy.Handle(h))
 	}
+	t.nsTouchLocked(h)
 	data, sum, fp, off := t.bytesOf(e), e.sum, e.fp, int64(e.page)*PageSize
 	t.mu.Unlock()
 
@@ -658,6 +612,7 @@ func (t *Tier) DescriptorUnverified(_ context.Context, key block.Key) (Descripto
 	if e.tracked {
 		t.policy.Touch(policy.Handle(h))
 	}
+	t.nsTouchLocked(h)
 	d := Descriptor{MemFile: t.path, Offset: int64(e.page) * PageSize, Length: e.size, Sum: e.sum,
 		Version: e.version, VersionOffset: t.versionOffset(e.page)}
 	t.mu.Unlock()
@@ -805,6 +760,8 @@ func (t *Tier) Stats() Stats {
 		Corruptions:    t.st.corruptions.Load(),
 		NoSpace:        t.st.noSpace.Load(),
 		ReaderVerified: t.st.readerVerified.Load(),
+		QuotaEvictions: t.st.quotaEvictions.Load(),
+		QuotaRefused:   t.st.quotaRefused.Load(),
 	}
 }
 

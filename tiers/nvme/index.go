@@ -84,15 +84,16 @@ func (t *Tier) commitNew(k block.Key, e entry, old *entry) (bool, error) {
 	t.head = h
 	t.mu.Unlock()
 	if old != nil {
-		t.unaccount(*old)
+		t.unaccount(k, *old)
 	}
-	t.account(e)
+	t.account(k, e)
 	return true, nil
 }
 
 // account adds an indexed extent to its segment's live bytes.
-func (t *Tier) account(e entry) {
+func (t *Tier) account(k block.Key, e entry) {
 	t.mu.Lock()
+	t.nsAddLocked(k.Namespace, e.length)
 	if s := t.segs[e.seg]; s != nil {
 		s.live += e.extent()
 		s.liveCount++
@@ -103,8 +104,9 @@ func (t *Tier) account(e entry) {
 	t.st.blocks.Add(1)
 }
 
-func (t *Tier) unaccount(e entry) {
+func (t *Tier) unaccount(k block.Key, e entry) {
 	t.mu.Lock()
+	t.nsAddLocked(k.Namespace, -e.length)
 	if s := t.segs[e.seg]; s != nil {
 		s.live -= e.extent()
 		s.liveCount--
@@ -127,7 +129,7 @@ func (t *Tier) dropIf(k block.Key, e entry, cond func(cur entry) bool) (bool, er
 	if err := t.indexWrite(func(txn *badger.Txn) error { return txn.Delete(indexKey(k)) }); err != nil {
 		return false, fmt.Errorf("nvme: index delete %s: %w", k, err)
 	}
-	t.unaccount(cur)
+	t.unaccount(k, cur)
 	return true, nil
 }
 

@@ -75,6 +75,9 @@ type Config struct {
 	// block.ErrNoSpace. 0 is 2 × Index.MemTableSize, at most a quarter of
 	// the filesystem.
 	MinFree int64
+	// Quota, when set, is a namespace's byte quota in this tier (0 or less:
+	// none); see quota.go. It must be cheap and must not call into the tier.
+	Quota func(ns string) int64
 }
 
 // IndexConfig bounds the badger index's memory. Its resident memory is about
@@ -164,9 +167,12 @@ type Tier struct {
 	used     int64 // bytes of segment files (reserved or written)
 	head     head  // last committed head
 	inflight map[block.Key]chan struct{}
-	leaseSeq uint64
-	closed   bool
-	recovery Recovery
+	// nsBytes is each namespace's indexed payload bytes; nsPending the
+	// bytes quota-admitted puts are still writing (quota.go).
+	nsBytes, nsPending map[string]int64
+	leaseSeq           uint64
+	closed             bool
+	recovery           Recovery
 
 	// spaceFn asks the filesystem (fsSpace; tests replace it); floor is
 	// the free space the tier keeps on it (see space.go).
@@ -202,6 +208,8 @@ type stats struct {
 	readBytes      atomic.Uint64
 	writeBytes     atomic.Uint64
 	leases         atomic.Uint64
+	quotaEvictions atomic.Uint64
+	quotaRefused   atomic.Uint64
 }
 
 // Stats is a snapshot of the tier's counters.
@@ -227,6 +235,8 @@ type Stats struct {
 	ReadBytes      uint64 // bytes read from segment files
 	WriteBytes     uint64 // bytes written to segment files
 	Leases         uint64 // descriptor leases granted
+	QuotaEvictions uint64 // blocks evicted to keep their namespace within its quota
+	QuotaRefused   uint64 // puts refused with block.ErrQuotaExceeded
 	DirectIO       bool
 }
 
@@ -273,8 +283,10 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	t := &Tier{
 		cfg: cfg, log: log, db: db, segDir: segDir, direct: direct, now: time.Now,
 		spaceFn: spaceFn, floor: floor,
-		segs:     make(map[uint64]*segment),
-		inflight: make(map[block.Key]chan struct{}),
+		segs:      make(map[uint64]*segment),
+		inflight:  make(map[block.Key]chan struct{}),
+		nsBytes:   map[string]int64{},
+		nsPending: map[string]int64{},
 		readLat: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "ctxtier_tier_read_seconds", Help: "Latency of reads from the tier.",
 			ConstLabels: prometheus.Labels{"tier": "nvme"}, Buckets: buckets,
@@ -437,6 +449,8 @@ func (t *Tier) Stats() Stats {
 		ReadBytes:      t.st.readBytes.Load(),
 		WriteBytes:     t.st.writeBytes.Load(),
 		Leases:         t.st.leases.Load(),
+		QuotaEvictions: t.st.quotaEvictions.Load(),
+		QuotaRefused:   t.st.quotaRefused.Load(),
 		DirectIO:       t.direct,
 	}
 }

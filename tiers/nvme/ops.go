@@ -90,6 +90,11 @@ func (t *Tier) Put(ctx context.Context, key block.Key, data []byte, sum uint32, 
 		t.st.expirations.Add(1)
 	}
 
+	release, err := t.admitQuota(ctx, key, size)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ext := descriptor.ExtentLen(size)
 	t.wmu.Lock()
 	r, err := t.reserve(ctx, ext, false)

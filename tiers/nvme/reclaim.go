@@ -131,29 +131,39 @@ func (t *Tier) reclaimOne(ctx context.Context, s *segment, off int64, h header) 
 		}
 		// No headroom for an accessed (but unpinned) block: evict it instead.
 	}
+	_, err = t.evictExtent(h.Key, e, now)
+	return err
+}
+
+// evictExtent drops k's extent e if k still names it and it is not pinned,
+// handing its verified bytes to OnEvict first; it reports whether it
+// dropped it. An extent that fails verification is dropped as corrupt
+// (not handed on, and not reported as evicted).
+func (t *Tier) evictExtent(k block.Key, e entry, now int64) (bool, error) {
 	var buf []byte
 	if t.cfg.OnEvict != nil {
-		buf, err = t.readExtent(h.Key, e)
+		var err error
+		buf, err = t.readExtent(k, e)
 		if err != nil {
 			if errors.Is(err, block.ErrChecksum) {
-				t.corrupt(h.Key, e, err)
-				return nil
+				t.corrupt(k, e, err)
+				return false, nil
 			}
-			return err
+			return false, err
 		}
 		defer t.pool.put(buf)
 	}
-	dropped, err := t.dropIf(h.Key, e, func(c entry) bool { return c.pinUntil <= now })
+	dropped, err := t.dropIf(k, e, func(c entry) bool { return c.pinUntil <= now })
 	if err != nil || !dropped {
-		return err
+		return false, err
 	}
 	t.st.evictions.Add(1)
 	t.st.evictedBytes.Add(uint64(e.length))
 	if buf != nil {
-		t.cfg.OnEvict(h.Key, buf[HeaderSize:HeaderSize+e.length], e.sum)
+		t.cfg.OnEvict(k, buf[HeaderSize:HeaderSize+e.length], e.sum)
 		t.st.demotions.Add(1)
 	}
-	return nil
+	return true, nil
 }
 
 // relocate re-appends a live block at the head with a new generation.

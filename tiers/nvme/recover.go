@@ -202,6 +202,7 @@ func (t *Tier) checkIndex(sizes map[uint64]int64, rep *Recovery) (uint64, error)
 			}
 			s.live += e.extent()
 			s.liveCount++
+			t.nsAddLocked(k.Namespace, e.length) // New: no one else runs yet
 			t.st.liveBytes.Add(e.extent())
 			t.st.residentBytes.Add(e.length)
 			t.st.blocks.Add(1)
@@ -291,11 +292,11 @@ func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Reco
 				return 0, fmt.Errorf("nvme: reindex %s: %w", h.Key, err)
 			}
 			if present {
-				t.unaccount(cur)
+				t.unaccount(h.Key, cur)
 			} else {
 				rep.Reindexed++
 			}
-			t.account(e)
+			t.account(h.Key, e)
 		}
 		off += ext
 	}

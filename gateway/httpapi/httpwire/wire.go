@@ -122,6 +122,14 @@ type PinRequest struct {
 	TTLSeconds int64 `json:"ttl_seconds"`
 }
 
+// NamespaceStatus answers GET /v1/namespaces/{ns} and PUT
+// /v1/namespaces/{ns}/quota: the definition, and the bytes the namespace
+// holds in each tier of the node that answered (Usage, when it counts them).
+type NamespaceStatus struct {
+	block.Namespace
+	Usage map[block.Tier]int64 `json:"usage,omitempty"`
+}
+
 // NamespaceList answers GET /v1/namespaces.
 type NamespaceList struct {
 	Namespaces []block.Namespace `json:"namespaces"`

@@ -53,6 +53,9 @@ PermissionDenied = _define(16, "PermissionDenied", "The namespace is outside the
 Canceled = _define(17, "Canceled", "The request was canceled.")
 DeadlineExceeded = _define(18, "DeadlineExceeded", "The call ran out of time (a client timeout too).", TimeoutError)
 Closed = _define(19, "Closed", "The server is shutting down, or the client was closed.")
+QuotaExceeded = _define(
+    20, "QuotaExceeded", "The block is larger than its namespace's quota in a tier, or the namespace cannot evict its own blocks."
+)
 
 #: code number -> exception class, for every code of the protocol.
 BY_CODE: dict[int, type] = {
@@ -77,6 +80,7 @@ BY_CODE: dict[int, type] = {
         Canceled,
         DeadlineExceeded,
         Closed,
+        QuotaExceeded,
     )
 }
 
