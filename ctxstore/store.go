@@ -15,6 +15,23 @@ import (
 // Implementations must be safe for concurrent use.
 type Tier = block.Storage
 
+// TierPut is one block of a BatchPutter's batch: data already verified
+// against Sum, and the options Tier.Put would get.
+type TierPut struct {
+	Key  block.Key
+	Data []byte
+	Sum  uint32
+	Opts block.PutOptions
+}
+
+// BatchPutter is a Tier that stores a batch of blocks together: the
+// cluster backend writes their shards in parallel and commits their index
+// entries in one Raft proposal. PutBatch returns one error per item, with
+// Tier.Put's meaning for each.
+type BatchPutter interface {
+	PutBatch(ctx context.Context, items []TierPut) []error
+}
+
 // Config configures a Store.
 type Config struct {
 	// PinMaxTTL caps any pin's TTL, so a forgotten pin cannot hold memory forever.
@@ -72,28 +89,42 @@ func (s *Store) Namespaces() []block.Namespace { return s.catalog.Namespaces() }
 
 // Put stores one block. See Tier.Put for the immutability contract.
 func (s *Store) Put(ctx context.Context, key block.Key, data []byte, opts block.PutOptions) error {
-	ns, err := s.catalog.Namespace(key.Namespace)
+	opts, err := s.preparePut(key, data, opts)
 	if err != nil {
 		return err
 	}
+	if err := s.tier.Put(ctx, key, data, opts.Sum, opts); err != nil {
+		return err
+	}
+	s.traffic.put(key.Namespace, len(data))
+	return nil
+}
+
+// preparePut checks a put against its namespace and verifies the sender's
+// checksum; it returns the options the tier gets (Sum set).
+func (s *Store) preparePut(key block.Key, data []byte, opts block.PutOptions) (block.PutOptions, error) {
+	ns, err := s.catalog.Namespace(key.Namespace)
+	if err != nil {
+		return opts, err
+	}
 	if len(data) < block.MinBlockSize {
-		return fmt.Errorf("%w: %s: empty block", block.ErrInvalidArgument, key)
+		return opts, fmt.Errorf("%w: %s: empty block", block.ErrInvalidArgument, key)
 	}
 	if int64(len(data)) > ns.MaxBlockSize {
-		return fmt.Errorf("%w: %s: %d bytes exceeds namespace %q max_block_size %d", block.ErrTooLarge, key, len(data), ns.Name, ns.MaxBlockSize)
+		return opts, fmt.Errorf("%w: %s: %d bytes exceeds namespace %q max_block_size %d", block.ErrTooLarge, key, len(data), ns.Name, ns.MaxBlockSize)
 	}
 	sum := block.Checksum(data)
 	if opts.HasSum && opts.Sum != sum {
-		return fmt.Errorf("%w: %s: sender says %08x, bytes are %08x", block.ErrChecksum, key, opts.Sum, sum)
+		return opts, fmt.Errorf("%w: %s: sender says %08x, bytes are %08x", block.ErrChecksum, key, opts.Sum, sum)
 	}
 	if !opts.HasPriority {
 		opts.Priority, opts.HasPriority = ns.Priority, true
 	}
 	if opts.Priority > block.MaxPriority {
-		return fmt.Errorf("%w: priority %d above %d", block.ErrInvalidArgument, opts.Priority, block.MaxPriority)
+		return opts, fmt.Errorf("%w: priority %d above %d", block.ErrInvalidArgument, opts.Priority, block.MaxPriority)
 	}
 	if opts.PinTTL < 0 {
-		return fmt.Errorf("%w: negative pin TTL", block.ErrInvalidArgument)
+		return opts, fmt.Errorf("%w: negative pin TTL", block.ErrInvalidArgument)
 	}
 	opts.PinTTL = min(opts.PinTTL, s.cfg.PinMaxTTL)
 	if ttl := ns.TTL(); ttl > 0 {
@@ -101,11 +132,7 @@ func (s *Store) Put(ctx context.Context, key block.Key, data []byte, opts block.
 	}
 	opts.Sum, opts.HasSum = sum, true
 	opts.WriteThrough = ns.WriteMode == block.WriteThrough
-	if err := s.tier.Put(ctx, key, data, sum, opts); err != nil {
-		return err
-	}
-	s.traffic.put(key.Namespace, len(data))
-	return nil
+	return opts, nil
 }
 
 // Get returns a leased reference to a block's verified bytes; the caller must
@@ -230,15 +257,48 @@ type PutItem struct {
 	Opts block.PutOptions
 }
 
-// PutBatch puts each item and returns one error (or nil) per item.
+// PutBatch puts each item and returns one error (or nil) per item. Every
+// item is checked as Put checks it; on a tier that is a BatchPutter (the
+// cluster backend) the valid items then go down together, so that their
+// index entries commit as one Raft proposal, not one each.
 func (s *Store) PutBatch(ctx context.Context, items []PutItem) []error {
 	errs := make([]error, len(items))
+	bt, batched := s.tier.(BatchPutter)
+	if !batched || len(items) < 2 {
+		for i, it := range items {
+			if err := ctx.Err(); err != nil {
+				errs[i] = err
+				continue
+			}
+			errs[i] = s.Put(ctx, it.Key, it.Data, it.Opts)
+		}
+		return errs
+	}
+	puts := make([]TierPut, 0, len(items))
+	at := make([]int, 0, len(items))
 	for i, it := range items {
-		if err := ctx.Err(); err != nil {
+		opts, err := s.preparePut(it.Key, it.Data, it.Opts)
+		if err != nil {
 			errs[i] = err
 			continue
 		}
-		errs[i] = s.Put(ctx, it.Key, it.Data, it.Opts)
+		puts = append(puts, TierPut{Key: it.Key, Data: it.Data, Sum: opts.Sum, Opts: opts})
+		at = append(at, i)
+	}
+	if len(puts) == 0 {
+		return errs
+	}
+	if err := ctx.Err(); err != nil {
+		for _, i := range at {
+			errs[i] = err
+		}
+		return errs
+	}
+	for j, err := range bt.PutBatch(ctx, puts) {
+		errs[at[j]] = err
+		if err == nil {
+			s.traffic.put(puts[j].Key.Namespace, len(puts[j].Data))
+		}
 	}
 	return errs
 }

@@ -40,6 +40,11 @@ type clusterConfig struct {
 	IndexBlockSize   int
 	IndexBlocks      int
 	IndexConcurrency int
+	// IndexBatch blocks per request in the index phase: above 1, the
+	// phase puts native-protocol batches (NativeAddrs) and also measures
+	// batches of 1 through the same path.
+	IndexBatch  int
+	NativeAddrs []string
 	// Read is the read level of the get phases: linearizable (each get
 	// sees every acknowledged put at once) or local (the bench first waits
 	// until every node's index holds the blocks).
@@ -54,7 +59,7 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 	var c clusterConfig
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	var addrs, size, isize string
+	var addrs, natives, size, isize string
 	fs.StringVar(&addrs, "addrs", "127.0.0.1:7411,127.0.0.1:7421,127.0.0.1:7431", "HTTP API addresses of the nodes, comma-separated (the default is make cluster's); with one address, every alive member it lists is used")
 	fs.BoolVar(&c.Start, "start", false, "start 3 ctxd processes on free 127.0.0.1 ports in a temporary directory, run against them, then stop them and delete the directory (--addrs is ignored)")
 	fs.StringVar(&c.Ctxd, "ctxd", "", "ctxd binary for --start (default: the ctxd next to ctxbench, else ctxd on PATH)")
@@ -66,6 +71,8 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 	fs.StringVar(&isize, "index-block-size", "4KiB", "block size of the index commit phase")
 	fs.IntVar(&c.IndexBlocks, "index-blocks", 4000, "one-copy blocks put in the index commit phase (0 skips it)")
 	fs.IntVar(&c.IndexConcurrency, "index-concurrency", 64, "requests in flight in the index commit phase")
+	fs.IntVar(&c.IndexBatch, "index-batch", 1, "blocks per request in the index commit phase: 1 puts single blocks over HTTP; N > 1 puts native-protocol batches of N blocks (one index commit each) and measures batches of 1 over the same protocol beside them")
+	fs.StringVar(&natives, "native-addrs", "127.0.0.1:7410,127.0.0.1:7420,127.0.0.1:7430", "native-protocol addresses of the nodes, in --addrs order, for --index-batch above 1 (ignored with --start)")
 	fs.IntVar(&c.ReadOps, "read-ops", 4000, "single-key exists requests per read level in the read-level phase, which compares linearizable reads with local ones (0 skips it)")
 	fs.IntVar(&c.ReadConcurrency, "read-concurrency", 32, "requests in flight in the read-level phase")
 	fs.StringVar(&c.Read, "read", "linearizable", "read level of the get phases: linearizable (X-Ctxtier-Read: linearizable; gets start right after the puts) or local (each node's own index; the bench first waits, untimed, until every node has applied the puts)")
@@ -86,6 +93,7 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 		return c, fmt.Errorf("--dram-capacity: %w", err)
 	}
 	c.Addrs = subcmd.SplitList(addrs)
+	c.NativeAddrs = subcmd.SplitList(natives)
 	switch {
 	case !c.Start && len(c.Addrs) == 0:
 		return c, errors.New("--addrs names no address")
@@ -103,6 +111,10 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 		return c, errors.New("--concurrency and --index-concurrency must be in 1..1024")
 	case c.ReadOps < 0 || c.ReadOps > 1<<24 || c.ReadConcurrency < 1 || c.ReadConcurrency > 1024:
 		return c, errors.New("--read-ops must be in 0..16M and --read-concurrency in 1..1024")
+	case c.IndexBatch < 1 || c.IndexBatch > 4096:
+		return c, errors.New("--index-batch must be in 1..4096")
+	case c.IndexBatch > 1 && !c.Start && len(c.NativeAddrs) == 0:
+		return c, errors.New("--index-batch above 1 needs --native-addrs (or --start)")
 	case c.Read != "linearizable" && c.Read != "local":
 		return c, fmt.Errorf("--read %q: want linearizable or local", c.Read)
 	}
@@ -144,7 +156,8 @@ type clusterBench struct {
 	cfg      clusterConfig
 	addrs    []string
 	clients  []*client.HTTPClient
-	run      uint64 // the high 32 bits of every key hash of this run
+	natives  []*client.Client // native-protocol clients of the index phase (--index-batch above 1)
+	run      uint64           // the high 32 bits of every key hash of this run
 	seq      uint32
 	verified atomic.Int64
 	progress io.Writer
@@ -169,6 +182,7 @@ func runClusterWith(ctx context.Context, cfg clusterConfig, out, progress io.Wri
 		failed := true
 		defer func() { lc.stop(progress, failed) }()
 		addrs = lc.HTTPAddrs()
+		cfg.NativeAddrs = lc.NativeAddrs()
 		err = runClusterOn(ctx, cfg, addrs, out, progress)
 		failed = err != nil
 		return err
@@ -255,6 +269,11 @@ func runClusterOn(ctx context.Context, cfg clusterConfig, addrs []string, out, p
 			}
 		}
 	}
+	defer func() {
+		for _, c := range b.natives {
+			c.Close()
+		}
+	}()
 	var idx *indexResult
 	if cfg.IndexBlocks > 0 {
 		if idx, err = b.indexPhase(ctx, one); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -21,6 +23,12 @@ import (
 type indexResult struct {
 	puts int
 	dur  time.Duration
+	// batch is the blocks per request, via the protocol that carried them;
+	// single is the batches-of-1 run over the same protocol measured
+	// beside a batched one.
+	batch  int
+	via    string
+	single *indexResult
 	// leader is set when the same node led before and after the phase;
 	// the deltas below are its own and meaningless across a change.
 	leader     string
@@ -70,18 +78,69 @@ func (b *clusterBench) snapLeader(ctx context.Context) (leaderSnap, error) {
 // indexPhase puts IndexBlocks small blocks into ns (one copy, so shard
 // traffic is smallest and the index is what is exercised) with
 // IndexConcurrency requests in flight, then checks that the leader's index
-// holds every one, reads a sample back, and deletes them.
+// holds every one, reads a sample back, and deletes them. With IndexBatch
+// above 1 the requests are native-protocol batches of IndexBatch blocks,
+// and a shorter run of batches of 1 over the same protocol goes first, for
+// the ratio.
 func (b *clusterBench) indexPhase(ctx context.Context, ns *benchNS) (*indexResult, error) {
 	cfg := b.cfg
+	if cfg.IndexBatch <= 1 {
+		return b.indexRun(ctx, ns, cfg.IndexBlocks, 1)
+	}
+	if err := b.dialNative(ctx); err != nil {
+		return nil, err
+	}
+	single, err := b.indexRun(ctx, ns, max(cfg.IndexBlocks/4, 1), 1)
+	if err != nil {
+		return nil, err
+	}
+	res, err := b.indexRun(ctx, ns, cfg.IndexBlocks, cfg.IndexBatch)
+	if err != nil {
+		return nil, err
+	}
+	res.single = single
+	return res, nil
+}
+
+// dialNative connects a native-protocol client to each node.
+func (b *clusterBench) dialNative(ctx context.Context) error {
+	if len(b.cfg.NativeAddrs) != len(b.addrs) {
+		return fmt.Errorf("%d native addresses for %d nodes", len(b.cfg.NativeAddrs), len(b.addrs))
+	}
+	conns := max(b.cfg.IndexConcurrency/len(b.addrs), 1)
+	for _, a := range b.cfg.NativeAddrs {
+		c, err := client.Dial(ctx, a, client.Options{Conns: min(conns, 16)})
+		if err != nil {
+			return fmt.Errorf("native protocol at %s: %w", a, err)
+		}
+		b.natives = append(b.natives, c)
+	}
+	return nil
+}
+
+// indexRun is one timed run of the index phase: n blocks in requests of
+// batch blocks (batch 1 without native clients: single HTTP puts).
+func (b *clusterBench) indexRun(ctx context.Context, ns *benchNS, n, batch int) (*indexResult, error) {
+	cfg := b.cfg
 	p := newPayload(cfg.IndexBlockSize, 2)
-	hashes := b.hashes(cfg.IndexBlocks)
+	hashes := b.hashes(n)
+	via := "HTTP"
+	if len(b.natives) > 0 {
+		via = "native"
+	}
 	before, berr := b.snapLeader(ctx)
-	d, err := b.putAll(ctx, ns, p, hashes, cfg.IndexConcurrency)
+	var d time.Duration
+	var err error
+	if via == "native" {
+		d, err = b.putNative(ctx, ns, p, hashes, batch, cfg.IndexConcurrency)
+	} else {
+		d, err = b.putAll(ctx, ns, p, hashes, cfg.IndexConcurrency)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("index phase: put: %w", err)
 	}
 	after, aerr := b.snapLeader(ctx)
-	res := &indexResult{puts: len(hashes), dur: d}
+	res := &indexResult{puts: len(hashes), dur: d, batch: batch, via: via}
 	switch {
 	case berr != nil || aerr != nil:
 		fmt.Fprintf(b.progress, "index: no leader statistics: %v\n", errors.Join(berr, aerr))
@@ -96,7 +155,7 @@ func (b *clusterBench) indexPhase(ctx context.Context, ns *benchNS) (*indexResul
 			fmt.Fprintf(b.progress, "index: leader metrics: %s\n", msg)
 		}
 	}
-	fmt.Fprintf(b.progress, "index: %d x %s one-copy puts, %d in flight, in %v\n", len(hashes), block.FormatSize(int64(cfg.IndexBlockSize)), cfg.IndexConcurrency, d.Round(time.Millisecond))
+	fmt.Fprintf(b.progress, "index: %d x %s one-copy puts, %s requests of %d, %d in flight, in %v\n", len(hashes), block.FormatSize(int64(cfg.IndexBlockSize)), via, batch, cfg.IndexConcurrency, d.Round(time.Millisecond))
 	if err := b.checkIndexed(ctx, ns, hashes); err != nil {
 		return nil, err
 	}
@@ -111,6 +170,52 @@ func (b *clusterBench) indexPhase(ctx context.Context, ns *benchNS) (*indexResul
 		return nil, fmt.Errorf("index phase: delete: %w", err)
 	}
 	return res, nil
+}
+
+// putNative puts hashes in native-protocol batches of batch blocks, conc
+// batches in flight, batch j going to node j mod nodes. Every block of
+// every batch must be acknowledged; the first failure stops the run.
+func (b *clusterBench) putNative(ctx context.Context, ns *benchNS, p payload, hashes []uint64, batch, conc int) (time.Duration, error) {
+	sums := p.sums(hashes) // before the clock starts, as for putAll
+	size := len(p.base)
+	batches := (len(hashes) + batch - 1) / batch
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range min(conc, batches) {
+		buf := make([]byte, batch*size)
+		items := make([]client.PutItem, 0, batch)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				j := int(next.Add(1) - 1)
+				if j >= batches {
+					return
+				}
+				items = items[:0]
+				for k, i := 0, j*batch; i < min((j+1)*batch, len(hashes)); k, i = k+1, i+1 {
+					items = append(items, client.PutItem{Key: block.NewKey(ns.name, hashes[i]),
+						Data: p.fill(buf[k*size:], hashes[i]), Opts: block.PutOptions{Sum: sums[i], HasSum: true}})
+				}
+				node := j % len(b.natives)
+				errs, err := b.natives[node].PutBatch(ctx, items)
+				if err == nil {
+					err = errors.Join(errs...)
+				}
+				if err != nil {
+					cancel(fmt.Errorf("batch via %s: %w", b.cfg.NativeAddrs[node], err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return d, err
+	}
+	return d, nil
 }
 
 // checkIndexed asks the leader whether its index holds every key: it must,
@@ -191,8 +296,11 @@ func missingKeys(ctx context.Context, hc *client.HTTPClient, ns *benchNS, hashes
 }
 
 func (r *indexResult) describe(out io.Writer, cfg clusterConfig) {
-	fmt.Fprintf(out, "index: %d one-copy puts of %d B, %d in flight, in %.2fs: %.0f block entries/s",
-		r.puts, cfg.IndexBlockSize, cfg.IndexConcurrency, r.dur.Seconds(), float64(r.puts)/r.dur.Seconds())
+	if r.single != nil {
+		r.single.describe(out, cfg)
+	}
+	fmt.Fprintf(out, "index: %d one-copy puts of %d B, %s requests of %d, %d in flight, in %.2fs: %.0f block entries/s",
+		r.puts, cfg.IndexBlockSize, r.via, r.batch, cfg.IndexConcurrency, r.dur.Seconds(), r.perSec())
 	if r.leader != "" {
 		fmt.Fprintf(out, "; leader %s's commit index advanced %d", r.leader, r.logEntries)
 		if r.haveBatch {
@@ -202,16 +310,30 @@ func (r *indexResult) describe(out io.Writer, cfg clusterConfig) {
 	fmt.Fprintln(out)
 }
 
+func (r *indexResult) perSec() float64 { return float64(r.puts) / r.dur.Seconds() }
+
+// print writes the key=value lines: the figures of batches of r.batch, and
+// with a batches-of-1 run beside it, that run's under index_batch1_.
 func (r *indexResult) print(out io.Writer) {
-	fmt.Fprintf(out, "index_commit_entries_per_s=%.0f\n", float64(r.puts)/r.dur.Seconds())
+	fmt.Fprintf(out, "index_commit_entries_per_s=%.0f\n", r.perSec())
+	fmt.Fprintf(out, "index_batch=%d\n", r.batch)
+	r.printLog(out, "index_")
+	if s := r.single; s != nil {
+		fmt.Fprintf(out, "index_batch1_commit_entries_per_s=%.0f\n", s.perSec())
+		s.printLog(out, "index_batch1_")
+		fmt.Fprintf(out, "ratio_index_batch_vs_batch1=%.2f\n", r.perSec()/s.perSec())
+	}
+}
+
+func (r *indexResult) printLog(out io.Writer, prefix string) {
 	if r.leader == "" {
 		return
 	}
-	fmt.Fprintf(out, "index_raft_log_entries=%d\n", r.logEntries)
+	fmt.Fprintf(out, "%sraft_log_entries=%d\n", prefix, r.logEntries)
 	if r.logEntries > 0 {
-		fmt.Fprintf(out, "index_entries_per_log_entry=%.2f\n", float64(r.puts)/float64(r.logEntries))
+		fmt.Fprintf(out, "%sentries_per_log_entry=%.2f\n", prefix, float64(r.puts)/float64(r.logEntries))
 	}
 	if r.haveBatch && r.batchEntries > 0 {
-		fmt.Fprintf(out, "index_batch_ops_per_entry=%.2f\n", r.batchOps/r.batchEntries)
+		fmt.Fprintf(out, "%sbatch_ops_per_entry=%.2f\n", prefix, r.batchOps/r.batchEntries)
 	}
 }

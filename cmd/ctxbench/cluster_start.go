@@ -27,10 +27,19 @@ type localCluster struct {
 }
 
 type localNode struct {
-	id, http, log string
-	cmd           *exec.Cmd
-	exited        chan struct{}
-	exitErr       error
+	id, http, native, log string
+	cmd                   *exec.Cmd
+	exited                chan struct{}
+	exitErr               error
+}
+
+// NativeAddrs are the nodes' native-protocol addresses.
+func (lc *localCluster) NativeAddrs() []string {
+	out := make([]string, len(lc.nodes))
+	for i, n := range lc.nodes {
+		out[i] = n.native
+	}
+	return out
 }
 
 // HTTPAddrs are the nodes' HTTP API addresses.
@@ -113,7 +122,7 @@ func startLocalCluster(ctx context.Context, ctxd string, n int, dram string, pro
 	}
 	zones := []string{"zone-a", "zone-b", "zone-c"}
 	for i := range n {
-		nd := &localNode{id: fmt.Sprintf("n%d", i+1), http: ports[4*i+1], exited: make(chan struct{})}
+		nd := &localNode{id: fmt.Sprintf("n%d", i+1), http: ports[4*i+1], native: ports[4*i], exited: make(chan struct{})}
 		data := filepath.Join(dir, nd.id)
 		if err := os.MkdirAll(data, 0o755); err != nil {
 			lc.stop(progress, false)

@@ -17,11 +17,15 @@ func TestParseClusterFlags(t *testing.T) {
 	if err != nil || len(c.Addrs) != 2 || c.BlockSize != 1<<20 || c.Blocks != 8 || c.Rounds != 2 || c.Concurrency != 3 || c.IndexBlocks != 0 || c.IndexBlockSize != 4<<10 || c.Read != "linearizable" {
 		t.Fatalf("%+v %v", c, err)
 	}
+	if c, err := parseClusterFlags(strings.Fields("--index-batch 64 --native-addrs 127.0.0.1:3,127.0.0.1:4"), io.Discard); err != nil || c.IndexBatch != 64 || len(c.NativeAddrs) != 2 {
+		t.Fatalf("--index-batch 64: %+v %v", c, err)
+	}
 	if c, err := parseClusterFlags([]string{"--read", "local"}, io.Discard); err != nil || c.Read != "local" {
 		t.Fatalf("--read local: %+v %v", c, err)
 	}
 	for _, bad := range []string{"--addrs ,", "--blocks 0", "--rounds 0", "--concurrency 0", "--index-concurrency 2000",
-		"--block-size 4", "--index-block-size 1", "--index-blocks -1", "--dram-capacity lots", "--read strong", "--read-ops -1", "--read-concurrency 0", "extra"} {
+		"--block-size 4", "--index-block-size 1", "--index-blocks -1", "--dram-capacity lots", "--read strong", "--read-ops -1", "--read-concurrency 0", "extra",
+		"--index-batch 0", "--index-batch 5000", "--index-batch 2 --native-addrs ,"} {
 		if _, err := parseClusterFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -89,7 +93,8 @@ ctxtier_up 1
 // TestClusterBenchAgainstRealCluster runs `ctxbench cluster --start` with
 // tiny sizes: three real ctxd processes, both namespaces, the index phase.
 // Every get is compared byte for byte with what was put (a mismatch fails
-// the run); the output must carry every field with a positive value.
+// the run); the output must carry every field with a positive value. The
+// index phase puts native batches of 16 beside single-block batches.
 func TestClusterBenchAgainstRealCluster(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "ctxd")
 	build := exec.Command("go", "build", "-o", bin, "github.com/ctxtier/ctxtier/cmd/ctxd")
@@ -97,7 +102,7 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 		t.Fatalf("building ctxd: %v\n%s", err, out)
 	}
 	const blocks, rounds = 12, 2
-	cfg, err := parseClusterFlags(strings.Fields("--start --ctxd "+bin+" --dram-capacity 64MiB --block-size 64KiB --blocks 12 --rounds 2 --concurrency 3 --index-blocks 300 --index-concurrency 16 --read-ops 400 --read-concurrency 8"), io.Discard)
+	cfg, err := parseClusterFlags(strings.Fields("--start --ctxd "+bin+" --dram-capacity 64MiB --block-size 64KiB --blocks 12 --rounds 2 --concurrency 3 --index-blocks 320 --index-batch 16 --index-concurrency 16 --read-ops 400 --read-concurrency 8"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +130,7 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 		"one_copy_put_mb_s", "one_copy_put_ops_s", "one_copy_get_mb_s", "one_copy_get_ops_s",
 		"rs21_put_mb_s", "rs21_put_ops_s", "rs21_get_mb_s", "rs21_get_ops_s",
 		"ratio_rs21_vs_one_copy_put", "ratio_rs21_vs_one_copy_get",
-		"index_commit_entries_per_s", "verified_reads",
+		"index_commit_entries_per_s", "index_batch1_commit_entries_per_s", "ratio_index_batch_vs_batch1", "verified_reads",
 		"exists_local_ops_s", "exists_linearizable_ops_s", "ratio_linearizable_vs_local_exists",
 	} {
 		if v, ok := vals[k]; !ok || v <= 0 {
@@ -134,10 +139,19 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 	}
 	// The leader stays put in a quiet 3-node cluster, so the leader's log
 	// statistics are there too.
-	for _, k := range []string{"index_raft_log_entries", "index_entries_per_log_entry"} {
+	for _, k := range []string{"index_raft_log_entries", "index_entries_per_log_entry", "index_batch1_raft_log_entries"} {
 		if v := vals[k]; v <= 0 {
 			t.Errorf("%s = %v, want a positive value", k, v)
 		}
+	}
+	// 320 puts in batches of 16 are at most 20 index proposals (plus the
+	// odd member or incarnation entry): clearly more than one block entry
+	// per log entry.
+	if v := vals["index_entries_per_log_entry"]; v < 4 {
+		t.Errorf("index_entries_per_log_entry = %v with batches of 16: the batches were not committed as one entry each", v)
+	}
+	if v := vals["index_batch"]; v != 16 {
+		t.Errorf("index_batch = %v, want 16", v)
 	}
 	// Every round's gets in both namespaces were verified (plus the
 	// warm-up's and the index phase's sample).

@@ -46,11 +46,9 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 	case wire.OpPing:
 	case wire.OpPut:
 		var in int64
-		for _, it := range req.Items {
-			err := it.Err
-			if err == nil {
-				err = s.store.Put(ctx, it.Key, it.Data, it.Opts)
-			}
+		errs := c.putItems(req.Items)
+		for i, it := range req.Items {
+			err := errs[i]
 			code := errcode.Of(err)
 			if code == errcode.OK {
 				in += int64(it.Size)
@@ -230,4 +228,25 @@ func errMsg(err error) string {
 
 func le32(b []byte, v uint32) []byte {
 	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+}
+
+// putItems stores a frame's decoded blocks with one Store.PutBatch (on a
+// cluster, one index commit for the frame) and returns one error per item;
+// an item that failed to decode keeps its own error and is not put.
+func (c *conn) putItems(items []wire.PutItem) []error {
+	errs := make([]error, len(items))
+	batch := make([]ctxstore.PutItem, 0, len(items))
+	at := make([]int, 0, len(items))
+	for i, it := range items {
+		if it.Err != nil {
+			errs[i] = it.Err
+			continue
+		}
+		batch = append(batch, ctxstore.PutItem{Key: it.Key, Data: it.Data, Opts: it.Opts})
+		at = append(at, i)
+	}
+	for j, err := range c.s.store.PutBatch(c.s.base, batch) {
+		errs[at[j]] = err
+	}
+	return errs
 }

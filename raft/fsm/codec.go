@@ -46,6 +46,11 @@ type decoder struct {
 	b   []byte
 	off int
 	err error
+	// last, when set, holds the strings most recently decoded by
+	// cachedStr: an index batch names one namespace and a few nodes over
+	// and over, and each repeat then shares one string instead of
+	// allocating its own.
+	last *[2]string
 }
 
 func (d *decoder) fail(format string, a ...any) {
@@ -178,6 +183,19 @@ func (d *decoder) bytes() []byte {
 }
 
 func (d *decoder) str() string { return string(d.rawBytes()) }
+
+// cachedStr is str sharing the string of an earlier call (slot 0 or 1 of
+// d.last) when the bytes are the same.
+func (d *decoder) cachedStr(slot int) string {
+	raw := d.rawBytes()
+	if d.last == nil {
+		return string(raw)
+	}
+	if string(raw) != d.last[slot] {
+		d.last[slot] = string(raw)
+	}
+	return d.last[slot]
+}
 
 func (d *decoder) bool() bool {
 	switch v := d.u8(); v {

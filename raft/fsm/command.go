@@ -327,6 +327,7 @@ func DecodeCommand(b []byte) (c Command, err error) {
 	}
 	switch c.Type {
 	case CmdIndex:
+		d.last = new([2]string)
 		n := d.count(2)
 		c.Ops = make([]Op, 0, n)
 		for i := 0; i < n && d.err == nil; i++ {
@@ -394,7 +395,7 @@ func (d *decoder) op() Op {
 		d.fail("index op kind %d flagged ignore-unknown", kind)
 		return Op{}
 	}
-	b := decoder{b: body}
+	b := decoder{b: body, last: d.last}
 	o := Op{Kind: kind, Key: b.key()}
 	switch kind {
 	case OpPut:
@@ -428,7 +429,7 @@ func (e *encoder) key(k block.Key) {
 }
 
 func (d *decoder) key() block.Key {
-	k := block.Key{Namespace: d.str(), Hash: d.u64(), HasPart: d.bool()}
+	k := block.Key{Namespace: d.cachedStr(0), Hash: d.u64(), HasPart: d.bool()}
 	if k.HasPart {
 		p := d.uvarint()
 		if p > 0xffff {
@@ -454,7 +455,7 @@ func (d *decoder) shards() []Shard {
 	}
 	out := make([]Shard, n)
 	for i := range out {
-		out[i].NodeID = d.str()
+		out[i].NodeID = d.cachedStr(1)
 		v := d.uvarint()
 		if v > 0xffff {
 			d.fail("shard index %d", v)

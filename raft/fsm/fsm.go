@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -37,7 +35,13 @@ type Response struct {
 // state is one immutable version of everything replicated. Apply builds a new
 // one and swaps it in; readers and snapshots hold whichever they loaded.
 type state struct {
-	index      *iradix.Tree[Entry]
+	// index holds each namespace's block entries (index.go); a namespace
+	// with none has no tree.
+	index map[string]*tree
+	// nodeNames is the name table of the index's placements; nodeIDs,
+	// its inverse, is the writer's alone (see intern).
+	nodeNames  []string
+	nodeIDs    map[string]uint32
 	members    map[string]Member
 	namespaces map[string]block.Namespace
 	creds      map[string]Credential
@@ -46,7 +50,8 @@ type state struct {
 
 func emptyState() *state {
 	return &state{
-		index:      iradix.New[Entry](),
+		index:      map[string]*tree{},
+		nodeIDs:    map[string]uint32{},
 		members:    map[string]Member{},
 		namespaces: map[string]block.Namespace{block.DefaultNamespace: block.DefaultNamespaceConfig()},
 		creds:      map[string]Credential{},
@@ -218,25 +223,25 @@ func applyIncarnation(s *state, c IncarnationCommand) error {
 }
 
 func (f *FSM) applyIndex(s *state, idx uint64, ops []Op) []OpResult {
-	txn := s.index.Txn()
+	txn := s.indexTxn()
 	out := make([]OpResult, len(ops))
 	for i, o := range ops {
 		out[i] = applyOp(s, txn, idx, o)
 	}
-	s.index = txn.CommitOnly()
+	txn.commit()
 	f.ops.Add(uint64(len(ops)))
 	return out
 }
 
-func applyOp(s *state, txn *iradix.Txn[Entry], idx uint64, o Op) OpResult {
+func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 	if o.Kind == 0 {
 		return OpResult{Status: StatusSkipped}
 	}
 	if o.Validate() != nil {
 		return OpResult{Status: StatusInvalid}
 	}
-	k := treeKey(o.Key)
-	old, exists := txn.Get(k)
+	k := keyOf(o.Key)
+	old, exists := txn.get(o.Key.Namespace, k)
 	switch o.Kind {
 	case OpPut:
 		ns, ok := s.namespaces[o.Key.Namespace]
@@ -244,47 +249,50 @@ func applyOp(s *state, txn *iradix.Txn[Entry], idx uint64, o Op) OpResult {
 			return OpResult{Status: StatusUnknownNamespace}
 		}
 		if exists {
-			if old.Sum == o.Sum && old.Size == o.Size {
-				return OpResult{Status: StatusExisted, Generation: old.Generation}
+			if old.sum == o.Sum && old.size == o.Size {
+				return OpResult{Status: StatusExisted, Generation: old.gen}
 			}
-			return OpResult{Status: StatusConflict, Generation: old.Generation}
+			return OpResult{Status: StatusConflict, Generation: old.gen}
 		}
 		if o.Size > ns.MaxBlockSize {
 			return OpResult{Status: StatusInvalid}
 		}
-		txn.Insert(k, Entry{
-			Size: o.Size, Sum: o.Sum, Placement: slices.Clone(o.Placement), TierHints: o.TierHints,
+		txn.tree(o.Key.Namespace).set(txn.gen, s.toSlot(k, Entry{
+			Size: o.Size, Sum: o.Sum, Placement: o.Placement, TierHints: o.TierHints,
 			PinUntil: o.PinUntil, Generation: idx, Created: o.Created,
-		})
+		}))
 		return OpResult{Status: StatusCreated, Generation: idx}
 	case OpDelete:
 		if !exists {
 			return OpResult{Status: StatusNotFound}
 		}
-		if o.IfGeneration != 0 && o.IfGeneration != old.Generation {
-			return OpResult{Status: StatusConflict, Generation: old.Generation}
+		if o.IfGeneration != 0 && o.IfGeneration != old.gen {
+			return OpResult{Status: StatusConflict, Generation: old.gen}
 		}
-		txn.Delete(k)
-		return OpResult{Status: StatusDeleted, Generation: old.Generation}
+		gen := old.gen
+		txn.tree(o.Key.Namespace).delete(txn.gen, k)
+		return OpResult{Status: StatusDeleted, Generation: gen}
 	case OpPin:
 		if !exists {
 			return OpResult{Status: StatusNotFound}
 		}
-		if o.PinUntil.After(old.PinUntil) {
-			old.PinUntil = o.PinUntil
-			txn.Insert(k, old)
+		if pin := unixNano(o.PinUntil); o.PinUntil.After(fromUnixNano(old.pin)) {
+			sl := *old // old may be shared with published states
+			sl.pin = pin
+			txn.tree(o.Key.Namespace).set(txn.gen, sl)
 		}
-		return OpResult{Status: StatusPinned, Generation: old.Generation}
+		return OpResult{Status: StatusPinned, Generation: old.gen}
 	case OpPlace:
 		if !exists {
 			return OpResult{Status: StatusNotFound}
 		}
-		if old.Sum != o.Sum {
-			return OpResult{Status: StatusConflict, Generation: old.Generation}
+		if old.sum != o.Sum {
+			return OpResult{Status: StatusConflict, Generation: old.gen}
 		}
-		old.Placement = slices.Clone(o.Placement)
-		txn.Insert(k, old)
-		return OpResult{Status: StatusUpdated, Generation: old.Generation}
+		sl := *old
+		sl.setPlacement(s, o.Placement)
+		txn.tree(o.Key.Namespace).set(txn.gen, sl)
+		return OpResult{Status: StatusUpdated, Generation: sl.gen}
 	}
 	return OpResult{Status: StatusInvalid}
 }
@@ -365,9 +373,7 @@ func applyNamespace(s *state, c NamespaceCommand) error {
 		if _, ok := s.namespaces[ns.Name]; !ok {
 			return fmt.Errorf("%w: %q", block.ErrUnknownNamespace, ns.Name)
 		}
-		it := s.index.Root().Iterator()
-		it.SeekPrefix(nsPrefix(ns.Name))
-		if _, _, ok := it.Next(); ok {
+		if t := s.index[ns.Name]; t != nil && t.n > 0 {
 			return fmt.Errorf("%w: %q", block.ErrNamespaceNotEmpty, ns.Name)
 		}
 		s.namespaces = maps.Clone(s.namespaces)
@@ -396,61 +402,31 @@ func applyCredential(s *state, c CredentialCommand) error {
 	return nil
 }
 
-// treeKey orders the index by namespace, then hash, then part: the
-// namespace name (which never holds a 0 byte), 0, the hash big-endian, then
-// 0 for a whole block or 1 and the part big-endian.
-func treeKey(k block.Key) []byte {
-	b := make([]byte, 0, len(k.Namespace)+12)
-	b = append(b, k.Namespace...)
-	b = append(b, 0)
-	b = binary.BigEndian.AppendUint64(b, k.Hash)
-	if k.HasPart {
-		b = append(b, 1)
-		b = binary.BigEndian.AppendUint16(b, k.Part)
-	} else {
-		b = append(b, 0)
-	}
-	return b
-}
-
-func nsPrefix(ns string) []byte { return append([]byte(ns), 0) }
-
-func parseTreeKey(b []byte) (block.Key, bool) {
-	i := strings.IndexByte(string(b), 0)
-	if i < 0 || len(b) < i+10 {
-		return block.Key{}, false
-	}
-	k := block.Key{Namespace: string(b[:i]), Hash: binary.BigEndian.Uint64(b[i+1:])}
-	switch rest := b[i+9:]; {
-	case len(rest) == 1 && rest[0] == 0:
-	case len(rest) == 3 && rest[0] == 1:
-		k = k.WithPart(binary.BigEndian.Uint16(rest[1:]))
-	default:
-		return block.Key{}, false
-	}
-	return k, true
-}
-
 // --- reads -----------------------------------------------------------------
 
 // AppliedIndex is the log index of the last entry this FSM has seen.
 func (f *FSM) AppliedIndex() uint64 { return f.cur.Load().applied }
 
 // Len is the number of index entries.
-func (f *FSM) Len() int { return f.cur.Load().index.Len() }
+func (f *FSM) Len() int { return f.cur.Load().indexLen() }
 
 // Lookup returns key's entry.
 func (f *FSM) Lookup(key block.Key) (Entry, bool) {
-	return f.cur.Load().index.Get(treeKey(key))
+	s := f.cur.Load()
+	sl, ok := s.index[key.Namespace].get(keyOf(key))
+	if !ok {
+		return Entry{}, false
+	}
+	return sl.entry(s.nodeNames), true
 }
 
 // LookupPrefix returns how many leading keys are in the index, stopping at
 // the first miss: the prefix of a chain that can be fetched instead of
 // recomputed. All keys are read from one consistent state.
 func (f *FSM) LookupPrefix(keys []block.Key) int {
-	t := f.cur.Load().index
+	s := f.cur.Load()
 	for i, k := range keys {
-		if _, ok := t.Get(treeKey(k)); !ok {
+		if _, ok := s.index[k.Namespace].get(keyOf(k)); !ok {
 			return i
 		}
 	}
@@ -469,28 +445,20 @@ func (f *FSM) Scan(ns, hexPrefix string, fn func(block.Key, Entry) bool) error {
 	if err != nil {
 		return err
 	}
-	var hb [8]byte
-	binary.BigEndian.PutUint64(hb[:], h)
-	prefix := append(nsPrefix(ns), hb[:len(hexPrefix)/2]...)
-	odd := len(hexPrefix)%2 == 1
-	it := f.cur.Load().index.Root().Iterator()
-	it.SeekPrefix(prefix)
-	for {
-		k, e, ok := it.Next()
-		if !ok {
-			return nil
-		}
-		if odd && k[len(prefix)]>>4 != hb[len(hexPrefix)/2]>>4 {
-			continue
-		}
-		key, ok := parseTreeKey(k)
-		if !ok {
-			continue
-		}
-		if !fn(key, e) {
-			return nil
-		}
+	// The hashes that start with hexPrefix run from h (the prefix padded
+	// with zeros) to h with the digits after the prefix all ones.
+	last := h | (1<<(4*(block.HashHexLen-len(hexPrefix))) - 1)
+	if hexPrefix == "" {
+		last = ^uint64(0)
 	}
+	s := f.cur.Load()
+	s.index[ns].ascend(ikey{hash: h}, func(sl *slot) bool {
+		if sl.hash > last {
+			return false
+		}
+		return fn(sl.key().blockKey(ns), sl.entry(s.nodeNames))
+	})
+	return nil
 }
 
 // Members lists the members sorted by id.

@@ -8,8 +8,9 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"maps"
+	"slices"
 
-	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -92,7 +93,7 @@ func writeSnapshot(w io.Writer, st *state) error {
 	e.uvarint(uint64(len(st.namespaces)))
 	e.uvarint(uint64(len(st.members)))
 	e.uvarint(uint64(len(st.creds)))
-	e.uvarint(uint64(st.index.Len()))
+	e.uvarint(uint64(st.indexLen()))
 	if err := rw.record(RecHeader, e.b); err != nil {
 		return err
 	}
@@ -129,21 +130,19 @@ func writeSnapshot(w io.Writer, st *state) error {
 			return err
 		}
 	}
-	it := st.index.Root().Iterator()
-	for {
-		k, v, ok := it.Next()
-		if !ok {
-			break
-		}
-		key, ok := parseTreeKey(k)
-		if !ok {
-			return fmt.Errorf("snapshot: corrupt index key %x", k)
-		}
-		e := rw.body()
-		e.key(key)
-		e.entry(v)
-		if err := rw.record(RecEntry, e.b); err != nil {
-			return err
+	// Entries in (namespace, hash, part) order, as before the index had
+	// a tree per namespace.
+	var werr error
+	for _, ns := range slices.Sorted(maps.Keys(st.index)) {
+		st.index[ns].ascend(ikey{}, func(sl *slot) bool {
+			e := rw.body()
+			e.key(sl.key().blockKey(ns))
+			e.entry(sl.entry(st.nodeNames))
+			werr = rw.record(RecEntry, e.b)
+			return werr == nil
+		})
+		if werr != nil {
+			return werr
 		}
 	}
 	// The end record's CRC covers everything written so far.
@@ -207,8 +206,8 @@ func readSnapshot(r io.Reader) (*state, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("snapshot: %w: %s", ErrMalformed, fmt.Sprintf(format, a...))
 	}
-	st := &state{members: map[string]Member{}, namespaces: map[string]block.Namespace{}, creds: map[string]Credential{}}
-	txn := iradix.New[Entry]().Txn()
+	st := &state{index: map[string]*tree{}, nodeIDs: map[string]uint32{}, members: map[string]Member{}, namespaces: map[string]block.Namespace{}, creds: map[string]Credential{}}
+	txn := st.indexTxn()
 	var (
 		count        uint64
 		want         [4]uint64 // namespaces, members, creds, entries
@@ -288,7 +287,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			k := d.key()
 			e := d.entry()
 			if d.err == nil {
-				txn.Insert(treeKey(k), e)
+				txn.tree(k.Namespace).set(txn.gen, st.toSlot(keyOf(k), e))
 			}
 			got[3]++
 		case RecEnd:
@@ -314,7 +313,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 				}
 				return nil, bad("data after the end record")
 			}
-			st.index = txn.CommitOnly()
+			txn.commit()
 			return st, nil
 		default:
 			if typ&FlagIgnoreUnknown == 0 {

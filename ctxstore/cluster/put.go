@@ -1,0 +1,199 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/ctxstore/placement"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// A put has two halves: writing the block's shards (writePut), then
+// committing its index entry and settling the outcome (settle). Put does
+// both for one block; PutBatch writes a batch's shards in parallel and
+// commits all of its entries as one Raft proposal.
+
+var _ ctxstore.BatchPutter = (*Backend)(nil)
+
+// batchWriters bounds the blocks of one PutBatch whose shards are written
+// at the same time.
+const batchWriters = 64
+
+// pendingPut is a put whose shards are written and whose index entry is
+// still to be committed.
+type pendingPut struct {
+	key     block.Key
+	c       *erasure.Code
+	written []fsm.Shard
+	op      fsm.Op
+}
+
+// Put encodes data into the namespace's shards, writes them in parallel to
+// the members rendezvous hashing picks, and commits the index entry; it
+// returns once the entry is committed. The same bytes again succeed; other
+// bytes are block.ErrConflict and change nothing.
+func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	p, err := b.writePut(ctx, key, data, sum, opts)
+	if err != nil || p == nil {
+		return err
+	}
+	res, err := b.propose(ctx, p.op)
+	if err != nil {
+		// The outcome may be unknown: the shards stay, since the entry may
+		// have committed (repair and drops keep the index honest).
+		return err
+	}
+	return b.settle(p, res[0])
+}
+
+// PutBatch puts every item as Put does, writing the shards of up to
+// batchWriters blocks at once, and commits the index entries of all the
+// blocks whose shards were written in one proposal (one Raft log entry,
+// or one forwarded call to the leader), so a batch of N blocks costs one
+// commit, not N.
+func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []error {
+	errs := make([]error, len(items))
+	pend := make([]*pendingPut, len(items))
+	sem := make(chan struct{}, batchWriters)
+	var wg sync.WaitGroup
+	// A key met again later in the batch is put after the batch commits,
+	// so its outcome is the one in-order puts give (the same bytes: done;
+	// other bytes: a conflict), not a race with its first occurrence.
+	seen := make(map[block.Key]bool, len(items))
+	var again []int
+	for i, it := range items {
+		if k := it.Key.Block(); seen[k] {
+			again = append(again, i)
+			continue
+		} else {
+			seen[k] = true
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			pend[i], errs[i] = b.writePut(ctx, it.Key, it.Data, it.Sum, it.Opts)
+		})
+	}
+	wg.Wait()
+	ops := make([]fsm.Op, 0, len(items))
+	at := make([]int, 0, len(items))
+	for i, p := range pend {
+		if p != nil {
+			ops = append(ops, p.op)
+			at = append(at, i)
+		}
+	}
+	if len(ops) > 0 {
+		res, err := b.propose(ctx, ops...)
+		for j, i := range at {
+			if err != nil {
+				errs[i] = err // shards stay: the outcome may be unknown (see Put)
+				continue
+			}
+			errs[i] = b.settle(pend[i], res[j])
+		}
+	}
+	for _, i := range again {
+		errs[i] = b.Put(ctx, items[i].Key, items[i].Data, items[i].Sum, items[i].Opts)
+	}
+	return errs
+}
+
+// writePut writes key's shards and returns the index operation to commit.
+// It returns (nil, nil) when the index already holds the same block, and
+// an error (having deleted what it wrote) when too few shards were written.
+func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) (*pendingPut, error) {
+	key = key.Block()
+	if e, ok := b.node.FSM().Lookup(key); ok {
+		return nil, sameBlock(key, e, int64(len(data)), sum)
+	}
+	c, err := b.code(key.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	shards, err := c.Encode(data)
+	if err != nil {
+		return nil, err
+	}
+	nodes := b.candidates(nil)
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("%w: %s: no alive member to place shards on", block.ErrUnavailable, key)
+	}
+	picked, err := placement.Pick(key, nodes, min(c.N(), len(nodes)))
+	if err != nil {
+		return nil, err
+	}
+	n := c.N()
+	if c.K == 1 {
+		n = len(picked) // replicas on one node would be one copy
+	}
+	place := make([]fsm.Shard, n)
+	for i := range place {
+		place[i] = fsm.Shard{NodeID: picked[i%len(picked)].ID, Index: uint16(i)}
+	}
+	now := time.Now()
+	var pinUntil time.Time
+	if opts.PinTTL > 0 {
+		pinUntil = now.Add(opts.PinTTL)
+	}
+	quorum := writeQuorum(c, n)
+	written, firstErr := b.writeShards(ctx, key, c, shards, place, opts, max(quorum, redundantWrites(c, n)))
+	if len(written) < n && !errors.Is(firstErr, block.ErrConflict) {
+		// A member that does not take its shard (dead, not yet suspect):
+		// place the shard on a spare member instead.
+		written = b.writeSpares(ctx, key, c, shards, place, written, opts)
+	}
+	if len(written) < quorum || len(written) < c.K {
+		b.cleanup(key, c, written, nil)
+		if errors.Is(firstErr, block.ErrConflict) {
+			return nil, fmt.Errorf("%w: %s: %v", block.ErrConflict, key, firstErr)
+		}
+		if errors.Is(firstErr, block.ErrNoSpace) {
+			// Full disks are an ordinary condition (507), not an outage:
+			// clients retry 503.
+			return nil, fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrNoSpace, key, len(written), n, firstErr)
+		}
+		if errors.Is(firstErr, block.ErrQuotaExceeded) {
+			// The namespace's own quota on a holder (507), not an outage.
+			return nil, fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrQuotaExceeded, key, len(written), n, firstErr)
+		}
+		return nil, fmt.Errorf("%w: %s: %d of %d shards written: %v", block.ErrUnavailable, key, len(written), n, firstErr)
+	}
+	b.met.shardsWritten.Add(float64(len(written)))
+	if len(written) < n {
+		b.log.Debug("put short of shards; repair adds the rest", "key", key.String(), "written", fmt.Sprint(written), "shards", n, "err", firstErr)
+	}
+	op := fsm.PutOp(key, fsm.Entry{Size: int64(len(data)), Sum: sum, Placement: written, Created: now, PinUntil: pinUntil})
+	return &pendingPut{key: key, c: c, written: written, op: op}, nil
+}
+
+// settle turns the committed outcome of p's index entry into Put's answer,
+// deleting the shards p wrote that the index does not keep.
+func (b *Backend) settle(p *pendingPut, res fsm.OpResult) error {
+	switch res.Status {
+	case fsm.StatusCreated:
+		return nil
+	case fsm.StatusExisted:
+		// A concurrent put of the same bytes won: keep only its shards.
+		if e, ok := b.node.FSM().Lookup(p.key); ok {
+			b.cleanup(p.key, p.c, p.written, e.Placement)
+		}
+		return nil
+	default:
+		var keep []fsm.Shard
+		if e, ok := b.node.FSM().Lookup(p.key); ok {
+			keep = e.Placement
+		}
+		b.cleanup(p.key, p.c, p.written, keep)
+		if err := res.Err(); err != nil {
+			return fmt.Errorf("%w: %s: index says %s", err, p.key, res.Status)
+		}
+		return fmt.Errorf("%w: %s: index says %s", block.ErrUnavailable, p.key, res.Status)
+	}
+}
