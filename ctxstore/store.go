@@ -10,27 +10,10 @@ import (
 )
 
 // Tier is what the store needs from a node's tier stack (the DRAM tier alone
-// on a bare node; the tier manager once lower tiers exist). Implementations
-// must be safe for concurrent use.
-type Tier interface {
-	// Put stores data under key. data has already been verified against sum.
-	// A key that exists with the same bytes succeeds; with other bytes it is
-	// block.ErrConflict and nothing changes.
-	Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error
-	// Get returns a leased reference to the verified bytes.
-	Get(ctx context.Context, key block.Key) (*block.Ref, error)
-	// Stat returns metadata without touching recency.
-	Stat(ctx context.Context, key block.Key) (block.Info, error)
-	// Contains reports presence without touching recency or verifying bytes.
-	Contains(key block.Key) bool
-	// Delete removes key (evicts it); block.ErrNotFound if absent.
-	Delete(ctx context.Context, key block.Key) error
-	// Pin protects key from eviction until the given time (extending, never shortening).
-	Pin(ctx context.Context, key block.Key, until time.Time) error
-	// List returns up to limit blocks of namespace ns whose object names
-	// start with prefix and sort after `after`, in object-name order.
-	List(ctx context.Context, ns, prefix, after string, limit int) ([]block.Info, error)
-}
+// on a bare node; the tier manager once lower tiers exist; the cluster
+// backend): block.Storage, whose methods document the contract.
+// Implementations must be safe for concurrent use.
+type Tier = block.Storage
 
 // TierPut is one block of a BatchPutter's batch: data already verified
 // against Sum, and the options Tier.Put would get.

@@ -23,7 +23,7 @@ type LowerDescriber interface {
 //
 // The DRAM bytes are not verified here: the reader verifies what it copies
 // against Sum, or checks the block's version word (Generation at
-// VersionOffset, see dram.CopyVersioned) and, on a mismatch, reads the block with Get, which verifies it
+// VersionOffset, see descriptor.CopyVersioned) and, on a mismatch, reads the block with Get, which verifies it
 // at rest and drops it when it is corrupt. A descriptor is not a read for
 // promotion: an NVMe-resident block stays where it is. A lower tier without
 // descriptors answers block.ErrUnavailable (read the block with Get).

@@ -20,18 +20,11 @@ import (
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
-// Lower is a tier below DRAM. tiers/nvme implements it. Its Put has the same
+// Lower is a tier below DRAM (tiers/nvme, tiers/s3, a Chain of them):
+// block.Storage, the same interface as ctxstore.Tier. Its Put has the same
 // immutability contract as DRAM's: identical bytes succeed, different bytes
 // are block.ErrConflict.
-type Lower interface {
-	Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error
-	Get(ctx context.Context, key block.Key) (*block.Ref, error)
-	Stat(ctx context.Context, key block.Key) (block.Info, error)
-	Contains(key block.Key) bool
-	Delete(ctx context.Context, key block.Key) error
-	Pin(ctx context.Context, key block.Key, until time.Time) error
-	List(ctx context.Context, ns, prefix, after string, limit int) ([]block.Info, error)
-}
+type Lower = block.Storage
 
 // AdmitAll admits everything.
 type AdmitAll struct{}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
-	"github.com/ctxtier/ctxtier/ctxstore/trace/agentic"
+	"github.com/ctxtier/ctxtier/sim/trace"
+	"github.com/ctxtier/ctxtier/sim/trace/agentic"
 )
 
 func init() {

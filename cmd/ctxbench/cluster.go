@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
@@ -91,8 +92,8 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 	if _, err := parseSize(c.DRAMCapacity); err != nil {
 		return c, fmt.Errorf("--dram-capacity: %w", err)
 	}
-	c.Addrs = splitAddrs(addrs)
-	c.NativeAddrs = splitAddrs(natives)
+	c.Addrs = subcmd.SplitList(addrs)
+	c.NativeAddrs = subcmd.SplitList(natives)
 	switch {
 	case !c.Start && len(c.Addrs) == 0:
 		return c, errors.New("--addrs names no address")
@@ -118,16 +119,6 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 		return c, fmt.Errorf("--read %q: want linearizable or local", c.Read)
 	}
 	return c, nil
-}
-
-func splitAddrs(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 func runCluster(ctx context.Context, args []string) error {

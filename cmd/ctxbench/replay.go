@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/replay"
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
 	"github.com/ctxtier/ctxtier/gateway/client"
+	"github.com/ctxtier/ctxtier/sim/replay"
+	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
 func init() {

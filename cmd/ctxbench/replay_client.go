@@ -14,9 +14,9 @@ import (
 	"strings"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/replay"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/client"
+	"github.com/ctxtier/ctxtier/sim/replay"
 )
 
 // httpTier serves replay.TierClient over the HTTP block API.

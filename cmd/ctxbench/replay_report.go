@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/replay"
+	"github.com/ctxtier/ctxtier/sim/replay"
 )
 
 var replayColors = []string{"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"}

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxtier/ctxtier/ctxstore/replay"
 	"github.com/ctxtier/ctxtier/internal/freeport"
 	"github.com/ctxtier/ctxtier/internal/testdep"
+	"github.com/ctxtier/ctxtier/sim/replay"
 )
 
 func TestParseReplayArgs(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/router"
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
 func init() {

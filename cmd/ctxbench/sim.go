@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/sim/policysim"
+	"github.com/ctxtier/ctxtier/sim/trace"
 	"github.com/ctxtier/ctxtier/tiers/policy"
-	"github.com/ctxtier/ctxtier/tiers/policy/sim"
 )
 
 func init() {
@@ -36,28 +36,28 @@ type simArgs struct {
 }
 
 // simPolicies are the simulator-only policies: the hint-aware wrapper
-// (tiers/policy/sim) around Window, and its ablations.
+// (sim/policysim) around Window, and its ablations.
 var simPolicies = map[string]func() policy.Factory{
-	"hints": func() policy.Factory { return sim.HintFactory(policy.NewWindow, sim.DefaultHintConfig()) },
+	"hints": func() policy.Factory { return policysim.HintFactory(policy.NewWindow, policysim.DefaultHintConfig()) },
 	"hints-nopin": func() policy.Factory {
-		c := sim.DefaultHintConfig()
+		c := policysim.DefaultHintConfig()
 		c.SoftPin = false
-		return sim.HintFactory(policy.NewWindow, c)
+		return policysim.HintFactory(policy.NewWindow, c)
 	},
 	"hints-noend": func() policy.Factory {
-		c := sim.DefaultHintConfig()
+		c := policysim.DefaultHintConfig()
 		c.SessionEnd = false
-		return sim.HintFactory(policy.NewWindow, c)
+		return policysim.HintFactory(policy.NewWindow, c)
 	},
 	"hints-noephemeral": func() policy.Factory {
-		c := sim.DefaultHintConfig()
+		c := policysim.DefaultHintConfig()
 		c.Ephemeral = false
-		return sim.HintFactory(policy.NewWindow, c)
+		return policysim.HintFactory(policy.NewWindow, c)
 	},
 	"hints-noshared": func() policy.Factory {
-		c := sim.DefaultHintConfig()
+		c := policysim.DefaultHintConfig()
 		c.SharedClass = 0
-		return sim.HintFactory(policy.NewWindow, c)
+		return policysim.HintFactory(policy.NewWindow, c)
 	},
 }
 
@@ -162,11 +162,11 @@ func runSim(ctx context.Context, args []string) error {
 type simRow struct {
 	tokens, blocks int64
 	bound          float64
-	policy         sim.Result
-	lru            sim.Result
-	belady         sim.Result
-	oracles        []sim.Result // partial oracles, with --oracles
-	compare        []sim.Result // --compare policies
+	policy         policysim.Result
+	lru            policysim.Result
+	belady         policysim.Result
+	oracles        []policysim.Result // partial oracles, with --oracles
+	compare        []policysim.Result // --compare policies
 }
 
 func simulate(ctx context.Context, reqs []trace.Request, name string, compare []string, blocks int, protect, oracles bool) (simRow, error) {
@@ -174,18 +174,18 @@ func simulate(ctx context.Context, reqs []trace.Request, name string, compare []
 	if err != nil {
 		return simRow{}, err
 	}
-	opt := sim.Options{ProtectRequest: protect}
+	opt := policysim.Options{ProtectRequest: protect}
 	row := simRow{blocks: int64(blocks), bound: trace.InfiniteCacheHitRatio(reqs)}
-	if row.policy, err = sim.Run(reqs, blocks, name, f, opt); err != nil {
+	if row.policy, err = policysim.Run(reqs, blocks, name, f, opt); err != nil {
 		return row, err
 	}
 	if err := ctx.Err(); err != nil {
 		return row, err
 	}
-	if row.lru, err = sim.Run(reqs, blocks, "lru", policy.NewLRU, opt); err != nil {
+	if row.lru, err = policysim.Run(reqs, blocks, "lru", policy.NewLRU, opt); err != nil {
 		return row, err
 	}
-	if row.belady, err = sim.Belady(reqs, blocks, opt); err != nil {
+	if row.belady, err = policysim.Belady(reqs, blocks, opt); err != nil {
 		return row, err
 	}
 	for _, n := range compare {
@@ -193,7 +193,7 @@ func simulate(ctx context.Context, reqs []trace.Request, name string, compare []
 		if err != nil {
 			return row, err
 		}
-		r, err := sim.Run(reqs, blocks, n, cf, opt)
+		r, err := policysim.Run(reqs, blocks, n, cf, opt)
 		if err != nil {
 			return row, err
 		}
@@ -203,8 +203,8 @@ func simulate(ctx context.Context, reqs []trace.Request, name string, compare []
 		}
 	}
 	if oracles {
-		for _, k := range []sim.Knowledge{sim.KnowsDeath, sim.KnowsFuture} {
-			r, err := sim.ReusedOracle(reqs, blocks, k, opt)
+		for _, k := range []policysim.Knowledge{policysim.KnowsDeath, policysim.KnowsFuture} {
+			r, err := policysim.ReusedOracle(reqs, blocks, k, opt)
 			if err != nil {
 				return row, err
 			}
@@ -227,7 +227,7 @@ func simSweep(ctx context.Context, reqs []trace.Request, a simArgs) ([]simRow, e
 	return rows, nil
 }
 
-func frac(r sim.Result, bound float64) float64 {
+func frac(r policysim.Result, bound float64) float64 {
 	if bound == 0 {
 		return 0
 	}
@@ -237,7 +237,7 @@ func frac(r sim.Result, bound float64) float64 {
 func printSimRow(w io.Writer, a simArgs, r simRow) {
 	fmt.Fprintf(w, "trace %s, capacity %d tokens = %d blocks of %d tokens\n", a.tracePath, a.capacityTokens, r.blocks, a.blockTokens)
 	fmt.Fprintf(w, "infinite-cache bound  %.4f\n", r.bound)
-	all := append([]sim.Result{r.policy}, r.compare...)
+	all := append([]policysim.Result{r.policy}, r.compare...)
 	for _, res := range append(append(all, r.lru, r.belady), r.oracles...) {
 		fmt.Fprintf(w, "%-22s hit ratio %.4f  = %5.1f%% of bound\n", res.Policy, res.HitRatio(), 100*frac(res, r.bound))
 	}

@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
@@ -84,7 +84,7 @@ func openRaft(ctx context.Context, cfg Config, self fsm.Member, secret string, t
 	}
 	rc.InitialPeers = peers
 	rc.Bootstrap = cfg.Join == ""
-	joinAddrs := splitList(cfg.Join)
+	joinAddrs := subcmd.SplitList(cfg.Join)
 	if len(joinAddrs) > 0 && len(peers) == 0 && joinAddrs[0] == self.HTTPAddr {
 		// Join-or-bootstrap: every node runs the same command line; the node
 		// named first in --join forms the cluster (only if it has no Raft
@@ -128,7 +128,7 @@ func nodeSecret(cfg Config, self fsm.Member, log *slog.Logger) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	joins := splitList(cfg.Join)
+	joins := subcmd.SplitList(cfg.Join)
 	forms := len(joins) == 0 && len(peers) <= 1 || len(peers) == 0 && len(joins) > 0 && joins[0] == self.HTTPAddr
 	secret, created, err := clustersecret.Resolve(given, cfg.DataDir, forms)
 	if err != nil {
@@ -139,17 +139,6 @@ func nodeSecret(cfg Config, self fsm.Member, log *slog.Logger) (string, error) {
 			"cluster_secret", secret, "file", filepath.Join(cfg.DataDir, clustersecret.FileName))
 	}
 	return secret, nil
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // clusterParts are the pieces of the data path that run().

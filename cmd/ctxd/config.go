@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
@@ -152,7 +153,7 @@ func (c Config) Validate() error {
 	}
 	if c.S3Domain != "" {
 		sc := s3api.DefaultConfig()
-		sc.Domains = splitList(c.S3Domain)
+		sc.Domains = subcmd.SplitList(c.S3Domain)
 		if err := sc.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("s3-domain: %w", err))
 		}

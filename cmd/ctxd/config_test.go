@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/raft/tlstest"
 )
 
@@ -98,7 +99,7 @@ func TestLoadConfigS3Domain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := splitList(c.S3Domain); len(got) != 2 || got[0] != "s3.example.com" || got[1] != "localhost" {
+	if got := subcmd.SplitList(c.S3Domain); len(got) != 2 || got[0] != "s3.example.com" || got[1] != "localhost" {
 		t.Fatalf("domains %q", got)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
@@ -412,7 +413,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		scfg := s3api.DefaultConfig()
 		scfg.Addr = cfg.S3AdminAddr
 		scfg.Budget = budget
-		scfg.Domains = splitList(cfg.S3Domain)
+		scfg.Domains = subcmd.SplitList(cfg.S3Domain)
 		if s3srv, err = s3api.New(scfg, store, keys, met, log); err != nil {
 			return err
 		}

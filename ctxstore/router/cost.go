@@ -83,19 +83,6 @@ type CostInput struct {
 	FetchBps    float64       // current tier fetch bandwidth (0: configured)
 }
 
-// Cost is a worker's price for a request, with its parts.
-type Cost struct {
-	Seconds         float64 `json:"seconds"`
-	RecomputeSec    float64 `json:"recompute_seconds"`
-	LoadSec         float64 `json:"local_load_seconds"`
-	FetchSec        float64 `json:"fetch_seconds"`
-	QueueSec        float64 `json:"queue_seconds"`
-	CachedBlocks    int     `json:"cached_blocks"`    // on the device: free
-	LocalBlocks     int     `json:"local_blocks"`     // loaded from host or disk
-	FetchBlocks     int     `json:"fetch_blocks"`     // fetched from ctxtier
-	RecomputeBlocks int     `json:"recompute_blocks"` // prefilled
-}
-
 // Price returns the cost of running a request described by in on one worker.
 func (c CostConfig) Price(in CostInput) Cost {
 	n := max(in.Blocks, 0)

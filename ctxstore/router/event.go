@@ -81,10 +81,3 @@ type Event struct {
 	// BlockSize is the engine's block size in tokens (Stored; 0 if unknown).
 	BlockSize int
 }
-
-// Load is a worker's load report: the blocks of requests it is prefilling and
-// decoding right now.
-type Load struct {
-	PrefillBlocks int64 `json:"active_prefill_blocks"`
-	DecodeBlocks  int64 `json:"active_decode_blocks"`
-}

@@ -240,56 +240,6 @@ func (r *Router) ObserveFetch(bytes int64, d time.Duration) {
 // FetchBytesPerSec is the tier fetch bandwidth the cost uses now.
 func (r *Router) FetchBytesPerSec() float64 { return math.Float64frombits(r.fetchBps.Load()) }
 
-// Hints are an agent's hints on a query.
-type Hints struct {
-	// Priority 0..block.MaxPriority; higher is routed more greedily (the
-	// temperature is scaled by 1 - Priority/MaxPriority).
-	Priority uint8
-	// ExpectedOutputTokens is added to the chosen worker's predicted decode load.
-	ExpectedOutputTokens int
-	// PinTTL (cache_control) pins the prefix ctxtier holds for this long, so
-	// it survives a tool call.
-	PinTTL time.Duration
-}
-
-// Query is a routing query: a namespace plus block hashes or token ids.
-type Query struct {
-	Namespace   string
-	BlockHashes []uint64
-	TokenIDs    []uint32 // used when BlockHashes is empty
-	Temperature *float64 // nil: the configured default
-	Hints       Hints
-	MaxWorkers  int // 0: the configured default
-	// Commit adds the request's predicted load to the recommended worker.
-	Commit bool
-}
-
-// WorkerResult is one worker's line in a Result.
-type WorkerResult struct {
-	Worker string `json:"worker"`
-	Device int    `json:"device"`
-	Host   int    `json:"host"`
-	Disk   int    `json:"disk"`
-	Stale  bool   `json:"stale,omitempty"`
-	Load   Load   `json:"load"`
-	Cost   Cost   `json:"cost"`
-}
-
-// Result answers a Query.
-type Result struct {
-	Namespace   string         `json:"namespace"`
-	Blocks      int            `json:"blocks"`
-	BlockTokens int            `json:"block_tokens"`
-	TierDepth   int            `json:"tier_depth"`
-	TierError   string         `json:"tier_error,omitempty"`
-	Recommended string         `json:"recommended,omitempty"`
-	Cost        *Cost          `json:"cost,omitempty"`
-	Workers     []WorkerResult `json:"workers"`
-	Pinned      int            `json:"pinned,omitempty"`
-	PinError    string         `json:"pin_error,omitempty"`
-	Hashes      []uint64       `json:"-"` // the hashes used (computed from tokens if so)
-}
-
 // Route answers a routing query.
 func (r *Router) Route(ctx context.Context, q Query) (Result, error) {
 	if err := block.ValidNamespaceName(q.Namespace); err != nil {

@@ -13,10 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
-	"github.com/ctxtier/ctxtier/tiers/dram"
-	"github.com/ctxtier/ctxtier/tiers/nvme"
 )
 
 // NotColocatedError is ReadLease's (and, without Options.DirectFallback,
@@ -105,7 +104,7 @@ func (c *Client) DirectStats() DirectStats {
 // then on.
 func (c *Client) Describe(ctx context.Context, keys []block.Key) (leases []*Lease, errs []error, err error) {
 	var flags uint32
-	if c.opts.DirectVerify == VerifyVersion && dram.VersionReads && !c.direct.noVersions.Load() {
+	if c.opts.DirectVerify == VerifyVersion && descriptor.VersionReads && !c.direct.noVersions.Load() {
 		flags = wire.DescribeFlagVersion
 	}
 	leases = make([]*Lease, len(keys))
@@ -175,9 +174,9 @@ const directChunk = 64 << 10
 
 // ReadLease copies l's block into buf itself (a read-only mmap of the memory
 // file for DRAM, an O_DIRECT pread of the extent for NVMe, via
-// nvme.ReadDescriptor) and verifies it: by CRC-32C, or for a DRAM block with
+// descriptor.ReadExtent) and verifies it: by CRC-32C, or for a DRAM block with
 // a version word under Options.DirectVerify VerifyVersion, by that word
-// (dram.CopyVersioned). It returns *NotColocatedError when the file cannot
+// (descriptor.CopyVersioned). It returns *NotColocatedError when the file cannot
 // be opened, block.ErrTooLarge when buf is short, block.ErrUnavailable when
 // the lease has ended (before the read, or for VerifyVersion by the end of
 // it), and block.ErrChecksum when the bytes read do not match (a lease that
@@ -193,12 +192,12 @@ func (c *Client) ReadLease(l *Lease, buf []byte) (int, error) {
 	}
 	switch d.Tier {
 	case block.TierDRAM:
-		if c.opts.DirectVerify == VerifyVersion && d.VersionOffset != 0 && dram.VersionReads {
+		if c.opts.DirectVerify == VerifyVersion && d.VersionOffset != 0 && descriptor.VersionReads {
 			return c.readMemVersioned(l, buf)
 		}
 		return c.readMem(l, buf)
 	case block.TierNVMe:
-		data, err := nvme.ReadDescriptor(l.Key, nvme.FromBlock(d))
+		data, err := descriptor.ReadExtent(l.Key, d)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 				return 0, &NotColocatedError{Path: d.Path, Err: err}
@@ -256,7 +255,7 @@ func (c *Client) readMem(l *Lease, buf []byte) (int, error) {
 
 // readMemVersioned is readMem for VerifyVersion: a plain copy, then the
 // block's version word must still hold the descriptor's Generation (see
-// dram.CopyVersioned for why that proves the copy right) and the lease must
+// descriptor.CopyVersioned for why that proves the copy right) and the lease must
 // not have ended by the time the copy did.
 func (c *Client) readMemVersioned(l *Lease, buf []byte) (int, error) {
 	d := l.Desc
@@ -264,7 +263,7 @@ func (c *Client) readMemVersioned(l *Lease, buf []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ok := dram.CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Generation)
+	ok := descriptor.CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Generation)
 	c.direct.mu.RUnlock()
 	if !ok {
 		c.dropIfReplaced(d.Path)

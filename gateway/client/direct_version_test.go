@@ -15,16 +15,16 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
-	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
 var verifyModes = []VerifyMode{VerifyChecksum, VerifyVersion}
 
 func TestReadDirectVerifyVersion(t *testing.T) {
-	if !dram.VersionReads {
+	if !descriptor.VersionReads {
 		t.Skip("no version reads on this architecture")
 	}
 	ctx := context.Background()
@@ -99,7 +99,7 @@ func TestStaleLeaseReadFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := describeOne(t, c, k)
-			if (l.Desc.VersionOffset != 0) != (mode == VerifyVersion && dram.VersionReads) {
+			if (l.Desc.VersionOffset != 0) != (mode == VerifyVersion && descriptor.VersionReads) {
 				t.Fatalf("version word %d in %s mode", l.Desc.VersionOffset, mode)
 			}
 			buf := make([]byte, blockSize)
@@ -354,7 +354,7 @@ func proxyConn(cc, sc net.Conn, refused *atomic.Int64) {
 }
 
 func TestVerifyVersionAgainstOldServer(t *testing.T) {
-	if !dram.VersionReads {
+	if !descriptor.VersionReads {
 		t.Skip("no version reads on this architecture")
 	}
 	ctx := context.Background()

@@ -114,7 +114,7 @@ const (
 	// after the put); GETs still do (this client's CRC-32C, or the tier's
 	// xxh3 for readers that do not verify themselves). Where the
 	// server sends no version word (an older server) or this architecture
-	// has no fence for it (dram.VersionReads: only amd64 and arm64 do),
+	// has no fence for it (descriptor.VersionReads: only amd64 and arm64 do),
 	// reads check the checksum instead.
 	VerifyVersion
 )

@@ -7,7 +7,7 @@ import (
 	"net"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/ctxstore/router/query"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
 )
 
@@ -18,25 +18,25 @@ import (
 // scheme. The result's Namespace is q's; its Hashes are not sent back (nil).
 // A server without a router answers block.ErrInvalidArgument; a namespace
 // outside the access key's scope, block.ErrPermissionDenied.
-func (c *Client) Route(ctx context.Context, q router.Query) (router.Result, error) {
+func (c *Client) Route(ctx context.Context, q query.Query) (query.Result, error) {
 	if q.Namespace == "" {
 		q.Namespace = block.DefaultNamespace
 	}
 	switch {
 	case len(q.Namespace) > math.MaxUint8:
-		return router.Result{}, fmt.Errorf("%w: namespace of %d bytes", block.ErrInvalidArgument, len(q.Namespace))
+		return query.Result{}, fmt.Errorf("%w: namespace of %d bytes", block.ErrInvalidArgument, len(q.Namespace))
 	case q.Hints.PinTTL < 0 || q.Hints.ExpectedOutputTokens < 0 || q.MaxWorkers < 0:
-		return router.Result{}, fmt.Errorf("%w: negative hint or max_workers", block.ErrInvalidArgument)
+		return query.Result{}, fmt.Errorf("%w: negative hint or max_workers", block.ErrInvalidArgument)
 	case int64(q.Hints.ExpectedOutputTokens) > math.MaxUint32 || int64(q.MaxWorkers) > math.MaxUint32:
-		return router.Result{}, fmt.Errorf("%w: expected_output_tokens or max_workers above %d", block.ErrInvalidArgument, uint32(math.MaxUint32))
+		return query.Result{}, fmt.Errorf("%w: expected_output_tokens or max_workers above %d", block.ErrInvalidArgument, uint32(math.MaxUint32))
 	}
 	n := wire.RouteQueryLen(q)
 	if int64(n)+wire.HeaderSize > int64(c.limits.MaxFrameSize) {
-		return router.Result{}, fmt.Errorf("%w: a route query of %d bytes exceeds the server's maximum frame size %d", block.ErrTooLarge, n+wire.HeaderSize, c.limits.MaxFrameSize)
+		return query.Result{}, fmt.Errorf("%w: a route query of %d bytes exceeds the server's maximum frame size %d", block.ErrTooLarge, n+wire.HeaderSize, c.limits.MaxFrameSize)
 	}
 	nc, err := c.conn(ctx)
 	if err != nil {
-		return router.Result{}, err
+		return query.Result{}, err
 	}
 	head := make([]byte, wire.HeaderSize, wire.HeaderSize+n)
 	head = wire.AppendRouteQuery(head, q)
@@ -46,14 +46,14 @@ func (c *Client) Route(ctx context.Context, q router.Query) (router.Result, erro
 	}
 	cl := &call{op: wire.OpRoute}
 	if err := nc.start(cl, head, segs, 0); err != nil {
-		return router.Result{}, err
+		return query.Result{}, err
 	}
 	resp, err := nc.wait(ctx, cl)
 	if err != nil {
-		return router.Result{}, err
+		return query.Result{}, err
 	}
 	if err := resp.Code.Err(resp.Message); err != nil {
-		return router.Result{}, err
+		return query.Result{}, err
 	}
 	res := *resp.Route
 	res.Namespace = q.Namespace

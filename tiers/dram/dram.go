@@ -559,7 +559,7 @@ func (t *Tier) releaseLease(h uint32) {
 // Descriptor is where a DRAM-resident block's bytes live in the arena's
 // memory file: a co-located reader maps MemFile read-only and copies
 // [Offset, Offset+Length) itself, then checks Sum, or checks that the word
-// at VersionOffset still holds Version (CopyVersioned).
+// at VersionOffset still holds Version (descriptor.CopyVersioned).
 type Descriptor struct {
 	MemFile       string
 	Offset        int64

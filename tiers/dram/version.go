@@ -2,7 +2,8 @@ package dram
 
 import (
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 // Version words: a hash-free check of a co-located reader's copy.
@@ -19,14 +20,14 @@ import (
 // The rule (server): whenever a run of pages goes back to the allocator —
 // a block evicted, deleted, expired or dropped after its last lease, or a
 // reservation abandoned — the word of the run's first page is atomically
-// incremented, then fence() runs, and only then are the pages freed. A block
+// incremented, then descriptor.Fence() runs, and only then are the pages freed. A block
 // stored afterwards at pages that include any of them is written after that
 // (in the same goroutine, or in one that took t.mu after the free released
 // it). A block's descriptor carries the word of its first page as it was
 // when the block was indexed; the word cannot change while the block holds
 // that page, since only freeing the block frees it.
 //
-// The reader (CopyVersioned): copy the payload with plain loads, fence(),
+// The reader (descriptor.CopyVersioned): copy the payload with plain loads, Fence(),
 // then atomically load the word of the block's first page and compare it
 // with the descriptor's version. If any byte copied was written by a later
 // block, that write followed the increment, so the load sees the increment
@@ -48,18 +49,14 @@ import (
 //     not keep later stores (the next block's bytes) from becoming visible
 //     first, so the server issues DMB ISH after the increment as well (the
 //     seqlock writer's smp_wmb).
-//   - Other architectures: no fence is implemented; CopyVersioned always
-//     refuses, and readers verify checksums instead (see VersionReads).
+//   - Other architectures: no fence is implemented; descriptor.CopyVersioned
+//     always refuses, and readers verify checksums instead (see
+//     descriptor.VersionReads).
 //
 // A version is 64 bits and only grows, so it does not wrap within a read.
 
 // versionWordSize is the size of one version word.
 const versionWordSize = 8
-
-// VersionReads reports whether CopyVersioned is available on this
-// architecture (amd64 and arm64). Elsewhere it always reports a mismatch,
-// and readers should check the block's checksum instead.
-const VersionReads = versionReads
 
 // tableSize is the size of the version table that follows an arena of
 // arena bytes.
@@ -76,35 +73,11 @@ func tableSize(arena int64) int64 {
 // version word of its first page (see the rule above).
 func (t *Tier) freePagesLocked(page, pages uint32) {
 	atomic.AddUint64(&t.vers[page], 1)
-	fence()
+	descriptor.Fence()
 	t.alloc.free(page, pages)
 }
 
 // versionOffset is the byte offset of page's version word in the memory file.
 func (t *Tier) versionOffset(page uint32) int64 {
 	return t.tableOff + int64(page)*versionWordSize
-}
-
-// CopyVersioned copies the n bytes at off of mem, a mapping of a DRAM
-// tier's memory file from its start, into dst, then checks that the version
-// word at verOff still holds want (a DRAM descriptor's Generation and
-// VersionOffset). It reports false when the word differs — the block's pages
-// were freed, perhaps reused, during or before the copy, so dst may hold
-// other bytes — when an argument is out of range or misaligned, and always
-// where VersionReads is false. True means dst holds the block's bytes as
-// they were stored. It reads mem only; the caller keeps mem mapped.
-func CopyVersioned(dst, mem []byte, off, n, verOff int64, want uint64) bool {
-	switch {
-	case !versionReads,
-		off < 0 || n < 0 || off > int64(len(mem))-n || int64(len(dst)) < n,
-		verOff < 0 || verOff > int64(len(mem))-versionWordSize || verOff%versionWordSize != 0:
-		return false
-	}
-	w := (*uint64)(unsafe.Pointer(&mem[verOff]))
-	if uintptr(unsafe.Pointer(w))%versionWordSize != 0 {
-		return false
-	}
-	copy(dst[:n], mem[off:off+n])
-	fence()
-	return atomic.LoadUint64(w) == want
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 // mapReadOnly maps tr's whole memory file read-only, as a co-located client does.
@@ -101,7 +102,7 @@ func TestVersionTableLayout(t *testing.T) {
 			t.Fatalf("descriptor %+v: want the word of page %d at %d holding %d", d, d.Offset/PageSize, 1<<20+8*(d.Offset/PageSize), base)
 		}
 		buf := make([]byte, d.Length)
-		if !CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Version) || !bytes.Equal(buf, data) {
+		if !descriptor.CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Version) || !bytes.Equal(buf, data) {
 			t.Fatal("a versioned copy of a leased block failed")
 		}
 		release()
@@ -131,15 +132,15 @@ func TestCopyVersionedRefusesBadArguments(t *testing.T) {
 		{"negative word offset", buf, d.Offset, d.Length, -8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if CopyVersioned(tc.dst, m, tc.off, tc.n, tc.verOff, d.Version) {
+			if descriptor.CopyVersioned(tc.dst, m, tc.off, tc.n, tc.verOff, d.Version) {
 				t.Fatal("accepted")
 			}
 		})
 	}
-	if !CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Version) {
+	if !descriptor.CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Version) {
 		t.Fatal("the good descriptor was refused")
 	}
-	if CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Version+1) {
+	if descriptor.CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Version+1) {
 		t.Fatal("a wrong version was accepted")
 	}
 }
@@ -215,13 +216,13 @@ func TestVersionBumpsOnFreeAndReuse(t *testing.T) {
 				t.Fatalf("reused page has version %d, want %d", db.Version, da.Version+1)
 			}
 			buf := make([]byte, bs)
-			if CopyVersioned(buf, m, da.Offset, da.Length, da.VersionOffset, da.Version) {
+			if descriptor.CopyVersioned(buf, m, da.Offset, da.Length, da.VersionOffset, da.Version) {
 				t.Fatalf("a copy through the stale descriptor was accepted (bytes are block 1's: %v)", bytes.Equal(buf, a))
 			}
 			if !bytes.Equal(buf, b) {
 				t.Fatal("the stale range should hold block 2 now")
 			}
-			if !CopyVersioned(buf, m, db.Offset, db.Length, db.VersionOffset, db.Version) || !bytes.Equal(buf, b) {
+			if !descriptor.CopyVersioned(buf, m, db.Offset, db.Length, db.VersionOffset, db.Version) || !bytes.Equal(buf, b) {
 				t.Fatal("a copy through the fresh descriptor failed")
 			}
 		})
@@ -255,7 +256,7 @@ func TestVersionUnchangedByOtherBlocksFrees(t *testing.T) {
 		t.Fatalf("allocated %d bytes, want 14 pages", s.AllocatedB)
 	}
 	buf := make([]byte, d2.Length)
-	if !CopyVersioned(buf, m, d2.Offset, d2.Length, d2.VersionOffset, d2.Version) || !bytes.Equal(buf, payload(2, 2*PageSize)) {
+	if !descriptor.CopyVersioned(buf, m, d2.Offset, d2.Length, d2.VersionOffset, d2.Version) || !bytes.Equal(buf, payload(2, 2*PageSize)) {
 		t.Fatal("neighbours' frees invalidated a leased block")
 	}
 }
@@ -313,7 +314,7 @@ func TestVersionedReadsUnderChurn(t *testing.T) {
 					continue
 				}
 				release() // from here on the pages may be freed and reused under the copy
-				if !CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Version) {
+				if !descriptor.CopyVersioned(buf, m, d.Offset, d.Length, d.VersionOffset, d.Version) {
 					refused.Add(1)
 					continue
 				}

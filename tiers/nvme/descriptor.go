@@ -2,10 +2,7 @@ package nvme
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -18,7 +15,7 @@ import (
 // The extent [Offset, Offset+ExtentLength) is 4 KiB-aligned and starts with
 // the header page; the payload is [DataOffset, DataOffset+Length), also
 // starting on a 4 KiB boundary. The reader must verify the payload's CRC-32C
-// against Sum (ReadDescriptor does) before using it.
+// against Sum (descriptor.ReadExtent, given d.Block(), does) before using it.
 type Descriptor struct {
 	Path         string // segment file
 	Offset       int64  // extent start (4 KiB aligned)
@@ -79,49 +76,11 @@ func (t *Tier) Descriptor(_ context.Context, key block.Key) (Descriptor, func(),
 	}, release, nil
 }
 
-// ReadDescriptor is the co-located reader's side: it opens d.Path with
-// O_DIRECT (buffered where the filesystem refuses it), reads the extent with
-// one aligned pread, and verifies header and payload. It returns the payload
-// in a fresh buffer; a mismatch wraps block.ErrChecksum.
-func ReadDescriptor(key block.Key, d Descriptor) ([]byte, error) {
-	f, err := os.OpenFile(d.Path, openFlags(true, os.O_RDONLY), 0)
-	if err != nil {
-		f, err = os.OpenFile(d.Path, os.O_RDONLY, 0)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("nvme: open descriptor: %w", err)
-	}
-	defer f.Close()
-	if d.Offset%Align != 0 || d.ExtentLength != extentLen(d.Length) || d.DataOffset != d.Offset+HeaderSize {
-		return nil, fmt.Errorf("%w: malformed descriptor %+v", block.ErrInvalidArgument, d)
-	}
-	buf := alignedAlloc(int(d.ExtentLength))
-	if _, err := f.ReadAt(buf, d.Offset); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: %s: extent beyond end of %s", block.ErrChecksum, key, d.Path)
-		}
-		return nil, fmt.Errorf("nvme: read descriptor: %w", err)
-	}
-	if err := verifyExtent(buf, key, entry{length: d.Length, sum: d.Sum, gen: d.Generation}); err != nil {
-		return nil, err
-	}
-	return buf[HeaderSize : HeaderSize+d.Length : HeaderSize+d.Length], nil
-}
-
 // Block converts d to the tier-neutral form that travels on the wire.
 func (d Descriptor) Block() block.Descriptor {
 	return block.Descriptor{
 		Tier: block.TierNVMe, Path: d.Path, Offset: d.Offset, ReadLength: d.ExtentLength,
 		DataOffset: d.DataOffset, Length: d.Length, Sum: d.Sum, Generation: d.Generation, Expires: d.Expires,
-	}
-}
-
-// FromBlock is the inverse of Descriptor.Block, for a reader that received a
-// tier-neutral descriptor of an NVMe extent (ReadDescriptor checks the shape).
-func FromBlock(d block.Descriptor) Descriptor {
-	return Descriptor{
-		Path: d.Path, Offset: d.Offset, ExtentLength: d.ReadLength, DataOffset: d.DataOffset,
-		Length: d.Length, Sum: d.Sum, Generation: d.Generation, Expires: d.Expires,
 	}
 }
 

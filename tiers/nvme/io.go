@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 // reservation is space for one extent at the end of a segment.
@@ -121,15 +122,15 @@ func (t *Tier) finish(r reservation) {
 // written in place with pwritev; otherwise it is copied into a pooled aligned
 // buffer. Either way it is one sequential write.
 func (t *Tier) writeExtent(r reservation, h *header, data []byte) error {
-	h.fp = xxh3.Hash(data)
+	h.FP = xxh3.Hash(data)
 	n := int64(len(data))
-	ext := extentLen(n)
+	ext := descriptor.ExtentLen(n)
 	if isAligned(data) && n >= Align {
 		body := n &^ (Align - 1)
 		hdr := t.pool.get(Align)
 		defer t.pool.put(hdr)
 		clear(hdr)
-		h.encode(hdr)
+		h.Encode(hdr)
 		iov := [][]byte{hdr, data[:body]}
 		if body < n {
 			tail := t.pool.get(Align)
@@ -144,7 +145,7 @@ func (t *Tier) writeExtent(r reservation, h *header, data []byte) error {
 		buf := t.pool.get(int(ext))
 		defer t.pool.put(buf)
 		clear(buf[:Align])
-		h.encode(buf)
+		h.Encode(buf)
 		clear(buf[Align+copy(buf[Align:], data):])
 		if err := t.pwrite(r.seg, buf, r.off); err != nil {
 			return err
@@ -316,19 +317,5 @@ func verifyExtent(buf []byte, k block.Key, e entry) error {
 // verifyExtentFP is verifyExtent with the payload's xxh3-64 already
 // computed (fp).
 func verifyExtentFP(buf []byte, k block.Key, e entry, fp uint64) error {
-	h, err := decodeHeader(buf[:HeaderSize])
-	if err != nil {
-		return fmt.Errorf("%s: %w", k, err)
-	}
-	if h.key != k || h.gen != e.gen || h.length != e.length || h.sum != e.sum {
-		return fmt.Errorf("%w: %s: extent header names %s gen %d len %d crc %08x, index says gen %d len %d crc %08x",
-			block.ErrChecksum, k, h.key, h.gen, h.length, h.sum, e.gen, e.length, e.sum)
-	}
-	// The header (itself CRC-protected and matched against the index above)
-	// carries an xxh3-64 fingerprint of the payload: verifying it costs a
-	// quarter of a CRC-32C pass, and reads are the hot path.
-	if got := fp; got != h.fp {
-		return fmt.Errorf("%w: %s: payload xxh3 %016x, want %016x", block.ErrChecksum, k, got, h.fp)
-	}
-	return nil
+	return descriptor.VerifyExtent(buf, header{Key: k, Gen: e.gen, Length: e.length, Sum: e.sum}, fp)
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 // Config configures the NVMe tier.
@@ -120,8 +121,8 @@ func (c Config) Validate() error {
 		return bad("segment size %d must be a multiple of %d and at least %d", c.SegmentSize, Align, 4*Align)
 	case c.MaxBlockSize < 1 || c.MaxBlockSize > block.HardMaxBlockSize:
 		return bad("max block size %d out of range 1..%d", c.MaxBlockSize, block.HardMaxBlockSize)
-	case extentLen(c.MaxBlockSize) > c.SegmentSize:
-		return bad("a max-size block (%d bytes, extent %d) does not fit in a segment of %d", c.MaxBlockSize, extentLen(c.MaxBlockSize), c.SegmentSize)
+	case descriptor.ExtentLen(c.MaxBlockSize) > c.SegmentSize:
+		return bad("a max-size block (%d bytes, extent %d) does not fit in a segment of %d", c.MaxBlockSize, descriptor.ExtentLen(c.MaxBlockSize), c.SegmentSize)
 	case c.Capacity < 3*c.SegmentSize:
 		return bad("capacity %d must hold at least 3 segments of %d", c.Capacity, c.SegmentSize)
 	case c.LeaseTTL <= 0:

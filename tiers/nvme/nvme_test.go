@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 	"github.com/ctxtier/ctxtier/internal/testdep"
 )
 
@@ -191,7 +192,7 @@ func TestPutGetSizes(t *testing.T) {
 		want := payload(uint64(i), tc.size)
 		data := want
 		if tc.aligned {
-			data = alignedAlloc(int(alignUp(int64(tc.size))))[:tc.size]
+			data = alignedAlloc(int(descriptor.AlignUp(int64(tc.size))))[:tc.size]
 			copy(data, want)
 		} else {
 			data = append(make([]byte, 0, tc.size+1), 7)[1:]
@@ -393,7 +394,7 @@ func TestCorruptionIsACountedMiss(t *testing.T) {
 		{"payload", func(d Descriptor) int64 { return d.DataOffset + d.Length/2 }},
 		{"payload last byte", func(d Descriptor) int64 { return d.DataOffset + d.Length - 1 }},
 		{"header key", func(d Descriptor) int64 { return d.Offset + 9 }},
-		{"header crc", func(d Descriptor) int64 { return d.Offset + headerFields }},
+		{"header crc", func(d Descriptor) int64 { return d.Offset + 132 }}, // the header's own CRC-32C
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -409,8 +410,8 @@ func TestCorruptionIsACountedMiss(t *testing.T) {
 			}
 			release()
 			flip(t, d.Path, tc.at(d))
-			if _, err := ReadDescriptor(key(2), d); !errors.Is(err, block.ErrChecksum) {
-				t.Fatalf("ReadDescriptor of a damaged extent: %v", err)
+			if _, err := descriptor.ReadExtent(key(2), d.Block()); !errors.Is(err, block.ErrChecksum) {
+				t.Fatalf("descriptor.ReadExtent of a damaged extent: %v", err)
 			}
 			for range 2 {
 				if ref, err := tr.Get(ctx, key(2)); !errors.Is(err, block.ErrNotFound) {
@@ -442,14 +443,14 @@ func TestDescriptorRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer release()
-	if d.Offset%Align != 0 || d.DataOffset%Align != 0 || d.Length != 70000 || d.ExtentLength != extentLen(70000) {
+	if d.Offset%Align != 0 || d.DataOffset%Align != 0 || d.Length != 70000 || d.ExtentLength != descriptor.ExtentLen(70000) {
 		t.Fatalf("descriptor %+v", d)
 	}
-	got, err := ReadDescriptor(key(7), d)
+	got, err := descriptor.ReadExtent(key(7), d.Block())
 	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("ReadDescriptor: %v", err)
+		t.Fatalf("descriptor.ReadExtent: %v", err)
 	}
-	if _, err := ReadDescriptor(key(8), d); !errors.Is(err, block.ErrChecksum) {
+	if _, err := descriptor.ReadExtent(key(8), d.Block()); !errors.Is(err, block.ErrChecksum) {
 		t.Fatalf("descriptor read under the wrong key: %v", err)
 	}
 	if _, _, err := tr.Descriptor(ctx, key(8)); !errors.Is(err, block.ErrNotFound) {
@@ -479,7 +480,7 @@ func TestConcurrentSameKeyPuts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s := tr.Stats(); s.Puts != 1 || s.Blocks != 1 || s.WriteBytes != uint64(extentLen(50000)) {
+	if s := tr.Stats(); s.Puts != 1 || s.Blocks != 1 || s.WriteBytes != uint64(descriptor.ExtentLen(50000)) {
 		t.Fatalf("concurrent identical puts wrote more than once: %+v", s)
 	}
 }

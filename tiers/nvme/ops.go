@@ -12,6 +12,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 // claim makes the caller the only put of key in flight, waiting for others.
@@ -94,7 +95,7 @@ func (t *Tier) Put(ctx context.Context, key block.Key, data []byte, sum uint32, 
 		return err
 	}
 	defer release()
-	ext := extentLen(size)
+	ext := descriptor.ExtentLen(size)
 	t.wmu.Lock()
 	r, err := t.reserve(ctx, ext, false)
 	t.wmu.Unlock()
@@ -103,17 +104,17 @@ func (t *Tier) Put(ctx context.Context, key block.Key, data []byte, sum uint32, 
 	}
 	defer t.finish(r)
 	h := header{
-		key: key, priority: min(opts.Priority, block.MaxPriority), sum: sum, length: size, gen: r.gen, created: start.UnixNano(),
+		Key: key, Priority: min(opts.Priority, block.MaxPriority), Sum: sum, Length: size, Gen: r.gen, Created: start.UnixNano(),
 	}
 	if !opts.Expires.IsZero() {
-		h.expires = opts.Expires.UnixNano()
+		h.Expires = opts.Expires.UnixNano()
 	}
 	if err := t.writeExtent(r, &h, data); err != nil {
 		return err
 	}
 	e := entry{
-		seg: r.seg.id, off: r.off, length: size, sum: sum, gen: r.gen, priority: h.priority,
-		created: h.created, expires: h.expires, pinUntil: pinUntil,
+		seg: r.seg.id, off: r.off, length: size, sum: sum, gen: r.gen, priority: h.Priority,
+		created: h.Created, expires: h.Expires, pinUntil: pinUntil,
 	}
 	if _, err := t.commitNew(key, e, nil); err != nil {
 		return err

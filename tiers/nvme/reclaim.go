@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 // victimLocked picks the next segment to reclaim and marks it cleaning: a
@@ -66,12 +67,12 @@ func (t *Tier) reclaim(ctx context.Context, s *segment) error {
 		if _, err := s.file.ReadAt(hdr, off); err != nil {
 			break // a torn tail: nothing indexed lies beyond a short file
 		}
-		h, err := decodeHeader(hdr)
+		h, err := descriptor.DecodeHeader(hdr)
 		if err != nil {
 			off += Align // a hole left by a failed write, or damage: resynchronise
 			continue
 		}
-		ext := extentLen(h.length)
+		ext := descriptor.ExtentLen(h.Length)
 		if err := t.reclaimOne(ctx, s, off, h); err != nil {
 			t.mu.Lock()
 			s.cleaning = false
@@ -104,16 +105,16 @@ func (t *Tier) reclaim(ctx context.Context, s *segment) error {
 
 // reclaimOne decides the fate of the extent at off in s whose header is h.
 func (t *Tier) reclaimOne(ctx context.Context, s *segment, off int64, h header) error {
-	e, ok, err := t.lookup(h.key)
+	e, ok, err := t.lookup(h.Key)
 	if err != nil {
 		return err
 	}
-	if !ok || e.seg != s.id || e.off != off || e.gen != h.gen {
+	if !ok || e.seg != s.id || e.off != off || e.gen != h.Gen {
 		return nil // dead: deleted, replaced or moved
 	}
 	now := t.now().UnixNano()
 	if t.expired(e, now) {
-		if dropped, err := t.dropIf(h.key, e, nil); err != nil || !dropped {
+		if dropped, err := t.dropIf(h.Key, e, nil); err != nil || !dropped {
 			return err
 		}
 		t.st.expirations.Add(1)
@@ -121,7 +122,7 @@ func (t *Tier) reclaimOne(ctx context.Context, s *segment, off int64, h header) 
 	}
 	keep := func(c entry) bool { return c.pinUntil > now || c.flags&flagAccessed != 0 }
 	if keep(e) {
-		err := t.relocate(ctx, h.key, e)
+		err := t.relocate(ctx, h.Key, e)
 		if !errors.Is(err, block.ErrNoSpace) {
 			return err
 		}
@@ -130,7 +131,7 @@ func (t *Tier) reclaimOne(ctx context.Context, s *segment, off int64, h header) 
 		}
 		// No headroom for an accessed (but unpinned) block: evict it instead.
 	}
-	_, err = t.evictExtent(h.key, e, now)
+	_, err = t.evictExtent(h.Key, e, now)
 	return err
 }
 
@@ -181,13 +182,13 @@ func (t *Tier) relocate(ctx context.Context, k block.Key, e entry) error {
 		return err
 	}
 	defer t.finish(r)
-	h, err := decodeHeader(buf[:HeaderSize])
+	h, err := descriptor.DecodeHeader(buf[:HeaderSize])
 	if err != nil {
 		return fmt.Errorf("nvme: relocate %s: %w", k, err)
 	}
-	h.gen = r.gen
+	h.Gen = r.gen
 	clear(buf[:HeaderSize])
-	h.encode(buf)
+	h.Encode(buf)
 	if err := t.pwrite(r.seg, buf, r.off); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 // 60000-byte blocks take 64 KiB extents: 16 per 1 MiB segment, and the
@@ -123,7 +124,7 @@ func TestDescriptorLeaseDefersReclamation(t *testing.T) {
 	if tr.Stats().Reclaimed != 1 || !tr.Contains(key(3)) || tr.Contains(key(perSegment+3)) {
 		t.Fatalf("reclaimed the leased segment: %+v", tr.Stats())
 	}
-	got, err := ReadDescriptor(key(3), d)
+	got, err := descriptor.ReadExtent(key(3), d.Block())
 	if err != nil || !bytes.Equal(got, payload(3, recSize)) {
 		t.Fatalf("leased read: %v", err)
 	}
@@ -134,7 +135,7 @@ func TestDescriptorLeaseDefersReclamation(t *testing.T) {
 	if _, err := os.Stat(d.Path); !os.IsNotExist(err) {
 		t.Fatalf("segment file still there after its lease ended: %v", err)
 	}
-	if _, err := ReadDescriptor(key(3), d); err == nil {
+	if _, err := descriptor.ReadExtent(key(3), d.Block()); err == nil {
 		t.Fatal("stale descriptor still read")
 	}
 	// The descriptor read counted as an access, so the block was re-appended.

@@ -10,6 +10,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 // Recovery reports what New found and repaired.
@@ -72,7 +73,7 @@ func (t *Tier) recover() (Recovery, error) {
 			return rep, fmt.Errorf("nvme: %w", err)
 		}
 		s.sealed = true
-		s.end = alignUp(fi.Size())
+		s.end = descriptor.AlignUp(fi.Size())
 		sizes[id] = fi.Size()
 		t.segs[id] = s
 		ids = append(ids, id)
@@ -190,8 +191,8 @@ func (t *Tier) checkIndex(sizes map[uint64]int64, rep *Recovery) (uint64, error)
 			if ok && t.cfg.VerifyOnOpen {
 				if _, rerr := s.file.ReadAt(hdr, e.off); rerr != nil {
 					ok = false
-				} else if hh, derr := decodeHeader(hdr); derr != nil || hh.key != k || hh.gen != e.gen ||
-					hh.length != e.length || hh.sum != e.sum {
+				} else if hh, derr := descriptor.DecodeHeader(hdr); derr != nil || hh.Key != k || hh.Gen != e.gen ||
+					hh.Length != e.length || hh.Sum != e.sum {
 					ok = false
 				}
 			}
@@ -238,7 +239,7 @@ func (t *Tier) checkIndex(sizes map[uint64]int64, rep *Recovery) (uint64, error)
 // is not indexed yet. It returns the end of the last valid extent.
 func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Recovery) (int64, error) {
 	if start >= size { // the file is shorter than the head says (a lost write): nothing to scan
-		return min(start, alignUp(size)), nil
+		return min(start, descriptor.AlignUp(size)), nil
 	}
 	hdr := t.pool.get(Align)
 	defer t.pool.put(hdr)
@@ -252,7 +253,7 @@ func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Reco
 		if _, err := s.file.ReadAt(hdr, off); err != nil {
 			break
 		}
-		h, err := decodeHeader(hdr)
+		h, err := descriptor.DecodeHeader(hdr)
 		if err != nil {
 			// A damaged header: go on at the next page that holds a valid
 			// one; none means a torn tail, cut off by the caller.
@@ -264,38 +265,38 @@ func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Reco
 			off = next
 			continue
 		}
-		ext := extentLen(h.length)
+		ext := descriptor.ExtentLen(h.Length)
 		if off+ext > size {
 			break // the last extent is torn
 		}
 		e := entry{
-			seg: s.id, off: off, length: h.length, sum: h.sum, gen: h.gen, priority: h.priority,
-			created: h.created, expires: h.expires,
+			seg: s.id, off: off, length: h.Length, sum: h.Sum, gen: h.Gen, priority: h.Priority,
+			created: h.Created, expires: h.Expires,
 		}
-		buf, err := t.readExtent(h.key, e)
+		buf, err := t.readExtent(h.Key, e)
 		if err != nil {
 			skip(off, off+ext, err.Error())
 			off += ext
 			continue
 		}
 		t.pool.put(buf)
-		*maxGen = max(*maxGen, h.gen)
-		cur, present, err := t.lookup(h.key)
+		*maxGen = max(*maxGen, h.Gen)
+		cur, present, err := t.lookup(h.Key)
 		if err != nil {
 			return 0, err
 		}
-		if !present || cur.gen < h.gen {
+		if !present || cur.gen < h.Gen {
 			// New, or a newer extent of an indexed key (a re-put, or a
 			// relocated copy, whose index commit was lost).
-			if err := t.indexWrite(func(txn *badger.Txn) error { return txn.Set(indexKey(h.key), e.encode()) }); err != nil {
-				return 0, fmt.Errorf("nvme: reindex %s: %w", h.key, err)
+			if err := t.indexWrite(func(txn *badger.Txn) error { return txn.Set(indexKey(h.Key), e.encode()) }); err != nil {
+				return 0, fmt.Errorf("nvme: reindex %s: %w", h.Key, err)
 			}
 			if present {
-				t.unaccount(h.key, cur)
+				t.unaccount(h.Key, cur)
 			} else {
 				rep.Reindexed++
 			}
-			t.account(h.key, e)
+			t.account(h.Key, e)
 		}
 		off += ext
 	}
@@ -305,11 +306,11 @@ func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Reco
 // nextHeader returns the first 4 KiB boundary at or after from (below
 // size) whose page decodes as a valid extent header. hdr is a scratch page.
 func (t *Tier) nextHeader(s *segment, from, size int64, hdr []byte) (int64, bool) {
-	for off := alignUp(from); off+HeaderSize <= size; off += Align {
+	for off := descriptor.AlignUp(from); off+HeaderSize <= size; off += Align {
 		if _, err := s.file.ReadAt(hdr, off); err != nil {
 			return 0, false
 		}
-		if h, err := decodeHeader(hdr); err == nil && off+extentLen(h.length) <= size {
+		if h, err := descriptor.DecodeHeader(hdr); err == nil && off+descriptor.ExtentLen(h.Length) <= size {
 			return off, true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 func TestReopenKeepsBlocksDeletesAndPins(t *testing.T) {
@@ -64,12 +65,12 @@ func TestReopenKeepsBlocksDeletesAndPins(t *testing.T) {
 func writeUnindexed(t *testing.T, tr *Tier, k block.Key, data []byte) reservation {
 	t.Helper()
 	tr.wmu.Lock()
-	r, err := tr.reserve(context.Background(), extentLen(int64(len(data))), false)
+	r, err := tr.reserve(context.Background(), descriptor.ExtentLen(int64(len(data))), false)
 	tr.wmu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := header{key: k, sum: block.Checksum(data), length: int64(len(data)), gen: r.gen, created: time.Now().UnixNano()}
+	h := header{Key: k, Sum: block.Checksum(data), Length: int64(len(data)), Gen: r.gen, Created: time.Now().UnixNano()}
 	if err := tr.writeExtent(r, &h, data); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block/descriptor"
 )
 
 // segment is one segment file. Its fields are guarded by Tier.mu except file,
@@ -91,11 +93,7 @@ func probeDirect(dir string) (bool, error) {
 
 // alignedAlloc returns n bytes (n a multiple of Align) starting on an Align
 // boundary, as required by O_DIRECT.
-func alignedAlloc(n int) []byte {
-	b := make([]byte, n+Align)
-	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & (Align - 1))
-	return b[off : off+n : off+n]
-}
+func alignedAlloc(n int) []byte { return descriptor.AlignedBuffer(n) }
 
 func isAligned(b []byte) bool {
 	return len(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))&(Align-1) == 0

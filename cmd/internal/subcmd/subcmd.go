@@ -1,6 +1,7 @@
 // Package subcmd is the subcommand dispatcher that ctxtier's command-line
 // tools share: each subcommand registers itself from an init function in its
-// own file, and Main picks one from os.Args.
+// own file, and Main picks one from os.Args. It also holds the small flag
+// helpers the tools share (SplitList).
 package subcmd
 
 import (

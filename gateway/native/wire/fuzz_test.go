@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/ctxstore/router/query"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -187,9 +187,9 @@ func FuzzReadResponse(f *testing.F) {
 // token ids.
 func routeSeeds() (hashes, tokens []byte) {
 	temp := 0.5
-	hashes = AppendRouteQuery(nil, router.Query{Namespace: "default", BlockHashes: []uint64{1, 2, 3}, Temperature: &temp,
-		MaxWorkers: 4, Commit: true, Hints: router.Hints{Priority: 3, ExpectedOutputTokens: 100, PinTTL: time.Minute}})
-	tokens = AppendRouteQuery(nil, router.Query{Namespace: "t", TokenIDs: []uint32{5, 6, 7, 8}})
+	hashes = AppendRouteQuery(nil, query.Query{Namespace: "default", BlockHashes: []uint64{1, 2, 3}, Temperature: &temp,
+		MaxWorkers: 4, Commit: true, Hints: query.Hints{Priority: 3, ExpectedOutputTokens: 100, PinTTL: time.Minute}})
+	tokens = AppendRouteQuery(nil, query.Query{Namespace: "t", TokenIDs: []uint32{5, 6, 7, 8}})
 	return hashes, tokens
 }
 
@@ -201,7 +201,7 @@ func FuzzDecodeRouteQuery(f *testing.F) {
 	hashes, tokens := routeSeeds()
 	f.Add(hashes)
 	f.Add(tokens)
-	f.Add(AppendRouteQuery(nil, router.Query{Namespace: "x", TokenIDs: []uint32{}}))
+	f.Add(AppendRouteQuery(nil, query.Query{Namespace: "x", TokenIDs: []uint32{}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		q, err := DecodeRouteQuery(b)
@@ -228,7 +228,7 @@ func FuzzDecodeRouteQuery(f *testing.F) {
 // bytes it came from.
 func FuzzDecodeRouteResult(f *testing.F) {
 	f.Add(AppendRouteResult(nil, sampleResult()))
-	f.Add(AppendRouteResult(nil, router.Result{TierError: "down", Workers: []router.WorkerResult{}}))
+	f.Add(AppendRouteResult(nil, query.Result{TierError: "down", Workers: []query.WorkerResult{}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRouteResult(b)

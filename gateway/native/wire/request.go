@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/ctxstore/router/query"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -25,7 +25,7 @@ type Request struct {
 	// LeaseIDs are a RELEASE's leases.
 	LeaseIDs []uint64
 	// Route is a ROUTE's query.
-	Route *router.Query
+	Route *query.Query
 	// DescribeFlags are a DESCRIBE's optional flags (describe.go).
 	DescribeFlags uint32
 }

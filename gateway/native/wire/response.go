@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/ctxstore/router/query"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -40,7 +40,7 @@ type Response struct {
 	// Present is LOOKUP's leading present count.
 	Present uint32
 	// Route is a ROUTE's result (Namespace and Hashes are not on the wire).
-	Route *router.Result
+	Route *query.Result
 }
 
 // Dest chooses where GET item i's size bytes go: a slice of at least size

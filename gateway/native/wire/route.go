@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/ctxstore/router/query"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -51,9 +51,9 @@ const (
 )
 
 // routeItems reports whether q travels as token ids, and how many items.
-// Hashes win when both are set, as in router.Route; an empty TokenIDs slice
+// Hashes win when both are set, as in the router's Route (ctxstore/router); an empty TokenIDs slice
 // that is not nil travels as a token query of 0 tokens.
-func routeItems(q router.Query) (tokens bool, n int) {
+func routeItems(q query.Query) (tokens bool, n int) {
 	if len(q.BlockHashes) == 0 && q.TokenIDs != nil {
 		return true, len(q.TokenIDs)
 	}
@@ -61,7 +61,7 @@ func routeItems(q router.Query) (tokens bool, n int) {
 }
 
 // RouteQueryLen is the encoded size of AppendRouteQuery(q), namespace included.
-func RouteQueryLen(q router.Query) int {
+func RouteQueryLen(q query.Query) int {
 	tokens, n := routeItems(q)
 	size := 8
 	if tokens {
@@ -75,7 +75,7 @@ func RouteQueryLen(q router.Query) int {
 // encode as 0, values above u32 saturate, and a positive pin TTL below a
 // millisecond rounds up to 1 ms; callers check what they send (the Go
 // client refuses negative hints).
-func AppendRouteQuery(b []byte, q router.Query) []byte {
+func AppendRouteQuery(b []byte, q query.Query) []byte {
 	tokens, _ := routeItems(q)
 	var f uint8
 	if q.Commit {
@@ -132,8 +132,8 @@ func sat32(v int64) uint32 {
 // block.ErrInvalidArgument. The item count is bounded by the body, which
 // DecodeHeader bounded by the frame size; the router applies its own
 // max_query_blocks (block.ErrTooLarge).
-func DecodeRouteQuery(body []byte) (router.Query, error) {
-	var q router.Query
+func DecodeRouteQuery(body []byte) (query.Query, error) {
+	var q query.Query
 	if len(body) < 1 || len(body) < 1+int(body[0]) {
 		return q, fmt.Errorf("%w: route body too short for the namespace", errcode.ErrMalformedFrame)
 	}
@@ -194,7 +194,7 @@ func DecodeRouteQuery(body []byte) (router.Query, error) {
 }
 
 // RouteResultLen is the encoded size of AppendRouteResult(r).
-func RouteResultLen(r router.Result) int {
+func RouteResultLen(r query.Result) int {
 	n := RouteResultSize + min(len(r.TierError), MaxMessageLen) + min(len(r.PinError), MaxMessageLen)
 	if r.Cost != nil && r.Recommended != "" {
 		n += min(len(r.Recommended), MaxWorkerNameLen) + RouteCostSize
@@ -206,12 +206,12 @@ func RouteResultLen(r router.Result) int {
 }
 
 // AppendRouteResult appends a ROUTE response body. The namespace and the
-// hashes (router.Result.Hashes) do not travel: the client knows the first,
+// hashes (query.Result.Hashes) do not travel: the client knows the first,
 // and the second only when it sent hashes. Error strings are cut to
 // MaxMessageLen bytes, worker names to MaxWorkerNameLen. A recommendation
 // travels when r.Recommended and r.Cost are both set (the router sets both
 // or neither).
-func AppendRouteResult(b []byte, r router.Result) []byte {
+func AppendRouteResult(b []byte, r query.Result) []byte {
 	tierErr, pinErr := cut(r.TierError, MaxMessageLen), cut(r.PinError, MaxMessageLen)
 	var f uint8
 	var rec string
@@ -261,7 +261,7 @@ func cut(s string, n int) string {
 	return s
 }
 
-func appendCost(b []byte, c router.Cost) []byte {
+func appendCost(b []byte, c query.Cost) []byte {
 	for _, v := range [...]float64{c.Seconds, c.RecomputeSec, c.LoadSec, c.FetchSec, c.QueueSec} {
 		b = le.AppendUint64(b, math.Float64bits(v))
 	}
@@ -271,10 +271,10 @@ func appendCost(b []byte, c router.Cost) []byte {
 	return b
 }
 
-func decodeCost(p []byte) router.Cost {
+func decodeCost(p []byte) query.Cost {
 	f := func(off int) float64 { return math.Float64frombits(le.Uint64(p[off:])) }
 	i := func(off int) int { return int(le.Uint32(p[off:])) }
-	return router.Cost{
+	return query.Cost{
 		Seconds: f(0), RecomputeSec: f(8), LoadSec: f(16), FetchSec: f(24), QueueSec: f(32),
 		CachedBlocks: i(40), LocalBlocks: i(44), FetchBlocks: i(48), RecomputeBlocks: i(52),
 	}
@@ -284,10 +284,10 @@ func decodeCost(p []byte) router.Cost {
 // inconsistent (a length past the end, unknown flags, non-zero reserved
 // bytes, an empty worker name, a recommendation name without the flag,
 // trailing bytes) is ErrMalformedFrame. Workers is never nil.
-func DecodeRouteResult(b []byte) (router.Result, error) {
-	var r router.Result
-	bad := func(format string, a ...any) (router.Result, error) {
-		return router.Result{}, fmt.Errorf("%w: route result: %s", errcode.ErrMalformedFrame, fmt.Sprintf(format, a...))
+func DecodeRouteResult(b []byte) (query.Result, error) {
+	var r query.Result
+	bad := func(format string, a ...any) (query.Result, error) {
+		return query.Result{}, fmt.Errorf("%w: route result: %s", errcode.ErrMalformedFrame, fmt.Sprintf(format, a...))
 	}
 	if len(b) < RouteResultSize {
 		return bad("%d bytes, the fixed part needs %d", len(b), RouteResultSize)
@@ -327,7 +327,7 @@ func DecodeRouteResult(b []byte) (router.Result, error) {
 	if nw*RouteWorkerSize > uint64(len(b)) {
 		return bad("%d worker lines cannot fit in %d bytes", nw, len(b))
 	}
-	r.Workers = make([]router.WorkerResult, nw)
+	r.Workers = make([]query.WorkerResult, nw)
 	for i := range r.Workers {
 		if len(b) < RouteWorkerSize {
 			return bad("worker %d: %d bytes left, the line needs %d", i, len(b), RouteWorkerSize)
@@ -343,7 +343,7 @@ func DecodeRouteResult(b []byte) (router.Result, error) {
 		w := &r.Workers[i]
 		w.Stale = wf&RouteStale != 0
 		w.Device, w.Host, w.Disk = int(le.Uint32(b[4:])), int(le.Uint32(b[8:])), int(le.Uint32(b[12:]))
-		w.Load = router.Load{PrefillBlocks: int64(le.Uint64(b[16:])), DecodeBlocks: int64(le.Uint64(b[24:]))}
+		w.Load = query.Load{PrefillBlocks: int64(le.Uint64(b[16:])), DecodeBlocks: int64(le.Uint64(b[24:]))}
 		w.Cost = decodeCost(b[32:])
 		w.Worker = string(b[RouteWorkerSize : RouteWorkerSize+n])
 		b = b[RouteWorkerSize+n:]

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/ctxstore/router/query"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -19,15 +19,15 @@ func ptr[T any](v T) *T { return &v }
 func TestRouteQueryRoundTrip(t *testing.T) {
 	tests := []struct {
 		name string
-		q    router.Query
+		q    query.Query
 	}{
-		{"hashes", router.Query{Namespace: "llama", BlockHashes: []uint64{1, 1 << 63, math.MaxUint64}}},
-		{"everything", router.Query{Namespace: "llama", BlockHashes: []uint64{11, 12}, Temperature: ptr(0.25), MaxWorkers: 8, Commit: true,
-			Hints: router.Hints{Priority: block.MaxPriority, ExpectedOutputTokens: 512, PinTTL: 5 * time.Minute}}},
-		{"tokens", router.Query{Namespace: "t", TokenIDs: []uint32{1, 2, 3, math.MaxUint32}, Temperature: ptr(0.0)}},
-		{"empty tokens", router.Query{Namespace: "t", TokenIDs: []uint32{}}},
-		{"no items", router.Query{Namespace: "default"}},
-		{"negative zero temperature", router.Query{Namespace: "default", Temperature: ptr(math.Copysign(0, -1))}},
+		{"hashes", query.Query{Namespace: "llama", BlockHashes: []uint64{1, 1 << 63, math.MaxUint64}}},
+		{"everything", query.Query{Namespace: "llama", BlockHashes: []uint64{11, 12}, Temperature: ptr(0.25), MaxWorkers: 8, Commit: true,
+			Hints: query.Hints{Priority: block.MaxPriority, ExpectedOutputTokens: 512, PinTTL: 5 * time.Minute}}},
+		{"tokens", query.Query{Namespace: "t", TokenIDs: []uint32{1, 2, 3, math.MaxUint32}, Temperature: ptr(0.0)}},
+		{"empty tokens", query.Query{Namespace: "t", TokenIDs: []uint32{}}},
+		{"no items", query.Query{Namespace: "default"}},
+		{"negative zero temperature", query.Query{Namespace: "default", Temperature: ptr(math.Copysign(0, -1))}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,17 +53,17 @@ func TestRouteQueryRoundTrip(t *testing.T) {
 		})
 	}
 	// Hashes win over token ids; clamps and rounding.
-	q := router.Query{Namespace: "n", BlockHashes: []uint64{7}, TokenIDs: []uint32{1, 2}, MaxWorkers: -3,
-		Hints: router.Hints{ExpectedOutputTokens: math.MaxInt, PinTTL: time.Microsecond}}
+	q := query.Query{Namespace: "n", BlockHashes: []uint64{7}, TokenIDs: []uint32{1, 2}, MaxWorkers: -3,
+		Hints: query.Hints{ExpectedOutputTokens: math.MaxInt, PinTTL: time.Microsecond}}
 	got, err := DecodeRouteQuery(AppendRouteQuery(nil, q))
-	want := router.Query{Namespace: "n", BlockHashes: []uint64{7}, Hints: router.Hints{ExpectedOutputTokens: int(min(int64(math.MaxInt), math.MaxUint32)), PinTTL: time.Millisecond}}
+	want := query.Query{Namespace: "n", BlockHashes: []uint64{7}, Hints: query.Hints{ExpectedOutputTokens: int(min(int64(math.MaxInt), math.MaxUint32)), PinTTL: time.Millisecond}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("clamped: %+v, %v", got, err)
 	}
 }
 
 func TestRouteQueryRejects(t *testing.T) {
-	good := AppendRouteQuery(nil, router.Query{Namespace: "ns", BlockHashes: []uint64{1, 2}})
+	good := AppendRouteQuery(nil, query.Query{Namespace: "ns", BlockHashes: []uint64{1, 2}})
 	fix := 1 + 2 // the fixed part starts after the namespace
 	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	tests := []struct {
@@ -79,9 +79,9 @@ func TestRouteQueryRejects(t *testing.T) {
 		{"reserved", mod(func(b []byte) []byte { b[fix+3] = 1; return b }), 0, errcode.ErrMalformedFrame},
 		{"temperature without flag", mod(func(b []byte) []byte { b[fix+8] = 1; return b }), 0, errcode.ErrMalformedFrame},
 		{"priority", mod(func(b []byte) []byte { b[fix+1] = block.MaxPriority + 1; return b }), 0, block.ErrInvalidArgument},
-		{"NaN temperature", AppendRouteQuery(nil, router.Query{Namespace: "ns", Temperature: ptr(math.NaN())}), 0, block.ErrInvalidArgument},
-		{"negative temperature", AppendRouteQuery(nil, router.Query{Namespace: "ns", Temperature: ptr(-1.0)}), 0, block.ErrInvalidArgument},
-		{"infinite temperature", AppendRouteQuery(nil, router.Query{Namespace: "ns", Temperature: ptr(math.Inf(1))}), 0, block.ErrInvalidArgument},
+		{"NaN temperature", AppendRouteQuery(nil, query.Query{Namespace: "ns", Temperature: ptr(math.NaN())}), 0, block.ErrInvalidArgument},
+		{"negative temperature", AppendRouteQuery(nil, query.Query{Namespace: "ns", Temperature: ptr(-1.0)}), 0, block.ErrInvalidArgument},
+		{"infinite temperature", AppendRouteQuery(nil, query.Query{Namespace: "ns", Temperature: ptr(math.Inf(1))}), 0, block.ErrInvalidArgument},
 		{"count past end", mod(func(b []byte) []byte { b[fix+24] = 3; return b }), 0, errcode.ErrMalformedFrame},
 		{"huge count", mod(func(b []byte) []byte { b[fix+27] = 0xff; return b }), 0, errcode.ErrMalformedFrame},
 		{"trailing byte", append(bytes.Clone(good), 0), 0, errcode.ErrMalformedFrame},
@@ -103,13 +103,13 @@ func TestRouteQueryRejects(t *testing.T) {
 	}
 }
 
-func sampleResult() router.Result {
-	c := router.Cost{Seconds: 0.0125, RecomputeSec: 0.01, LoadSec: 0.002, FetchSec: 0.0005, CachedBlocks: 3, LocalBlocks: 2, FetchBlocks: 1, RecomputeBlocks: 1}
-	return router.Result{
+func sampleResult() query.Result {
+	c := query.Cost{Seconds: 0.0125, RecomputeSec: 0.01, LoadSec: 0.002, FetchSec: 0.0005, CachedBlocks: 3, LocalBlocks: 2, FetchBlocks: 1, RecomputeBlocks: 1}
+	return query.Result{
 		Blocks: 7, BlockTokens: 16, TierDepth: 4, TierError: "", Recommended: "vllm-0", Cost: &c, Pinned: 4, PinError: "pin: no space",
-		Workers: []router.WorkerResult{
-			{Worker: "vllm-0", Device: 3, Host: 4, Disk: 5, Load: router.Load{PrefillBlocks: 2, DecodeBlocks: 120}, Cost: c},
-			{Worker: "vllm-1", Stale: true, Load: router.Load{PrefillBlocks: -1}, Cost: router.Cost{Seconds: math.Inf(1), QueueSec: 1}},
+		Workers: []query.WorkerResult{
+			{Worker: "vllm-0", Device: 3, Host: 4, Disk: 5, Load: query.Load{PrefillBlocks: 2, DecodeBlocks: 120}, Cost: c},
+			{Worker: "vllm-1", Stale: true, Load: query.Load{PrefillBlocks: -1}, Cost: query.Cost{Seconds: math.Inf(1), QueueSec: 1}},
 		},
 	}
 }
@@ -117,10 +117,10 @@ func sampleResult() router.Result {
 func TestRouteResultRoundTrip(t *testing.T) {
 	tests := []struct {
 		name string
-		r    router.Result
+		r    query.Result
 	}{
 		{"full", sampleResult()},
-		{"no workers", router.Result{Blocks: 2, BlockTokens: 16, TierDepth: 1, TierError: "tier down", Workers: []router.WorkerResult{}}},
+		{"no workers", query.Result{Blocks: 2, BlockTokens: 16, TierDepth: 1, TierError: "tier down", Workers: []query.WorkerResult{}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,7 +141,7 @@ func TestRouteResultRoundTrip(t *testing.T) {
 		})
 	}
 	// Long strings are cut to their limits.
-	r := router.Result{TierError: strings.Repeat("e", 3000), Workers: []router.WorkerResult{}}
+	r := query.Result{TierError: strings.Repeat("e", 3000), Workers: []query.WorkerResult{}}
 	got, err := DecodeRouteResult(AppendRouteResult(nil, r))
 	if err != nil || len(got.TierError) != MaxMessageLen {
 		t.Fatalf("long error: %d bytes, %v", len(got.TierError), err)

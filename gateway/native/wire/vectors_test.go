@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/ctxstore/router/query"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -74,26 +74,26 @@ type vecItem struct {
 }
 
 type vecWorker struct {
-	Name                string      `json:"name"`
-	Stale               bool        `json:"stale"`
-	Device              int         `json:"device"`
-	Host                int         `json:"host"`
-	Disk                int         `json:"disk"`
-	ActivePrefillBlocks int64       `json:"active_prefill_blocks"`
-	ActiveDecodeBlocks  int64       `json:"active_decode_blocks"`
-	Cost                router.Cost `json:"cost"`
+	Name                string     `json:"name"`
+	Stale               bool       `json:"stale"`
+	Device              int        `json:"device"`
+	Host                int        `json:"host"`
+	Disk                int        `json:"disk"`
+	ActivePrefillBlocks int64      `json:"active_prefill_blocks"`
+	ActiveDecodeBlocks  int64      `json:"active_decode_blocks"`
+	Cost                query.Cost `json:"cost"`
 }
 
 type vecRouteResult struct {
-	Blocks      int          `json:"blocks"`
-	BlockTokens int          `json:"block_tokens"`
-	TierDepth   int          `json:"tier_depth"`
-	Pinned      int          `json:"pinned"`
-	TierError   string       `json:"tier_error"`
-	PinError    string       `json:"pin_error"`
-	Recommended string       `json:"recommended"`
-	Cost        *router.Cost `json:"cost"`
-	Workers     []vecWorker  `json:"workers"`
+	Blocks      int         `json:"blocks"`
+	BlockTokens int         `json:"block_tokens"`
+	TierDepth   int         `json:"tier_depth"`
+	Pinned      int         `json:"pinned"`
+	TierError   string      `json:"tier_error"`
+	PinError    string      `json:"pin_error"`
+	Recommended string      `json:"recommended"`
+	Cost        *query.Cost `json:"cost"`
+	Workers     []vecWorker `json:"workers"`
 }
 
 type vecResponse struct {
@@ -164,7 +164,7 @@ func hexOf(s string) string { return hex.EncodeToString([]byte(s)) }
 // handle integers past 2^53.
 func sharedVectors() []vector {
 	nonce := "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-	cost := router.Cost{Seconds: 1.5, RecomputeSec: 0.25, LoadSec: 0.125, FetchSec: 1.0, QueueSec: 0.125,
+	cost := query.Cost{Seconds: 1.5, RecomputeSec: 0.25, LoadSec: 0.125, FetchSec: 1.0, QueueSec: 0.125,
 		CachedBlocks: 1, LocalBlocks: 2, FetchBlocks: 3, RecomputeBlocks: 4}
 	return []vector{
 		{Name: "hello v2 verifies gets", Kind: "hello", Hello: &vecHello{Version: 2, Flags: 1}},
@@ -219,7 +219,7 @@ func sharedVectors() []vector {
 			Blocks: 2, BlockTokens: 16, TierDepth: 1, Pinned: 1, TierError: "", PinError: "pin failed once", Recommended: "worker-a",
 			Cost: &cost, Workers: []vecWorker{
 				{Name: "worker-a", Device: 1, Host: 2, Disk: 2, ActivePrefillBlocks: 3, ActiveDecodeBlocks: -1, Cost: cost},
-				{Name: "w-b", Stale: true, Cost: router.Cost{Seconds: 2.75, RecomputeBlocks: 2}},
+				{Name: "w-b", Stale: true, Cost: query.Cost{Seconds: 2.75, RecomputeBlocks: 2}},
 			}}}},
 		{Name: "route result without workers", Kind: "response", Response: &vecResponse{Op: uint8(OpRoute), ID: 16,
 			Route: &vecRouteResult{Blocks: 1, BlockTokens: 4, TierError: "tier lookup failed", Workers: []vecWorker{}}}},
@@ -282,8 +282,8 @@ func encodeRequest(t *testing.T, r *vecRequest) []byte {
 	switch Op(r.Op) {
 	case OpPing:
 	case OpRoute:
-		q := router.Query{Namespace: r.Namespace, BlockHashes: r.Route.BlockHashes, TokenIDs: r.Route.TokenIDs, Temperature: r.Route.Temperature,
-			Hints:      router.Hints{Priority: r.Route.Priority, ExpectedOutputTokens: r.Route.ExpectedOutputTokens, PinTTL: time.Duration(r.Route.PinTTLMs) * time.Millisecond},
+		q := query.Query{Namespace: r.Namespace, BlockHashes: r.Route.BlockHashes, TokenIDs: r.Route.TokenIDs, Temperature: r.Route.Temperature,
+			Hints:      query.Hints{Priority: r.Route.Priority, ExpectedOutputTokens: r.Route.ExpectedOutputTokens, PinTTL: time.Duration(r.Route.PinTTLMs) * time.Millisecond},
 			MaxWorkers: r.Route.MaxWorkers, Commit: r.Route.Commit}
 		body = AppendRouteQuery(nil, q)
 	case OpPut:
@@ -324,11 +324,11 @@ func encodeResponse(t *testing.T, r *vecResponse) []byte {
 	case Op(r.Op) == OpLookup:
 		body = le.AppendUint32(nil, r.Present)
 	case Op(r.Op) == OpRoute:
-		res := router.Result{Blocks: r.Route.Blocks, BlockTokens: r.Route.BlockTokens, TierDepth: r.Route.TierDepth, Pinned: r.Route.Pinned,
+		res := query.Result{Blocks: r.Route.Blocks, BlockTokens: r.Route.BlockTokens, TierDepth: r.Route.TierDepth, Pinned: r.Route.Pinned,
 			TierError: r.Route.TierError, PinError: r.Route.PinError, Recommended: r.Route.Recommended, Cost: r.Route.Cost}
 		for _, w := range r.Route.Workers {
-			res.Workers = append(res.Workers, router.WorkerResult{Worker: w.Name, Stale: w.Stale, Device: w.Device, Host: w.Host, Disk: w.Disk,
-				Load: router.Load{PrefillBlocks: w.ActivePrefillBlocks, DecodeBlocks: w.ActiveDecodeBlocks}, Cost: w.Cost})
+			res.Workers = append(res.Workers, query.WorkerResult{Worker: w.Name, Stale: w.Stale, Device: w.Device, Host: w.Host, Disk: w.Disk,
+				Load: query.Load{PrefillBlocks: w.ActivePrefillBlocks, DecodeBlocks: w.ActiveDecodeBlocks}, Cost: w.Cost})
 		}
 		body = AppendRouteResult(nil, res)
 	default:

@@ -21,7 +21,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
 // ErrConfig reports an unusable configuration.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
 	"github.com/ctxtier/ctxtier/internal/testdep"
+	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
 // still is a clock that never moves: measured calls take no time, so a run

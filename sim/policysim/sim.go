@@ -1,4 +1,4 @@
-// Package sim replays a request trace against a tier of fixed capacity with
+// Package policysim replays a request trace against a tier of fixed capacity with
 // prefix semantics, driving a replacement policy through the same
 // policy.Policy interface the DRAM tier uses, and computes Belady's offline
 // optimum at the same capacity, through the same replay loop, for comparison.
@@ -9,13 +9,13 @@
 // inserted (evicting as needed), as an engine stores the KV blocks it just
 // computed. Touches and inserts happen in prefix order, head first, which is
 // the order in which an engine reads and writes a prompt's blocks.
-package sim
+package policysim
 
 import (
 	"errors"
 	"fmt"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/sim/trace"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 

@@ -1,10 +1,10 @@
-package sim
+package policysim
 
 import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/sim/trace"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 

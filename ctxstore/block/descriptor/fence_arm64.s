@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// func fence()
-TEXT ·fence(SB), NOSPLIT|NOFRAME, $0-0
+// func Fence()
+TEXT ·Fence(SB), NOSPLIT|NOFRAME, $0-0
 	DMB	$0xb // DMB ISH: a full barrier for the inner shareable domain
 	RET

@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
 // Record is one request under one policy. Times are seconds; Route, Lookup,

@@ -1,4 +1,4 @@
-package sim
+package policysim
 
 import (
 	"math/rand/v2"
@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
 	"github.com/ctxtier/ctxtier/internal/testdep"
+	"github.com/ctxtier/ctxtier/sim/trace"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
@@ -131,7 +131,7 @@ func sharedTraces(t *testing.T) string {
 	if d := os.Getenv("CTXTIER_SHARED_TRACES"); d != "" {
 		return d
 	}
-	d := filepath.Join("..", "..", "..", "..", "shared", "traces")
+	d := filepath.Join("..", "..", "..", "shared", "traces")
 	return testdep.Path(t, d, "the shared traces", "they live in ../shared/traces beside the repository; or set CTXTIER_SHARED_TRACES")
 }
 

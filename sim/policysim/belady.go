@@ -1,9 +1,9 @@
-package sim
+package policysim
 
 import (
 	"container/heap"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/sim/trace"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 

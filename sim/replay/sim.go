@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/router"
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
 // Deps are the replay's collaborators.

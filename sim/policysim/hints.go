@@ -1,10 +1,10 @@
-package sim
+package policysim
 
 import (
 	"errors"
 	"fmt"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
+	"github.com/ctxtier/ctxtier/sim/trace"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 

@@ -1,12 +1,12 @@
-package sim
+package policysim
 
 import (
 	"errors"
 	"path/filepath"
 	"testing"
 
-	"github.com/ctxtier/ctxtier/ctxstore/trace"
-	agentictrace "github.com/ctxtier/ctxtier/ctxstore/trace/agentic"
+	"github.com/ctxtier/ctxtier/sim/trace"
+	agentictrace "github.com/ctxtier/ctxtier/sim/trace/agentic"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 

@@ -1,0 +1,364 @@
+package layers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is the module path; rules name packages relative to it.
+const module = "github.com/ctxtier/ctxtier"
+
+// layerOf maps a package (relative to the module) to its layer: the longest
+// prefix in this table that matches a whole path element wins. A package in
+// no layer fails the test, so a new top-level folder must be placed here.
+var layerOf = []struct{ prefix, layer string }{
+	{"ctxstore/block", "block"},
+	{"ctxstore/block/descriptor", "leaf"},
+	{"ctxstore/router/query", "leaf"},
+	{"ctxstore", "ctxstore"},
+	{"raft", "raft"},
+	{"tiers", "tiers"},
+	{"gateway", "gateway"},
+	{"internal", "internal"},
+	{"sim", "sim"},
+	{"cmd", "cmd"},
+	{"deploy", "cmd"},
+}
+
+// mayImport lists, per layer, the layers its packages may import (non-test
+// imports only). Dependencies point down: cmd → gateway → ctxstore → (raft,
+// tiers); ctxstore/block is the shared leaf and imports nothing of the
+// project; the descriptor formats and the routing query types are leaves
+// beside it; sim (trace reading, replay, policy simulation) sits beside
+// gateway, above the domain, and only cmd/ctxbench imports it (rule below).
+var mayImport = map[string][]string{
+	"block":    {},
+	"leaf":     {"block"},
+	"internal": {"block", "internal"},
+	"tiers":    {"block", "leaf", "tiers", "internal"},
+	"raft":     {"block", "leaf", "raft", "internal"},
+	"ctxstore": {"block", "leaf", "ctxstore", "raft", "tiers", "internal"},
+	"gateway":  {"block", "leaf", "ctxstore", "gateway", "internal"},
+	"sim":      {"block", "leaf", "ctxstore", "tiers", "sim", "internal"},
+	"cmd":      {"block", "leaf", "ctxstore", "raft", "tiers", "gateway", "internal", "sim", "cmd"},
+}
+
+// onlyImportedBy limits who may import a layer, beyond mayImport: sim is a
+// benchmark tool's library, not part of the server.
+var onlyImportedBy = map[string][]string{
+	"sim": {"sim/", "cmd/ctxbench"},
+	"cmd": {"cmd/"},
+}
+
+// client is the Go client; clientMay lists every package of the project it
+// may depend on (directly or not), and clientExternal the module path
+// prefixes outside the standard library: the checksum and hash packages and
+// the system-call package its direct reads mmap with. Nothing of the server
+// (tiers, badger, Prometheus, OpenTelemetry, raft) may appear.
+const client = "gateway/client"
+
+var (
+	clientMay = []string{
+		"ctxstore/block", "ctxstore/block/descriptor", "ctxstore/router/query",
+		"gateway/errcode", "gateway/native/wire", "gateway/httpapi/httpwire",
+	}
+	clientExternal = []string{"github.com/zeebo/xxh3", "github.com/klauspost/cpuid/v2", "golang.org/x/sys/"}
+)
+
+// edge is one import: from imports to (project packages relative to the
+// module, other packages by their full path).
+type edge struct{ from, to string }
+
+// knownExceptions are imports that break the rules today. Each is owed to
+// issue 19 (the cluster's own wing; a client free of server code). The list
+// may only shrink: the test fails on an exception that no longer exists, so
+// remove it when its import goes.
+var knownExceptions = []edge{
+	// issue 19: gateway/clusterapi serves the cluster's internal endpoints
+	// (join, propose forwarding, read-index) and reads the Raft node and FSM
+	// directly; it moves under the cluster package with membership behind an
+	// interface the cluster owns.
+	{"gateway/clusterapi", "raft"},
+	{"gateway/clusterapi", "raft/fsm"},
+	// issue 19: gateway/peer (node-to-node shard traffic) reads members from
+	// the FSM; it moves under the cluster package.
+	{"gateway/peer", "raft/fsm"},
+	// issue 19: the client signs HTTP requests with the AWS SDK's SigV4
+	// signer (and its smithy dependencies), neither a checksum nor a hash
+	// package.
+	{"gateway/client", "github.com/aws/aws-sdk-go-v2/aws"},
+	{"gateway/client", "github.com/aws/aws-sdk-go-v2/aws/signer/v4"},
+}
+
+// pkg is the part of `go list -json` output the rules read.
+type pkg struct {
+	ImportPath string
+	Standard   bool
+	Imports    []string
+}
+
+// graph is the import graph: every package by import path (project
+// packages relative to the module).
+type graph map[string]pkg
+
+func rel(p string) string {
+	if p == module {
+		return "."
+	}
+	if r, ok := strings.CutPrefix(p, module+"/"); ok {
+		return r
+	}
+	return p
+}
+
+func inProject(p string) bool {
+	return p == module || strings.HasPrefix(p, module+"/")
+}
+
+// loadGraph runs `go list -deps -json` over the module.
+func loadGraph(t *testing.T) graph {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(gobin, "list", "-deps", "-json=ImportPath,Standard,Imports", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	g, err := decodeGraph(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g[client]; !ok || len(g) < 20 {
+		t.Fatalf("go list returned %d packages without %s: the graph is not the module's", len(g), client)
+	}
+	return g
+}
+
+func decodeGraph(r io.Reader) (graph, error) {
+	g := graph{}
+	dec := json.NewDecoder(r)
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			return g, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("decoding go list output: %w", err)
+		}
+		if inProject(p.ImportPath) {
+			p.ImportPath = rel(p.ImportPath)
+			for i, imp := range p.Imports {
+				if inProject(imp) {
+					p.Imports[i] = rel(imp)
+				}
+			}
+		}
+		g[p.ImportPath] = p
+	}
+}
+
+// layer returns the layer of project package p, or "".
+func layer(p string) string {
+	best, name := -1, ""
+	for _, l := range layerOf {
+		if (p == l.prefix || strings.HasPrefix(p, l.prefix+"/")) && len(l.prefix) > best {
+			best, name = len(l.prefix), l.layer
+		}
+	}
+	return name
+}
+
+func isProject(g graph, p string) bool {
+	q, ok := g[p]
+	return ok && !q.Standard && !strings.Contains(strings.SplitN(p, "/", 2)[0], ".")
+}
+
+// check returns every violation in g that is not in exceptions, and every
+// exception that g no longer has.
+func check(g graph, exceptions []edge) (violations, stale []string) {
+	excepted := make(map[edge]bool, len(exceptions))
+	for _, e := range exceptions {
+		excepted[e] = true
+		if !slices.Contains(g[e.from].Imports, e.to) {
+			stale = append(stale, fmt.Sprintf("%s → %s: listed as a known exception, but %s no longer imports it; remove it from knownExceptions", e.from, e.to, e.from))
+		}
+	}
+	report := func(from, to, why string) {
+		if !excepted[edge{from, to}] {
+			violations = append(violations, fmt.Sprintf("%s → %s: %s", from, to, why))
+		}
+	}
+	names := make([]string, 0, len(g))
+	for p := range g {
+		names = append(names, p)
+	}
+	slices.Sort(names)
+	for _, from := range names {
+		if !isProject(g, from) {
+			continue
+		}
+		lf := layer(from)
+		if lf == "" {
+			violations = append(violations, fmt.Sprintf("%s: in no layer; place it in layerOf", from))
+			continue
+		}
+		for _, to := range g[from].Imports {
+			if !isProject(g, to) {
+				continue
+			}
+			lt := layer(to)
+			if !slices.Contains(mayImport[lf], lt) {
+				report(from, to, fmt.Sprintf("the %s layer may not import the %s layer", lf, lt))
+				continue
+			}
+			if who, ok := onlyImportedBy[lt]; ok && lf != lt && !slices.ContainsFunc(who, func(w string) bool {
+				return from == w || (strings.HasSuffix(w, "/") && strings.HasPrefix(from, w))
+			}) {
+				report(from, to, fmt.Sprintf("only %v may import the %s layer", who, lt))
+			}
+		}
+	}
+	violations = append(violations, checkClient(g, excepted)...)
+	return violations, stale
+}
+
+// checkClient walks the client's dependencies, not crossing excepted
+// imports, and reports each package outside clientMay and clientExternal.
+func checkClient(g graph, excepted map[edge]bool) []string {
+	if _, ok := g[client]; !ok {
+		return []string{client + ": not in the graph"}
+	}
+	var out []string
+	seen := map[string]bool{client: true}
+	queue := []string{client}
+	for len(queue) > 0 {
+		from := queue[0]
+		queue = queue[1:]
+		for _, to := range g[from].Imports {
+			if seen[to] || excepted[edge{from, to}] {
+				continue
+			}
+			seen[to] = true
+			queue = append(queue, to)
+			switch q := g[to]; {
+			case q.Standard, to == "C": // cgo's pseudo-package is part of the toolchain
+			case isProject(g, to):
+				if !slices.Contains(clientMay, to) {
+					out = append(out, fmt.Sprintf("%s depends on %s (through %s): the client may depend only on %v", client, to, from, clientMay))
+				}
+			default:
+				if !slices.ContainsFunc(clientExternal, func(p string) bool { return to == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(to, p)) }) {
+					out = append(out, fmt.Sprintf("%s depends on %s (through %s): outside the standard library the client may use only %v", client, to, from, clientExternal))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestLayers checks the module's real import graph.
+func TestLayers(t *testing.T) {
+	g := loadGraph(t)
+	violations, stale := check(g, knownExceptions)
+	for _, v := range violations {
+		t.Errorf("layering: %s", v)
+	}
+	for _, s := range stale {
+		t.Errorf("stale exception: %s", s)
+	}
+	for _, banned := range []string{"github.com/dgraph-io/badger/v4", "github.com/prometheus/client_golang/prometheus", "go.opentelemetry.io/otel"} {
+		if deps := clientDeps(g); deps[banned] {
+			t.Errorf("%s depends on %s", client, banned)
+		}
+	}
+}
+
+// clientDeps is every package the client depends on, through every import.
+func clientDeps(g graph) map[string]bool {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(p string) {
+		for _, q := range g[p].Imports {
+			if !seen[q] {
+				seen[q] = true
+				walk(q)
+			}
+		}
+	}
+	walk(client)
+	return seen
+}
+
+// TestCheckFindsViolations runs the rules on small made-up graphs, so a rule
+// that cannot fire is caught here rather than trusted.
+func TestCheckFindsViolations(t *testing.T) {
+	base := func() graph {
+		return graph{
+			"ctxstore/block":                 {ImportPath: "ctxstore/block", Imports: []string{"fmt"}},
+			"ctxstore/block/descriptor":      {ImportPath: "ctxstore/block/descriptor", Imports: []string{"ctxstore/block", "github.com/zeebo/xxh3"}},
+			"ctxstore":                       {ImportPath: "ctxstore", Imports: []string{"ctxstore/block", "tiers"}},
+			"tiers":                          {ImportPath: "tiers", Imports: []string{"ctxstore/block"}},
+			"raft":                           {ImportPath: "raft", Imports: []string{"ctxstore/block"}},
+			"gateway/client":                 {ImportPath: "gateway/client", Imports: []string{"ctxstore/block/descriptor", "net"}},
+			"gateway/native":                 {ImportPath: "gateway/native", Imports: []string{"ctxstore"}},
+			"sim/trace":                      {ImportPath: "sim/trace"},
+			"cmd/ctxbench":                   {ImportPath: "cmd/ctxbench", Imports: []string{"sim/trace", "gateway/client"}},
+			"cmd/ctxd":                       {ImportPath: "cmd/ctxd", Imports: []string{"gateway/native", "ctxstore"}},
+			"fmt":                            {ImportPath: "fmt", Standard: true},
+			"net":                            {ImportPath: "net", Standard: true},
+			"github.com/zeebo/xxh3":          {ImportPath: "github.com/zeebo/xxh3"},
+			"github.com/dgraph-io/badger/v4": {ImportPath: "github.com/dgraph-io/badger/v4"},
+		}
+	}
+	cases := []struct {
+		name       string
+		edit       func(g graph)
+		exceptions []edge
+		violations int
+		stale      int
+	}{
+		{"clean", func(graph) {}, nil, 0, 0},
+		{"block imports the project (and so the client reaches it)", func(g graph) { add(g, "ctxstore/block", "tiers") }, nil, 2, 0},
+		{"tiers imports ctxstore", func(g graph) { add(g, "tiers", "ctxstore") }, nil, 1, 0},
+		{"ctxstore imports gateway", func(g graph) { add(g, "ctxstore", "gateway/native") }, nil, 1, 0},
+		{"gateway imports raft", func(g graph) { add(g, "gateway/native", "raft") }, nil, 1, 0},
+		{"gateway imports raft, excepted", func(g graph) { add(g, "gateway/native", "raft") }, []edge{{"gateway/native", "raft"}}, 0, 0},
+		{"stale exception", func(graph) {}, []edge{{"gateway/native", "raft"}}, 0, 1},
+		{"ctxd imports sim", func(g graph) { add(g, "cmd/ctxd", "sim/trace") }, nil, 1, 0},
+		{"tiers imports sim", func(g graph) { add(g, "tiers", "sim/trace") }, nil, 1, 0},
+		{"client reaches tiers through a leaf", func(g graph) { add(g, "ctxstore/block/descriptor", "tiers") }, nil, 2, 0},
+		{"client imports badger", func(g graph) { add(g, "gateway/client", "github.com/dgraph-io/badger/v4") }, nil, 1, 0},
+		{"client imports badger, excepted", func(g graph) { add(g, "gateway/client", "github.com/dgraph-io/badger/v4") },
+			[]edge{{"gateway/client", "github.com/dgraph-io/badger/v4"}}, 0, 0},
+		{"package in no layer", func(g graph) { g["tools/x"] = pkg{ImportPath: "tools/x"} }, nil, 1, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := base()
+			tc.edit(g)
+			v, s := check(g, tc.exceptions)
+			if len(v) != tc.violations || len(s) != tc.stale {
+				t.Fatalf("got %d violations %q and %d stale %q; want %d and %d", len(v), v, len(s), s, tc.violations, tc.stale)
+			}
+		})
+	}
+}
+
+func add(g graph, from, to string) {
+	p := g[from]
+	p.Imports = append(p.Imports, to)
+	g[from] = p
+}

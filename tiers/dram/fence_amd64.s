@@ -1,6 +1,0 @@
-#include "textflag.h"
-
-// func fence()
-TEXT ·fence(SB), NOSPLIT|NOFRAME, $0-0
-	MFENCE
-	RET
