@@ -109,8 +109,10 @@ type Window struct {
 	n, nWin    int
 	last       uint32 // handle of the previous Insert/Touch
 
-	capacity int     // blocks, the largest size seen (at least the hint)
+	capacity int     // blocks: the hint, then the size at which eviction starts
 	target   float64 // window target in blocks
+	ghostCap int     // the capacity the ghosts were sized for
+	refit    bool    // an Insert since the last Victim
 	ghost    *ghostSet
 	margin   [2]*ghostSet // recently evicted from window / from main
 }
@@ -133,15 +135,43 @@ func newWindow(cfg WindowConfig, expectedBlocks int) *Window {
 		}
 	}
 	w.target = cfg.WindowFraction * float64(w.capacity)
-	if cfg.Ghost {
-		w.ghost = newGhostSet(int(cfg.GhostSpan * float64(w.capacity)))
+	w.sizeGhosts()
+	return w
+}
+
+// sizeGhosts (re)builds the ghosts for the current capacity, forgetting
+// what they remembered.
+func (w *Window) sizeGhosts() {
+	w.ghostCap = w.capacity
+	if w.cfg.Ghost {
+		w.ghost = newGhostSet(int(w.cfg.GhostSpan * float64(w.capacity)))
 	}
-	if cfg.Adaptive {
+	if w.cfg.Adaptive {
 		for g := range w.margin {
-			w.margin[g] = newGhostSet(int(2 * cfg.GhostMargin * float64(w.capacity)))
+			w.margin[g] = newGhostSet(int(2 * w.cfg.GhostMargin * float64(w.capacity)))
 		}
 	}
-	return w
+}
+
+// fit sets the capacity to n blocks, the number resident when the tier
+// first needs a victim after an insert: the expectedBlocks hint is only a
+// guess from bytes (the DRAM tier sizes it for 256 KiB blocks), and every
+// share of capacity (the window target, the adaptation step, the ghosts'
+// span) must be in real blocks. With larger blocks a target sized from the
+// hint would exceed the whole tier, so victims would come from main first,
+// inverting the policy. The target keeps its share; the ghosts are rebuilt
+// only when the capacity moved by more than a factor of 2 from the one
+// they were sized for, so mixed block sizes do not keep clearing them. In
+// the simulator the hint is exact and fit changes nothing.
+func (w *Window) fit(n int) {
+	if n <= 0 || n == w.capacity {
+		return
+	}
+	w.target = min(w.target*float64(n)/float64(w.capacity), float64(n))
+	w.capacity = n
+	if n > 2*w.ghostCap || 2*n < w.ghostCap {
+		w.sizeGhosts()
+	}
 }
 
 // WindowTarget is the current window target in blocks (it moves when
@@ -274,9 +304,7 @@ func (w *Window) Insert(h Handle, m Meta) {
 	}
 	w.place(u, ext)
 	w.n++
-	if w.n > w.capacity {
-		w.capacity = w.n
-	}
+	w.refit = true
 }
 
 // Touch implements Policy: a hit promotes a window block to main.
@@ -312,6 +340,10 @@ func (w *Window) Remove(h Handle) {
 // evictable block, the least recent evictable block of the window while the
 // window is above its target (or main is empty), else of main.
 func (w *Window) Victim(evictable func(Handle) bool) (Handle, bool) {
+	if w.refit {
+		w.refit = false
+		w.fit(w.n)
+	}
 	for c := range w.tail {
 		order := [2]int{segMain, segWindow}
 		if float64(w.nWin) > w.target || w.count[c][segMain] == 0 {

@@ -142,3 +142,50 @@ func TestWindowConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowFitsCapacityFromFirstEviction builds Window with a hint far from
+// the real capacity (the DRAM tier guesses it from bytes, for 256 KiB
+// blocks), fills a tier of 2000 blocks, hits 100 of them and then scans 4000
+// new blocks through it. At the first eviction the window target must be 10%
+// of the real capacity, and the hit blocks, in main, must survive the scan:
+// with the target sized from a hint of 20000 blocks (2000, the whole tier)
+// victims would come from main first. With an exact hint (the simulator's
+// case) nothing moves.
+func TestWindowFitsCapacityFromFirstEviction(t *testing.T) {
+	const capacity, hot, scan = 2000, 100, 4000
+	for _, tc := range []struct {
+		name string
+		hint int
+	}{
+		{"hint larger than the tier", 10 * capacity},
+		{"hint smaller than the tier", capacity / 8},
+		{"exact hint", capacity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWindow(DefaultWindowConfig(), tc.hint)
+			for h := range capacity {
+				w.Insert(Handle(h), Meta{Hash: uint64(100 + h)})
+			}
+			for h := range hot {
+				w.Touch(Handle(h))
+			}
+			for i := range scan {
+				v, ok := w.Victim(nil)
+				if !ok {
+					t.Fatal("no victim in a full tier")
+				}
+				if i == 0 && (w.capacity != capacity || w.WindowTarget() != 0.1*capacity) {
+					t.Fatalf("at the first eviction: capacity %d, target %.2f; want %d, %d", w.capacity, w.WindowTarget(), capacity, capacity/10)
+				}
+				if v < hot {
+					t.Fatalf("scan block %d evicted hit block %d (window target %.1f of capacity %d)", i, v, w.WindowTarget(), w.capacity)
+				}
+				w.Remove(v)
+				w.Insert(v, Meta{Hash: uint64(1_000_000 + i)})
+			}
+			if w.Len() != capacity {
+				t.Fatalf("Len %d, want %d", w.Len(), capacity)
+			}
+		})
+	}
+}
