@@ -21,8 +21,13 @@ type WindowConfig struct {
 	ChainOrder bool
 	// TailDemote moves the last block of a chain walk (the block operated on
 	// just before an operation that does not continue its chain, if it was
-	// never hit and has no child) to the eviction end of the window: the
-	// last block of a request is the one least likely to be extended.
+	// never hit, has no child and has a parent) to the eviction end of the
+	// window: the last block of a request is the one least likely to be
+	// extended. A block inserted without a parent is demoted only while
+	// most inserts carry one (the stream is chain walks, and the block is a
+	// one-block walk); a client that never sends parents would otherwise
+	// see every block demoted by the next put, so its puts were evicted
+	// newest first.
 	TailDemote bool
 	// Adaptive sizes the window from marginal ghost hits, as ARC sizes its
 	// recency list: a block that comes back shortly after its eviction from
@@ -112,6 +117,8 @@ type Window struct {
 	capacity int     // blocks: the hint, then the size at which eviction starts
 	target   float64 // window target in blocks
 	ghostCap int     // the capacity the ghosts were sized for
+	inserts  int     // Inserts so far
+	chained  int     // of which with a parent
 	refit    bool    // an Insert since the last Victim
 	ghost    *ghostSet
 	margin   [2]*ghostSet // recently evicted from window / from main
@@ -261,7 +268,8 @@ func (w *Window) extends(h uint32) bool {
 func (w *Window) place(h uint32, ext bool) {
 	l := w.last
 	if w.cfg.TailDemote && !ext && l != nilHandle && l != h &&
-		w.flags[l]&(wflagHasChild|wflagHit|wflagMain) == 0 {
+		w.flags[l]&(wflagHasChild|wflagHit|wflagMain) == 0 &&
+		(w.flags[l]&wflagParent != 0 || 2*w.chained > w.inserts) {
 		w.unlink(l)
 		w.link(l, nilHandle, true)
 	}
@@ -281,7 +289,9 @@ func (w *Window) Insert(h Handle, m Meta) {
 	w.flags[u] = 0
 	w.fp[u] = fingerprint(m.Hash)
 	w.pfp[u] = 0
+	w.inserts++
 	if m.HasParent {
+		w.chained++
 		w.flags[u] |= wflagParent
 		w.pfp[u] = fingerprint(m.Parent)
 	}
