@@ -505,7 +505,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("ctxd ready", "native", nln.Addr().String(), "http", hln.Addr().String(), "s3", s3addr, "resp", respAddr,
 		"peer", pln.Addr().String(), "raft", self.RaftAddr, "node_id", cfg.NodeID, "node_tls", tlsMode(tlsc), "client_tls", cfg.TLSClients,
-		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "memfile", stack.DRAM().MemFile(),
+		"data_dir", cfg.DataDir, "auth", cfg.Auth, "dram_capacity", cfg.DRAMCapacity, "dram_policy", cfg.DRAMPolicy, "memfile", stack.DRAM().MemFile(),
 		"nvme_dir", cfg.NVMeDir, "nvme_capacity", cfg.NVMeCapacity)
 
 	var serveErr error

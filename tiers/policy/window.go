@@ -21,8 +21,13 @@ type WindowConfig struct {
 	ChainOrder bool
 	// TailDemote moves the last block of a chain walk (the block operated on
 	// just before an operation that does not continue its chain, if it was
-	// never hit and has no child) to the eviction end of the window: the
-	// last block of a request is the one least likely to be extended.
+	// never hit, has no child and has a parent) to the eviction end of the
+	// window: the last block of a request is the one least likely to be
+	// extended. A block inserted without a parent is demoted only while
+	// most inserts carry one (the stream is chain walks, and the block is a
+	// one-block walk); a client that never sends parents would otherwise
+	// see every block demoted by the next put, so its puts were evicted
+	// newest first.
 	TailDemote bool
 	// Adaptive sizes the window from marginal ghost hits, as ARC sizes its
 	// recency list: a block that comes back shortly after its eviction from
@@ -109,8 +114,12 @@ type Window struct {
 	n, nWin    int
 	last       uint32 // handle of the previous Insert/Touch
 
-	capacity int     // blocks, the largest size seen (at least the hint)
+	capacity int     // blocks: the hint, then the size at which eviction starts
 	target   float64 // window target in blocks
+	ghostCap int     // the capacity the ghosts were sized for
+	inserts  int     // Inserts so far
+	chained  int     // of which with a parent
+	refit    bool    // an Insert since the last Victim
 	ghost    *ghostSet
 	margin   [2]*ghostSet // recently evicted from window / from main
 }
@@ -133,15 +142,43 @@ func newWindow(cfg WindowConfig, expectedBlocks int) *Window {
 		}
 	}
 	w.target = cfg.WindowFraction * float64(w.capacity)
-	if cfg.Ghost {
-		w.ghost = newGhostSet(int(cfg.GhostSpan * float64(w.capacity)))
+	w.sizeGhosts()
+	return w
+}
+
+// sizeGhosts (re)builds the ghosts for the current capacity, forgetting
+// what they remembered.
+func (w *Window) sizeGhosts() {
+	w.ghostCap = w.capacity
+	if w.cfg.Ghost {
+		w.ghost = newGhostSet(int(w.cfg.GhostSpan * float64(w.capacity)))
 	}
-	if cfg.Adaptive {
+	if w.cfg.Adaptive {
 		for g := range w.margin {
-			w.margin[g] = newGhostSet(int(2 * cfg.GhostMargin * float64(w.capacity)))
+			w.margin[g] = newGhostSet(int(2 * w.cfg.GhostMargin * float64(w.capacity)))
 		}
 	}
-	return w
+}
+
+// fit sets the capacity to n blocks, the number resident when the tier
+// first needs a victim after an insert: the expectedBlocks hint is only a
+// guess from bytes (the DRAM tier sizes it for 256 KiB blocks), and every
+// share of capacity (the window target, the adaptation step, the ghosts'
+// span) must be in real blocks. With larger blocks a target sized from the
+// hint would exceed the whole tier, so victims would come from main first,
+// inverting the policy. The target keeps its share; the ghosts are rebuilt
+// only when the capacity moved by more than a factor of 2 from the one
+// they were sized for, so mixed block sizes do not keep clearing them. In
+// the simulator the hint is exact and fit changes nothing.
+func (w *Window) fit(n int) {
+	if n <= 0 || n == w.capacity {
+		return
+	}
+	w.target = min(w.target*float64(n)/float64(w.capacity), float64(n))
+	w.capacity = n
+	if n > 2*w.ghostCap || 2*n < w.ghostCap {
+		w.sizeGhosts()
+	}
 }
 
 // WindowTarget is the current window target in blocks (it moves when
@@ -231,7 +268,8 @@ func (w *Window) extends(h uint32) bool {
 func (w *Window) place(h uint32, ext bool) {
 	l := w.last
 	if w.cfg.TailDemote && !ext && l != nilHandle && l != h &&
-		w.flags[l]&(wflagHasChild|wflagHit|wflagMain) == 0 {
+		w.flags[l]&(wflagHasChild|wflagHit|wflagMain) == 0 &&
+		(w.flags[l]&wflagParent != 0 || 2*w.chained > w.inserts) {
 		w.unlink(l)
 		w.link(l, nilHandle, true)
 	}
@@ -251,7 +289,9 @@ func (w *Window) Insert(h Handle, m Meta) {
 	w.flags[u] = 0
 	w.fp[u] = fingerprint(m.Hash)
 	w.pfp[u] = 0
+	w.inserts++
 	if m.HasParent {
+		w.chained++
 		w.flags[u] |= wflagParent
 		w.pfp[u] = fingerprint(m.Parent)
 	}
@@ -274,9 +314,7 @@ func (w *Window) Insert(h Handle, m Meta) {
 	}
 	w.place(u, ext)
 	w.n++
-	if w.n > w.capacity {
-		w.capacity = w.n
-	}
+	w.refit = true
 }
 
 // Touch implements Policy: a hit promotes a window block to main.
@@ -312,6 +350,10 @@ func (w *Window) Remove(h Handle) {
 // evictable block, the least recent evictable block of the window while the
 // window is above its target (or main is empty), else of main.
 func (w *Window) Victim(evictable func(Handle) bool) (Handle, bool) {
+	if w.refit {
+		w.refit = false
+		w.fit(w.n)
+	}
 	for c := range w.tail {
 		order := [2]int{segMain, segWindow}
 		if float64(w.nWin) > w.target || w.count[c][segMain] == 0 {

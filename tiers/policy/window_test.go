@@ -142,3 +142,116 @@ func TestWindowConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowFitsCapacityFromFirstEviction builds Window with a hint far from
+// the real capacity (the DRAM tier guesses it from bytes, for 256 KiB
+// blocks), fills a tier of 2000 blocks, hits 100 of them and then scans 4000
+// new blocks through it. At the first eviction the window target must be 10%
+// of the real capacity, and the hit blocks, in main, must survive the scan:
+// with the target sized from a hint of 20000 blocks (2000, the whole tier)
+// victims would come from main first. With an exact hint (the simulator's
+// case) nothing moves.
+func TestWindowFitsCapacityFromFirstEviction(t *testing.T) {
+	const capacity, hot, scan = 2000, 100, 4000
+	for _, tc := range []struct {
+		name string
+		hint int
+	}{
+		{"hint larger than the tier", 10 * capacity},
+		{"hint smaller than the tier", capacity / 8},
+		{"exact hint", capacity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWindow(DefaultWindowConfig(), tc.hint)
+			for h := range capacity {
+				w.Insert(Handle(h), Meta{Hash: uint64(100 + h)})
+			}
+			for h := range hot {
+				w.Touch(Handle(h))
+			}
+			for i := range scan {
+				v, ok := w.Victim(nil)
+				if !ok {
+					t.Fatal("no victim in a full tier")
+				}
+				if i == 0 && (w.capacity != capacity || w.WindowTarget() != 0.1*capacity) {
+					t.Fatalf("at the first eviction: capacity %d, target %.2f; want %d, %d", w.capacity, w.WindowTarget(), capacity, capacity/10)
+				}
+				if v < hot {
+					t.Fatalf("scan block %d evicted hit block %d (window target %.1f of capacity %d)", i, v, w.WindowTarget(), w.capacity)
+				}
+				w.Remove(v)
+				w.Insert(v, Meta{Hash: uint64(1_000_000 + i)})
+			}
+			if w.Len() != capacity {
+				t.Fatalf("Len %d, want %d", w.Len(), capacity)
+			}
+		})
+	}
+}
+
+// TestWindowParentlessStream puts blocks without parents (a client that
+// sends no chain information) through Window: none may be tail-demoted, so
+// victims come oldest first, as in LRU. Once most inserts carry a parent, a
+// parentless block followed by an unrelated insert is a one-block walk and
+// is demoted to the eviction end.
+func TestWindowParentlessStream(t *testing.T) {
+	w := newWindow(DefaultWindowConfig(), 8)
+	for h := range 8 {
+		w.Insert(Handle(h), Meta{Hash: uint64(100 + h)})
+	}
+	for want := range 4 {
+		v, ok := w.Victim(nil)
+		if !ok || v != Handle(want) {
+			t.Fatalf("parentless stream: victim %d (%v), want %d, the oldest", v, ok, want)
+		}
+		w.Remove(v)
+	}
+
+	w = newWindow(DefaultWindowConfig(), 16)
+	h := 0
+	for c := range 3 { // three 3-block walks
+		for i := range 3 {
+			m := Meta{Hash: uint64(1000 + 10*c + i)}
+			if i > 0 {
+				m.Parent, m.HasParent = m.Hash-1, true
+			}
+			w.Insert(Handle(h), m)
+			h++
+		}
+	}
+	lone := Handle(h)
+	w.Insert(lone, Meta{Hash: 5000}) // a one-block walk
+	w.Insert(lone+1, Meta{Hash: 6000})
+	if v, ok := w.Victim(nil); !ok || v != lone {
+		t.Fatalf("chained stream: victim %d (%v), want the one-block walk %d", v, ok, lone)
+	}
+}
+
+// TestWindowSkipsAndClasses checks the two rules the DRAM tier relies on:
+// the lowest priority class that has an evictable block gives the victim,
+// and blocks the tier says are not evictable (pinned, leased) are skipped
+// in either segment.
+func TestWindowSkipsAndClasses(t *testing.T) {
+	w := newWindow(DefaultWindowConfig(), 8)
+	for h := range 8 {
+		w.Insert(Handle(h), Meta{Hash: uint64(100 + h), Priority: uint8(h / 4)}) // 0-3 class 0, 4-7 class 1
+	}
+	w.Touch(0) // into main
+	w.Touch(5)
+	held := map[Handle]bool{1: true, 2: true, 3: true, 4: true}
+	evictable := func(h Handle) bool { return !held[h] }
+	for _, want := range []Handle{0, 6, 7, 5} {
+		v, ok := w.Victim(evictable)
+		if !ok || v != want {
+			t.Fatalf("victim %d (%v), want %d", v, ok, want)
+		}
+		w.Remove(v)
+	}
+	if v, ok := w.Victim(evictable); ok {
+		t.Fatalf("victim %d although every remaining block is held", v)
+	}
+	if w.Len() != 4 {
+		t.Fatalf("Len %d, want 4", w.Len())
+	}
+}
