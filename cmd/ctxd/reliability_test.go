@@ -38,9 +38,10 @@ import (
 // restarted; a follower SIGKILLed and left down for a while (writes must
 // go on); a node restarted with its NVMe directory deleted; a follower
 // and a leader cut off through network namespaces and healed
-// (relPartition: the partition tests' scenario, on its own cluster). The
-// partition groups need root (network namespaces): without it they skip,
-// and fail under CI=true (internal/testdep).
+// (relPartition: the partition tests' scenario, on its own cluster); a
+// node's NVMe disk filling up (relDiskFull, on a tmpfs). The partition and
+// disk-full groups need root (network namespaces, a tmpfs mount): without
+// it they skip, and fail under CI=true (internal/testdep).
 func TestReliability(t *testing.T) {
 	mode := relShort
 	if os.Getenv("CTXTIER_RELIABILITY") == "full" {
@@ -73,6 +74,7 @@ var relFaults = []struct {
 	{"nvme", relNVMe},
 	{"partition-follower", relPartition(false)},
 	{"partition-leader", relPartition(true)},
+	{"diskfull", relDiskFull},
 }
 
 // relMode sizes a run. Every acknowledged block must stay in the nodes'
