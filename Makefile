@@ -51,7 +51,7 @@ test-console: ## the console's browser test alone: headless chromium against 3 r
 soak: ## long-running checks: 2-minute memory-bound load against a real ctxd
 	CTXTIER_SOAK=2m $(GO) test -count=1 -run 'TestMemoryBoundedUnderEvictingLoad' -v -timeout 10m ./cmd/ctxd/
 
-reliability: ## faults against real 3-node clusters (rolling restarts, 20 leader kills, lost NVMe dir); prints a table
+reliability: ## faults against real 3-node clusters (rolling restarts, 20 leader kills, lost NVMe dir, partitions, a full disk); prints a table
 	set -o pipefail; CTXTIER_RELIABILITY=full CTXTIER_RELIABILITY_OUT=$(or $(OUT),reliability.txt) $(GO) test -count=1 -run 'TestReliability' -v -timeout 60m ./cmd/ctxd/ | grep -v '^=== '
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)

@@ -36,11 +36,12 @@ import (
 // DRAM-only and with NVMe, in a three-replica namespace (k=1, m=2) and an
 // RS(2,1) one; leader SIGKILLs under load with every killed node
 // restarted; a follower SIGKILLed and left down for a while (writes must
-// go on); a node restarted with its NVMe directory deleted.
-//
-// Partition rows (a follower and a leader cut off through network
-// namespaces) and disk-full rows are added by their own tests; see
-// relFaults.
+// go on); a node restarted with its NVMe directory deleted; a follower
+// and a leader cut off through network namespaces and healed
+// (relPartition: the partition tests' scenario, on its own cluster); a
+// node's NVMe disk filling up (relDiskFull, on a tmpfs). The partition and
+// disk-full groups need root (network namespaces, a tmpfs mount): without
+// it they skip, and fail under CI=true (internal/testdep).
 func TestReliability(t *testing.T) {
 	mode := relShort
 	if os.Getenv("CTXTIER_RELIABILITY") == "full" {
@@ -63,15 +64,17 @@ func TestReliability(t *testing.T) {
 	}
 }
 
-// relFaults are the fault groups, each on its own cluster. Partition
-// faults (internal/netns) and disk-full faults belong here too once their
-// helpers exist; each appends rows to the table the same way.
+// relFaults are the fault groups, each on its own cluster; each appends
+// rows to the table.
 var relFaults = []struct {
 	name string
 	run  func(t *testing.T, mode relMode, table *relTable)
 }{
 	{"dram", relDRAM},
 	{"nvme", relNVMe},
+	{"partition-follower", relPartition(false)},
+	{"partition-leader", relPartition(true)},
+	{"diskfull", relDiskFull},
 }
 
 // relMode sizes a run. Every acknowledged block must stay in the nodes'
@@ -339,9 +342,17 @@ func (l *relLoad) upClient(r *rand.Rand) *client.HTTPClient {
 // put stores one new block of size bytes through an up node and records it
 // if acknowledged.
 func (l *relLoad) put(r *rand.Rand, ns string, size int) bool {
+	return l.putErr(r, ns, size) == nil
+}
+
+// errNoNodeUp: every node is down for the load.
+var errNoNodeUp = errors.New("no node up to put through")
+
+// putErr is put, returning the put's error.
+func (l *relLoad) putErr(r *rand.Rand, ns string, size int) error {
 	c := l.upClient(r)
 	if c == nil {
-		return false
+		return errNoNodeUp
 	}
 	seed := int(l.seq.Add(1))
 	key := block.NewKey(ns, uint64(seed)*0x9e3779b97f4a7c15)
@@ -359,7 +370,7 @@ func (l *relLoad) put(r *rand.Rand, ns string, size int) bool {
 	if err == nil {
 		l.acked[key] = [2]int{seed, size}
 	}
-	return err == nil
+	return err
 }
 
 // inflightSince reports whether a put that started before t is running.
