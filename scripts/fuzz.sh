@@ -14,7 +14,9 @@ t=${1:-60s}
 tries=3
 status=0
 flakes=0
-corpus_count() { find "$1" -type f 2>/dev/null | wc -l; }
+corpus_count() {
+  if [ -d "$1" ]; then find "$1" -type f | wc -l; else echo 0; fi
+}
 while IFS= read -r file; do
   dir=$(dirname "$file")
   pkg=./$dir
