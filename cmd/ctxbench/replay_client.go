@@ -47,10 +47,10 @@ func (t httpTier) GetBatchInto(ctx context.Context, keys []block.Key, bufs [][]b
 	return sizes, errs, nil
 }
 
-func (t httpTier) PutBatch(ctx context.Context, keys []block.Key, data [][]byte) ([]error, error) {
+func (t httpTier) PutBatch(ctx context.Context, keys []block.Key, data [][]byte, opts []block.PutOptions) ([]error, error) {
 	items := make([]client.HTTPPutItem, len(keys))
 	for i := range keys {
-		items[i] = client.HTTPPutItem{Key: keys[i], Data: data[i]}
+		items[i] = client.HTTPPutItem{Key: keys[i], Data: data[i], Opts: opts[i]}
 	}
 	return t.c.PutBatch(ctx, items)
 }

@@ -19,6 +19,13 @@ type memTier struct {
 	lookups  int
 	gets     int
 	puts     int
+	parents  map[block.Key]parentOf // what each put said of its block's parent
+}
+
+// parentOf is the parent a put named for its block.
+type parentOf struct {
+	hash uint64
+	has  bool
 }
 
 func newMemTier(capacity int) *memTier {
@@ -59,10 +66,16 @@ func (m *memTier) GetBatchInto(_ context.Context, keys []block.Key, bufs [][]byt
 	return sizes, errs, nil
 }
 
-func (m *memTier) PutBatch(_ context.Context, keys []block.Key, data [][]byte) ([]error, error) {
+func (m *memTier) PutBatch(_ context.Context, keys []block.Key, data [][]byte, opts []block.PutOptions) ([]error, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.puts += len(keys)
+	for i, k := range keys {
+		if m.parents == nil {
+			m.parents = map[block.Key]parentOf{}
+		}
+		m.parents[k] = parentOf{opts[i].Parent, opts[i].HasParent}
+	}
 	errs := make([]error, len(keys))
 	for i, k := range keys {
 		if old, ok := m.blocks[k]; ok {

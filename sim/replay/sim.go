@@ -467,7 +467,11 @@ func (s *sim) finish(ctx context.Context, c *cluster, wi int, t float64) error {
 	p := &s.pre[i]
 	rec := &c.recs[i]
 	if c.tio != nil && w.putFrom < len(p.hashes) {
-		wire, el, err := c.tio.put(ctx, p.hashes[w.putFrom:], p.wire[w.putFrom:])
+		var parent uint64
+		if w.putFrom > 0 {
+			parent = p.hashes[w.putFrom-1]
+		}
+		wire, el, err := c.tio.put(ctx, p.hashes[w.putFrom:], p.wire[w.putFrom:], parent, w.putFrom > 0)
 		rec.Put = el.Seconds()
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/internal/testdep"
 	"github.com/ctxtier/ctxtier/sim/trace"
 )
@@ -153,6 +154,15 @@ func TestSharedTierFetchesAcrossWorkers(t *testing.T) {
 	}
 	if len(tier.blocks) != 4 {
 		t.Fatalf("tier holds %d blocks, want 4", len(tier.blocks))
+	}
+	// Each put names its block's parent as an engine does: none for the
+	// chain's first block, the previous hash otherwise, also for block 4,
+	// put alone by the follow-up after fetching 1-3.
+	want := map[uint64]parentOf{1: {}, 2: {1, true}, 3: {2, true}, 4: {3, true}}
+	for h, p := range want {
+		if got := tier.parents[block.NewKey(cfg.Namespace, h)]; got != p {
+			t.Errorf("block %d put with parent %+v, want %+v", h, got, p)
+		}
 	}
 }
 

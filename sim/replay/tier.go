@@ -21,9 +21,10 @@ type TierClient interface {
 	// and returns each block's size and error (block.ErrNotFound when
 	// absent); err is a failure of the whole call.
 	GetBatchInto(ctx context.Context, keys []block.Key, bufs [][]byte) (sizes []int, errs []error, err error)
-	// PutBatch stores data[i] under keys[i] and returns one error per item;
-	// err is a failure of the whole call.
-	PutBatch(ctx context.Context, keys []block.Key, data [][]byte) (errs []error, err error)
+	// PutBatch stores data[i] under keys[i] with opts[i] (each block's
+	// parent: the previous block of its chain, as an engine sends it) and
+	// returns one error per item; err is a failure of the whole call.
+	PutBatch(ctx context.Context, keys []block.Key, data [][]byte, opts []block.PutOptions) (errs []error, err error)
 }
 
 // blockHeader is the start of every block the replay writes: its hash and
@@ -156,19 +157,31 @@ func buffer(pool *[][]byte, i, n int) []byte {
 }
 
 // put stores hashes (wire sizes sizes) in batches and returns the wire bytes
-// and the time taken, content generation excluded.
-func (t *tierIO) put(ctx context.Context, hashes []uint64, sizes []int64) (wire int64, el time.Duration, err error) {
+// and the time taken, content generation excluded. Each block goes with its
+// parent, the hash before it in the chain: parent for hashes[0] (hasParent
+// false when hashes[0] starts the chain), so the tier's policy sees chains
+// as it does from an engine.
+func (t *tierIO) put(ctx context.Context, hashes []uint64, sizes []int64, parent uint64, hasParent bool) (wire int64, el time.Duration, err error) {
 	for lo, hi := 0, 0; lo < len(hashes); lo = hi {
 		hi = t.batchEnd(lo, sizes)
 		data := make([][]byte, 0, hi-lo)
+		opts := make([]block.PutOptions, 0, hi-lo)
 		for i := lo; i < hi; i++ {
 			b := buffer(&t.data, i-lo, int(sizes[i]))
 			fillBlock(b, hashes[i])
 			data = append(data, b)
+			var o block.PutOptions
+			switch {
+			case i > 0:
+				o.Parent, o.HasParent = hashes[i-1], true
+			case hasParent:
+				o.Parent, o.HasParent = parent, true
+			}
+			opts = append(opts, o)
 			wire += sizes[i]
 		}
 		start := t.now()
-		errs, err := t.client.PutBatch(ctx, t.keys(hashes[lo:hi]), data)
+		errs, err := t.client.PutBatch(ctx, t.keys(hashes[lo:hi]), data, opts)
 		el += t.now().Sub(start)
 		if err != nil {
 			return wire, el, fmt.Errorf("tier put: %w", err)
