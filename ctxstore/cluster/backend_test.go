@@ -264,11 +264,15 @@ func TestCapacityDropsKeepTheIndexTruthful(t *testing.T) {
 	if drops == 0 {
 		t.Fatal("no eviction happened: the test is not testing anything")
 	}
-	tc.eventually("the index forgets every dropped block", func() bool {
-		for _, k := range keys {
-			e, ok := tc.nodes[0].node.FSM().Lookup(k)
-			if ok && !tc.byID(e.Placement[0].NodeID).tiers.Contains(k) {
-				return false
+	// Every node's index, not only the leader's: the reads below use nodes
+	// 1 and 2, whose FSMs may apply the drops a moment later.
+	tc.eventually("every node's index forgets every dropped block", func() bool {
+		for _, tn := range tc.nodes {
+			for _, k := range keys {
+				e, ok := tn.node.FSM().Lookup(k)
+				if ok && !tc.byID(e.Placement[0].NodeID).tiers.Contains(k) {
+					return false
+				}
 			}
 		}
 		return true
