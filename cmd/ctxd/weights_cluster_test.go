@@ -122,23 +122,41 @@ func TestWeightsPullSurvivesNodeKill(t *testing.T) {
 	}
 	before := reconstructions()
 
+	// The push went through n1 and n3 is the pull's first endpoint: n3
+	// serves the model once its own index has applied the manifest (written
+	// last, so every file's record is applied before it). A follower's S3
+	// GETs read its local index, which may be a moment behind.
+	watcher, err := weights.New(cfg(nodes[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "n3 to serve the model's manifest", func() bool {
+		_, err := watcher.Manifest(ctx, "llama/8b")
+		return err == nil
+	})
+
 	puller, err := weights.New(cfg(nodes[2], nodes[0], nodes[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
 	var prog weights.Progress
-	killed := make(chan struct{})
+	killed, pulled := make(chan struct{}), make(chan struct{})
 	var atKill int64
 	go func() {
 		defer close(killed)
 		for prog.Done.Load() < 24<<20 && ctx.Err() == nil {
-			time.Sleep(time.Millisecond)
+			select {
+			case <-pulled:
+				return // the pull ended (failed) before the kill point
+			case <-time.After(time.Millisecond):
+			}
 		}
 		nodes[2].p.Kill()
 		atKill = prog.Done.Load()
 	}()
 	st, err := puller.Pull(ctx, "llama/8b", dst, &prog)
+	close(pulled)
 	<-killed
 	if err != nil {
 		t.Fatalf("pull across the kill: %v", err)
