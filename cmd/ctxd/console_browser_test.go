@@ -401,8 +401,20 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the dialog to close on Escape", func() bool { return !dialogOpen() })
-	if err := chromedp.Do(bctx, chromedp.Click(drainBtn), chromedp.WaitVisible(chromedp.ID("confirm")),
-		chromedp.Click(chromedp.ID("confirm-no"))); err != nil {
+	// The live refresh re-renders the members table: a click can find its
+	// button replaced between the query and the click ("Could not find node
+	// with given id"); that click did nothing, so it is tried again.
+	clickDialog := func(answer string) error {
+		var err error
+		for range 5 {
+			err = chromedp.Do(bctx, chromedp.Click(drainBtn), chromedp.WaitVisible(chromedp.ID("confirm")), chromedp.Click(chromedp.ID(answer)))
+			if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+				return err
+			}
+		}
+		return err
+	}
+	if err := clickDialog("confirm-no"); err != nil {
 		t.Fatalf("cancelling the drain dialog: %v", err)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -410,8 +422,7 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("a dismissed dialog started a drain: %+v", st.Drains)
 	}
 	drainStart := time.Now()
-	if err := chromedp.Do(bctx, chromedp.Click(drainBtn), chromedp.WaitVisible(chromedp.ID("confirm")),
-		chromedp.Click(chromedp.ID("confirm-yes"))); err != nil {
+	if err := clickDialog("confirm-yes"); err != nil {
 		t.Fatalf("confirming the drain: %v", err)
 	}
 	var firstLeft string
