@@ -104,17 +104,7 @@ func TestFullDiskProcess(t *testing.T) {
 	}
 
 	// Something else fills the disk: ctxd keeps serving.
-	filler, err := os.Create(filepath.Join(nvmeDir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 1<<20)
-	for {
-		if _, err := filler.Write(chunk); err != nil {
-			break // ENOSPC
-		}
-	}
-	filler.Close()
+	fillFS(t, nvmeDir)
 	put(1000, 1100)
 	hits := readAll(hc, "full disk")
 	t.Logf("disk full: %d of %d acknowledged blocks served", hits, len(acked))
@@ -138,5 +128,22 @@ func TestFullDiskProcess(t *testing.T) {
 	case <-p.exited:
 		t.Fatalf("ctxd died after the restart: %v", p.exitErr)
 	default:
+	}
+}
+
+// fillFS writes dir/filler until the filesystem answers ENOSPC: something
+// other than ctxd takes the rest of the disk.
+func fillFS(t *testing.T, dir string) {
+	t.Helper()
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err := filler.Write(chunk); err != nil {
+			return // ENOSPC
+		}
 	}
 }

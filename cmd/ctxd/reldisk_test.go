@@ -72,17 +72,7 @@ func relDiskFull(t *testing.T, mode relMode, table *relTable) {
 	putBig(bigPuts/2, "filling the disk")
 
 	// Something else takes the rest of the filesystem.
-	filler, err := os.Create(filepath.Join(small, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 1<<20)
-	for {
-		if _, err := filler.Write(chunk); err != nil {
-			break // ENOSPC
-		}
-	}
-	filler.Close()
+	fillFS(t, small)
 	free := fsFreeBytes(t, small)
 	putBig(bigPuts/2, "disk full")
 	t.Logf("disk filling: %d large puts acknowledged, %d answered NoSpace, %d other errors; %d bytes free on the 64 MiB tmpfs after the filler", acked, noSpace, other, free)
