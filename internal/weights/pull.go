@@ -39,14 +39,10 @@ const partSuffix = ".ctxpart"
 // before it is written). progress may be nil.
 func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress) (PullStats, error) {
 	var st PullStats
-	if progress == nil {
-		progress = &Progress{}
-	}
-	m, err := c.Manifest(ctx, model)
+	m, progress, err := c.begin(ctx, model, progress)
 	if err != nil {
 		return st, err
 	}
-	progress.Total.Store(m.Size())
 	for _, f := range m.Files {
 		dst := filepath.Join(dir, filepath.FromSlash(f.Path))
 		if ok, err := complete(dst, f); err != nil {
@@ -229,4 +225,18 @@ func chunkSpan(chunk, size int64, i int) (off, n int64) {
 func sumHex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// begin reads model's manifest and sets progress's total to its size
+// (progress nil: a fresh one), for Pull and Stream.
+func (c *Client) begin(ctx context.Context, model string, progress *Progress) (*Manifest, *Progress, error) {
+	if progress == nil {
+		progress = &Progress{}
+	}
+	m, err := c.Manifest(ctx, model)
+	if err != nil {
+		return nil, progress, err
+	}
+	progress.Total.Store(m.Size())
+	return m, progress, nil
 }

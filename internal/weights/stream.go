@@ -18,14 +18,10 @@ type Sink func(f File, off int64, b []byte) error
 // measures.
 func (c *Client) Stream(ctx context.Context, model string, sink Sink, progress *Progress) (PullStats, error) {
 	var st PullStats
-	if progress == nil {
-		progress = &Progress{}
-	}
-	m, err := c.Manifest(ctx, model)
+	m, progress, err := c.begin(ctx, model, progress)
 	if err != nil {
 		return st, err
 	}
-	progress.Total.Store(m.Size())
 	for _, f := range m.Files {
 		st.FilesFetched++
 		todo := make([]int, len(f.Chunks))
