@@ -257,8 +257,13 @@ func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 		if o.Size > ns.MaxBlockSize {
 			return OpResult{Status: StatusInvalid}
 		}
+		dataShards := max(ns.DataShards, 1)
+		place := freshPlacement(s, o)
+		if len(place) < dataShards {
+			return OpResult{Status: StatusStaleHolder}
+		}
 		txn.tree(o.Key.Namespace).set(txn.gen, s.toSlot(k, Entry{
-			Size: o.Size, Sum: o.Sum, Placement: o.Placement, TierHints: o.TierHints,
+			Size: o.Size, Sum: o.Sum, Placement: place, TierHints: o.TierHints,
 			PinUntil: o.PinUntil, Generation: idx, Created: o.Created,
 		}))
 		return OpResult{Status: StatusCreated, Generation: idx}
@@ -295,6 +300,42 @@ func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 		return OpResult{Status: StatusUpdated, Generation: sl.gen}
 	}
 	return OpResult{Status: StatusInvalid}
+}
+
+// A put's shards are written before its entry commits. A holder SIGKILLed
+// and restarted in between lost its shard with the old process, and if its
+// new incarnation (a clock reading taken when the process starts, before it
+// serves) was recorded before the entry committed, its restore pass, which
+// reads the index only after recording it, may never see the entry. So
+// when a put applies, the shards on members whose current start came after
+// the put began (o.Created, taken before its first shard write) leave the
+// entry's placement; repair counts them missing and rebuilds them.
+//
+// The comparison is between two members' clocks (the writer's and the
+// holder's). A writer whose clock runs behind drops a shard that reached
+// the new process (repair rewrites it); one whose clock runs ahead by more
+// than the time from a holder's death to its new start keeps a shard of
+// the old process, as before this check. Members' clocks are expected to
+// agree to well under a restart's duration (NTP).
+func freshPlacement(s *state, o Op) []Shard {
+	if o.Created.IsZero() {
+		return o.Placement
+	}
+	began := unixNano(o.Created)
+	stale := func(sh Shard) bool {
+		m, ok := s.members[sh.NodeID]
+		return ok && m.Incarnation != 0 && int64(m.Incarnation) > began
+	}
+	if !slices.ContainsFunc(o.Placement, stale) {
+		return o.Placement
+	}
+	out := make([]Shard, 0, len(o.Placement))
+	for _, sh := range o.Placement {
+		if !stale(sh) {
+			out = append(out, sh)
+		}
+	}
+	return out
 }
 
 func applyMember(s *state, c MemberCommand) error {
