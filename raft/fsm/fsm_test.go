@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -454,5 +455,80 @@ func TestIncarnation(t *testing.T) {
 	f := New(nil)
 	if r := apply(t, f, 1, old); !r.Skipped || r.Err != nil || f.Fault() != nil {
 		t.Fatalf("flagged unknown command: skipped %v err %v fault %v", r.Skipped, r.Err, f.Fault())
+	}
+}
+
+// TestPutDropsShardsOfRestartedHolders: a put that began before a holder's
+// latest start may have written its shard to the holder's previous
+// process; that shard leaves the entry's placement, and a put left with
+// fewer shards than the namespace's data shards is refused. A start less
+// than HolderRestartMargin before the put began (clock differences) drops
+// the shard too, unless that leaves fewer than k. Puts that began well
+// after the start, puts with no start time, and members with no recorded
+// incarnation keep every shard.
+func TestPutDropsShardsOfRestartedHolders(t *testing.T) {
+	start := time.Unix(1800000000, 0).UTC()
+	inc := uint64(start.UnixNano())
+	rs := block.Namespace{Name: "rs21", DataShards: 2, ParityShards: 1}
+	three := []Shard{{NodeID: "n1", Index: 0}, {NodeID: "n2", Index: 1}, {NodeID: "n3", Index: 2}}
+	tests := []struct {
+		name    string
+		ns      string
+		created time.Time
+		restart []string // members whose incarnation is start
+		unknown bool     // no member has a recorded incarnation
+		want    Status
+		kept    []Shard
+	}{
+		{"no restart keeps all", "rs21", start.Add(-time.Second), nil, false, StatusCreated, three},
+		{"began before the start: its shard drops", "rs21", start.Add(-time.Second), []string{"n3"}, false, StatusCreated, three[:2]},
+		{"began within the margin after the start: drops", "rs21", start.Add(HolderRestartMargin / 2), []string{"n3"}, false, StatusCreated, three[:2]},
+		{"began after the margin keeps all", "rs21", start.Add(HolderRestartMargin), []string{"n3"}, false, StatusCreated, three},
+		{"no start time keeps all", "rs21", time.Time{}, []string{"n3"}, false, StatusCreated, three},
+		{"no recorded incarnation keeps all", "rs21", start.Add(-time.Second), nil, true, StatusCreated, three},
+		{"fewer than k left is refused", "rs21", start.Add(-time.Second), []string{"n2", "n3"}, false, StatusStaleHolder, nil},
+		{"one replica left is enough", "default", start.Add(-time.Second), []string{"n2", "n3"}, false, StatusCreated, three[:1]},
+		{"fresh cluster: all within the margin keeps all", "rs21", start.Add(HolderRestartMargin / 2), []string{"n1", "n2", "n3"}, false, StatusCreated, three},
+		{"within the margin kept when it would leave fewer than k", "rs21", start.Add(HolderRestartMargin / 2), []string{"n2", "n3"}, false, StatusCreated, three},
+		{"after-start drop first, margin ones kept for k", "rs21", start.Add(HolderRestartMargin / 2), []string{"n3"}, false, StatusCreated, three[:2]},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(nil)
+			idx := uint64(1)
+			next := func(b []byte) *Response { idx++; return apply(t, f, idx, b) }
+			next(EncodeNamespace(NamespaceCommand{NamespaceCreate, rs}))
+			for _, id := range []string{"n1", "n2", "n3"} {
+				next(EncodeMember(MemberCommand{MemberUpsert, Member{ID: id, RaftAddr: "r" + id, DataAddr: "d" + id, HTTPAddr: "h" + id, State: MemberAlive}}))
+				if !tc.unknown {
+					// Every member has an older start on record.
+					next(EncodeIncarnation(IncarnationCommand{ID: id, Incarnation: inc - uint64(time.Hour)}))
+				}
+			}
+			for _, id := range tc.restart {
+				next(EncodeIncarnation(IncarnationCommand{ID: id, Incarnation: inc, Restoring: true}))
+			}
+			k := block.NewKey(tc.ns, 1)
+			r := next(EncodeIndex([]Op{PutOp(k, Entry{Size: 100, Sum: 7, Placement: three, Created: tc.created})}))
+			if r.Err != nil || len(r.Results) != 1 {
+				t.Fatalf("apply: %v %v", r.Err, r.Results)
+			}
+			if got := r.Results[0].Status; got != tc.want {
+				t.Fatalf("status %s, want %s", got, tc.want)
+			}
+			e, ok := f.Lookup(k)
+			if tc.kept == nil {
+				if ok {
+					t.Fatalf("refused put left an entry: %+v", e)
+				}
+				if !errors.Is(r.Results[0].Err(), block.ErrUnavailable) {
+					t.Fatalf("refused put maps to %v, want ErrUnavailable", r.Results[0].Err())
+				}
+				return
+			}
+			if !ok || fmt.Sprint(e.Placement) != fmt.Sprint(tc.kept) {
+				t.Fatalf("placement %v (found %v), want %v", e.Placement, ok, tc.kept)
+			}
+		})
 	}
 }

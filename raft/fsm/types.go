@@ -213,9 +213,13 @@ const (
 	StatusInvalid
 	// StatusSkipped: an operation of an unknown kind flagged ignore-unknown.
 	StatusSkipped
+	// StatusStaleHolder: a put some of whose shards went to members that
+	// restarted while it ran (HolderRestartMargin), leaving fewer than the
+	// namespace's data shards; nothing changed, the writer may retry.
+	StatusStaleHolder
 )
 
-var statusNames = [...]string{"", "created", "existed", "conflict", "not-found", "deleted", "pinned", "updated", "unknown-namespace", "invalid", "skipped"}
+var statusNames = [...]string{"", "created", "existed", "conflict", "not-found", "deleted", "pinned", "updated", "unknown-namespace", "invalid", "skipped", "stale-holder"}
 
 // String names the status.
 func (s Status) String() string {
@@ -244,6 +248,8 @@ func (r OpResult) Err() error {
 		return block.ErrNotFound
 	case StatusUnknownNamespace:
 		return block.ErrUnknownNamespace
+	case StatusStaleHolder:
+		return block.ErrUnavailable
 	default:
 		return block.ErrInvalidArgument
 	}
