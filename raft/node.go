@@ -136,6 +136,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		return nil, err
 	}
 	n.unregister = append(n.unregister, unWAL)
+	unAuth, err := register(reg, []prometheus.Collector{auth.collector(cfg.NodeID)})
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("raft metrics: %w", err)
+	}
+	n.unregister = append(n.unregister, unAuth)
 	return n, nil
 }
 

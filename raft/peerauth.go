@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
 )
 
@@ -321,6 +323,14 @@ func (a *PeerAuth) serve(c net.Conn) error {
 		return fmt.Errorf("hung up during the handshake: %w", err)
 	}
 	return c.SetDeadline(time.Time{})
+}
+
+// collector exports the refusals as ctxtier_raft_auth_refused_total.
+func (a *PeerAuth) collector(nodeID string) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ctxtier_raft_auth_refused_total",
+		Help:        "Raft connections this node refused because the peer failed the cluster-secret handshake (or never ran it).",
+		ConstLabels: prometheus.Labels{"node_id": nodeID}},
+		func() float64 { return float64(a.refused.Load()) })
 }
 
 // logRefusal logs a refused peer, at most one line per logEvery (the line

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	hraft "github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/raft/fsm"
@@ -305,7 +306,8 @@ func TestJoinChecksSecret(t *testing.T) {
 		t.Run(tc.id, func(t *testing.T) {
 			cfg := tcpConfig(t, tc.id, nil)
 			cfg.Secret, cfg.Bootstrap = tc.secret, false
-			n, err := Open(ctx, cfg, quietLog(), nil)
+			reg := prometheus.NewRegistry()
+			n, err := Open(ctx, cfg, quietLog(), reg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -336,6 +338,8 @@ func TestJoinChecksSecret(t *testing.T) {
 			if hasServer(n1, tc.id) {
 				t.Fatal("the refused joiner is a voter")
 			}
+			// The joiner refused the leader's probe and counts it.
+			eventually(t, "ctxtier_raft_auth_refused_total on the joiner", func() bool { return refusedMetric(t, reg) >= 1 })
 		})
 	}
 }
@@ -366,6 +370,22 @@ func TestConfigValidateAuth(t *testing.T) {
 	if _, err := Open(context.Background(), cfg, quietLog(), nil); !errors.Is(err, block.ErrInvalidArgument) {
 		t.Fatalf("Open without a secret: %v", err)
 	}
+}
+
+// refusedMetric reads ctxtier_raft_auth_refused_total from reg.
+func refusedMetric(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == "ctxtier_raft_auth_refused_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("ctxtier_raft_auth_refused_total is not registered")
+	return 0
 }
 
 // recordConn records what is written to it.
