@@ -143,6 +143,7 @@ type Tier struct {
 	entries []entry
 	free    []uint32 // free handles
 	policy  policy.Policy
+	clock   policy.Clocked     // the policy, when its order depends on time
 	ns      map[string]*nsAcct // per-namespace accounts (quota.go)
 	closed  bool
 
@@ -252,6 +253,7 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 		ns:     map[string]*nsAcct{},
 		policy: pf(expected),
 	}
+	t.clock, _ = t.policy.(policy.Clocked)
 	log.Info("dram tier ready", "capacity", size, "memfile", path, "version_table", fileSize-size)
 	return t, nil
 }
@@ -419,9 +421,10 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	}
 	t.index[key] = h
 	t.linkLocked(h) // its bytes were charged by reserveLocked
+	t.setClockLocked(ns)
 	t.policy.Insert(policy.Handle(h), policy.Meta{
 		Hash: key.Hash, Parent: opts.Parent, HasParent: opts.HasParent,
-		Size: size, Priority: e.priority,
+		Size: size, Priority: e.priority, Reuse: opts.Reuse, Retain: int64(opts.Retain),
 	})
 	t.st.residentBytes.Add(size)
 	t.st.blocks.Add(1)
@@ -490,6 +493,7 @@ func (t *Tier) get(key block.Key, verify bool) (*block.Ref, error) {
 	e.leases++
 	e.access = now
 	if e.tracked {
+		t.setClockLocked(now)
 		t.policy.Touch(policy.Handle(h))
 	}
 	t.nsTouchLocked(h)
@@ -610,6 +614,7 @@ func (t *Tier) DescriptorUnverified(_ context.Context, key block.Key) (Descripto
 	e.leases++
 	e.access = now
 	if e.tracked {
+		t.setClockLocked(now)
 		t.policy.Touch(policy.Handle(h))
 	}
 	t.nsTouchLocked(h)

@@ -32,6 +32,7 @@ func (t *Tier) reserveLocked(ctx context.Context, key block.Key, size int64) (ui
 			return p, pages, nil
 		}
 		now := t.now().UnixNano()
+		t.setClockLocked(now)
 		v, ok := t.policy.Victim(t.evictableAt(now))
 		if !ok {
 			t.st.noSpace.Add(1)
@@ -87,4 +88,13 @@ func (t *Tier) evictedLocked(key block.Key) {
 	t.mu.Unlock()
 	t.cfg.Evicted(key)
 	t.mu.Lock()
+}
+
+// setClockLocked tells a time-aware policy (policy.Clocked: the retain
+// windows of agent hints) the time, in Unix nanoseconds, before it orders
+// blocks.
+func (t *Tier) setClockLocked(now int64) {
+	if t.clock != nil {
+		t.clock.SetNow(now)
+	}
 }
