@@ -24,8 +24,9 @@ type HintConfig struct {
 	// harness comes back to a session's context turn after turn.
 	RearmOnTouch bool
 	// DefaultRetain is the retain window, in clock units, of a block
-	// hinted session or shared reuse without a window of its own (0: such
-	// blocks are retained only when the put gives a window).
+	// hinted session reuse without a window of its own (0: such blocks are
+	// retained only when the put gives a window). A shared block without a
+	// window has its class only.
 	DefaultRetain int64
 }
 
@@ -121,7 +122,7 @@ func (p *Hinted) Insert(h Handle, m Meta) {
 		b.shared = true
 		b.meta.Priority = max(b.meta.Priority, p.cfg.SharedClass)
 	}
-	if retain == 0 && (reuse == block.ReuseSession || reuse == block.ReuseShared) {
+	if retain == 0 && reuse == block.ReuseSession {
 		retain = p.cfg.DefaultRetain
 	}
 	if p.cfg.SoftPin && retain > 0 {

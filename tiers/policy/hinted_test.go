@@ -129,6 +129,12 @@ func TestHintedOrder(t *testing.T) {
 			want:  []Handle{0, 1},
 		},
 		{
+			name:  "shared without a window has no default one, only its class",
+			metas: []Meta{{Hash: 1}, {Hash: 2, Reuse: block.ReuseShared}, {Hash: 3, Priority: 1}},
+			now:   sec,
+			want:  []Handle{0, 1, 2},
+		},
+		{
 			name:  "shared blocks outlive session blocks after the windows lapse",
 			metas: []Meta{{Hash: 1, Reuse: block.ReuseShared}, {Hash: 2, Reuse: block.ReuseSession}, {Hash: 3}},
 			now:   60 * sec,
