@@ -56,6 +56,9 @@ var simPolicies = map[string]func() policy.Factory{
 		c.Ephemeral = false
 		return policysim.HintFactory(policy.NewWindow, c)
 	},
+	"hints-wire": func() policy.Factory {
+		return policysim.WireHintFactory(policy.NewWindow, policysim.DefaultHintConfig().PinGraceMs)
+	},
 	"hints-noshared": func() policy.Factory {
 		c := policysim.DefaultHintConfig()
 		c.SharedClass = 0

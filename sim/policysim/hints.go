@@ -3,6 +3,7 @@ package policysim
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/sim/trace"
@@ -181,3 +182,46 @@ func (p *hinted) Victim(evictable func(policy.Handle) bool) (policy.Handle, bool
 }
 
 func (p *hinted) Len() int { return p.core.Len() }
+
+// WireHintFactory builds policies that see only what a put carries on the
+// wire: each inserted block's hint from trace.Request.BlockHint (grace
+// PinGraceMs), given to policy.Hinted with ctxd's default HintConfig (a
+// hit restarts a block's own retain window; no session-end release), on the
+// trace's clock in milliseconds. It is what ctxd's default policy does with
+// the hints `ctxbench sim --ctxd --ctxd-hints` sends.
+func WireHintFactory(inner policy.Factory, graceMs int64) policy.Factory {
+	return func(expectedBlocks int) policy.Policy {
+		c := policy.DefaultHintConfig()
+		c.DefaultRetain = c.DefaultRetain / int64(time.Millisecond) // the trace's clock is in ms
+		return &wireHinted{Hinted: c.Wrap(inner(expectedBlocks)), grace: time.Duration(graceMs) * time.Millisecond}
+	}
+}
+
+type wireHinted struct {
+	*policy.Hinted
+	grace time.Duration
+	r     *trace.Request
+	pos   map[uint64]int
+}
+
+func (p *wireHinted) BeginRequest(r *trace.Request) {
+	p.r = r
+	p.SetNow(r.TimestampMs)
+	if p.pos == nil {
+		p.pos = map[uint64]int{}
+	}
+	clear(p.pos)
+	for i, id := range r.HashIDs {
+		p.pos[id] = i
+	}
+}
+
+func (p *wireHinted) EndRequest(*trace.Request) {}
+
+func (p *wireHinted) Insert(h policy.Handle, m policy.Meta) {
+	if i, ok := p.pos[m.Hash]; ok && p.r != nil {
+		reuse, retain := p.r.BlockHint(i, p.grace, 1)
+		m.Reuse, m.Retain = reuse, int64(retain/time.Millisecond)
+	}
+	p.Hinted.Insert(h, m)
+}
