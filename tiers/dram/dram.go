@@ -113,6 +113,7 @@ type entry struct {
 	live     bool  // indexed (visible to readers)
 	tracked  bool  // known to the policy (false while being demoted)
 	clean    bool  // a lower tier already holds it: eviction need not demote
+	never    bool  // put with the agent hint block.ReuseNever: eviction drops it, never demotes
 	doomed   bool  // removed from the index while leased; freed at last release
 	spliced  bool  // its pages were handed to sendfile: punch them out when freed
 	pinUntil int64 // unix nanoseconds
@@ -413,7 +414,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	e := &t.entries[h]
 	*e = entry{
 		key: key, page: page, pages: pages, size: size, sum: sum, fp: fp, version: atomic.LoadUint64(&t.vers[page]),
-		priority: min(opts.Priority, block.MaxPriority), live: true, tracked: true, clean: clean,
+		priority: min(opts.Priority, block.MaxPriority), live: true, tracked: true, clean: clean, never: opts.Reuse == block.ReuseNever,
 		pinUntil: pinUntil, created: ns, access: ns,
 	}
 	if !opts.Expires.IsZero() {

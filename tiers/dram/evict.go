@@ -42,14 +42,15 @@ func (t *Tier) reserveLocked(ctx context.Context, key block.Key, size int64) (ui
 	}
 }
 
-// evictLocked evicts tracked entry h: at once when it is clean or there is
-// no lower tier, else after handing it to Demote (t.mu is released and
-// retaken meanwhile).
+// evictLocked evicts tracked entry h: at once when it is clean, put with
+// the agent hint block.ReuseNever (it will not be read again: not worth a
+// lower tier's write) or there is no lower tier, else after handing it to
+// Demote (t.mu is released and retaken meanwhile).
 func (t *Tier) evictLocked(ctx context.Context, h uint32, now int64) {
 	e := &t.entries[h]
 	t.st.evictions.Add(1)
 	t.st.evictedBytes.Add(uint64(e.size))
-	if t.cfg.Demote == nil || e.clean {
+	if t.cfg.Demote == nil || e.clean || e.never {
 		key := e.key
 		t.unindexLocked(h)
 		t.evictedLocked(key)

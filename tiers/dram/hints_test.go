@@ -79,3 +79,30 @@ func TestPutHintsReachPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestReuseNeverNotDemoted: a block put with reuse=never is dropped at
+// eviction, never handed to the lower tier; other blocks are demoted.
+func TestReuseNeverNotDemoted(t *testing.T) {
+	const bs = PageSize
+	cfg := DefaultConfig()
+	cfg.Capacity = 2 * bs
+	var demoted []block.Key
+	cfg.Demote = func(_ context.Context, k block.Key, _ []byte, _ uint32, _ block.Info) { demoted = append(demoted, k) }
+	tr, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for i, o := range []block.PutOptions{{Reuse: block.ReuseNever}, {}, {}, {}} {
+		if err := put(t, tr, key(i), payload(uint64(i), bs), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Four blocks through a two-block tier: 0 (never) and 1 evicted; only 1 demoted.
+	if len(demoted) != 1 || demoted[0] != key(1) {
+		t.Fatalf("demoted %v, want only %v", demoted, key(1))
+	}
+	if tr.Contains(key(0)) || tr.Contains(key(1)) {
+		t.Fatal("an evicted block is still resident")
+	}
+}
