@@ -97,3 +97,8 @@ def test_a_server_without_hints_gets_plain_puts():
     finally:
         c.close()
         srv.close()
+
+
+@pytest.mark.parametrize("retain,ms", [(None, 0), (0, 0), (1.5, 1500), (0.57, 570), (1e-7, 1), (0.0015, 2), (30, 30000)])
+def test_retain_rounds_up_to_a_millisecond(retain, ms):
+    assert wire.put_hints("session", retain) == (wire.REUSE["session"], ms)

@@ -332,7 +332,8 @@ def put_hints(reuse: Optional[str] = None, retain: Optional[float] = None) -> tu
     if retain is not None:
         if isinstance(retain, bool) or not isinstance(retain, (int, float)) or retain != retain or retain < 0:
             raise errors.InvalidArgument(f"retain window {retain!r} must be a number of seconds >= 0")
-        ms = -(-int(retain * 1_000_000) // 1000)  # microseconds, rounded up to ms
+        us = round(retain * 1_000_000) or (1 if retain > 0 else 0)  # a positive window is never lost
+        ms = -(-us // 1000)  # rounded up to a millisecond, as the Go client does
         if ms > MAX_RETAIN_MS:
             raise errors.InvalidArgument(f"retain window {retain}s above the maximum {MAX_RETAIN_MS / 1000}s")
     if r == REUSE["never"] and ms:
