@@ -47,6 +47,7 @@ var Metrics = map[string]MetricKind{
 	"ctxtier_raft_apply_errors_total":      Counter,
 	"ctxtier_raft_index_ops_applied_total": Counter,
 	"ctxtier_raft_batch_ops":               Histogram,
+	"ctxtier_raft_auth_refused_total":      Counter,
 	// ...and hashicorp/raft's go-metrics, exported under the ctxtier_
 	// prefix (timers are summaries in milliseconds, counters have no
 	// _total suffix).
