@@ -3,17 +3,34 @@
 // advertises its address; a child process is told its ports on the command
 // line). Port 0 cannot serve there.
 //
-// The kernel may offer a port again as soon as the probe listener that found
-// it is closed, so two calls could return the same port, and two listeners
-// of one test would then collide. Addr never returns an address it has
-// returned before in this process.
+// Between the probe and the child's listen, someone else may take the
+// port. The usual takers are the kernel's ephemeral ports: every outgoing
+// connection's local port, and every listener on port 0 (the test's other
+// ctxd processes bind their client ports that way). A port the kernel
+// offered for ":0" is, by definition, one it may offer again to the next
+// taker; CI saw `bind: address already in use` that way. So Addr picks
+// ports below the ephemeral range (ip_local_port_range), at random, where
+// the kernel never hands out ports by itself; only another test process
+// picking the same random port could collide. Where the range cannot be
+// read, or leaves too little room below it, Addr falls back to probing
+// ":0". It never returns an address it has returned before in this
+// process.
 package freeport
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
+
+// lowest is the lowest port Addr picks below the ephemeral range; ports
+// under it are left to well-known services.
+const lowest = 20000
 
 var (
 	mu        sync.Mutex
@@ -24,8 +41,23 @@ var (
 // it returned before in this process. It fails tb when no port can be had.
 func Addr(tb testing.TB) string {
 	tb.Helper()
+	return pick(tb, ephemeralLow())
+}
+
+// pick is Addr for an ephemeral range starting at ephLow (0: unknown).
+func pick(tb testing.TB, ephLow int) string {
+	tb.Helper()
 	mu.Lock()
 	defer mu.Unlock()
+	if hi := ephLow - 1; hi-lowest >= 1000 {
+		for range 200 {
+			addr := "127.0.0.1:" + strconv.Itoa(lowest+rand.IntN(hi-lowest+1))
+			if !handedOut[addr] && free(addr) {
+				handedOut[addr] = true
+				return addr
+			}
+		}
+	}
 	for range 100 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -40,4 +72,43 @@ func Addr(tb testing.TB) string {
 	}
 	tb.Fatal("freeport: no port that was not handed out before in 100 tries")
 	return ""
+}
+
+// free reports whether addr can be listened on now.
+func free(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 when
+// it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	lo, _, err := parseRange(string(b))
+	if err != nil {
+		return 0
+	}
+	return lo
+}
+
+// parseRange parses ip_local_port_range's "LOW HIGH".
+func parseRange(s string) (lo, hi int, err error) {
+	f := strings.Fields(s)
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("freeport: port range %q: want two numbers", s)
+	}
+	if lo, err = strconv.Atoi(f[0]); err == nil {
+		hi, err = strconv.Atoi(f[1])
+	}
+	if err != nil || lo < 1 || hi < lo || hi > 65535 {
+		return 0, 0, fmt.Errorf("freeport: port range %q: bad numbers", s)
+	}
+	return lo, hi, nil
 }

@@ -2,6 +2,7 @@ package freeport
 
 import (
 	"net"
+	"strconv"
 	"testing"
 )
 
@@ -20,4 +21,64 @@ func TestAddrNeverRepeatsAndIsFree(t *testing.T) {
 		t.Fatalf("listen on %s: %v", a, err)
 	}
 	ln.Close()
+}
+
+// TestPickBelowEphemeralRange: where the kernel's ephemeral range leaves
+// room below it, every address is below it (outgoing connections and ":0"
+// listeners never take such a port by themselves); where it does not, the
+// addresses still come, free and distinct, from probing ":0".
+func TestPickBelowEphemeralRange(t *testing.T) {
+	tests := []struct {
+		name   string
+		ephLow int
+		below  bool
+	}{
+		{"the usual range", 32768, true},
+		{"room of exactly 1000", lowest + 1001, true},
+		{"too little room", lowest + 500, false},
+		{"unknown range", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 50 {
+				a := pick(t, tc.ephLow)
+				_, p, err := net.SplitHostPort(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, _ := strconv.Atoi(p)
+				if tc.below && (n < lowest || n >= tc.ephLow) {
+					t.Fatalf("port %d outside [%d, %d)", n, lowest, tc.ephLow)
+				}
+				ln, err := net.Listen("tcp", a)
+				if err != nil {
+					t.Fatalf("listen on %s: %v", a, err)
+				}
+				ln.Close()
+			}
+		})
+	}
+}
+
+func TestParseRange(t *testing.T) {
+	tests := []struct {
+		in      string
+		lo, hi  int
+		wantErr bool
+	}{
+		{"32768\t60999\n", 32768, 60999, false},
+		{"1024 65535", 1024, 65535, false},
+		{"", 0, 0, true},
+		{"32768", 0, 0, true},
+		{"a b", 0, 0, true},
+		{"600 500", 0, 0, true},
+		{"0 10", 0, 0, true},
+		{"1 70000", 0, 0, true},
+	}
+	for _, tc := range tests {
+		lo, hi, err := parseRange(tc.in)
+		if (err != nil) != tc.wantErr || lo != tc.lo || hi != tc.hi {
+			t.Errorf("parseRange(%q) = %d, %d, %v; want %d, %d, error %v", tc.in, lo, hi, err, tc.lo, tc.hi, tc.wantErr)
+		}
+	}
 }
