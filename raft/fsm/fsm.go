@@ -258,7 +258,7 @@ func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 			return OpResult{Status: StatusInvalid}
 		}
 		dataShards := max(ns.DataShards, 1)
-		place := freshPlacement(s, o, dataShards)
+		place := freshPlacement(s, o)
 		if len(place) < dataShards {
 			return OpResult{Status: StatusStaleHolder}
 		}
@@ -304,59 +304,36 @@ func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 
 // A put's shards are written before its entry commits. A holder SIGKILLed
 // and restarted in between lost its shard with the old process, and if its
-// new incarnation (a clock reading taken when the process starts) was
-// recorded before the entry committed, its restore pass, which reads the
-// index only after recording it, may never see the entry. So when a put
-// applies, the shards on members whose current start came after the put
-// began (o.Created, taken before its first shard write) leave the entry's
-// placement, and repair counts them missing and rebuilds them.
+// new incarnation (a clock reading taken when the process starts, before it
+// serves) was recorded before the entry committed, its restore pass, which
+// reads the index only after recording it, may never see the entry. So
+// when a put applies, the shards on members whose current start came after
+// the put began (o.Created, taken before its first shard write) leave the
+// entry's placement; repair counts them missing and rebuilds them.
 //
-// Members' clocks differ a little: a shard whose member started less than
-// HolderRestartMargin before the put began (by the writer's clock) may also
-// have gone to the old process. Such shards are dropped too, unless that
-// would leave fewer than the namespace's data shards (a freshly started
-// cluster's first puts). A dropped shard that did reach the new process
-// only costs repair one rewrite. The margin is a constant: every replica
-// must apply the log the same way.
-const HolderRestartMargin = 250 * time.Millisecond
-
-// freshPlacement returns o's placement without the shards that may have
-// gone to a previous process of their member (see HolderRestartMargin), for
-// a namespace of k data shards. Puts from writers that do not set Created,
-// and members with no recorded incarnation, keep every shard.
-func freshPlacement(s *state, o Op, k int) []Shard {
+// The comparison is between two members' clocks (the writer's and the
+// holder's). A writer whose clock runs behind drops a shard that reached
+// the new process (repair rewrites it); one whose clock runs ahead by more
+// than the time from a holder's death to its new start keeps a shard of
+// the old process, as before this check. Members' clocks are expected to
+// agree to well under a restart's duration (NTP).
+func freshPlacement(s *state, o Op) []Shard {
 	if o.Created.IsZero() {
 		return o.Placement
 	}
 	began := unixNano(o.Created)
-	// age is how long before the put began the shard's member started;
-	// ok false when it has no recorded start.
-	age := func(sh Shard) (int64, bool) {
+	stale := func(sh Shard) bool {
 		m, ok := s.members[sh.NodeID]
-		if !ok || m.Incarnation == 0 {
-			return 0, false
-		}
-		return began - int64(m.Incarnation), true
+		return ok && m.Incarnation != 0 && int64(m.Incarnation) > began
 	}
-	var after, near int
-	for _, sh := range o.Placement {
-		if a, ok := age(sh); ok && a < 0 {
-			after++
-		} else if ok && a < int64(HolderRestartMargin) {
-			near++
-		}
-	}
-	if after == 0 && near == 0 {
+	if !slices.ContainsFunc(o.Placement, stale) {
 		return o.Placement
 	}
-	dropNear := len(o.Placement)-after-near >= k
 	out := make([]Shard, 0, len(o.Placement))
 	for _, sh := range o.Placement {
-		a, ok := age(sh)
-		if ok && (a < 0 || dropNear && a < int64(HolderRestartMargin)) {
-			continue
+		if !stale(sh) {
+			out = append(out, sh)
 		}
-		out = append(out, sh)
 	}
 	return out
 }

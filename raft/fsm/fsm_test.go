@@ -461,11 +461,9 @@ func TestIncarnation(t *testing.T) {
 // TestPutDropsShardsOfRestartedHolders: a put that began before a holder's
 // latest start may have written its shard to the holder's previous
 // process; that shard leaves the entry's placement, and a put left with
-// fewer shards than the namespace's data shards is refused. A start less
-// than HolderRestartMargin before the put began (clock differences) drops
-// the shard too, unless that leaves fewer than k. Puts that began well
-// after the start, puts with no start time, and members with no recorded
-// incarnation keep every shard.
+// fewer shards than the namespace's data shards is refused. Puts that
+// began after the start, puts with no start time, and members with no
+// recorded incarnation keep every shard.
 func TestPutDropsShardsOfRestartedHolders(t *testing.T) {
 	start := time.Unix(1800000000, 0).UTC()
 	inc := uint64(start.UnixNano())
@@ -481,16 +479,13 @@ func TestPutDropsShardsOfRestartedHolders(t *testing.T) {
 		kept    []Shard
 	}{
 		{"no restart keeps all", "rs21", start.Add(-time.Second), nil, false, StatusCreated, three},
-		{"began before the start: its shard drops", "rs21", start.Add(-time.Second), []string{"n3"}, false, StatusCreated, three[:2]},
-		{"began within the margin after the start: drops", "rs21", start.Add(HolderRestartMargin / 2), []string{"n3"}, false, StatusCreated, three[:2]},
-		{"began after the margin keeps all", "rs21", start.Add(HolderRestartMargin), []string{"n3"}, false, StatusCreated, three},
+		{"began before the start: its shard drops", "rs21", start.Add(-time.Millisecond), []string{"n3"}, false, StatusCreated, three[:2]},
+		{"began at the start keeps all", "rs21", start, []string{"n3"}, false, StatusCreated, three},
+		{"began after the start keeps all", "rs21", start.Add(time.Millisecond), []string{"n1", "n2", "n3"}, false, StatusCreated, three},
 		{"no start time keeps all", "rs21", time.Time{}, []string{"n3"}, false, StatusCreated, three},
 		{"no recorded incarnation keeps all", "rs21", start.Add(-time.Second), nil, true, StatusCreated, three},
 		{"fewer than k left is refused", "rs21", start.Add(-time.Second), []string{"n2", "n3"}, false, StatusStaleHolder, nil},
 		{"one replica left is enough", "default", start.Add(-time.Second), []string{"n2", "n3"}, false, StatusCreated, three[:1]},
-		{"fresh cluster: all within the margin keeps all", "rs21", start.Add(HolderRestartMargin / 2), []string{"n1", "n2", "n3"}, false, StatusCreated, three},
-		{"within the margin kept when it would leave fewer than k", "rs21", start.Add(HolderRestartMargin / 2), []string{"n2", "n3"}, false, StatusCreated, three},
-		{"after-start drop first, margin ones kept for k", "rs21", start.Add(HolderRestartMargin / 2), []string{"n3"}, false, StatusCreated, three[:2]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

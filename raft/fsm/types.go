@@ -214,7 +214,7 @@ const (
 	// StatusSkipped: an operation of an unknown kind flagged ignore-unknown.
 	StatusSkipped
 	// StatusStaleHolder: a put some of whose shards went to members that
-	// restarted while it ran (HolderRestartMargin), leaving fewer than the
+	// restarted while it ran (see freshPlacement), leaving fewer than the
 	// namespace's data shards; nothing changed, the writer may retry.
 	StatusStaleHolder
 )
