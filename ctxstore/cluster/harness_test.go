@@ -45,7 +45,7 @@ type fakePeers struct {
 	gates map[string]chan struct{}
 	// gated counts the writes held at a gate now; gatedMax the most at once.
 	gated, gatedMax int
-	calls int
+	calls           int
 }
 
 // gate holds every shard write to id until the returned func is called.
