@@ -679,10 +679,16 @@ func (b *Backend) Pin(ctx context.Context, key block.Key, until time.Time) error
 	if err := res[0].Err(); err != nil {
 		return fmt.Errorf("%w: %s", err, key)
 	}
+	b.pinShards(ctx, key, until)
+	return nil
+}
+
+// pinShards pins the shards of key's committed entry (best effort).
+func (b *Backend) pinShards(ctx context.Context, key block.Key, until time.Time) {
 	e, ok := b.node.FSM().Lookup(key)
 	c, cerr := b.code(key.Namespace)
 	if !ok || cerr != nil {
-		return nil
+		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
 	defer cancel()
@@ -700,7 +706,6 @@ func (b *Backend) Pin(ctx context.Context, key block.Key, until time.Time) error
 		}()
 	}
 	wg.Wait()
-	return nil
 }
 
 // List answers from the local index, in object-name order.
