@@ -123,9 +123,10 @@ func (r *reader) finish(t *testing.T) {
 }
 
 // checkBalanced checks every node's index against placement.Pick, that no
-// member outside a block's placement still holds its shard, and reads
+// member outside a block's placement still holds its shard (unless
+// leftovers: a member that was dead keeps the copies it had), and reads
 // every block back through every node.
-func (tc *testCluster) checkBalanced(blocks []testBlock) map[string]int {
+func (tc *testCluster) checkBalanced(blocks []testBlock, leftovers bool) map[string]int {
 	tc.t.Helper()
 	perNode := map[string]int{}
 	for _, b := range blocks {
@@ -148,6 +149,9 @@ func (tc *testCluster) checkBalanced(blocks []testBlock) map[string]int {
 		}
 		// The copies left behind are gone.
 		for _, tn := range tc.nodes {
+			if leftovers {
+				break
+			}
 			for i := range c.N() {
 				sk := shardKey(b.key, c, i)
 				if slices.Contains(e.Placement, fsm.Shard{NodeID: tn.id, Index: uint16(i)}) || c.K == 1 && slices.ContainsFunc(e.Placement, func(s fsm.Shard) bool { return s.NodeID == tn.id }) {
@@ -178,19 +182,11 @@ func TestRebalanceMovesShardsToAJoiningMember(t *testing.T) {
 		t.Fatalf("a balanced cluster rebalances: %+v", st)
 	}
 	r := tc.startReader(blocks)
+	joined := time.Now()
 	n4 := tc.addNode()
-	tc.eventually("rebalancing done", func() bool {
-		st := tc.rebalanceOf()
-		return st.Active && st.MovedShards > 0 && st.Pending == 0 && !st.Running
-	})
+	st := tc.waitRebalanced(joined, true)
 	r.finish(t)
-	st := tc.rebalanceOf()
-	for _, tn := range tc.nodes {
-		tc.eventually("every index current", func() bool {
-			return tn.node.FSM().AppliedIndex() >= tc.leader().node.FSM().AppliedIndex()
-		})
-	}
-	perNode := tc.checkBalanced(blocks)
+	perNode := tc.checkBalanced(blocks, false)
 	t.Logf("rebalance: %+v; shards per node %v", st, perNode)
 	// Every shard n4 holds was moved there, and nothing else moved.
 	if uint64(perNode[n4.id]) != st.MovedShards {
@@ -231,17 +227,109 @@ func TestRebalanceBoundsCopiesInFlight(t *testing.T) {
 		t.Fatalf("status while copies are held: %+v", st)
 	}
 	open()
-	tc.eventually("rebalancing done", func() bool {
-		st := tc.rebalanceOf()
-		return st.MovedShards > 0 && st.Pending == 0 && !st.Running
-	})
+	tc.waitRebalanced(time.Now(), true)
 	tc.peers.mu.Lock()
 	held = tc.peers.gatedMax
 	tc.peers.mu.Unlock()
 	if held > 2 {
 		t.Fatalf("%d copies in flight at once, want at most 2", held)
 	}
-	tc.checkBalanced(blocks)
+	tc.checkBalanced(blocks, false)
+}
+
+// waitRebalanced waits until the leader's rebalancing scanned the index
+// after since and found nothing left (having moved something, with moved),
+// and every node's index has the leader's last change.
+func (tc *testCluster) waitRebalanced(since time.Time, moved bool) RebalanceStatus {
+	tc.t.Helper()
+	var st RebalanceStatus
+	tc.eventually("rebalancing done", func() bool {
+		st = tc.rebalanceOf()
+		return st.Active && st.LastScan.After(since) && (st.MovedShards > 0) == moved && st.Pending == 0 && !st.Running
+	})
+	for _, tn := range tc.nodes {
+		tc.eventually("every index current", func() bool {
+			return tn.node.FSM().AppliedIndex() >= tc.leader().node.FSM().AppliedIndex()
+		})
+	}
+	return st
+}
+
+func TestRebalanceAfterADrain(t *testing.T) {
+	tc := newTestCluster(t, 5, nil)
+	tc.createNS("rep", 1, 2)
+	tc.createNS("rs", 2, 1)
+	blocks := tc.putBlocks(30, 0, "rep", "rs")
+	tc.waitFull(blocks)
+	leader := tc.leader()
+	var gone *testNode
+	for _, tn := range tc.nodes {
+		if tn != leader {
+			gone = tn
+		}
+	}
+	r := tc.startReader(blocks)
+	if _, err := leader.backend.Drain(withTimeout(t, 10*time.Second), gone.id); err != nil {
+		t.Fatal(err)
+	}
+	tc.eventually("drained", func() bool { return tc.drainOf(gone.id).Done })
+	// Repair copied each shard off the draining member to the best-ranked
+	// member that held nothing of the block: with rendezvous hashing that
+	// is the member placement picks among the four that stay, so
+	// rebalancing finds nothing to move.
+	st := tc.waitRebalanced(time.Now(), false)
+	r.finish(t)
+	perNode := tc.checkBalanced(blocks, false)
+	t.Logf("after draining %s: rebalancing %+v; shards per node %v", gone.id, st, perNode)
+	if perNode[gone.id] != 0 {
+		t.Fatalf("the drained member still holds %d shards", perNode[gone.id])
+	}
+}
+
+func TestRebalanceBackToAMemberThatReturns(t *testing.T) {
+	tc := newTestCluster(t, 4, nil)
+	tc.createNS("rep", 1, 2)
+	tc.createNS("rs", 2, 1)
+	blocks := tc.putBlocks(30, 0, "rep", "rs")
+	tc.waitFull(blocks)
+	var back *testNode
+	for _, tn := range tc.nodes {
+		if !tn.node.IsLeader() {
+			back = tn
+		}
+	}
+	held := 0
+	for _, b := range blocks {
+		e, _ := tc.leader().node.FSM().Lookup(b.key)
+		for _, s := range e.Placement {
+			if s.NodeID == back.id {
+				held++
+			}
+		}
+	}
+	tc.peers.setDown(back.id, true)
+	tc.eventually("repair rebuilt the shards of the dead member", func() bool {
+		m, _ := tc.leader().node.FSM().Member(back.id)
+		if m.State != fsm.MemberDead {
+			return false
+		}
+		for _, b := range blocks {
+			e, _ := tc.leader().node.FSM().Lookup(b.key)
+			if slices.ContainsFunc(e.Placement, func(s fsm.Shard) bool { return s.NodeID == back.id }) || len(e.Placement) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	tc.peers.setDown(back.id, false)
+	st := tc.waitRebalanced(time.Now(), true)
+	// The member placement picks again gets its shards back (it kept its
+	// old copies: they are not deleted when a member dies).
+	perNode := tc.checkBalanced(blocks, true)
+	t.Logf("%s back: rebalancing %+v; shards per node %v (it held %d before)", back.id, st, perNode, held)
+	if perNode[back.id] != held {
+		t.Fatalf("%s holds %d shards after it came back, %d before it died", back.id, perNode[back.id], held)
+	}
 }
 
 func TestByteLimiterSpacesTransfers(t *testing.T) {
