@@ -248,9 +248,15 @@ func (b *Backend) rebalancePage() bool {
 		// A new leader starts from a full scan and fresh counters.
 		b.rebal = rebalanceState{}
 	}
+	was := b.rebal.wasLeader
 	b.rebal.wasLeader = leader
 	b.rebalMu.Unlock()
 	if !leader {
+		if was {
+			// The leader's gauges: another node reports them now.
+			b.met.rebalPending.Set(0)
+			b.met.rebalDeferred.Set(0)
+		}
 		return false
 	}
 	sig, suspect := memberSig(b.node.FSM().Members())
@@ -392,8 +398,15 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 		res, err := b.propose(ctx, ops...)
 		for j, i := range at {
 			t, cs := tasks[i], byTask[i]
-			if err != nil || res[j].Status != fsm.StatusUpdated {
-				// Unknown or refused: keep what the index names now.
+			if err != nil {
+				// The outcome may be unknown: both copies stay (the one the
+				// index does not name is garbage, never a lost shard).
+				bad[i] = true
+				continue
+			}
+			if res[j].Status != fsm.StatusUpdated {
+				// Refused (the block was deleted or re-put meanwhile):
+				// keep what the index names now.
 				bad[i] = true
 				var keep []fsm.Shard
 				if cur, ok := f.Lookup(t.key); ok {
