@@ -225,6 +225,7 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 			t.Fatal(err)
 		}
 	}
+	tc.t.Cleanup(tc.closeBackends)
 	tc.eventually("every node sees every member, and has restored", func() bool {
 		for _, tn := range tc.nodes {
 			if len(tn.node.FSM().Members()) != n || !tn.backend.Restored() {
@@ -279,6 +280,15 @@ func (tc *testCluster) startNode(bootstrap bool) *testNode {
 	return tn
 }
 
+// closeBackends stops every node's background loops. Registered after the
+// nodes start, it runs before their tier stacks close: a leader's repair or
+// rebalancing must not delete a shard on a member whose tiers are closed.
+func (tc *testCluster) closeBackends() {
+	for _, tn := range tc.nodes {
+		tn.backend.Close()
+	}
+}
+
 // member is tn's member record, as a join sends it.
 func (tc *testCluster) member(tn *testNode) fsm.Member {
 	return fsm.Member{ID: tn.id, RaftAddr: tn.id + ":1", DataAddr: tn.id + ":2", HTTPAddr: tn.id + ":3", Zone: "z" + tn.id, Capacity: 1 << 30}
@@ -289,6 +299,7 @@ func (tc *testCluster) member(tn *testNode) fsm.Member {
 func (tc *testCluster) addNode() *testNode {
 	tc.t.Helper()
 	tn := tc.startNode(false)
+	tc.t.Cleanup(tc.closeBackends)
 	if err := tc.leader().node.Join(withTimeout(tc.t, 10*time.Second), tc.member(tn)); err != nil {
 		tc.t.Fatal(err)
 	}
