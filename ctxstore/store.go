@@ -140,6 +140,9 @@ func (s *Store) preparePut(key block.Key, data []byte, opts block.PutOptions) (b
 	if opts.PinTTL < 0 {
 		return opts, fmt.Errorf("%w: negative pin TTL", block.ErrInvalidArgument)
 	}
+	if err := opts.ValidateHints(); err != nil {
+		return opts, fmt.Errorf("%s: %w", key, err)
+	}
 	opts.PinTTL = min(opts.PinTTL, s.cfg.PinMaxTTL)
 	if ttl := ns.TTL(); ttl > 0 {
 		opts.Expires = s.now().Add(ttl)

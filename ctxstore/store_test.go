@@ -56,6 +56,8 @@ func TestStoreBadInputChangesNothing(t *testing.T) {
 		{"empty block", block.NewKey("default", 3), nil, block.PutOptions{}, block.ErrInvalidArgument},
 		{"over namespace max", block.NewKey("default", 4), tooBig, block.PutOptions{}, block.ErrTooLarge},
 		{"bad priority", block.NewKey("default", 5), small, block.PutOptions{Priority: 99, HasPriority: true}, block.ErrInvalidArgument},
+		{"undefined reuse hint", block.NewKey("default", 6), small, block.PutOptions{Reuse: block.MaxReuse + 1}, block.ErrInvalidArgument},
+		{"retain on reuse never", block.NewKey("default", 7), small, block.PutOptions{Reuse: block.ReuseNever, Retain: time.Second}, block.ErrInvalidArgument},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,12 +2,16 @@ package raft
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/raft/fsm"
+	"github.com/ctxtier/ctxtier/raft/tlstest"
 )
 
 // BenchmarkIndexCommit measures index commit throughput (block entries per
@@ -121,4 +125,100 @@ func BenchmarkIndexCommitBatch(b *testing.B) {
 	b.ReportMetric(single, "entries/s-batch1")
 	b.ReportMetric(batched, "entries/s-batch64")
 	b.ReportMetric(batched/single, "batch64/batch1")
+}
+
+// BenchmarkRaftConnect measures what the cluster-secret handshake adds to
+// opening a Raft connection: dial, handshakes, then a one-byte round trip,
+// over loopback TCP. The baseline, in the same run, is the same dial and
+// round trip without the handshake (plain TCP, and TLS 1.3 for the TLS
+// rows). Raft pools its connections, so this is paid once per connection,
+// not per RPC. It reports µs per connection for each and the ratios.
+//
+//	go test -run '^$' -bench RaftConnect -benchtime 4000x -count 3 ./raft/
+func BenchmarkRaftConnect(b *testing.B) {
+	ca := tlstest.NewCA(b)
+	tlsc := &TLS{Certificate: ca.Issue(b, "node"), RootCAs: ca.Pool(), Mutual: true}
+	auth, err := NewPeerAuth(testSecret, 0, quietLog())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// serve answers one byte on every connection ln accepts.
+	serve := func(ln net.Listener) {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var one [1]byte
+				if _, err := io.ReadFull(c, one[:]); err == nil {
+					c.Write(one[:])
+				}
+			}()
+		}
+	}
+	roundTrip := func(c net.Conn) error {
+		defer c.Close()
+		if _, err := c.Write([]byte{1}); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(c, make([]byte, 1))
+		return err
+	}
+	// dialer starts a server for one variant and returns its dial.
+	dialer := func(withTLS, withAuth bool) func(ctx context.Context) (net.Conn, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { ln.Close() })
+		var t *TLS
+		if withTLS {
+			t = tlsc
+		}
+		if withAuth {
+			s := NewStreamLayer(ln, nil, t, auth)
+			go serve(s)
+			return func(ctx context.Context) (net.Conn, error) { return s.dial(ctx, ln.Addr().String()) }
+		}
+		srv := ln
+		if t != nil {
+			srv = tls.NewListener(ln, t.ServerConfig())
+		}
+		go serve(srv)
+		return func(ctx context.Context) (net.Conn, error) { return t.dial(ctx, ln.Addr().String()) }
+	}
+	variants := []func(ctx context.Context) (net.Conn, error){dialer(false, false), dialer(false, true), dialer(true, false), dialer(true, true)}
+	spent := make([]time.Duration, len(variants))
+	// Interleaved rounds, so load on the machine falls on every variant.
+	const rounds = 10
+	per := max(b.N/len(variants)/rounds, 1)
+	b.ResetTimer()
+	for range rounds {
+		for v, dial := range variants {
+			start := time.Now()
+			for range per {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				c, err := dial(ctx)
+				cancel()
+				if err == nil {
+					err = roundTrip(c)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			spent[v] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	us := func(v int) float64 { return float64(spent[v].Microseconds()) / float64(per*rounds) }
+	plain, plainAuth, tlsOnly, tlsAuth := us(0), us(1), us(2), us(3)
+	b.ReportMetric(plain, "µs/conn-tcp")
+	b.ReportMetric(plainAuth, "µs/conn-tcp+auth")
+	b.ReportMetric(plainAuth/plain, "tcp+auth/tcp")
+	b.ReportMetric(tlsOnly, "µs/conn-tls")
+	b.ReportMetric(tlsAuth, "µs/conn-tls+auth")
+	b.ReportMetric(tlsAuth/tlsOnly, "tls+auth/tls")
 }

@@ -10,6 +10,7 @@ import (
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
@@ -59,6 +60,13 @@ type Config struct {
 
 	// TLS, when set, secures the Raft transport (mTLS with TLS.Mutual).
 	TLS *TLS
+	// Secret is the cluster secret (internal/clustersecret). Open requires
+	// it: every Raft connection, both ways, first proves that both ends
+	// hold it (PeerAuth), inside TLS when TLS is set. OpenWith, on a
+	// transport of the caller's, does not use it.
+	Secret string
+	// AuthTimeout bounds that handshake on each connection.
+	AuthTimeout time.Duration
 
 	Batch BatchConfig
 }
@@ -89,6 +97,7 @@ func DefaultConfig() Config {
 		SnapshotThreshold:  8192,
 		TrailingLogs:       10240,
 		SnapshotRetain:     2,
+		AuthTimeout:        DefaultAuthTimeout,
 		Batch:              BatchConfig{MaxOps: 4096, MaxBytes: 1 << 20, MaxInflight: 4},
 	}
 }
@@ -109,10 +118,17 @@ func (c Config) Validate() error {
 		return bad("LeaderLeaseTimeout must be positive and at most HeartbeatTimeout")
 	case c.CommitTimeout <= 0 || c.ApplyTimeout <= 0:
 		return bad("CommitTimeout and ApplyTimeout must be positive")
+	case c.AuthTimeout <= 0:
+		return bad("AuthTimeout must be positive")
 	case c.SnapshotRetain < 1:
 		return bad("SnapshotRetain must be at least 1")
 	case c.Batch.MaxOps < 1 || c.Batch.MaxBytes < 1 || c.Batch.MaxInflight < 1 || c.Batch.Linger < 0:
 		return bad("Batch needs MaxOps, MaxBytes, MaxInflight >= 1 and Linger >= 0")
+	}
+	if c.Secret != "" {
+		if err := clustersecret.Validate(c.Secret); err != nil {
+			return bad("Secret: %v", err)
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.advertise()); err != nil {
 		return bad("advertise address %q: %v", c.advertise(), err)

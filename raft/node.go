@@ -32,26 +32,14 @@ type Deps struct {
 	// Closers are closed, in order, after Raft shuts down.
 	Closers []io.Closer
 	// Probe, when set, checks that a joiner's Raft address answers before
-	// Join makes it a voter (nil: no check). Open sets one that connects
-	// over the transport's network (with TLS, checking the certificate).
+	// Join makes it a voter (nil: no check). Open sets StreamLayer.CheckPeer:
+	// it connects as Raft would, with TLS when configured, and runs the
+	// cluster-secret handshake.
 	Probe func(ctx context.Context, raftAddr string) error
 }
 
 // probeTimeout bounds one Probe of a joiner's Raft address.
 const probeTimeout = 2 * time.Second
-
-// dialProbe connects to a joiner's Raft address and hangs up: a voter
-// nobody can reach would cost the cluster a vote of its quorum.
-func dialProbe(ctx context.Context, raftAddr string) error {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", raftAddr)
-	if err != nil {
-		return fmt.Errorf("%w: joiner's raft address %s does not answer: %v", block.ErrInvalidArgument, raftAddr, err)
-	}
-	return c.Close()
-}
 
 // Node is one member of the Raft group.
 type Node struct {
@@ -73,7 +61,8 @@ type Node struct {
 
 // Open starts a node on disk: a raft-wal log and stable store and a file
 // snapshot store under DataDir/raft, and a TCP transport (TLS when
-// cfg.TLS is set) listening on cfg.RaftAddr. Raft, raft-wal and this
+// cfg.TLS is set) listening on cfg.RaftAddr, every connection of which
+// proves knowledge of cfg.Secret (PeerAuth). Raft, raft-wal and this
 // package's metrics go to reg (nil: none); logs go to log.
 func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
@@ -82,10 +71,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("%w: raft config: DataDir is required", block.ErrInvalidArgument)
 	}
+	if cfg.Secret == "" {
+		return nil, fmt.Errorf("%w: raft config: Secret (the cluster secret) is required: the Raft port never runs unauthenticated", block.ErrInvalidArgument)
+	}
 	if log == nil {
 		log = slog.Default()
 	}
 	hlog := NewHCLog(log, "raft")
+	auth, err := NewPeerAuth(cfg.Secret, cfg.AuthTimeout, log.With("node_id", cfg.NodeID))
+	if err != nil {
+		return nil, err
+	}
 	walDir := filepath.Join(cfg.DataDir, "raft", "wal")
 	if err := os.MkdirAll(walDir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
@@ -126,11 +122,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		unWAL()
 		return nil, fmt.Errorf("%w: raft advertise %s: %v", block.ErrInvalidArgument, cfg.advertise(), err)
 	}
+	stream := NewStreamLayer(ln, adv, cfg.TLS, auth)
 	trans := &gatedTransport{NetworkTransport: hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
-		Stream: NewStreamLayer(ln, adv, cfg.TLS), MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
+		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
 	})}
 	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: w, Stable: w, Snapshots: snaps, Transport: trans,
-		Closers: []io.Closer{closerFunc(trans.stopHeartbeats), trans, w, meta}, Probe: dialProbe})
+		Closers: []io.Closer{closerFunc(trans.stopHeartbeats), trans, w, meta}, Probe: stream.CheckPeer})
 	if err != nil {
 		trans.Close()
 		w.Close()
@@ -139,6 +136,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 		return nil, err
 	}
 	n.unregister = append(n.unregister, unWAL)
+	unAuth, err := register(reg, []prometheus.Collector{auth.collector(cfg.NodeID)})
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("raft metrics: %w", err)
+	}
+	n.unregister = append(n.unregister, unAuth)
 	return n, nil
 }
 
@@ -356,8 +359,9 @@ func (n *Node) CredentialIDs() []string { return n.fsm.CredentialIDs() }
 
 // Join adds m as a voter (on the leader) and records its member entry. It
 // is idempotent: joining again with the same address changes nothing, and
-// with a new address updates it. With TLS, a new voter's Raft address must
-// first pass TLS.CheckPeer (ErrPermissionDenied otherwise).
+// with a new address updates it. A new voter's Raft address must first
+// pass Deps.Probe (StreamLayer.CheckPeer: ErrPermissionDenied for a wrong
+// secret or certificate).
 func (n *Node) Join(ctx context.Context, m fsm.Member) error {
 	if m.State == 0 {
 		m.State = fsm.MemberAlive
@@ -379,13 +383,9 @@ func (n *Node) Join(ctx context.Context, m fsm.Member) error {
 		// Adding a voter this node cannot talk to would cost the cluster a
 		// vote of its quorum (one unreachable voter takes a single node's
 		// quorum for good): check that the joiner's Raft address answers,
-		// with TLS that it presents a trusted certificate, first (the join
-		// request itself arrived over HTTP).
-		probe := n.deps.Probe
-		if n.cfg.TLS != nil {
-			probe = n.cfg.TLS.CheckPeer
-		}
-		if probe != nil {
+		// that it holds the cluster secret and, with TLS, a trusted
+		// certificate, first (the join request itself arrived over HTTP).
+		if probe := n.deps.Probe; probe != nil {
 			if err := probe(ctx, m.RaftAddr); err != nil {
 				n.log.Warn("join refused", "member", m.ID, "addr", m.RaftAddr, "err", err)
 				return err

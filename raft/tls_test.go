@@ -34,6 +34,7 @@ func tcpConfig(t *testing.T, id string, tlsc *TLS) Config {
 	cfg.RaftAddr = freeAddr(t)
 	cfg.DataDir = t.TempDir()
 	cfg.TLS = tlsc
+	cfg.Secret = testSecret
 	return cfg
 }
 
@@ -79,7 +80,8 @@ func TestTCPMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger := NewStreamLayer(ln, nil, &TLS{Certificate: otherIssue(), RootCAs: pool, Mutual: true})
+	// It holds the cluster secret: only its certificate is wrong.
+	stranger := NewStreamLayer(ln, nil, &TLS{Certificate: otherIssue(), RootCAs: pool, Mutual: true}, testAuth(t, testSecret, 0))
 	defer stranger.Close()
 	conn, err := stranger.Dial(rafAddr(c1.RaftAddr), 2*time.Second)
 	if err == nil {
@@ -223,7 +225,7 @@ func TestJoinChecksPeerCertificate(t *testing.T) {
 		})
 	}
 	// An address nobody listens on is unavailable (retryable), not refused.
-	if err := c1.TLS.CheckPeer(ctx, freeAddr(t)); !errors.Is(err, block.ErrUnavailable) {
+	if err := n1.deps.Probe(ctx, freeAddr(t)); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("check of a closed port: %v", err)
 	}
 }

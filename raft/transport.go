@@ -69,46 +69,71 @@ func (t *TLS) ClientConfig(host string) *tls.Config {
 	return c
 }
 
-// StreamLayer is a raft.StreamLayer over TCP that wraps every connection in
-// TLS when configured. It is also usable for other node-to-node streams.
+// StreamLayer is a raft.StreamLayer over TCP: every connection, in both
+// directions, runs the cluster-secret handshake (PeerAuth) before any Raft
+// byte, inside TLS when TLS is configured. It is also usable for other
+// node-to-node streams.
 type StreamLayer struct {
 	net.Listener
 	advertise net.Addr
 	tls       *TLS
 	server    *tls.Config
+	auth      *PeerAuth
 }
 
 // NewStreamLayer wraps ln. advertise is the address peers dial (nil: the
-// listener's). t nil means plain TCP.
-func NewStreamLayer(ln net.Listener, advertise net.Addr, t *TLS) *StreamLayer {
+// listener's). t nil means plain TCP. auth must not be nil: the Raft port
+// never runs unauthenticated.
+func NewStreamLayer(ln net.Listener, advertise net.Addr, t *TLS, auth *PeerAuth) *StreamLayer {
 	if advertise == nil {
 		advertise = ln.Addr()
 	}
-	s := &StreamLayer{Listener: ln, advertise: advertise, tls: t}
+	if auth == nil {
+		panic("raft: NewStreamLayer without PeerAuth")
+	}
+	s := &StreamLayer{Listener: ln, advertise: advertise, tls: t, auth: auth}
 	if t != nil {
 		s.server = t.ServerConfig()
 	}
 	return s
 }
 
-// Accept returns the next connection; with TLS, the handshake runs on the
-// connection's first read (in Raft's per-connection goroutine).
+// Accept returns the next connection. The TLS and cluster-secret
+// handshakes run on the connection's first read (in Raft's per-connection
+// goroutine), so a slow peer never holds up the accept loop.
 func (s *StreamLayer) Accept() (net.Conn, error) {
 	c, err := s.Listener.Accept()
-	if err != nil || s.server == nil {
+	if err != nil {
 		return c, err
 	}
-	return tls.Server(c, s.server), nil
+	if s.server != nil {
+		c = tls.Server(c, s.server)
+	}
+	return &serverConn{Conn: c, auth: s.auth}, nil
 }
 
 // Addr is the advertised address.
 func (s *StreamLayer) Addr() net.Addr { return s.advertise }
 
-// Dial connects to a peer, completing the TLS handshake within timeout.
+// Dial connects to a peer, completing the TLS and cluster-secret
+// handshakes within timeout.
 func (s *StreamLayer) Dial(address hraft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return s.tls.dial(ctx, string(address))
+	return s.dial(ctx, string(address))
+}
+
+func (s *StreamLayer) dial(ctx context.Context, address string) (net.Conn, error) {
+	c, err := s.tls.dial(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	dl, _ := ctx.Deadline()
+	if err := s.auth.Client(c, address, dl); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // dial connects to address over TCP and, when t is not nil, completes a TLS
@@ -132,31 +157,18 @@ func (t *TLS) dial(ctx context.Context, address string) (net.Conn, error) {
 	return tc, nil
 }
 
-// rejectWait bounds how long CheckPeer waits for a peer to refuse this
-// node's client certificate after a TLS 1.3 handshake that looked complete.
-const rejectWait = 300 * time.Millisecond
-
-// CheckPeer proves that the node listening on raftAddr holds a certificate
-// this node trusts, by a TLS handshake with it. With Mutual it also waits
-// briefly (rejectWait) for the peer to refuse this node's certificate: in
-// TLS 1.3 the client's side of the handshake completes before the server
-// has checked the client certificate, so a refusal only shows on the first
-// read. A certificate either side does not trust is ErrPermissionDenied; a
-// peer that cannot be reached, ErrUnavailable.
-func (t *TLS) CheckPeer(ctx context.Context, raftAddr string) error {
-	c, err := t.dial(ctx, raftAddr)
-	if err == nil && t.Mutual {
-		dl := time.Now().Add(rejectWait)
-		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
-			dl = d
-		}
-		c.SetReadDeadline(dl)
-		// Raft's server side never speaks first, so a read ends only on
-		// the deadline, a refusal (a TLS alert) or the peer closing.
-		if _, rerr := c.Read(make([]byte, 1)); !isTimeout(rerr) {
-			err = rerr
-		}
-	}
+// CheckPeer proves that the node listening on raftAddr holds the cluster
+// secret (and, with TLS, a certificate this node trusts, and trusts this
+// node's) by connecting to it as Raft would. In TLS 1.3 a refusal of this
+// node's client certificate shows only on the first read, which the
+// cluster-secret handshake does. A peer that refuses this node or fails to
+// prove itself is ErrPermissionDenied; one that cannot be reached,
+// ErrUnavailable with TLS and ErrInvalidArgument without (as a join names
+// it: an address nobody answers on).
+func (s *StreamLayer) CheckPeer(ctx context.Context, raftAddr string) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	c, err := s.dial(ctx, raftAddr)
 	if c != nil {
 		c.Close()
 	}
@@ -165,14 +177,15 @@ func (t *TLS) CheckPeer(ctx context.Context, raftAddr string) error {
 		return nil
 	case certRefused(err):
 		return fmt.Errorf("%w: raft tls: %s does not present a certificate this node trusts, or refuses this node's: %v", block.ErrPermissionDenied, raftAddr, err)
-	default:
+	case errors.Is(err, ErrPeerRefused), errors.Is(err, ErrPeerProof):
+		return fmt.Errorf("%w: %v", block.ErrPermissionDenied, err)
+	case errors.Is(err, ErrPeerSilent):
+		return fmt.Errorf("%w: %v", block.ErrUnavailable, err)
+	case s.tls != nil:
 		return fmt.Errorf("%w: raft tls: checking %s: %v", block.ErrUnavailable, raftAddr, err)
+	default:
+		return fmt.Errorf("%w: joiner's raft address %s does not answer: %v", block.ErrInvalidArgument, raftAddr, err)
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // certRefused reports whether a TLS failure is about certificates: ours

@@ -66,13 +66,21 @@ func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 // startCtxd runs a ctxd process and returns its HTTP base URL.
 func startCtxd(t *testing.T, bin string) string {
+	_, base := startCtxdWith(t, bin, "--dram-capacity", "256MiB")
+	return base
+}
+
+// startCtxdWith runs a ctxd process with extra flags and returns its
+// native address and HTTP base URL.
+func startCtxdWith(t *testing.T, bin string, extra ...string) (native, base string) {
 	t.Helper()
-	httpAddr := freeAddr(t)
+	httpAddr, native := freeAddr(t), freeAddr(t)
 	// Every listener on a free port: the defaults (7402-7404) may be taken
 	// by another ctxd on the machine.
-	cmd := exec.Command(bin, "--listen", freeAddr(t), "--http-listen", httpAddr,
+	args := append([]string{"--listen", native, "--http-listen", httpAddr,
 		"--raft-listen", freeAddr(t), "--peer-listen", freeAddr(t), "--s3-admin-listen", "", "--resp-listen", "",
-		"--data-dir", t.TempDir(), "--dram-capacity", "256MiB", "--log-level", "warn")
+		"--data-dir", t.TempDir(), "--log-level", "warn"}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start ctxd: %v", err)
@@ -88,14 +96,14 @@ func startCtxd(t *testing.T, bin string) string {
 			<-done
 		}
 	})
-	base := "http://" + httpAddr
+	base = "http://" + httpAddr
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := http.Get(base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return base
+				return native, base
 			}
 		}
 		if time.Now().After(deadline) {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ctxtier/ctxtier/sim/policysim"
 	"github.com/ctxtier/ctxtier/sim/trace"
@@ -33,6 +34,7 @@ type simArgs struct {
 	protect        bool
 	oracles        bool
 	compare        []string
+	ctxd           ctxdArgs
 }
 
 // simPolicies are the simulator-only policies: the hint-aware wrapper
@@ -53,6 +55,9 @@ var simPolicies = map[string]func() policy.Factory{
 		c := policysim.DefaultHintConfig()
 		c.Ephemeral = false
 		return policysim.HintFactory(policy.NewWindow, c)
+	},
+	"hints-wire": func() policy.Factory {
+		return policysim.WireHintFactory(policy.NewWindow, policysim.DefaultHintConfig().PinGraceMs)
 	},
 	"hints-noshared": func() policy.Factory {
 		c := policysim.DefaultHintConfig()
@@ -95,8 +100,17 @@ func parseSimArgs(args []string) (simArgs, error) {
 	fs.StringVar(&a.plotPath, "plot", "sim_sweep.png", "PNG file written by --sweep")
 	fs.BoolVar(&a.protect, "protect-request", false, "do not let a request evict its own blocks while it is processed")
 	fs.BoolVar(&a.oracles, "oracles", false, "also print the partial-oracle bounds (oracle-reused-death, oracle-reused-future; docs/policy.md)")
+	fs.StringVar(&a.ctxd.addr, "ctxd", "", "also replay the trace against a real ctxd at this native address (start it with --dram-capacity = capacity in blocks x --ctxd-block-bytes, --nvme-dir off)")
+	fs.StringVar(&a.ctxd.namespace, "ctxd-namespace", "default", "namespace of the ctxd replay's blocks")
+	fs.IntVar(&a.ctxd.blockBytes, "ctxd-block-bytes", 4096, "bytes per block in the ctxd replay")
+	fs.BoolVar(&a.ctxd.hints, "ctxd-hints", false, "send each block's agent hint (reuse, retain) with its put in the ctxd replay")
+	fs.Float64Var(&a.ctxd.speed, "ctxd-speed", 10, "with --ctxd-hints: replay at N times the trace's pace, retain windows scaled by 1/N")
+	fs.Int64Var(&a.ctxd.graceMs, "ctxd-grace-ms", policysim.DefaultHintConfig().PinGraceMs, "with --ctxd-hints: added to resume_within_ms for the retain window (the simulator's PinGraceMs)")
 	if err := fs.Parse(args); err != nil {
 		return a, fmt.Errorf("%w: %v", errSimUsage, err)
+	}
+	if a.ctxd.addr != "" && (a.sweep || a.ctxd.blockBytes < 8 || a.ctxd.blockBytes%8 != 0 || a.ctxd.speed <= 0) {
+		return a, fmt.Errorf("%w: --ctxd needs no --sweep, a --ctxd-block-bytes multiple of 8 and a positive --ctxd-speed", errSimUsage)
 	}
 	if a.tracePath == "" {
 		return a, fmt.Errorf("%w: --trace is required", errSimUsage)
@@ -144,6 +158,15 @@ func runSim(ctx context.Context, args []string) error {
 			return err
 		}
 		printSimRow(os.Stdout, a, row)
+		if a.ctxd.addr != "" {
+			fmt.Printf("ctxd at %s: needs --dram-capacity %d (%d blocks of %d bytes)\n", a.ctxd.addr, row.blocks*int64(a.ctxd.blockBytes), row.blocks, a.ctxd.blockBytes)
+			cr, err := replayCtxd(ctx, reqs, a.ctxd, os.Stderr)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%-22s hit ratio %.4f  = %5.1f%% of bound  (%d accesses, %d hit blocks verified, %s wall, paced lag at most %s)\n",
+				cr.Policy, cr.HitRatio(), 100*frac(cr.Result, row.bound), cr.Total, cr.checked, cr.wall.Round(time.Millisecond), cr.maxLag.Round(time.Millisecond))
+		}
 		return nil
 	}
 	rows, err := simSweep(ctx, reqs, a)

@@ -70,6 +70,7 @@ func raftAdvertise(cfg Config) (string, error) {
 func openRaft(ctx context.Context, cfg Config, self fsm.Member, secret string, tlsc *raft.TLS, reg prometheus.Registerer, log *slog.Logger) (*raft.Node, error) {
 	rc := raft.DefaultConfig()
 	rc.TLS = tlsc
+	rc.Secret = secret
 	rc.NodeID = cfg.NodeID
 	rc.DataDir = cfg.DataDir
 	rc.RaftAddr = cfg.RaftListen

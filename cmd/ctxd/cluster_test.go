@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -99,6 +100,27 @@ func leaderOf(t *testing.T, nodes []*testNode) (*testNode, bool) {
 		}
 	}
 	return nil, false
+}
+
+// createOnLeader creates each namespace through the current leader: a
+// follower answers namespace changes with 503 and the leader's address,
+// and under load the leader may change between two calls. An existing
+// identical namespace counts as created.
+func createOnLeader(t *testing.T, nodes []*testNode, nss ...block.Namespace) {
+	t.Helper()
+	for _, ns := range nss {
+		var err error
+		waitFor(t, 30*time.Second, "namespace "+ns.Name+" created on the leader", func() bool {
+			ld, ok := leaderOf(t, nodes)
+			if !ok {
+				return false
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = httpClient(t, ld.http).CreateNamespace(ctx, ns)
+			return err == nil || errors.Is(err, block.ErrConflict)
+		})
+	}
 }
 
 // replicated creates a namespace of three replicas (k=1, m=2) through node 0.

@@ -332,7 +332,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "host other nodes use to reach this node's raft, peer and http listeners (default: the listen addresses' host)")
 	fs.StringVar(&c.Join, "join", c.Join, "HTTP addresses (HOST:PORT[,HOST:PORT]) of cluster members to join through")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", c.BootstrapExpect, "expected cluster size: with --initial-peers, a static bootstrap of exactly those voters; with --join, join-or-bootstrap (the node named first in --join forms the cluster, the others join it)")
-	fs.StringVar(&c.ClusterSecret, "cluster-secret", c.ClusterSecret, "the cluster's node identity, required on the peer listener and every cluster endpoint: a node that forms a cluster creates one (printed once, kept in DATA_DIR/cluster.secret); joining nodes need it (or CTXD_CLUSTER_SECRET)")
+	fs.StringVar(&c.ClusterSecret, "cluster-secret", c.ClusterSecret, "the cluster's node identity, required on the Raft port, the peer listener and every cluster endpoint: a node that forms a cluster creates one (printed once, kept in DATA_DIR/cluster.secret); joining nodes need it (or CTXD_CLUSTER_SECRET)")
 	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", c.ClusterSecretFile, "file holding the cluster secret (mode 0600), instead of --cluster-secret")
 	fs.StringVar(&c.ClusterToken, "cluster-token", c.ClusterToken, "older name of --cluster-secret")
 	fs.StringVar(&c.InitialPeers, "initial-peers", c.InitialPeers, "static bootstrap: ID@RAFTHOST:PORT[,ID@RAFTHOST:PORT], every voter including this node")

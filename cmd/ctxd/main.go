@@ -334,7 +334,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		nopts = append(nopts, native.WithAuth(keys))
 		hopts = append(hopts, httpapi.WithAuth(keys, nil))
 	}
-	warnOpenListeners(cfg, tlsc, log)
+	warnOpenListeners(cfg, log)
 
 	// The router answers "which worker holds this prefix" from engines' KV
 	// events, next to the store, with no network hop. Clients query it over
@@ -565,10 +565,10 @@ func tlsMode(t *raft.TLS) string {
 
 // warnOpenListeners logs a warning naming every listener bound to a
 // non-loopback address that anyone who reaches it may use: the block APIs
-// and the RESP endpoint with --auth off, Raft without mutual TLS, pprof. (The peer listener and
-// the cluster endpoints always require the cluster secret, and the S3
+// and the RESP endpoint with --auth off, pprof. (Raft, the peer listener
+// and the cluster endpoints always require the cluster secret, and the S3
 // endpoint always requires an access key.)
-func warnOpenListeners(cfg Config, tlsc *raft.TLS, log *slog.Logger) {
+func warnOpenListeners(cfg Config, log *slog.Logger) {
 	var open []any
 	if cfg.Auth != "required" {
 		for _, l := range []struct{ name, addr string }{{"native", cfg.Listen}, {"http", cfg.HTTPListen}, {"resp", cfg.RESPListen}} {
@@ -577,14 +577,11 @@ func warnOpenListeners(cfg Config, tlsc *raft.TLS, log *slog.Logger) {
 			}
 		}
 	}
-	if (tlsc == nil || !tlsc.Mutual) && !loopback(cfg.RaftListen) {
-		open = append(open, "raft", cfg.RaftListen)
-	}
 	if cfg.PprofListen != "" && !loopback(cfg.PprofListen) {
 		open = append(open, "pprof", cfg.PprofListen)
 	}
 	if len(open) > 0 {
-		log.Warn("listeners on non-loopback addresses accept unauthenticated requests (block APIs and RESP: --auth required; raft: --tls-mutual; pprof: bind it to loopback)", open...)
+		log.Warn("listeners on non-loopback addresses accept unauthenticated requests (block APIs and RESP: --auth required; pprof: bind it to loopback)", open...)
 	}
 }
 

@@ -169,19 +169,7 @@ func newRelCluster(t *testing.T, mode relMode, extra func(id string) []string) *
 		return args
 	})
 	rc := &relCluster{t: t, mode: mode, nodes: nodes, join: join, nss: []string{"r3", "rs21"}}
-	ctx := withTimeout(t, 30*time.Second)
-	for _, ns := range []block.Namespace{{Name: "r3", DataShards: 1, ParityShards: 2}, {Name: "rs21", DataShards: 2, ParityShards: 1}} {
-		// Namespaces are created on the leader, which may change under load.
-		var err error
-		waitFor(t, 30*time.Second, "namespace "+ns.Name+" created", func() bool {
-			ld, ok := leaderOf(t, nodes)
-			if !ok {
-				return false
-			}
-			_, err = httpClient(t, ld.http).CreateNamespace(ctx, ns)
-			return err == nil || errors.Is(err, block.ErrConflict)
-		})
-	}
+	createOnLeader(t, nodes, block.Namespace{Name: "r3", DataShards: 1, ParityShards: 2}, block.Namespace{Name: "rs21", DataShards: 2, ParityShards: 1})
 	for _, nd := range nodes {
 		rc.waitReady(nd)
 	}

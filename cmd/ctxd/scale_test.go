@@ -54,12 +54,7 @@ func TestClusterScaleOutAndIn(t *testing.T) {
 
 	// Blocks in a one-copy namespace and a three-replica one, put through
 	// every node in turn.
-	hc := httpClient(t, nodes[0].http)
-	for _, ns := range []block.Namespace{{Name: "one", DataShards: 1, ParityShards: 0}, {Name: "r3", DataShards: 1, ParityShards: 2}} {
-		if _, err := hc.CreateNamespace(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createOnLeader(t, all, block.Namespace{Name: "one", DataShards: 1, ParityShards: 0}, block.Namespace{Name: "r3", DataShards: 1, ParityShards: 2})
 	// A peer that has not applied the namespace yet refuses its shards.
 	waitFor(t, 10*time.Second, "every node knows the namespaces", func() bool {
 		for _, nd := range all {

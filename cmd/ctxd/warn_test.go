@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-
-	"github.com/ctxtier/ctxtier/raft"
 )
 
 // TestWarnOpenListeners: the startup warning names every listener on a
@@ -16,7 +14,6 @@ func TestWarnOpenListeners(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		mod    func(*Config)
-		tls    *raft.TLS
 		want   []string // listener names in the warning; nil: no warning
 		absent []string
 	}{
@@ -24,8 +21,8 @@ func TestWarnOpenListeners(t *testing.T) {
 		{name: "public block APIs, auth off", mod: func(c *Config) { c.Listen, c.HTTPListen = "0.0.0.0:7400", "10.0.0.5:7401" },
 			want: []string{"native=0.0.0.0:7400", "http=10.0.0.5:7401"}, absent: []string{"raft="}},
 		{name: "public block APIs, auth required", mod: func(c *Config) { c.Listen, c.HTTPListen, c.Auth = "0.0.0.0:7400", "0.0.0.0:7401", "required" }},
-		{name: "public raft without mTLS", mod: func(c *Config) { c.RaftListen = "0.0.0.0:7402"; c.Auth = "required" }, want: []string{"raft=0.0.0.0:7402"}},
-		{name: "public raft with mTLS", mod: func(c *Config) { c.RaftListen = "0.0.0.0:7402"; c.Auth = "required" }, tls: &raft.TLS{Mutual: true}},
+		// Raft always requires the cluster secret, with or without TLS.
+		{name: "public raft", mod: func(c *Config) { c.RaftListen = "0.0.0.0:7402" }},
 		{name: "public RESP, auth off", mod: func(c *Config) { c.RESPListen = "0.0.0.0:7405" }, want: []string{"resp=0.0.0.0:7405"}, absent: []string{"native=", "http="}},
 		{name: "public RESP, auth required", mod: func(c *Config) { c.RESPListen, c.Auth = "0.0.0.0:7405", "required" }},
 		{name: "RESP off", mod: func(c *Config) { c.RESPListen = "" }},
@@ -35,7 +32,7 @@ func TestWarnOpenListeners(t *testing.T) {
 			cfg := base
 			tc.mod(&cfg)
 			var buf bytes.Buffer
-			warnOpenListeners(cfg, tc.tls, slog.New(slog.NewTextHandler(&buf, nil)))
+			warnOpenListeners(cfg, slog.New(slog.NewTextHandler(&buf, nil)))
 			out := buf.String()
 			if tc.want == nil {
 				if out != "" {

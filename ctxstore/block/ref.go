@@ -111,4 +111,11 @@ type PutOptions struct {
 	// Expires is when the block lapses (the namespace's TTL, resolved by the
 	// store); zero for never.
 	Expires time.Time
+	// Reuse and Retain are the agent hints (hints.go): whether the block
+	// will be read again, and for how long after its put or last read the
+	// harness expects to come back for it (a soft pin: the block is kept
+	// ahead of unhinted ones while the window lasts, but unlike PinTTL it
+	// is evicted when nothing else is left). Zero values are no hint.
+	Reuse  Reuse
+	Retain time.Duration
 }

@@ -29,6 +29,9 @@ type Client struct {
 	// noHelloFlags latches once the server refused the hello flags (a
 	// server older than them): later connections are dialed without.
 	noHelloFlags atomic.Bool
+	// noPutHints latches once the server refused wire.HelloPutHints (a
+	// server older than agent hints, newer than hello flags).
+	noPutHints atomic.Bool
 }
 
 type slot struct {
@@ -108,20 +111,38 @@ func (c *Client) conn(ctx context.Context) (*nconn, error) {
 
 // dial opens one connection. Unless Options.TierVerify is set, its hello
 // declares that this client verifies every GET (wire.HelloVerifiesGets,
-// which it always does), so the server's DRAM tier can skip its own pass. A
-// server older than hello flags refuses them and closes the connection: the
-// client then dials again without, and from then on.
+// which it always does), so the server's DRAM tier can skip its own pass;
+// it also asks whether the server reads agent hints on puts
+// (wire.HelloPutHints). A server older than a hello flag refuses it and
+// closes the connection: the client then dials again without the put-hints
+// flag, then without any, and from then on.
 func (c *Client) dial(ctx context.Context) (*nconn, error) {
-	var flags uint16
-	if !c.opts.TierVerify && !c.noHelloFlags.Load() {
-		flags = wire.HelloVerifiesGets
-	}
+	flags := c.helloFlags()
 	nc, err := dialConn(ctx, c.addr, c.opts, flags)
-	if err != nil && flags != 0 && errors.Is(err, errHelloFlagsRefused) {
-		c.noHelloFlags.Store(true)
-		nc, err = dialConn(ctx, c.addr, c.opts, 0)
+	for err != nil && flags != 0 && errors.Is(err, errHelloFlagsRefused) {
+		if flags&wire.HelloPutHints != 0 && flags != wire.HelloPutHints {
+			c.noPutHints.Store(true)
+		} else {
+			c.noHelloFlags.Store(true)
+		}
+		flags = c.helloFlags()
+		nc, err = dialConn(ctx, c.addr, c.opts, flags)
 	}
 	return nc, err
+}
+
+func (c *Client) helloFlags() uint16 {
+	if c.noHelloFlags.Load() {
+		return 0
+	}
+	var flags uint16
+	if !c.opts.TierVerify {
+		flags |= wire.HelloVerifiesGets
+	}
+	if !c.noPutHints.Load() {
+		flags |= wire.HelloPutHints
+	}
+	return flags
 }
 
 // chunk is a run of batch items sent in one frame: items [lo, hi) of one namespace.

@@ -35,6 +35,9 @@ type nconn struct {
 	// declared: the server accepted wire.HelloVerifiesGets (it echoed the
 	// flag), so it knows wire.FlagVerifyAtRest too.
 	declared bool
+	// hints: the server echoed wire.HelloPutHints, so it reads PUT hint
+	// records (wire.FlagPutHints).
+	hints bool
 
 	wmu     sync.Mutex
 	waiting atomic.Int32 // writers queued on wmu
@@ -154,6 +157,7 @@ func (c *nconn) handshake(ctx context.Context, opts Options, flags uint16) error
 	}
 	c.limits = r.Limits
 	c.declared = flags&r.Flags&wire.HelloVerifiesGets != 0
+	c.hints = flags&r.Flags&wire.HelloPutHints != 0
 	if v == wire.Version1 {
 		return nil
 	}

@@ -19,7 +19,9 @@ type PutItem struct {
 	// Opts: Sum (with HasSum) is sent as given, which lets a caller that
 	// already knows the checksum skip computing it; otherwise the client
 	// computes it. Priority, PinTTL (millisecond resolution) and Parent are
-	// sent when set.
+	// sent when set, and so are the agent hints Reuse and Retain
+	// (millisecond resolution, rounded up) to a server that reads them
+	// (HintsAccepted); an older server gets the block without them.
 	Opts block.PutOptions
 }
 
@@ -62,16 +64,26 @@ func (c *Client) PutWithOptions(ctx context.Context, key block.Key, data []byte,
 func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, err error) {
 	errs = make([]error, len(items))
 	send := make([]int, 0, len(items))
+	hinted := false
 	for i, it := range items {
 		if uint64(len(it.Data)) > uint64(c.limits.MaxBlockSize) {
 			errs[i] = fmt.Errorf("%w: %s: %d bytes exceeds the server's maximum block size %d", block.ErrTooLarge, it.Key, len(it.Data), c.limits.MaxBlockSize)
 			continue
 		}
+		if err := it.Opts.ValidateHints(); err != nil {
+			errs[i] = fmt.Errorf("%s: %w", it.Key, err)
+			continue
+		}
+		hinted = hinted || it.Opts.HasHints()
 		send = append(send, i)
+	}
+	itemHead := int64(wire.PutItemSize)
+	if hinted {
+		itemHead += wire.PutHintsSize
 	}
 	chs := c.chunks(len(send),
 		func(j int) string { return items[send[j]].Key.Namespace },
-		func(j int) int64 { return wire.PutItemSize + int64(len(items[send[j]].Data)) })
+		func(j int) int64 { return itemHead + int64(len(items[send[j]].Data)) })
 	fl := make([]flight, len(chs))
 	for j, ch := range chs {
 		f := &fl[j]
@@ -80,7 +92,11 @@ func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, e
 			continue
 		}
 		ns := items[send[ch.lo]].Key.Namespace
-		head := make([]byte, wire.HeaderSize, wire.HeaderSize+1+len(ns)+(ch.hi-ch.lo)*wire.PutItemSize)
+		var flags uint8
+		if hinted && f.nc.hints {
+			flags = wire.FlagPutHints
+		}
+		head := make([]byte, wire.HeaderSize, wire.HeaderSize+1+len(ns)+(ch.hi-ch.lo)*int(itemHead))
 		head = wire.AppendNamespace(head, ns)
 		segs := make(net.Buffers, 0, 2*(ch.hi-ch.lo)+1)
 		prev := 0
@@ -92,6 +108,9 @@ func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, e
 				sum = block.Checksum(it.Data)
 			}
 			head = wire.AppendPutItem(head, it.Key, sum, uint32(len(it.Data)), it.Opts)
+			if flags&wire.FlagPutHints != 0 {
+				head = wire.AppendPutHints(head, it.Opts)
+			}
 			if len(it.Data) > 0 {
 				segs = append(segs, head[prev:], it.Data)
 				// head may still grow (and move): re-slice at the end.
@@ -100,11 +119,26 @@ func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, e
 			}
 		}
 		segs = resliceSegs(segs, head)
-		f.cl = &call{op: wire.OpPut, count: uint32(ch.hi - ch.lo)}
+		f.cl = &call{op: wire.OpPut, flags: flags, count: uint32(ch.hi - ch.lo)}
 		f.err = f.nc.start(f.cl, head, segs, payload)
 	}
 	err = c.collect(ctx, fl, func(j int) int { return send[j] }, errs, nil)
 	return errs, err
+}
+
+// HintsAccepted reports whether the server reads the agent hints of puts
+// (it echoed wire.HelloPutHints on a connection of this client); false
+// also before any connection is up.
+func (c *Client) HintsAccepted() bool {
+	for _, s := range c.slots {
+		s.mu.Lock()
+		nc := s.c
+		s.mu.Unlock()
+		if nc != nil {
+			return nc.hints
+		}
+	}
+	return false
 }
 
 // resliceSegs rebuilds the head slices of segs (even positions, recorded as

@@ -239,10 +239,12 @@ func TestGetRereadsAfterMismatch(t *testing.T) {
 }
 
 // oldServerHello stands between a client and a real server and behaves as
-// a server older than hello flags: it refuses a hello with any flag
-// (MalformedFrame, then closes), and closes the connection on a request
-// frame with a flag bit it does not know (only response and linearizable).
-func oldServerHello(t *testing.T, target string) (addr string, refused, badFrames *atomic.Int64) {
+// a server that knows only the hello flags in known (0: older than hello
+// flags): it refuses a hello with any other flag (MalformedFrame, then
+// closes), and closes the connection on a request frame with a flag bit it
+// does not know (response and linearizable, and verify at rest when it
+// knows wire.HelloVerifiesGets).
+func oldServerHello(t *testing.T, target string, known uint16) (addr string, refused, badFrames *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -262,7 +264,7 @@ func oldServerHello(t *testing.T, target string) (addr string, refused, badFrame
 				if _, err := io.ReadFull(cc, hello); err != nil {
 					return
 				}
-				if hello[6] != 0 || hello[7] != 0 {
+				if (uint16(hello[6])|uint16(hello[7])<<8)&^known != 0 {
 					refused.Add(1)
 					cc.Write(wire.AppendHelloReply(nil, wire.HelloReply{Version: wire.Version, Code: errcode.MalformedFrame}))
 					return
@@ -290,7 +292,11 @@ func oldServerHello(t *testing.T, target string) (addr string, refused, badFrame
 					if _, err := io.ReadFull(cc, hb); err != nil {
 						return
 					}
-					if hb[5]&^(wire.FlagResponse|wire.FlagLinearizable) != 0 {
+					frameFlags := wire.FlagResponse | wire.FlagLinearizable
+					if known&wire.HelloVerifiesGets != 0 {
+						frameFlags |= wire.FlagVerifyAtRest
+					}
+					if hb[5]&^frameFlags != 0 {
 						badFrames.Add(1)
 						return
 					}
@@ -309,25 +315,26 @@ func oldServerHello(t *testing.T, target string) (addr string, refused, badFrame
 }
 
 // A new client meets an old server: the refused hello is retried without
-// the flag (once; later connections go without at once), nothing the old
-// server does not know is sent, and a block failing the client's check is
-// still never returned. A client that does not declare is what an old
-// client is on the wire: the old server accepts it at once.
+// the put-hints flag, then without any (once; later connections go without
+// at once), nothing the old server does not know is sent, and a block
+// failing the client's check is still never returned. A client that does
+// not declare asks only for put hints, and then goes without.
 func TestOldServerNewClient(t *testing.T) {
 	ft := &flakyTier{MapTier: nativetest.NewMapTier(), bad: map[block.Key]int{}}
 	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), ft)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, refused, badFrames := oldServerHello(t, srv.Addr)
+	addr, refused, badFrames := oldServerHello(t, srv.Addr, 0)
 	ctx := context.Background()
 	c, err := Dial(ctx, addr, Options{Conns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if refused.Load() != 1 || !c.noHelloFlags.Load() {
-		t.Fatalf("%d hellos refused, latched %v; want one refusal, then plain hellos", refused.Load(), c.noHelloFlags.Load())
+	// Refused twice: with both flags, then with the verify flag alone.
+	if refused.Load() != 2 || !c.noHelloFlags.Load() {
+		t.Fatalf("%d hellos refused, latched %v; want two refusals, then plain hellos", refused.Load(), c.noHelloFlags.Load())
 	}
 	for _, s := range c.slots {
 		if s.c.declared {
@@ -357,7 +364,7 @@ func TestOldServerNewClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if refused.Load() != 1 || badFrames.Load() != 0 {
+	if refused.Load() != 2 || badFrames.Load() != 0 {
 		t.Fatalf("%d hellos refused, %d frames with unknown flags", refused.Load(), badFrames.Load())
 	}
 	for _, m := range ft.TakeReaderMarks() {
@@ -371,7 +378,8 @@ func TestOldServerNewClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	if got, err := old.Get(ctx, k); err != nil || !bytes.Equal(got, data) || refused.Load() != 1 || old.noHelloFlags.Load() {
+	// It still asks for put hints: one refusal, then a plain hello.
+	if got, err := old.Get(ctx, k); err != nil || !bytes.Equal(got, data) || refused.Load() != 3 || !old.noHelloFlags.Load() {
 		t.Fatalf("a client that does not declare: %v, %d refusals", err, refused.Load())
 	}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -98,6 +99,9 @@ func TestPutRejects(t *testing.T) {
 		{"malformed checksum", "/v1/namespaces/default/blocks/" + h2, map[string]string{"X-Ctxtier-Crc32c": "xyz"}, "x", 400, "InvalidArgument"},
 		{"bad priority", "/v1/namespaces/default/blocks/" + h2, map[string]string{"X-Ctxtier-Priority": "9"}, "x", 400, "InvalidArgument"},
 		{"bad pin ttl", "/v1/namespaces/default/blocks/" + h2, map[string]string{"X-Ctxtier-Pin-Ttl": "-5"}, "x", 400, "InvalidArgument"},
+		{"bad reuse hint", "/v1/namespaces/default/blocks/" + h2, map[string]string{"X-Ctxtier-Reuse": "always"}, "x", 400, "InvalidArgument"},
+		{"bad retain window", "/v1/namespaces/default/blocks/" + h2, map[string]string{"X-Ctxtier-Retain": "later"}, "x", 400, "InvalidArgument"},
+		{"retain on reuse never", "/v1/namespaces/default/blocks/" + h2, map[string]string{"X-Ctxtier-Reuse": "never", "X-Ctxtier-Retain": "30"}, "x", 400, "InvalidArgument"},
 		{"empty body", "/v1/namespaces/default/blocks/" + h2, nil, "", 400, "InvalidArgument"},
 		{"oversized", "/v1/namespaces/default/blocks/" + h2, nil, strings.Repeat("x", 65), 413, "TooLarge"},
 		{"conflicting re-put", "/v1/namespaces/default/blocks/" + h1, nil, "different", 409, "Conflict"},
@@ -237,5 +241,30 @@ func TestPinRejects(t *testing.T) {
 	_, hdr, _ = e.do("HEAD", "/v1/namespaces/default/blocks/"+h1, nil, nil)
 	if hdr.Get("X-Ctxtier-Pinned-Until") != "" {
 		t.Fatal("a rejected pin pinned the block")
+	}
+}
+
+// TestPutHintHeaders: X-Ctxtier-Reuse and X-Ctxtier-Retain reach the tier.
+func TestPutHintHeaders(t *testing.T) {
+	e := newEnv(t, nil)
+	for i, tc := range []struct {
+		hdr    map[string]string
+		reuse  block.Reuse
+		retain time.Duration
+	}{
+		{map[string]string{"X-Ctxtier-Reuse": "shared", "X-Ctxtier-Retain": "600"}, block.ReuseShared, 10 * time.Minute},
+		{map[string]string{"X-Ctxtier-Reuse": "session", "X-Ctxtier-Retain": "1500ms"}, block.ReuseSession, 1500 * time.Millisecond},
+		{map[string]string{"X-Ctxtier-Reuse": "never"}, block.ReuseNever, 0},
+		{nil, block.ReuseUnknown, 0},
+	} {
+		hash := block.FormatHash(uint64(100 + i))
+		data := []byte(fmt.Sprintf("block %d", i))
+		if st, b := e.put(hash, data, tc.hdr); st != http.StatusCreated {
+			t.Fatalf("put %d: %d %s", i, st, b)
+		}
+		o := e.tier.opts(block.NewKey("default", uint64(100+i)))
+		if o.Reuse != tc.reuse || o.Retain != tc.retain {
+			t.Fatalf("put %d: the tier got reuse %v retain %v, want %v %v", i, o.Reuse, o.Retain, tc.reuse, tc.retain)
+		}
 	}
 }

@@ -35,6 +35,7 @@ type fakeBlock struct {
 	prio  uint8
 	pin   time.Time
 	added time.Time
+	opts  block.PutOptions
 }
 
 func newFakeTier() *fakeTier { return &fakeTier{blocks: map[block.Key]*fakeBlock{}} }
@@ -48,7 +49,7 @@ func (f *fakeTier) Put(_ context.Context, key block.Key, data []byte, sum uint32
 		}
 		return nil
 	}
-	b := &fakeBlock{data: bytes.Clone(data), sum: sum, prio: opts.Priority, added: time.Now()}
+	b := &fakeBlock{data: bytes.Clone(data), sum: sum, prio: opts.Priority, added: time.Now(), opts: opts}
 	if opts.PinTTL > 0 {
 		b.pin = time.Now().Add(opts.PinTTL)
 	}
@@ -220,4 +221,13 @@ func (f *fakeTier) List(_ context.Context, ns, prefix, after string, limit int) 
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+func (f *fakeTier) opts(k block.Key) block.PutOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b, ok := f.blocks[k]; ok {
+		return b.opts
+	}
+	return block.PutOptions{}
 }

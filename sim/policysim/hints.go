@@ -3,7 +3,9 @@ package policysim
 import (
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/sim/trace"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
@@ -57,9 +59,14 @@ func (c HintConfig) Validate() error {
 
 // HintFactory builds hint-aware policies around the policies inner builds;
 // c must be valid. On requests without hints the policy is inner exactly.
+// The mechanisms are tiers/policy.Hinted's, the code ctxd's DRAM tier runs;
+// this wrapper turns a request's hints into each block's (the shared prefix
+// is block.ReuseShared, the ephemeral tail block.ReuseNever, the resume
+// window a retain window) and releases a session's own blocks when it ends.
 func HintFactory(inner policy.Factory, c HintConfig) policy.Factory {
 	return func(expectedBlocks int) policy.Policy {
-		return &hinted{cfg: c, inner: inner(expectedBlocks), sessions: map[string][]owned{}}
+		core := policy.HintConfig{SoftPin: c.SoftPin, Ephemeral: c.Ephemeral, SharedClass: c.SharedClass}.Wrap(inner(expectedBlocks))
+		return &hinted{cfg: c, core: core, sessions: map[string][]owned{}}
 	}
 }
 
@@ -68,25 +75,12 @@ type owned struct {
 	gen uint32
 }
 
-type hintBlock struct {
-	meta     policy.Meta
-	pinUntil int64
-	gen      uint32
-	cold     bool // on the cold queue, not in inner
-	shared   bool
-}
-
-// hinted wraps an inner policy with the harness's hints: a FIFO cold queue
-// of blocks known to be dead (ephemeral tails, ended sessions) is evicted
-// first; soft-pinned blocks are skipped while their pin lasts; shared
-// prefixes live in a higher priority class of the inner policy.
+// hinted feeds a request's hints, block by block, to policy.Hinted.
 type hinted struct {
 	cfg      HintConfig
-	inner    policy.Policy
-	blocks   []hintBlock
-	coldQ    []owned // FIFO from coldHead
-	coldHead int
-	nCold    int
+	core     *policy.Hinted
+	gen      []uint32           // bumped when a handle's block leaves or revives
+	hash     []uint64           // each handle's block
 	sessions map[string][]owned // session -> blocks it inserted
 
 	// The request in progress.
@@ -101,6 +95,7 @@ type hinted struct {
 func (p *hinted) BeginRequest(r *trace.Request) {
 	p.r = r
 	p.now = r.TimestampMs
+	p.core.SetNow(p.now)
 	p.shared, p.ephFrom, p.pinTo = 0, len(r.HashIDs), 0
 	h := r.Hints
 	if h == nil {
@@ -127,22 +122,11 @@ func (p *hinted) EndRequest(r *trace.Request) {
 		return
 	}
 	for _, o := range p.sessions[r.Session] {
-		b := &p.blocks[o.h]
-		if b.gen != o.gen || b.cold || b.shared {
-			continue
+		if p.gen[o.h] == o.gen {
+			p.core.Release(o.h)
 		}
-		p.inner.Remove(o.h)
-		p.toCold(o.h)
 	}
 	delete(p.sessions, r.Session)
-}
-
-func (p *hinted) toCold(h policy.Handle) {
-	b := &p.blocks[h]
-	b.cold = true
-	b.pinUntil = 0
-	p.nCold++
-	p.coldQ = append(p.coldQ, owned{h: h, gen: b.gen})
 }
 
 // position is the index of a block in the request in progress, or -1.
@@ -157,81 +141,87 @@ func (p *hinted) position(hash uint64) int {
 }
 
 func (p *hinted) Insert(h policy.Handle, m policy.Meta) {
-	for int(h) >= len(p.blocks) {
-		p.blocks = append(p.blocks, hintBlock{})
+	for int(h) >= len(p.gen) {
+		p.gen = append(p.gen, 0)
+		p.hash = append(p.hash, 0)
 	}
-	b := &p.blocks[h]
-	gen := b.gen + 1
-	*b = hintBlock{meta: m, gen: gen}
+	p.gen[h]++
+	p.hash[h] = m.Hash
 	i := p.position(m.Hash)
-	if i >= p.ephFrom {
-		p.toCold(h)
-		return
+	switch {
+	case i >= p.ephFrom:
+		m.Reuse = block.ReuseNever
+	case i >= 0 && i < p.shared:
+		m.Reuse = block.ReuseShared
+	case i >= 0 && p.r.Session != "":
+		p.sessions[p.r.Session] = append(p.sessions[p.r.Session], owned{h: h, gen: p.gen[h]})
 	}
-	if i >= 0 && i < p.shared {
-		b.shared = true
-		b.meta.Priority = max(b.meta.Priority, p.cfg.SharedClass)
+	if m.Reuse != block.ReuseNever && p.pinTo > 0 {
+		m.Retain = p.pinTo - p.now
 	}
-	if i >= 0 && !b.shared && p.r.Session != "" {
-		p.sessions[p.r.Session] = append(p.sessions[p.r.Session], owned{h: h, gen: gen})
-	}
-	b.pinUntil = p.pinTo
-	p.inner.Insert(h, b.meta)
+	p.core.Insert(h, m)
 }
 
 func (p *hinted) Touch(h policy.Handle) {
-	b := &p.blocks[h]
-	if b.cold {
-		// A dead block came back (a hint was wrong): it lives again.
-		b.cold = false
-		p.nCold--
-		b.gen++ // drops its cold-queue entry
-		p.inner.Insert(h, b.meta)
-	} else {
-		p.inner.Touch(h)
+	if p.core.Cold(h) {
+		p.gen[h]++ // a revived block leaves its session's list
 	}
-	if i := p.position(b.meta.Hash); i >= 0 && i < p.ephFrom {
-		b.pinUntil = max(b.pinUntil, p.pinTo)
+	p.core.Touch(h)
+	if i := p.position(p.hash[h]); i >= 0 && i < p.ephFrom && p.pinTo > 0 {
+		p.core.Retain(h, p.pinTo)
 	}
 }
 
 func (p *hinted) Remove(h policy.Handle) {
-	b := &p.blocks[h]
-	if b.cold {
-		b.cold = false
-		p.nCold--
-	} else {
-		p.inner.Remove(h)
-	}
-	b.gen++
+	p.gen[h]++
+	p.core.Remove(h)
 }
 
 func (p *hinted) Victim(evictable func(policy.Handle) bool) (policy.Handle, bool) {
-	ok := func(h policy.Handle) bool { return evictable == nil || evictable(h) }
-	// Stale entries (revived or removed blocks) are dropped from the front;
-	// the queue is compacted when half of it is consumed.
-	for len(p.coldQ) > p.coldHead {
-		o := p.coldQ[p.coldHead]
-		if b := &p.blocks[o.h]; b.gen == o.gen && b.cold {
-			break
-		}
-		p.coldHead++
-	}
-	if p.coldHead > len(p.coldQ)/2 {
-		p.coldQ = append(p.coldQ[:0], p.coldQ[p.coldHead:]...)
-		p.coldHead = 0
-	}
-	for _, o := range p.coldQ[p.coldHead:] {
-		if b := &p.blocks[o.h]; b.gen == o.gen && b.cold && ok(o.h) {
-			return o.h, true
-		}
-	}
-	if p.cfg.SoftPin {
-		if h, found := p.inner.Victim(func(h policy.Handle) bool { return p.blocks[h].pinUntil <= p.now && ok(h) }); found {
-			return h, true
-		}
-	}
-	return p.inner.Victim(evictable)
+	return p.core.Victim(evictable)
 }
 
-func (p *hinted) Len() int { return p.inner.Len() + p.nCold }
+func (p *hinted) Len() int { return p.core.Len() }
+
+// WireHintFactory builds policies that see only what a put carries on the
+// wire: each inserted block's hint from trace.Request.BlockHint (grace
+// PinGraceMs), given to policy.Hinted with ctxd's default HintConfig (a
+// hit restarts a block's own retain window; no session-end release), on the
+// trace's clock in milliseconds. It is what ctxd's default policy does with
+// the hints `ctxbench sim --ctxd --ctxd-hints` sends.
+func WireHintFactory(inner policy.Factory, graceMs int64) policy.Factory {
+	return func(expectedBlocks int) policy.Policy {
+		c := policy.DefaultHintConfig()
+		c.DefaultRetain = c.DefaultRetain / int64(time.Millisecond) // the trace's clock is in ms
+		return &wireHinted{Hinted: c.Wrap(inner(expectedBlocks)), grace: time.Duration(graceMs) * time.Millisecond}
+	}
+}
+
+type wireHinted struct {
+	*policy.Hinted
+	grace time.Duration
+	r     *trace.Request
+	pos   map[uint64]int
+}
+
+func (p *wireHinted) BeginRequest(r *trace.Request) {
+	p.r = r
+	p.SetNow(r.TimestampMs)
+	if p.pos == nil {
+		p.pos = map[uint64]int{}
+	}
+	clear(p.pos)
+	for i, id := range r.HashIDs {
+		p.pos[id] = i
+	}
+}
+
+func (p *wireHinted) EndRequest(*trace.Request) {}
+
+func (p *wireHinted) Insert(h policy.Handle, m policy.Meta) {
+	if i, ok := p.pos[m.Hash]; ok && p.r != nil {
+		reuse, retain := p.r.BlockHint(i, p.grace, 1)
+		m.Reuse, m.Retain = reuse, int64(retain/time.Millisecond)
+	}
+	p.Hinted.Insert(h, m)
+}

@@ -234,3 +234,30 @@ func TestS3FIFOOnSharedTraces(t *testing.T) {
 		}
 	}
 }
+
+// TestWireHints: the wire-only hint policy is Window exactly on a trace
+// without hints, and with them marks ephemeral tails never (first victims)
+// and retains a resumable request's blocks on the trace's clock.
+func TestWireHints(t *testing.T) {
+	rs := agentic(1, 400, 3, 16)
+	plain := make([]trace.Request, len(rs))
+	for i, r := range rs {
+		r.Hints = nil
+		plain[i] = r
+	}
+	for _, capacity := range []int{64, 256} {
+		w, _ := Run(plain, capacity, "window", policy.NewWindow, Options{})
+		h, _ := Run(plain, capacity, "hints-wire", WireHintFactory(policy.NewWindow, 10_000), Options{})
+		if w.Hits != h.Hits {
+			t.Fatalf("cap %d without hints: wire hints %d hits, window %d", capacity, h.Hits, w.Hits)
+		}
+	}
+	p := WireHintFactory(policy.NewLRU, 0)(16)
+	load(p, trace.Request{TimestampMs: 0, HashIDs: []uint64{1, 2, 3}, Session: "s", Hints: &trace.Hints{ResumeWithinMs: 1000, EphemeralTailBlocks: 1}}, 0)
+	load(p, trace.Request{TimestampMs: 500, HashIDs: []uint64{11, 12}}, 10)
+	// At 500 ms: block 2 (ephemeral) first, then the unhinted 10, 11, then
+	// the retained 0, 1 (their window runs to 1000 ms).
+	if got := victims(p); len(got) != 5 || got[0] != 2 || got[1] != 10 || got[2] != 11 {
+		t.Fatalf("victims %v", got)
+	}
+}

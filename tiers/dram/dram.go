@@ -113,6 +113,7 @@ type entry struct {
 	live     bool  // indexed (visible to readers)
 	tracked  bool  // known to the policy (false while being demoted)
 	clean    bool  // a lower tier already holds it: eviction need not demote
+	never    bool  // put with the agent hint block.ReuseNever: eviction drops it, never demotes
 	doomed   bool  // removed from the index while leased; freed at last release
 	spliced  bool  // its pages were handed to sendfile: punch them out when freed
 	pinUntil int64 // unix nanoseconds
@@ -143,6 +144,7 @@ type Tier struct {
 	entries []entry
 	free    []uint32 // free handles
 	policy  policy.Policy
+	clock   policy.Clocked     // the policy, when its order depends on time
 	ns      map[string]*nsAcct // per-namespace accounts (quota.go)
 	closed  bool
 
@@ -252,6 +254,7 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 		ns:     map[string]*nsAcct{},
 		policy: pf(expected),
 	}
+	t.clock, _ = t.policy.(policy.Clocked)
 	log.Info("dram tier ready", "capacity", size, "memfile", path, "version_table", fileSize-size)
 	return t, nil
 }
@@ -411,7 +414,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	e := &t.entries[h]
 	*e = entry{
 		key: key, page: page, pages: pages, size: size, sum: sum, fp: fp, version: atomic.LoadUint64(&t.vers[page]),
-		priority: min(opts.Priority, block.MaxPriority), live: true, tracked: true, clean: clean,
+		priority: min(opts.Priority, block.MaxPriority), live: true, tracked: true, clean: clean, never: opts.Reuse == block.ReuseNever,
 		pinUntil: pinUntil, created: ns, access: ns,
 	}
 	if !opts.Expires.IsZero() {
@@ -419,9 +422,10 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	}
 	t.index[key] = h
 	t.linkLocked(h) // its bytes were charged by reserveLocked
+	t.setClockLocked(ns)
 	t.policy.Insert(policy.Handle(h), policy.Meta{
 		Hash: key.Hash, Parent: opts.Parent, HasParent: opts.HasParent,
-		Size: size, Priority: e.priority,
+		Size: size, Priority: e.priority, Reuse: opts.Reuse, Retain: int64(opts.Retain),
 	})
 	t.st.residentBytes.Add(size)
 	t.st.blocks.Add(1)
@@ -490,6 +494,7 @@ func (t *Tier) get(key block.Key, verify bool) (*block.Ref, error) {
 	e.leases++
 	e.access = now
 	if e.tracked {
+		t.setClockLocked(now)
 		t.policy.Touch(policy.Handle(h))
 	}
 	t.nsTouchLocked(h)
@@ -610,6 +615,7 @@ func (t *Tier) DescriptorUnverified(_ context.Context, key block.Key) (Descripto
 	e.leases++
 	e.access = now
 	if e.tracked {
+		t.setClockLocked(now)
 		t.policy.Touch(policy.Handle(h))
 	}
 	t.nsTouchLocked(h)

@@ -32,6 +32,7 @@ func (t *Tier) reserveLocked(ctx context.Context, key block.Key, size int64) (ui
 			return p, pages, nil
 		}
 		now := t.now().UnixNano()
+		t.setClockLocked(now)
 		v, ok := t.policy.Victim(t.evictableAt(now))
 		if !ok {
 			t.st.noSpace.Add(1)
@@ -41,14 +42,15 @@ func (t *Tier) reserveLocked(ctx context.Context, key block.Key, size int64) (ui
 	}
 }
 
-// evictLocked evicts tracked entry h: at once when it is clean or there is
-// no lower tier, else after handing it to Demote (t.mu is released and
-// retaken meanwhile).
+// evictLocked evicts tracked entry h: at once when it is clean, put with
+// the agent hint block.ReuseNever (it will not be read again: not worth a
+// lower tier's write) or there is no lower tier, else after handing it to
+// Demote (t.mu is released and retaken meanwhile).
 func (t *Tier) evictLocked(ctx context.Context, h uint32, now int64) {
 	e := &t.entries[h]
 	t.st.evictions.Add(1)
 	t.st.evictedBytes.Add(uint64(e.size))
-	if t.cfg.Demote == nil || e.clean {
+	if t.cfg.Demote == nil || e.clean || e.never {
 		key := e.key
 		t.unindexLocked(h)
 		t.evictedLocked(key)
@@ -87,4 +89,13 @@ func (t *Tier) evictedLocked(key block.Key) {
 	t.mu.Unlock()
 	t.cfg.Evicted(key)
 	t.mu.Lock()
+}
+
+// setClockLocked tells a time-aware policy (policy.Clocked: the retain
+// windows of agent hints) the time, in Unix nanoseconds, before it orders
+// blocks.
+func (t *Tier) setClockLocked(now int64) {
+	if t.clock != nil {
+		t.clock.SetNow(now)
+	}
 }

@@ -21,11 +21,14 @@ func windowWith(mod func(*WindowConfig)) Factory {
 }
 
 // named lists the policies by name: the production ones and the ablations
-// of Window and Segmented that docs/policy.md measures.
+// of Window and Segmented that docs/policy.md measures. "window", ctxd's
+// default, is Window inside Hinted: blocks put without agent hints see
+// exactly Window ("window-nohints" is Window alone).
 var named = map[string]Factory{
 	"lru":                  NewLRU,
 	"s3fifo":               NewS3FIFO,
-	"window":               NewWindow,
+	"window":               DefaultHintConfig().Factory(NewWindow), // honours agent hints when present
+	"window-nohints":       NewWindow,
 	"window-noghost":       windowWith(func(c *WindowConfig) { c.Ghost = false }),
 	"window-nochain":       windowWith(func(c *WindowConfig) { c.ChainOrder = false }),
 	"window-notail":        windowWith(func(c *WindowConfig) { c.TailDemote = false }),

@@ -9,6 +9,8 @@
 // objects.
 package policy
 
+import "github.com/ctxtier/ctxtier/ctxstore/block"
+
 // Handle is a tier-assigned slot number, dense from 0 and reused after Remove.
 type Handle uint32
 
@@ -20,6 +22,19 @@ type Meta struct {
 	Size      int64
 	// Priority is the eviction class: lower classes are evicted first.
 	Priority uint8
+	// Reuse and Retain are the agent hints of the put (block.PutOptions):
+	// Retain is the retain window in the units of the owner's clock
+	// (Clocked). Only hint-aware policies (Hinted) read them; the others
+	// ignore them.
+	Reuse  block.Reuse
+	Retain int64
+}
+
+// Clocked is implemented by policies whose order depends on time (Hinted's
+// retain windows): the owner sets the current time, in the units of
+// Meta.Retain, before Insert, Touch and Victim.
+type Clocked interface {
+	SetNow(now int64)
 }
 
 // Policy orders resident blocks for eviction.

@@ -37,6 +37,16 @@ const (
 	// HeaderParent is the previous block's sequence hash (16 hex digits), a
 	// hint for eviction policies that keep chain heads.
 	HeaderParent = "X-Ctxtier-Parent"
+	// HeaderReuse is a put's agent hint of whether the block will be read
+	// again: never (reasoning, output: evicted first), session (the
+	// session comes back: kept within its retain window) or shared (a
+	// prefix shared across sessions: a higher eviction class).
+	HeaderReuse = "X-Ctxtier-Reuse"
+	// HeaderRetain is a put's retain window, whole seconds or a Go
+	// duration: the harness expects to read the block again within it (a
+	// soft pin, unlike HeaderPinTTL: yielded when nothing else is
+	// evictable).
+	HeaderRetain = "X-Ctxtier-Retain"
 	// HeaderPinnedUntil is when a block's pin lapses (RFC 3339), on HEAD/GET
 	// of a pinned block.
 	HeaderPinnedUntil = "X-Ctxtier-Pinned-Until"
@@ -175,22 +185,29 @@ const MaxPinTTL = 365 * 24 * time.Hour
 
 // ParsePinTTL parses whole seconds ("300") or a Go duration ("5m"). Negative,
 // fractional-second or absurd values are ErrInvalidArgument.
-func ParsePinTTL(s string) (time.Duration, error) {
+func ParsePinTTL(s string) (time.Duration, error) { return parseDuration("pin TTL", s, MaxPinTTL) }
+
+// ParseRetain parses HeaderRetain as ParsePinTTL does, up to block.MaxRetain.
+func ParseRetain(s string) (time.Duration, error) {
+	return parseDuration(HeaderRetain, s, block.MaxRetain)
+}
+
+func parseDuration(what, s string, maxD time.Duration) (time.Duration, error) {
 	bad := func() (time.Duration, error) {
-		return 0, fmt.Errorf("%w: pin TTL %q must be whole seconds or a duration like 5m, 0..%s", block.ErrInvalidArgument, s, MaxPinTTL)
+		return 0, fmt.Errorf("%w: %s %q must be whole seconds or a duration like 5m, 0..%s", block.ErrInvalidArgument, what, s, maxD)
 	}
 	if s == "" {
 		return bad()
 	}
 	var d time.Duration
 	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
-		if n > uint64(MaxPinTTL/time.Second) {
+		if n > uint64(maxD/time.Second) {
 			return bad()
 		}
 		d = time.Duration(n) * time.Second
 	} else {
 		pd, err := time.ParseDuration(s)
-		if err != nil || pd < 0 || pd > MaxPinTTL {
+		if err != nil || pd < 0 || pd > maxD {
 			return bad()
 		}
 		d = pd
@@ -253,7 +270,36 @@ func ParsePutOptions(h HeaderGetter) (block.PutOptions, error) {
 		}
 		o.Parent, o.HasParent = p, true
 	}
-	return o, nil
+	if v, ok := headerValue(h, HeaderReuse); ok {
+		r, err := block.ParseReuse(v)
+		if err != nil || r == block.ReuseUnknown {
+			return o, fmt.Errorf("%w: %s %q must be never, session or shared", block.ErrInvalidArgument, HeaderReuse, v)
+		}
+		o.Reuse = r
+	}
+	if v, ok := headerValue(h, HeaderRetain); ok {
+		d, err := ParseRetain(v)
+		if err != nil {
+			return o, err
+		}
+		o.Retain = d
+	}
+	return o, o.ValidateHints()
+}
+
+// headerValue is h's value of name, and whether it was sent at all (an
+// empty value of a sent header is an error for the hint headers, not
+// their absence).
+func headerValue(h HeaderGetter, name string) (string, bool) {
+	if hv, ok := h.(interface{ Values(string) []string }); ok {
+		vs := hv.Values(name)
+		if len(vs) == 0 {
+			return "", false
+		}
+		return vs[0], true
+	}
+	v := h.Get(name)
+	return v, v != ""
 }
 
 // SetPutOptions writes the put headers for o (the inverse of ParsePutOptions).
@@ -269,6 +315,12 @@ func SetPutOptions(h HeaderSetter, o block.PutOptions) {
 	}
 	if o.HasParent {
 		h.Set(HeaderParent, block.FormatHash(o.Parent))
+	}
+	if o.Reuse != block.ReuseUnknown {
+		h.Set(HeaderReuse, o.Reuse.String())
+	}
+	if o.Retain > 0 {
+		h.Set(HeaderRetain, FormatPinTTL(o.Retain))
 	}
 }
 

@@ -63,21 +63,42 @@ func TestParsePinTTL(t *testing.T) {
 }
 
 func TestPutOptionsRoundTrip(t *testing.T) {
-	in := block.PutOptions{Sum: 0xabcdef01, HasSum: true, Priority: 3, HasPriority: true, PinTTL: 90 * time.Second, Parent: 42, HasParent: true}
-	h := http.Header{}
-	SetPutOptions(h, in)
-	out, err := ParsePutOptions(h)
-	if err != nil || out != in {
-		t.Fatalf("round trip: %+v %v, want %+v", out, err, in)
+	for _, in := range []block.PutOptions{
+		{Sum: 0xabcdef01, HasSum: true, Priority: 3, HasPriority: true, PinTTL: 90 * time.Second, Parent: 42, HasParent: true},
+		{Reuse: block.ReuseShared, Retain: 10 * time.Minute},
+		{Reuse: block.ReuseSession, Retain: 1500 * time.Millisecond},
+		{Reuse: block.ReuseNever},
+		{Retain: 30 * time.Second},
+	} {
+		h := http.Header{}
+		SetPutOptions(h, in)
+		out, err := ParsePutOptions(h)
+		if err != nil || out != in {
+			t.Fatalf("round trip: %+v %v, want %+v", out, err, in)
+		}
+	}
+	if h := (http.Header{HeaderReuse: {"session"}, HeaderRetain: {"45"}}); true {
+		if o, err := ParsePutOptions(h); err != nil || o.Reuse != block.ReuseSession || o.Retain != 45*time.Second {
+			t.Fatalf("reuse session, retain 45: %+v %v", o, err)
+		}
 	}
 	for _, tc := range []struct{ k, v string }{
 		{HeaderCRC, "xyz"}, {HeaderPriority, "8"}, {HeaderPriority, "-1"}, {HeaderPinTTL, "-3"}, {HeaderParent, "ABCDEF0123456789"},
+		{HeaderReuse, "always"}, {HeaderReuse, "Session"}, {HeaderReuse, ""}, {HeaderRetain, "-5"}, {HeaderRetain, "soon"}, {HeaderRetain, ""},
+		{HeaderRetain, "1000000h"},
 	} {
 		h := http.Header{}
 		h.Set(tc.k, tc.v)
-		if _, err := ParsePutOptions(h); errcode.Of(err) == errcode.Internal || err == nil {
-			t.Errorf("%s: %q: err %v, want a classified error", tc.k, tc.v, err)
+		_, err := ParsePutOptions(h)
+		hint := tc.k == HeaderReuse || tc.k == HeaderRetain
+		if err == nil || errcode.Of(err) == errcode.Internal || hint && errcode.Of(err) != errcode.InvalidArgument {
+			t.Errorf("%s: %q: err %v, want a classified error (InvalidArgument for a hint)", tc.k, tc.v, err)
 		}
+	}
+	// A retain window on a block that will never be read again contradicts.
+	h := http.Header{HeaderReuse: {"never"}, HeaderRetain: {"10"}}
+	if _, err := ParsePutOptions(h); errcode.Of(err) != errcode.InvalidArgument {
+		t.Errorf("reuse never with a retain window: %v", err)
 	}
 }
 

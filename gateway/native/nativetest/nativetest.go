@@ -48,6 +48,7 @@ type entry struct {
 	sum    uint32
 	pinned time.Time
 	info   block.Info
+	opts   block.PutOptions // as the put gave them
 }
 
 // NewMapTier returns an empty tier.
@@ -72,8 +73,21 @@ func (t *MapTier) Put(_ context.Context, key block.Key, data []byte, sum uint32,
 	if opts.PinTTL > 0 {
 		e.pinned = now.Add(opts.PinTTL)
 	}
+	e.opts = opts
 	t.m[key] = e
 	return nil
+}
+
+// PutOptions returns the options key was stored with (as the store passed
+// them to the tier), and whether it is stored.
+func (t *MapTier) PutOptions(key block.Key) (block.PutOptions, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	e, ok := t.m[key]
+	if !ok {
+		return block.PutOptions{}, false
+	}
+	return e.opts, true
 }
 
 // Get returns a lease on the stored bytes.

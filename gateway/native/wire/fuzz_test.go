@@ -32,6 +32,9 @@ func reencode(r *Request) []byte {
 				return nil
 			}
 			b = AppendPutItem(b, it.Key, it.Opts.Sum, it.Size, it.Opts)
+			if r.Flags&FlagPutHints != 0 {
+				b = AppendPutHints(b, it.Opts)
+			}
 			b = append(b, it.Data...)
 		}
 		return b
@@ -80,6 +83,10 @@ func fuzzSeeds(f *testing.F) {
 	} {
 		f.Add(append(AppendHeader(nil, Header{Length: uint32(len(s.body)), Op: s.op, ID: 1, Count: s.count}), s.body...))
 	}
+	for _, o := range []block.PutOptions{{Reuse: block.ReuseSession, Retain: 30 * time.Second}, {Reuse: block.ReuseNever}, {Reuse: 9}} {
+		h, body := hintedPut(o, block.PutOptions{Reuse: block.ReuseShared})
+		f.Add(append(AppendHeader(nil, h), body...))
+	}
 	f.Add([]byte{})
 	f.Add(AppendHeader(nil, Header{Length: 1 << 30}))
 }
@@ -117,6 +124,14 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		if r.Op == OpPut && len(r.Items) != int(h.Count) {
 			t.Fatalf("%d items for count %d", len(r.Items), h.Count)
+		}
+		for i, it := range r.Items {
+			if it.Err == nil && it.Opts.ValidateHints() != nil {
+				t.Fatalf("item %d accepted with invalid hints %+v", i, it.Opts)
+			}
+			if h.Flags&FlagPutHints == 0 && it.Opts.HasHints() {
+				t.Fatalf("item %d has hints %+v in a frame without the hint flag", i, it.Opts)
+			}
 		}
 		if re := reencode(r); re != nil && !bytes.Equal(re, body) {
 			t.Fatalf("re-encoded body differs:\n got %x\nwant %x", re, body)

@@ -28,6 +28,7 @@ func TestReadFlags(t *testing.T) {
 		{"linearizable", FlagLinearizable, map[Op]bool{OpGet: true, OpExists: true, OpLookup: true, OpDescribe: true}},
 		{"verify at rest", FlagVerifyAtRest, map[Op]bool{OpGet: true}},
 		{"both", FlagLinearizable | FlagVerifyAtRest, map[Op]bool{OpGet: true}},
+		{"put hints", FlagPutHints, map[Op]bool{}}, // PUT only: put_test.go
 	} {
 		for _, tc := range bodies {
 			h := Header{Length: uint32(len(tc.body)), Op: tc.op, Flags: fc.flag}
@@ -49,7 +50,7 @@ func TestReadFlags(t *testing.T) {
 			}
 		}
 	}
-	for _, bit := range []uint8{1 << 3, 1 << 7} {
+	for _, bit := range []uint8{1 << 4, 1 << 7} {
 		if _, err := DecodeHeader(AppendHeader(nil, Header{Op: OpGet, Flags: bit}), testLimits.MaxFrameSize); !errors.Is(err, errcode.ErrMalformedFrame) {
 			t.Errorf("unknown flag bit %#02x: %v", bit, err)
 		}

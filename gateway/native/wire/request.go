@@ -49,6 +49,9 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 	if h.Flags&FlagVerifyAtRest != 0 && h.Op != OpGet {
 		return req, fmt.Errorf("%w: the verify-at-rest flag on a %s request (only get)", errcode.ErrMalformedFrame, h.Op)
 	}
+	if h.Flags&FlagPutHints != 0 && h.Op != OpPut {
+		return req, fmt.Errorf("%w: the put-hints flag on a %s request (only put)", errcode.ErrMalformedFrame, h.Op)
+	}
 	if uint64(len(body)) != uint64(h.Length) {
 		return req, fmt.Errorf("%w: body is %d bytes, header says %d", errcode.ErrMalformedFrame, len(body), h.Length)
 	}
@@ -85,7 +88,7 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 	b := body[1+n:]
 	switch h.Op {
 	case OpPut:
-		return req, req.decodePut(b, lim)
+		return req, req.decodePut(b, lim, h.Flags&FlagPutHints != 0)
 	case OpPin:
 		if len(b) < 8 {
 			return req, fmt.Errorf("%w: pin body too short for its TTL", errcode.ErrMalformedFrame)
@@ -122,11 +125,15 @@ func (req *Request) decodeKeys(b []byte) error {
 	return nil
 }
 
-func (req *Request) decodePut(b []byte, lim Limits) error {
+func (req *Request) decodePut(b []byte, lim Limits, hinted bool) error {
 	req.Items = make([]PutItem, req.Count)
+	head := PutItemSize
+	if hinted {
+		head += PutHintsSize
+	}
 	for i := range req.Items {
-		if len(b) < PutItemSize {
-			return fmt.Errorf("%w: put item %d: %d bytes left, item header needs %d", errcode.ErrMalformedFrame, i, len(b), PutItemSize)
+		if len(b) < head {
+			return fmt.Errorf("%w: put item %d: %d bytes left, item header needs %d", errcode.ErrMalformedFrame, i, len(b), head)
 		}
 		it := &req.Items[i]
 		f := b[10]
@@ -151,7 +158,11 @@ func (req *Request) decodePut(b []byte, lim Limits) error {
 			}
 			it.Opts.Parent = 0
 		}
-		b = b[PutItemSize:]
+		var hintErr error
+		if hinted {
+			hintErr = decodePutHints(b[PutItemSize:], &it.Opts)
+		}
+		b = b[head:]
 		if uint64(it.Size) > uint64(len(b)) {
 			return fmt.Errorf("%w: put item %d says %d data bytes, %d left in the frame", errcode.ErrMalformedFrame, i, it.Size, len(b))
 		}
@@ -162,6 +173,8 @@ func (req *Request) decodePut(b []byte, lim Limits) error {
 			it.Err = fmt.Errorf("%w: put item flags %#02x has unknown bits", block.ErrInvalidKey, f)
 		case shardErr != nil:
 			it.Err = shardErr
+		case hintErr != nil:
+			it.Err = fmt.Errorf("put item %d: %w", i, hintErr)
 		case !it.Key.HasPart && it.Key.Part != 0:
 			it.Err = fmt.Errorf("%w: part %d given without the part flag", block.ErrInvalidKey, it.Key.Part)
 		case !it.Opts.HasPriority && it.Opts.Priority != 0:

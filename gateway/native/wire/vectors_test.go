@@ -39,6 +39,9 @@ type vecPut struct {
 	Parent   *uint64 `json:"parent"`
 	Checksum uint32  `json:"checksum"`
 	Data     string  `json:"data"`
+	// The hint record, sent when the frame has FlagPutHints.
+	Reuse    uint8  `json:"reuse,omitempty"`
+	RetainMs uint32 `json:"retain_ms,omitempty"`
 }
 
 type vecRoute struct {
@@ -169,6 +172,7 @@ func sharedVectors() []vector {
 	return []vector{
 		{Name: "hello v2 verifies gets", Kind: "hello", Hello: &vecHello{Version: 2, Flags: 1}},
 		{Name: "hello v1", Kind: "hello", Hello: &vecHello{Version: 1}},
+		{Name: "hello v2 verifies gets, put hints", Kind: "hello", Hello: &vecHello{Version: 2, Flags: 3}},
 		{Name: "hello reply with echo", Kind: "hello_reply", HelloReply: &vecHelloReply{Version: 2, MaxFrameSize: 64<<20 + 4096,
 			MaxBlockSize: 64 << 20, MaxBatch: 1024, MaxInFlight: 64, MaxResponseSize: 1 << 30, Flags: 1}},
 		{Name: "hello reply refused", Kind: "hello_reply", HelloReply: &vecHelloReply{Version: 2, Code: 15}},
@@ -182,6 +186,14 @@ func sharedVectors() []vector {
 				{Hash: 0xfedcba9876543210, Checksum: block.Checksum([]byte("hello")), Data: hexOf("hello")},
 				{Hash: 0x8000000000000001, Part: p16(3), Priority: p8(5), PinTTLMs: 60000, Parent: p64(0xfedcba9876543210),
 					Checksum: block.Checksum([]byte("world!")), Data: hexOf("world!")},
+			}}},
+		{Name: "put with agent hints", Kind: "request", Request: &vecRequest{Op: uint8(OpPut), Flags: FlagPutHints, ID: 16, Namespace: "default",
+			Items: []vecPut{
+				{Hash: 0x8000000000000002, Checksum: block.Checksum([]byte("system")), Data: hexOf("system"), Reuse: uint8(block.ReuseShared), RetainMs: 600000},
+				{Hash: 0x8000000000000003, Parent: p64(0x8000000000000002), Checksum: block.Checksum([]byte("turn")), Data: hexOf("turn"),
+					Reuse: uint8(block.ReuseSession), RetainMs: 30000},
+				{Hash: 0x8000000000000004, Checksum: block.Checksum([]byte("think")), Data: hexOf("think"), Reuse: uint8(block.ReuseNever)},
+				{Hash: 0x8000000000000005, Checksum: block.Checksum([]byte("plain")), Data: hexOf("plain")},
 			}}},
 		{Name: "get keys with and without part", Kind: "request", Request: &vecRequest{Op: uint8(OpGet), ID: 8, Namespace: "llama-3",
 			Keys: []vecKey{{Hash: 1}, {Hash: 0xffffffffffffffff, Part: p16(7)}}}},
@@ -290,7 +302,8 @@ func encodeRequest(t *testing.T, r *vecRequest) []byte {
 		body = AppendNamespace(nil, r.Namespace)
 		for _, it := range r.Items {
 			data := mustHex(t, it.Data)
-			o := block.PutOptions{PinTTL: time.Duration(it.PinTTLMs) * time.Millisecond}
+			o := block.PutOptions{PinTTL: time.Duration(it.PinTTLMs) * time.Millisecond,
+				Reuse: block.Reuse(it.Reuse), Retain: time.Duration(it.RetainMs) * time.Millisecond}
 			if it.Priority != nil {
 				o.Priority, o.HasPriority = *it.Priority, true
 			}
@@ -298,6 +311,9 @@ func encodeRequest(t *testing.T, r *vecRequest) []byte {
 				o.Parent, o.HasParent = *it.Parent, true
 			}
 			body = AppendPutItem(body, keyOf(r.Namespace, vecKey{Hash: it.Hash, Part: it.Part}), it.Checksum, uint32(len(data)), o)
+			if r.Flags&FlagPutHints != 0 {
+				body = AppendPutHints(body, o)
+			}
 			body = append(body, data...)
 		}
 		count = uint32(len(r.Items))
@@ -432,7 +448,8 @@ func decodeRequestVec(t *testing.T, b []byte) *vecRequest {
 		if it.Err != nil {
 			t.Fatal(it.Err)
 		}
-		vp := vecPut{Hash: it.Key.Hash, PinTTLMs: uint32(it.Opts.PinTTL / time.Millisecond), Checksum: it.Opts.Sum, Data: hex.EncodeToString(it.Data)}
+		vp := vecPut{Hash: it.Key.Hash, PinTTLMs: uint32(it.Opts.PinTTL / time.Millisecond), Checksum: it.Opts.Sum, Data: hex.EncodeToString(it.Data),
+			Reuse: uint8(it.Opts.Reuse), RetainMs: uint32(it.Opts.Retain / time.Millisecond)}
 		if it.Key.HasPart {
 			vp.Part = p16(it.Key.Part)
 		}

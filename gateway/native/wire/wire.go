@@ -13,6 +13,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
@@ -118,7 +119,13 @@ const (
 	// answered as missing, and one that only went wrong on the way arrives
 	// intact.
 	FlagVerifyAtRest uint8 = 1 << 2
-	flagsKnown             = FlagResponse | FlagLinearizable | FlagVerifyAtRest
+	// FlagPutHints marks a PUT whose every item header is followed by a
+	// PutHintsSize hint record (agent hints: reuse, retain window), before
+	// the item's data. A client sends it only where the hello reply echoed
+	// HelloPutHints (an older server closes the connection on an unknown
+	// frame flag).
+	FlagPutHints uint8 = 1 << 3
+	flagsKnown         = FlagResponse | FlagLinearizable | FlagVerifyAtRest | FlagPutHints
 )
 
 // ReadOp reports whether o reads the block index, so it may carry
@@ -152,7 +159,12 @@ const (
 	// than the flag refuses the hello (code MalformedFrame) and closes the
 	// connection; the client then connects again without it.
 	HelloVerifiesGets uint16 = 1 << 0
-	helloFlagsKnown          = HelloVerifiesGets
+	// HelloPutHints asks whether the server reads PUT hint records
+	// (FlagPutHints); a server that does echoes it. It promises nothing of
+	// the client. A server older than it refuses the hello (MalformedFrame)
+	// and the client connects again without it.
+	HelloPutHints   uint16 = 1 << 1
+	helloFlagsKnown        = HelloVerifiesGets | HelloPutHints
 )
 
 // Hello is the client's handshake.
@@ -392,6 +404,30 @@ func AppendPutItem(b []byte, k block.Key, sum uint32, size uint32, o block.PutOp
 	b = le.AppendUint32(b, PinTTLMillis(o.PinTTL.Milliseconds()))
 	b = le.AppendUint32(b, size)
 	return le.AppendUint64(b, parent)
+}
+
+// PutHintsSize is the size of a PUT item's hint record (FlagPutHints).
+const PutHintsSize = 8
+
+// AppendPutHints appends a PUT item's hint record: u8 reuse (block.Reuse),
+// three reserved zero bytes, u32 retain window in milliseconds (rounded up,
+// so a window below a millisecond is not lost; clamped to the u32).
+func AppendPutHints(b []byte, o block.PutOptions) []byte {
+	b = append(b, byte(o.Reuse), 0, 0, 0)
+	ms := (o.Retain + time.Millisecond - 1) / time.Millisecond
+	return le.AppendUint32(b, PinTTLMillis(int64(ms)))
+}
+
+// decodePutHints reads a hint record into o; an undefined reuse value,
+// non-zero reserved bytes or a retain window on a reuse-never block are
+// block.ErrInvalidArgument (the item's own error).
+func decodePutHints(b []byte, o *block.PutOptions) error {
+	o.Reuse = block.Reuse(b[0])
+	o.Retain = time.Duration(le.Uint32(b[4:])) * time.Millisecond
+	if b[1]|b[2]|b[3] != 0 {
+		return fmt.Errorf("%w: put hint reserved bytes must be zero", block.ErrInvalidArgument)
+	}
+	return o.ValidateHints()
 }
 
 // PinTTLMillis clamps a millisecond TTL into the u32 PUT field.

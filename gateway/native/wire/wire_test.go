@@ -58,7 +58,8 @@ func TestHelloFlags(t *testing.T) {
 		{"none", AppendHello(nil, Version, 0), nil},
 		{"verifies gets", AppendHello(nil, Version, HelloVerifiesGets), nil},
 		{"verifies gets, version 1", AppendHello(nil, Version1, HelloVerifiesGets), nil},
-		{"unknown bit", AppendHello(nil, Version, 1<<1), errcode.ErrMalformedFrame},
+		{"put hints", AppendHello(nil, Version, HelloVerifiesGets|HelloPutHints), nil},
+		{"unknown bit", AppendHello(nil, Version, 1<<2), errcode.ErrMalformedFrame},
 		{"high bit", AppendHello(nil, Version, HelloVerifiesGets|1<<15), errcode.ErrMalformedFrame},
 		{"reserved", func() []byte { b := AppendHello(nil, Version, HelloVerifiesGets); b[15] = 1; return b }(), errcode.ErrMalformedFrame},
 	} {
@@ -83,7 +84,7 @@ func TestDecodeHeaderErrors(t *testing.T) {
 		want error
 	}{
 		{"short", ok[:10], errcode.ErrMalformedFrame},
-		{"flags", func() []byte { b := bytes.Clone(ok); b[5] = 8; return b }(), errcode.ErrMalformedFrame},
+		{"flags", func() []byte { b := bytes.Clone(ok); b[5] = 16; return b }(), errcode.ErrMalformedFrame},
 		{"reserved", func() []byte { b := bytes.Clone(ok); b[23] = 1; return b }(), errcode.ErrMalformedFrame},
 		{"too large", AppendHeader(nil, Header{Length: 1 << 20}), block.ErrTooLarge},
 	}

@@ -118,6 +118,8 @@ class Client(DirectReads):
         self.pool_size = pool_size
         self.verify = crc.FAST if verify is None else bool(verify)
         self._no_hello_flags = False
+        self._no_put_hints = False
+        self._hints = False  # the last connection dialed: the server echoed HELLO_PUT_HINTS
         self._cv = threading.Condition()
         self._idle: list[Conn] = []
         self._open = 0
@@ -132,14 +134,35 @@ class Client(DirectReads):
 
     # ------------------------------------------------------------ pool
 
+    def _hello_flags(self) -> int:
+        if self._no_hello_flags:
+            return 0
+        return (wire.HELLO_VERIFIES_GETS if self.verify else 0) | (0 if self._no_put_hints else wire.HELLO_PUT_HINTS)
+
     def _dial(self) -> Conn:
-        flags = wire.HELLO_VERIFIES_GETS if self.verify and not self._no_hello_flags else 0
         kw = dict(timeout=self.connect_timeout, access_key_id=self._kid, secret=self._secret)
-        try:
-            return Conn.dial(self._host, self._port, flags=flags, **kw)
-        except HelloFlagsRefused:
-            self._no_hello_flags = True  # a server older than hello flags: it verifies at rest itself
-            return Conn.dial(self._host, self._port, flags=0, **kw)
+        flags = self._hello_flags()
+        while True:
+            try:
+                c = Conn.dial(self._host, self._port, flags=flags, **kw)
+                self._hints = c.hints
+                return c
+            except HelloFlagsRefused:
+                if not flags:
+                    raise
+                # A server older than a hello flag: first go without put
+                # hints (its puts are stored unhinted), then without any
+                # (it verifies at rest itself).
+                if flags & wire.HELLO_PUT_HINTS and flags != wire.HELLO_PUT_HINTS:
+                    self._no_put_hints = True
+                else:
+                    self._no_hello_flags = True
+                flags = self._hello_flags()
+
+    @property
+    def hints_accepted(self) -> bool:
+        """Whether the server reads the agent hints of puts (it echoed hello flag bit 1)."""
+        return self._hints
 
     def _acquire(self, timeout: Optional[float]) -> Conn:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -229,23 +252,36 @@ class Client(DirectReads):
         self._raise_request(r)
 
     def put(self, namespace: str, hash: int, data, part: Optional[int] = None, *, priority: Optional[int] = None,
-            pin_ttl: Optional[float] = None, parent: Optional[int] = None, timeout: Optional[float] = None) -> None:
+            pin_ttl: Optional[float] = None, parent: Optional[int] = None, reuse: Optional[str] = None,
+            retain: Optional[float] = None, timeout: Optional[float] = None) -> None:
         """Store one block (idempotent: the same bytes again succeed, different bytes are Conflict).
 
         data is any buffer (bytes, bytearray, memoryview, numpy array, CPU
         torch tensor); it is sent from its own memory. pin_ttl pins it for
         that many seconds; priority is the eviction class 0..7; parent the
         previous block's hash in the chain.
+
+        reuse and retain are agent hints for the server's eviction: reuse is
+        "never" (reasoning tokens, output: evicted first), "session" (the
+        session comes back) or "shared" (a prefix shared across sessions);
+        retain is the window in seconds within which the harness expects to
+        read the block again (a soft pin, restarted by each read). Invalid
+        values raise InvalidArgument; a server older than hints stores the
+        block without them (:attr:`hints_accepted`).
         """
         (err,) = self.put_many(namespace, [(hash, data)], part=part, priority=priority, pin_ttl=pin_ttl,
-                               parent=parent, timeout=timeout)
+                               parent=parent, reuse=reuse, retain=retain, timeout=timeout)
         if err is not None:
             raise err
 
     def put_many(self, namespace: str, items: Iterable, *, part: Optional[int] = None,
                  priority: Optional[int] = None, pin_ttl: Optional[float] = None, parent: Optional[int] = None,
+                 reuse: Optional[str] = None, retain: Optional[float] = None,
                  timeout: Optional[float] = None) -> list:
         """Store blocks; items are (hash, data) or (hash, data, part).
+
+        priority, pin_ttl, parent and the agent hints reuse and retain (see
+        :meth:`put`) apply to every item.
 
         Returns one entry per item: None when stored, else its exception. A
         request-level failure (unknown namespace, a broken connection) raises.
@@ -256,6 +292,7 @@ class Client(DirectReads):
         if priority is not None and not 0 <= priority <= 7:
             raise errors.InvalidArgument(f"priority {priority} out of range 0..7")
         ttl = _ttl_ms(pin_ttl)
+        hint = wire.put_hints(reuse, retain)
         if parent is not None:
             wire.check_hash(parent)
         prepared = []
@@ -277,17 +314,28 @@ class Client(DirectReads):
                 send.append(i)
         if not send:
             return res
-        chunks = self._chunks(len(send), lambda j: wire.PUT_ITEM_SIZE + len(prepared[send[j]][2]))
-        frames = []
-        for lo, hi in chunks:
-            segs = [ns]
-            for j in range(lo, hi):
-                h, p, v = prepared[send[j]]
-                segs.append(wire.encode_put_item(h, len(v), crc.crc32c(v), part=p, priority=priority,
-                                                 pin_ttl_ms=ttl, parent=parent))
-                segs.append(v)
-            frames.append((wire.OP_PUT, 0, hi - lo, segs, None))
-        resps = self._call(lambda c: frames, timeout)
+        hinted = hint != (0, 0)
+        item_head = wire.PUT_ITEM_SIZE + (wire.PUT_HINTS_SIZE if hinted else 0)
+        chunks = self._chunks(len(send), lambda j: item_head + len(prepared[send[j]][2]))
+        record = wire.encode_put_hints(*hint)
+
+        def build(c: Conn) -> list:
+            # The hint records go only to a server that echoed the hello flag.
+            with_hints = hinted and c.hints
+            frames = []
+            for lo, hi in chunks:
+                segs = [ns]
+                for j in range(lo, hi):
+                    h, p, v = prepared[send[j]]
+                    segs.append(wire.encode_put_item(h, len(v), crc.crc32c(v), part=p, priority=priority,
+                                                     pin_ttl_ms=ttl, parent=parent))
+                    if with_hints:
+                        segs.append(record)
+                    segs.append(v)
+                frames.append((wire.OP_PUT, wire.FLAG_PUT_HINTS if with_hints else 0, hi - lo, segs, None))
+            return frames
+
+        resps = self._call(build, timeout)
         for (lo, hi), r in zip(chunks, resps):
             self._raise_request(r)
             for j, it in zip(range(lo, hi), r.items):

@@ -37,6 +37,8 @@ class Conn:
         self.limits = limits
         #: the server echoed HELLO_VERIFIES_GETS, so it also knows FLAG_VERIFY_AT_REST
         self.declared = declared
+        #: the server echoed HELLO_PUT_HINTS: it reads PUT hint records (FLAG_PUT_HINTS)
+        self.hints = False
         self._buf = bytearray(READ_BUF)
         self._view = memoryview(self._buf)
         self._lo = 0
@@ -88,6 +90,7 @@ class Conn:
             raise errors.MalformedFrame("handshake reply announces unusable limits")
         c.limits = lim
         c.declared = bool(flags & r.flags & wire.HELLO_VERIFIES_GETS)
+        c.hints = bool(flags & r.flags & wire.HELLO_PUT_HINTS)
         if version == wire.VERSION1:
             return c
         try:

@@ -55,7 +55,8 @@ OP_NAMES = {1: "put", 2: "get", 3: "exists", 4: "lookup", 5: "delete", 6: "pin",
 FLAG_RESPONSE = 1 << 0
 FLAG_LINEARIZABLE = 1 << 1
 FLAG_VERIFY_AT_REST = 1 << 2
-_FLAGS_KNOWN = FLAG_RESPONSE | FLAG_LINEARIZABLE | FLAG_VERIFY_AT_REST
+FLAG_PUT_HINTS = 1 << 3  # PUT only: a hint record follows each item header
+_FLAGS_KNOWN = FLAG_RESPONSE | FLAG_LINEARIZABLE | FLAG_VERIFY_AT_REST | FLAG_PUT_HINTS
 
 # Key flags (byte 10 of a key or put item).
 KEY_HAS_PART = 1 << 0
@@ -65,6 +66,14 @@ KEY_HAS_SHARD = 1 << 3
 
 # Hello flags.
 HELLO_VERIFIES_GETS = 1 << 0
+HELLO_PUT_HINTS = 1 << 1
+_HELLO_FLAGS_KNOWN = HELLO_VERIFIES_GETS | HELLO_PUT_HINTS
+
+# Agent hints of a put (docs/protocol.md, "Agent hints on PUT"): the reuse
+# values of the hint record, and the largest retain window (a u32 of ms).
+PUT_HINTS_SIZE = 8
+REUSE = {"never": 1, "session": 2, "shared": 3}
+MAX_RETAIN_MS = 0xFFFFFFFF
 # Challenge flags.
 CHALLENGE_AUTH_REQUIRED = 1 << 0
 
@@ -88,6 +97,7 @@ _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
 
 _HDR = struct.Struct("<IBBHQII")
+_PUT_HINTS = struct.Struct("<B3xI")
 _HELLO = struct.Struct("<4sHHQ")
 _HELLO_REPLY = struct.Struct("<4sHHIIIIIHH")
 _KEY = struct.Struct("<QHBB")
@@ -137,7 +147,7 @@ def decode_hello(b: bytes) -> tuple[int, int]:
     magic, v, f, res = _HELLO.unpack_from(b)
     if magic != MAGIC:
         raise malformed(f"bad handshake magic {magic!r}")
-    if f & ~HELLO_VERIFIES_GETS:
+    if f & ~_HELLO_FLAGS_KNOWN:
         raise malformed(f"unknown handshake flags {f:#06x}")
     if res:
         raise malformed("handshake reserved bytes must be zero")
@@ -304,6 +314,36 @@ def encode_put_item(h: int, size: int, checksum: int, part: Optional[int] = None
         par = parent
     ttl = min(max(int(pin_ttl_ms), 0), _U32)
     return _PUT_ITEM.pack(h, part or 0, f, priority or 0, checksum, ttl, size, par)
+
+
+def put_hints(reuse: Optional[str] = None, retain: Optional[float] = None) -> tuple[int, int]:
+    """Check a put's agent hints and return them as the record's (reuse, retain_ms).
+
+    reuse is "never", "session" or "shared" (None: no hint); retain is the
+    retain window in seconds (None or 0: none), rounded up to a millisecond.
+    Anything else, or a retain window on a "never" block, is InvalidArgument.
+    """
+    r = 0
+    if reuse is not None:
+        if reuse not in REUSE:
+            raise errors.InvalidArgument(f"reuse hint {reuse!r} (want never, session or shared)")
+        r = REUSE[reuse]
+    ms = 0
+    if retain is not None:
+        if isinstance(retain, bool) or not isinstance(retain, (int, float)) or retain != retain or retain < 0:
+            raise errors.InvalidArgument(f"retain window {retain!r} must be a number of seconds >= 0")
+        us = round(retain * 1_000_000) or (1 if retain > 0 else 0)  # a positive window is never lost
+        ms = -(-us // 1000)  # rounded up to a millisecond, as the Go client does
+        if ms > MAX_RETAIN_MS:
+            raise errors.InvalidArgument(f"retain window {retain}s above the maximum {MAX_RETAIN_MS / 1000}s")
+    if r == REUSE["never"] and ms:
+        raise errors.InvalidArgument("a retain window on a block hinted reuse never")
+    return r, ms
+
+
+def encode_put_hints(reuse: int = 0, retain_ms: int = 0) -> bytes:
+    """A put item's 8-byte hint record (sent with FLAG_PUT_HINTS): u8 reuse, 3 zero bytes, u32 retain_ms."""
+    return _PUT_HINTS.pack(reuse, retain_ms)
 
 
 def key_body(op: int, ns: str, keys, ttl_ms: int = 0) -> bytes:
