@@ -32,6 +32,20 @@ type BatchPutter interface {
 	PutBatch(ctx context.Context, items []TierPut) []error
 }
 
+// BatchDeleter is a Tier that deletes a batch of blocks together (the
+// cluster backend commits their index deletions in one Raft proposal).
+// DeleteBatch returns one error per key, with Tier.Delete's meaning.
+type BatchDeleter interface {
+	DeleteBatch(ctx context.Context, keys []block.Key) []error
+}
+
+// BatchPinner is a Tier that pins a batch of blocks together (one Raft
+// proposal in the cluster backend). PinBatch returns one error per key,
+// with Tier.Pin's meaning.
+type BatchPinner interface {
+	PinBatch(ctx context.Context, keys []block.Key, until time.Time) []error
+}
+
 // Config configures a Store.
 type Config struct {
 	// PinMaxTTL caps any pin's TTL, so a forgotten pin cannot hold memory forever.
@@ -337,20 +351,53 @@ func (s *Store) ExistsBatch(ctx context.Context, keys []block.Key) ([]bool, []er
 	return out, errs
 }
 
-// DeleteBatch deletes each key.
+// DeleteBatch deletes each key. On a tier that is a BatchDeleter (the
+// cluster backend) the keys of known namespaces go down together, so their
+// index deletions commit as one Raft proposal.
 func (s *Store) DeleteBatch(ctx context.Context, keys []block.Key) []error {
 	errs := make([]error, len(keys))
-	for i, k := range keys {
-		errs[i] = s.Delete(ctx, k)
+	bt, batched := s.tier.(BatchDeleter)
+	if !batched || len(keys) < 2 {
+		for i, k := range keys {
+			errs[i] = s.Delete(ctx, k)
+		}
+		return errs
+	}
+	ok, at := s.knownKeys(keys, errs)
+	for j, err := range bt.DeleteBatch(ctx, ok) {
+		errs[at[j]] = err
 	}
 	return errs
 }
 
-// PinBatch pins each key for ttl.
+// PinBatch pins each key for ttl (capped by Config.PinMaxTTL). On a tier
+// that is a BatchPinner the pins commit as one Raft proposal.
 func (s *Store) PinBatch(ctx context.Context, keys []block.Key, ttl time.Duration) []error {
 	errs := make([]error, len(keys))
-	for i, k := range keys {
-		errs[i] = s.Pin(ctx, k, ttl)
+	bt, batched := s.tier.(BatchPinner)
+	if !batched || len(keys) < 2 || ttl <= 0 {
+		for i, k := range keys {
+			errs[i] = s.Pin(ctx, k, ttl)
+		}
+		return errs
+	}
+	ok, at := s.knownKeys(keys, errs)
+	for j, err := range bt.PinBatch(ctx, ok, s.now().Add(min(ttl, s.cfg.PinMaxTTL))) {
+		errs[at[j]] = err
 	}
 	return errs
+}
+
+// knownKeys returns the keys whose namespace exists, and their positions;
+// the others get the catalog's error in errs.
+func (s *Store) knownKeys(keys []block.Key, errs []error) (ok []block.Key, at []int) {
+	for i, k := range keys {
+		if _, err := s.catalog.Namespace(k.Namespace); err != nil {
+			errs[i] = err
+			continue
+		}
+		ok = append(ok, k)
+		at = append(at, i)
+	}
+	return ok, at
 }

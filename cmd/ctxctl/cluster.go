@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register("cluster", "cluster membership: status, join, drain, remove, transfer-leadership, repair", func(ctx context.Context, args []string) error {
+	register("cluster", "cluster membership: status, join, drain, remove, transfer-leadership, repair, rebalance status", func(ctx context.Context, args []string) error {
 		return runCluster(ctx, args, os.Stdout, os.Stderr)
 	})
 }
@@ -32,6 +32,7 @@ const clusterUsage = `usage:
   ctxctl cluster remove ID [--force] [--interval 1s]
   ctxctl cluster transfer-leadership [ID]
   ctxctl cluster repair [--json]
+  ctxctl cluster rebalance status [--json]
 
 Every action takes --addr (a ctxd HTTP address, default 127.0.0.1:7401; any
 member will do, changes are forwarded to the leader), the cluster secret
@@ -48,7 +49,10 @@ stalls. --cancel makes a draining node alive again. remove drains the node
 first, then takes it out of Raft and marks it left; --force skips the drain
 (blocks with parity elsewhere are repaired, single copies on the node are
 lost). Removing the leader hands leadership over first.
-transfer-leadership with no ID picks the most up-to-date follower.`
+transfer-leadership with no ID picks the most up-to-date follower.
+rebalance status shows the leader's progress moving shards to the members
+placement picks after membership changed (asked of the leader, found
+through --addr).`
 
 // runCluster implements "ctxctl cluster"; it writes to out and errOut so tests can drive it.
 func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error {
@@ -223,6 +227,18 @@ func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 			return printJSON(out, rep)
 		}
 		return printRepair(out, rep)
+	case "rebalance":
+		if len(pos) != 1 || pos[0] != "status" {
+			return fmt.Errorf("cluster rebalance: want \"rebalance status\"")
+		}
+		st, err := rebalanceStatus(ctx, c, func(addr string) *clusterapi.Client { return clusterapi.NewClient(addr, clusterapi.WithConfig(cfg)) })
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, st)
+		}
+		return printRebalance(out, st)
 	}
 	fmt.Fprintln(errOut, clusterUsage)
 	return fmt.Errorf("cluster: unknown action %q", action)

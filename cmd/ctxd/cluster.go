@@ -197,6 +197,7 @@ func openCluster(ctx context.Context, cfg Config, self fsm.Member, secret string
 	ccfg.DeadAfter = cfg.DeadAfter
 	ccfg.ProbeInterval = min(ccfg.ProbeInterval, cfg.DeadAfter/4)
 	ccfg.ProbeTimeout = ccfg.ProbeInterval
+	ccfg.RebalanceBytesPerSec, ccfg.RebalanceInflight = cfg.RebalanceRate, cfg.RebalanceInflight
 	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, clusterapi.NewForwarder(nil, clusterOpts(cfg, tlsc, secret)...), log, reg); err != nil {
 		parts.close(log)
 		return nil, err

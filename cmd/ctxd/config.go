@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
@@ -85,6 +86,10 @@ type Config struct {
 	ClusterSecretFile string
 	Zone              string
 	DeadAfter         time.Duration
+	// RebalanceRate (bytes/s) and RebalanceInflight bound the shard copies
+	// the leader makes when membership changes (cluster.Config).
+	RebalanceRate     int64
+	RebalanceInflight int
 	// Node-to-node TLS (Raft and peer shard traffic): enabled by
 	// --tls-cert, which needs --tls-key and --tls-ca.
 	TLSCert       string
@@ -111,23 +116,25 @@ func DefaultConfig() Config {
 		NVMeAdmit:    "all",
 		MaxBlockSize: block.DefaultMaxBlockSize,
 		// Sixteen max-size blocks in flight.
-		InflightBudget: 16 * block.DefaultMaxBlockSize,
-		PinMaxTTL:      24 * time.Hour,
-		LeaseTTL:       30 * time.Second,
-		S3AdminAddr:    "127.0.0.1:7403",
-		RESPListen:     "127.0.0.1:7405",
-		RESPDatabases:  block.DefaultNamespace,
-		S3Bucket:       "ctxtier",
-		S3Prefix:       "ctxtier",
-		S3Region:       "us-east-1",
-		S3SoloSize:     s3.DefaultConfig().SoloSize,
-		Auth:           "off",
-		LogLevel:       "info",
-		LogFormat:      "text",
-		NodeID:         defaultNodeID(),
-		RaftListen:     "127.0.0.1:7402",
-		PeerListen:     "",
-		DeadAfter:      10 * time.Second,
+		InflightBudget:    16 * block.DefaultMaxBlockSize,
+		PinMaxTTL:         24 * time.Hour,
+		LeaseTTL:          30 * time.Second,
+		S3AdminAddr:       "127.0.0.1:7403",
+		RESPListen:        "127.0.0.1:7405",
+		RESPDatabases:     block.DefaultNamespace,
+		S3Bucket:          "ctxtier",
+		S3Prefix:          "ctxtier",
+		S3Region:          "us-east-1",
+		S3SoloSize:        s3.DefaultConfig().SoloSize,
+		Auth:              "off",
+		LogLevel:          "info",
+		LogFormat:         "text",
+		NodeID:            defaultNodeID(),
+		RaftListen:        "127.0.0.1:7402",
+		PeerListen:        "",
+		DeadAfter:         10 * time.Second,
+		RebalanceRate:     cluster.DefaultConfig().RebalanceBytesPerSec,
+		RebalanceInflight: cluster.DefaultConfig().RebalanceInflight,
 	}
 }
 
@@ -181,6 +188,9 @@ func (c Config) Validate() error {
 	}
 	if c.DeadAfter < time.Second {
 		errs = append(errs, fmt.Errorf("dead-after %v: want at least 1s", c.DeadAfter))
+	}
+	if c.RebalanceRate <= 0 || c.RebalanceInflight < 1 {
+		errs = append(errs, fmt.Errorf("rebalance-rate %d must be positive and rebalance-inflight %d at least 1", c.RebalanceRate, c.RebalanceInflight))
 	}
 	if peers, err := parsePeers(c.InitialPeers); err != nil {
 		errs = append(errs, err)
@@ -328,6 +338,8 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.InitialPeers, "initial-peers", c.InitialPeers, "static bootstrap: ID@RAFTHOST:PORT[,ID@RAFTHOST:PORT], every voter including this node")
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure domain (rack, host) for shard placement")
 	fs.DurationVar(&c.DeadAfter, "dead-after", c.DeadAfter, "mark a silent member dead (and repair its shards) after this long")
+	fs.Var(sizeValue{&c.RebalanceRate}, "rebalance-rate", "bytes per second the leader copies when it moves shards to the members placement picks after membership changes (e.g. 32MiB)")
+	fs.IntVar(&c.RebalanceInflight, "rebalance-inflight", c.RebalanceInflight, "shard copies rebalancing makes at once")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate this node presents on the Raft and peer listeners (and as a client with --tls-mutual); with --tls-key and --tls-ca, turns on TLS 1.3 for node-to-node traffic (not the client-facing ports)")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key of --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "PEM CA bundle that peers' certificates must chain to")

@@ -103,11 +103,14 @@ type pageView struct {
 	} `json:"traffic"`
 	// Order is the namespace rows top to bottom.
 	Order []string `json:"order"`
+	// Rebalance is the Rebalance fact's data-value: the leader's pending
+	// shards, "" on a follower's page.
+	Rebalance string `json:"rebalance"`
 }
 
 const readPage = `JSON.stringify((() => {
   const v = (sel, root) => { const e = (root || document).querySelector(sel); return e ? (e.dataset.value ?? e.textContent) : ""; };
-  const out = { leader: v("#leader"), term: v("#term"), commit: v("#commit"), applied: v("#applied"),
+  const out = { leader: v("#leader"), term: v("#term"), commit: v("#commit"), applied: v("#applied"), rebalance: v("#rebalance"),
     states: {}, zones: {}, caps: {}, tiers: {}, drains: {}, namespaces: {}, traffic: {}, order: [] };
   for (const tr of document.querySelectorAll("#members tr[data-member]")) {
     const id = tr.dataset.member, td = tr.querySelectorAll("td");
@@ -290,6 +293,16 @@ func TestConsoleBrowser(t *testing.T) {
 		check("term", v.Term, strconv.FormatUint(st.Raft.Term, 10))
 		check("commit index", v.Commit, strconv.FormatUint(st.Raft.CommitIndex, 10))
 		check("applied index", v.Applied, strconv.FormatUint(st.Raft.AppliedIndex, 10))
+		if st.Leader.ID == n1.id {
+			rb, err := ctxctlRebalance(t, ctxctl, n1.http)
+			if err != nil {
+				diffs = append(diffs, err.Error())
+				return false
+			}
+			check("rebalance pending", v.Rebalance, strconv.Itoa(rb.Pending))
+		} else {
+			check("rebalance on a follower's page", v.Rebalance, "")
+		}
 		check("members", strconv.Itoa(len(v.States)), strconv.Itoa(len(st.Members)))
 		for _, mb := range st.Members {
 			check(mb.ID+" state", v.States[mb.ID], mb.State)

@@ -382,7 +382,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// The cluster API checks the cluster secret itself (all of it with
 	// --auth required; otherwise all but status and repair).
 	clusterExtra := func() any {
-		return map[string]any{"repair": parts.backend.RepairStatus(), "restore": parts.backend.RestoreStatus()}
+		return map[string]any{"repair": parts.backend.RepairStatus(), "restore": parts.backend.RestoreStatus(), "rebalance": parts.backend.RebalanceStatus()}
 	}
 	clusterH := clusterapi.Handler(parts.node, parts.backend, clusterExtra, log,
 		append(clusterOpts(cfg, tlsc, secret), clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(replicatedKeys))...)

@@ -69,6 +69,12 @@ type Backend struct {
 	// (only the restore goroutine touches it); started is when New ran.
 	restoreApplied uint64
 	started        time.Time
+
+	// rebal is the leader's rebalancing account (rebalance.go), rebalLimit
+	// its byte budget.
+	rebalMu    sync.Mutex
+	rebal      rebalanceState
+	rebalLimit *byteLimiter
 }
 
 var _ ctxstore.Tier = (*Backend)(nil)
@@ -95,6 +101,7 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 		cfg: cfg, node: node, local: local, peers: peers, fwd: fwd, log: log.With("node_id", cfg.NodeID), met: met,
 		drops: make(chan block.Key, 4096), stop: make(chan struct{}), wake: make(chan struct{}, 1),
 		drains: map[string]*drainProgress{}, unreachable: map[string]bool{}, started: time.Now(),
+		rebalLimit: newByteLimiter(cfg.RebalanceBytesPerSec),
 	}
 	b.readIndex = raft.NewCoalescer(b.fetchReadIndex)
 	if b.cfg.Incarnation == 0 {
@@ -223,6 +230,40 @@ func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
+	for try := 0; ; try++ {
+		ref, err := b.getEntry(ctx, key, e, c)
+		if err == nil || try == 2 || ctx.Err() != nil {
+			return ref, err
+		}
+		// The shards may have moved (rebalance.go, repair, drain) since e
+		// was looked up: the old holder deleted its copy once the new
+		// placement committed. Retry on the newer entry, asking the
+		// leader first when this node's index has not seen one yet.
+		next, ok := b.node.FSM().Lookup(key)
+		if ok && next.Sum == e.Sum && slices.Equal(next.Placement, e.Placement) && b.syncBriefly(ctx) == nil {
+			next, ok = b.node.FSM().Lookup(key)
+		}
+		if !ok || next.Sum != e.Sum || slices.Equal(next.Placement, e.Placement) {
+			return nil, err
+		}
+		b.met.relookups.Inc()
+		e = next
+	}
+}
+
+// relookupSync bounds the leader round trip of a read that failed on the
+// placement it looked up: a read that fails for want of holders must not
+// wait a whole ProposeTimeout more for a leader that may be gone too.
+const relookupSync = time.Second
+
+func (b *Backend) syncBriefly(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, relookupSync)
+	defer cancel()
+	return b.SyncRead(ctx)
+}
+
+// getEntry reads the block from the placement of e.
+func (b *Backend) getEntry(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code) (*block.Ref, error) {
 	if c.K == 1 {
 		return b.getReplica(ctx, key, e)
 	}
@@ -638,10 +679,16 @@ func (b *Backend) Pin(ctx context.Context, key block.Key, until time.Time) error
 	if err := res[0].Err(); err != nil {
 		return fmt.Errorf("%w: %s", err, key)
 	}
+	b.pinShards(ctx, key, until)
+	return nil
+}
+
+// pinShards pins the shards of key's committed entry (best effort).
+func (b *Backend) pinShards(ctx context.Context, key block.Key, until time.Time) {
 	e, ok := b.node.FSM().Lookup(key)
 	c, cerr := b.code(key.Namespace)
 	if !ok || cerr != nil {
-		return nil
+		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
 	defer cancel()
@@ -659,7 +706,6 @@ func (b *Backend) Pin(ctx context.Context, key block.Key, until time.Time) error
 		}()
 	}
 	wg.Wait()
-	return nil
 }
 
 // List answers from the local index, in object-name order.

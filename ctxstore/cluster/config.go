@@ -50,6 +50,12 @@ type Config struct {
 	// Incarnation identifies this start of the node (0: the clock at New,
 	// in nanoseconds). It must grow from one start to the next.
 	Incarnation uint64
+	// RebalanceBytesPerSec bounds the shard bytes rebalancing copies per
+	// second (rebalance.go), RebalanceInflight the shard copies it runs at
+	// once, and RebalanceBatch the blocks of one page (one Raft proposal).
+	RebalanceBytesPerSec int64
+	RebalanceInflight    int
+	RebalanceBatch       int
 	// DropBatch and DropLinger bound how capacity drops are batched into
 	// index updates.
 	DropBatch  int
@@ -57,18 +63,22 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults: dead after 10 s, probes every second,
-// repair at 64 MiB/s.
+// repair at 64 MiB/s, rebalancing at 32 MiB/s with 8 shard copies at once
+// in pages of 64 blocks.
 func DefaultConfig() Config {
 	return Config{
-		DeadAfter:         10 * time.Second,
-		ProbeInterval:     time.Second,
-		ProbeTimeout:      time.Second,
-		RepairInterval:    time.Second,
-		RepairBytesPerSec: 64 << 20,
-		ShardTimeout:      10 * time.Second,
-		ProposeTimeout:    10 * time.Second,
-		DropBatch:         256,
-		DropLinger:        50 * time.Millisecond,
+		DeadAfter:            10 * time.Second,
+		ProbeInterval:        time.Second,
+		ProbeTimeout:         time.Second,
+		RepairInterval:       time.Second,
+		RepairBytesPerSec:    64 << 20,
+		RebalanceBytesPerSec: 32 << 20,
+		RebalanceInflight:    8,
+		RebalanceBatch:       64,
+		ShardTimeout:         10 * time.Second,
+		ProposeTimeout:       10 * time.Second,
+		DropBatch:            256,
+		DropLinger:           50 * time.Millisecond,
 	}
 }
 
@@ -88,6 +98,8 @@ func (c Config) Validate() error {
 		return bad("SuspectAfter must be in 0..DeadAfter")
 	case c.RepairInterval <= 0 || c.RepairBytesPerSec <= 0:
 		return bad("RepairInterval and RepairBytesPerSec must be positive")
+	case c.RebalanceBytesPerSec <= 0 || c.RebalanceInflight < 1 || c.RebalanceBatch < 1:
+		return bad("RebalanceBytesPerSec must be positive, RebalanceInflight and RebalanceBatch at least 1")
 	case c.ShardTimeout <= 0 || c.ProposeTimeout <= 0:
 		return bad("ShardTimeout and ProposeTimeout must be positive")
 	case c.DropBatch < 1 || c.DropLinger <= 0:

@@ -43,7 +43,9 @@ type fakePeers struct {
 	// gates hold shard writes to a member until the channel is closed (a
 	// live member that is slow to take its shard).
 	gates map[string]chan struct{}
-	calls int
+	// gated counts the writes held at a gate now; gatedMax the most at once.
+	gated, gatedMax int
+	calls           int
 }
 
 // gate holds every shard write to id until the returned func is called.
@@ -95,10 +97,19 @@ func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, d
 	full, gate := p.full[m.ID], p.gates[m.ID]
 	p.mu.Unlock()
 	if gate != nil {
+		p.mu.Lock()
+		p.gated++
+		p.gatedMax = max(p.gatedMax, p.gated)
+		p.mu.Unlock()
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return ctx.Err()
+		}
+		p.mu.Lock()
+		p.gated--
+		p.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 	if full {
@@ -193,61 +204,28 @@ type testCluster struct {
 	nodes []*testNode
 	peers *fakePeers
 	fwd   *fakeForwarder
+	trans []*hraft.InmemTransport
+	tweak func(*Config)
 }
 
 // newTestCluster starts n in-memory Raft nodes (the first bootstraps, the
 // rest join), each with a DRAM-only tier stack and a Backend.
 func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, peers: &fakePeers{tiers: map[string]*tiers.Manager{}, down: map[string]bool{}, full: map[string]bool{}}, fwd: &fakeForwarder{backends: map[string]*Backend{}}}
-	var trans []*hraft.InmemTransport
+	tc := &testCluster{t: t, peers: &fakePeers{tiers: map[string]*tiers.Manager{}, down: map[string]bool{}, full: map[string]bool{}}, fwd: &fakeForwarder{backends: map[string]*Backend{}}, tweak: tweak}
 	for i := range n {
-		id := fmt.Sprintf("n%d", i+1)
-		rc := raft.DefaultConfig()
-		rc.NodeID, rc.RaftAddr = id, id+":1"
-		// Timeouts of 500 ms rather than 100 ms: on a loaded 2-core machine
-		// under -race a 100 ms stall is common, and a spurious election moves
-		// the leader that a test captured once.
-		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
-		rc.CommitTimeout, rc.ApplyTimeout = 5*time.Millisecond, 2*time.Second
-		rc.Bootstrap = i == 0
-		rc.Self = fsm.Member{DataAddr: id + ":2", HTTPAddr: id + ":3", Zone: "z" + id, Capacity: 1 << 30}
-		_, tr := hraft.NewInmemTransport(hraft.ServerAddress(rc.RaftAddr))
-		for _, o := range trans {
-			tr.Connect(o.LocalAddr(), o)
-			o.Connect(tr.LocalAddr(), tr)
-		}
-		trans = append(trans, tr)
-		st := hraft.NewInmemStore()
-		node, err := raft.OpenWith(context.Background(), rc, testLog(), nil, raft.Deps{Logs: st, Stable: st, Snapshots: hraft.NewInmemSnapshotStore(), Transport: tr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { node.Close() })
-		tn := &testNode{id: id, node: node}
-		tc.newTiers(tn)
-		cfg := DefaultConfig()
-		cfg.NodeID = id
-		cfg.ProbeInterval, cfg.ProbeTimeout = 50*time.Millisecond, 50*time.Millisecond
-		cfg.DeadAfter, cfg.RepairInterval = 400*time.Millisecond, 100*time.Millisecond
-		cfg.ShardTimeout, cfg.ProposeTimeout = 2*time.Second, 5*time.Second
-		if tweak != nil {
-			tweak(&cfg)
-		}
-		tn.cfg = cfg
-		tc.newBackend(tn)
-		tc.nodes = append(tc.nodes, tn)
+		tc.startNode(i == 0)
 		if i == 0 {
-			tc.eventually("first leader", node.IsLeader)
+			tc.eventually("first leader", tc.nodes[0].node.IsLeader)
 		}
 	}
 	ctx := withTimeout(t, 10*time.Second)
 	for _, tn := range tc.nodes[1:] {
-		m := fsm.Member{ID: tn.id, RaftAddr: tn.id + ":1", DataAddr: tn.id + ":2", HTTPAddr: tn.id + ":3", Zone: "z" + tn.id, Capacity: 1 << 30}
-		if err := tc.nodes[0].node.Join(ctx, m); err != nil {
+		if err := tc.nodes[0].node.Join(ctx, tc.member(tn)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	tc.t.Cleanup(tc.closeBackends)
 	tc.eventually("every node sees every member, and has restored", func() bool {
 		for _, tn := range tc.nodes {
 			if len(tn.node.FSM().Members()) != n || !tn.backend.Restored() {
@@ -257,6 +235,83 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 		return true
 	})
 	return tc
+}
+
+// startNode starts the next in-memory Raft node (n1, n2, ...) with a
+// DRAM-only tier stack and a Backend; it is not a member until joined.
+func (tc *testCluster) startNode(bootstrap bool) *testNode {
+	t := tc.t
+	t.Helper()
+	id := fmt.Sprintf("n%d", len(tc.nodes)+1)
+	rc := raft.DefaultConfig()
+	rc.NodeID, rc.RaftAddr = id, id+":1"
+	// Timeouts of 500 ms rather than 100 ms: on a loaded 2-core machine
+	// under -race a 100 ms stall is common, and a spurious election moves
+	// the leader that a test captured once.
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
+	rc.CommitTimeout, rc.ApplyTimeout = 5*time.Millisecond, 2*time.Second
+	rc.Bootstrap = bootstrap
+	rc.Self = fsm.Member{DataAddr: id + ":2", HTTPAddr: id + ":3", Zone: "z" + id, Capacity: 1 << 30}
+	_, tr := hraft.NewInmemTransport(hraft.ServerAddress(rc.RaftAddr))
+	for _, o := range tc.trans {
+		tr.Connect(o.LocalAddr(), o)
+		o.Connect(tr.LocalAddr(), tr)
+	}
+	tc.trans = append(tc.trans, tr)
+	st := hraft.NewInmemStore()
+	node, err := raft.OpenWith(context.Background(), rc, testLog(), nil, raft.Deps{Logs: st, Stable: st, Snapshots: hraft.NewInmemSnapshotStore(), Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	tn := &testNode{id: id, node: node}
+	tc.newTiers(tn)
+	cfg := DefaultConfig()
+	cfg.NodeID = id
+	cfg.ProbeInterval, cfg.ProbeTimeout = 50*time.Millisecond, 50*time.Millisecond
+	cfg.DeadAfter, cfg.RepairInterval = 400*time.Millisecond, 100*time.Millisecond
+	cfg.ShardTimeout, cfg.ProposeTimeout = 2*time.Second, 5*time.Second
+	if tc.tweak != nil {
+		tc.tweak(&cfg)
+	}
+	tn.cfg = cfg
+	tc.newBackend(tn)
+	tc.nodes = append(tc.nodes, tn)
+	return tn
+}
+
+// closeBackends stops every node's background loops. Registered after the
+// nodes start, it runs before their tier stacks close: a leader's repair or
+// rebalancing must not delete a shard on a member whose tiers are closed.
+func (tc *testCluster) closeBackends() {
+	for _, tn := range tc.nodes {
+		tn.backend.Close()
+	}
+}
+
+// member is tn's member record, as a join sends it.
+func (tc *testCluster) member(tn *testNode) fsm.Member {
+	return fsm.Member{ID: tn.id, RaftAddr: tn.id + ":1", DataAddr: tn.id + ":2", HTTPAddr: tn.id + ":3", Zone: "z" + tn.id, Capacity: 1 << 30}
+}
+
+// addNode starts one more node, joins it through the leader and waits
+// until every node sees it.
+func (tc *testCluster) addNode() *testNode {
+	tc.t.Helper()
+	tn := tc.startNode(false)
+	tc.t.Cleanup(tc.closeBackends)
+	if err := tc.leader().node.Join(withTimeout(tc.t, 10*time.Second), tc.member(tn)); err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.eventually("every node sees the new member", func() bool {
+		for _, o := range tc.nodes {
+			if m, ok := o.node.FSM().Member(tn.id); !ok || m.State != fsm.MemberAlive {
+				return false
+			}
+		}
+		return true
+	})
+	return tn
 }
 
 // newTiers gives tn a fresh, empty DRAM-only tier stack, reachable by peers.

@@ -25,6 +25,10 @@ type metrics struct {
 	restoring                          prometheus.Gauge
 	spareWrites                        prometheus.Counter
 	lastScan                           prometheus.Gauge
+	rebalPending, rebalDeferred        prometheus.Gauge
+	rebalMoved, rebalBytes             prometheus.Counter
+	rebalInflight, rebalLastScan       prometheus.Gauge
+	relookups                          prometheus.Counter
 
 	reg  prometheus.Registerer
 	list []prometheus.Collector
@@ -62,10 +66,25 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Shards a put wrote to a spare member because the member placement picked did not take them."}),
 		lastScan: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_repair_last_scan_timestamp_seconds",
 			Help: "When the leader's last repair scan began (Unix seconds): ctxtier_repair_shards_pending counts every entry committed before then."}),
+		rebalPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_rebalance_shards_pending",
+			Help: "Shards on a member that placement no longer picks for their block, waiting to move (last scan, leader only)."}),
+		rebalDeferred: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_rebalance_blocks_deferred",
+			Help: "Blocks of the last rebalancing scan left to repair first (a holder not alive, or fewer shards than the code)."}),
+		rebalMoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_rebalance_shards_moved_total",
+			Help: "Shards rebalancing copied to the member placement picks now and committed to the index."}),
+		rebalBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_rebalance_bytes_total",
+			Help: "Shard bytes rebalancing moved."}),
+		rebalInflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_rebalance_copies_in_flight",
+			Help: "Shard copies rebalancing is writing now."}),
+		rebalLastScan: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_rebalance_last_scan_timestamp_seconds",
+			Help: "When the leader's last rebalancing scan began (Unix seconds)."}),
+		relookups: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_read_relookups_total",
+			Help: "Reads that failed on the placement they looked up and were retried on the block's newer index entry (a shard moved meanwhile)."}),
 		reg: reg,
 	}
 	m.readLocal, m.readRemote, m.readDecoded = m.reads.WithLabelValues("local"), m.reads.WithLabelValues("remote"), m.reads.WithLabelValues("decoded")
-	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan}
+	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan,
+		m.rebalPending, m.rebalDeferred, m.rebalMoved, m.rebalBytes, m.rebalInflight, m.rebalLastScan, m.relookups}
 	if reg == nil {
 		return m, nil
 	}

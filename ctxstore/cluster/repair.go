@@ -74,6 +74,11 @@ func (b *Backend) repairLoop() {
 		if b.node.IsLeader() {
 			b.repairPass()
 		}
+		// Rebalancing goes after repair, one page per turn, each page
+		// after a full repair pass.
+		if b.rebalancePage() {
+			b.kickRepair()
+		}
 	}
 }
 

@@ -20,8 +20,10 @@ func (tc *testCluster) restartEmpty(tn *testNode) {
 	tc.t.Helper()
 	old := tn.backend
 	old.Close()
-	tn.tiers.Close()
+	// Peers see the new, empty stack before the old one closes.
+	oldTiers := tn.tiers
 	tc.newTiers(tn)
+	oldTiers.Close()
 	tn.cfg.Incarnation = old.cfg.Incarnation + 1
 	tc.newBackend(tn)
 }

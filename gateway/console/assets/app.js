@@ -72,6 +72,14 @@
         (rep.unrepairable ? ", " + rep.unrepairable + " unrepairable" : "");
       setFact("repair", txt + (rep.active ? "" : " (as seen by a follower)"), rep.pending);
     } else setFact("repair", "not reported", "");
+    // Rebalancing runs on the leader, which measures its own rate and ETA.
+    const reb = (st.extra && st.extra.rebalance) || null;
+    if (!reb) setFact("rebalance", "not reported", "");
+    else if (!reb.active) setFact("rebalance", "runs on the leader (see its console)", "");
+    else if (!reb.running) setFact("rebalance", "idle (0 pending" + (reb.moved_shards ? ", " + fmtNum(reb.moved_shards) + " shards moved" : "") + ")", reb.pending);
+    else setFact("rebalance", fmtNum(reb.pending) + " shards pending, " + reb.rate_shards_per_sec.toFixed(1) + " shards/s" +
+      (reb.eta_seconds > 0 ? ", ETA " + fmtDur(reb.eta_seconds) : "") +
+      (reb.deferred_blocks ? ", " + fmtNum(reb.deferred_blocks) + " blocks wait for repair" : ""), reb.pending);
 
     const tb = $("members").tBodies[0]; tb.replaceChildren();
     for (const m of state.members) {

@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// forwards is how many proposals followers have forwarded to the leader.
+func (tc *testCluster) forwards() int {
+	tc.fwd.mu.Lock()
+	defer tc.fwd.mu.Unlock()
+	return tc.fwd.n
+}
+
+func TestDeleteAndPinBatchesAreOneProposal(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	tc.createNS("rep", 1, 2)
+	tc.createNS("rs", 2, 1)
+	blocks := tc.putBlocks(6, 0, "rep", "rs")
+	for _, b := range blocks {
+		tc.waitEntry(b.key)
+	}
+	f := tc.follower()
+	ctx := withTimeout(t, 20*time.Second)
+	missing := block.NewKey("rep", 999_999)
+	for _, c := range []struct {
+		name string
+		run  func(keys []block.Key) []error
+	}{
+		{"pin", func(keys []block.Key) []error { return f.store.PinBatch(ctx, keys, time.Hour) }},
+		{"delete", func(keys []block.Key) []error { return f.store.DeleteBatch(ctx, keys) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// Both namespaces, a key no one put, and a key of a namespace
+			// that does not exist: one proposal for the batch (the pin of
+			// a missing key is part of it).
+			var keys []block.Key
+			for _, b := range blocks {
+				keys = append(keys, b.key)
+			}
+			keys = append(keys, missing, block.NewKey("nope", 1))
+			before := tc.forwards()
+			errs := c.run(keys)
+			if got := tc.forwards() - before; got != 1 {
+				t.Fatalf("%s batch of %d keys: %d proposals forwarded, want 1", c.name, len(keys), got)
+			}
+			n := len(blocks)
+			for i, err := range errs[:n] {
+				if err != nil {
+					t.Fatalf("%s %v: %v", c.name, keys[i], err)
+				}
+			}
+			if !errors.Is(errs[n], block.ErrNotFound) {
+				t.Fatalf("%s of a key no one put: %v", c.name, errs[n])
+			}
+			if !errors.Is(errs[n+1], block.ErrUnknownNamespace) {
+				t.Fatalf("%s in an unknown namespace: %v", c.name, errs[n+1])
+			}
+			// A repeated key acts as a second call after the first: a
+			// second pin succeeds, a second delete finds nothing.
+			twice := block.NewKey("rs", 777_000+uint64(len(c.name)))
+			if err := f.store.Put(ctx, twice, payload(777, 5000), block.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			errs = c.run([]block.Key{twice, twice})
+			if errs[0] != nil || c.name == "pin" && errs[1] != nil || c.name == "delete" && !errors.Is(errs[1], block.ErrNotFound) {
+				t.Fatalf("%s of a key twice in one batch: %v", c.name, errs)
+			}
+			for _, b := range blocks {
+				tc.eventually("the change everywhere", func() bool {
+					for _, tn := range tc.nodes {
+						e, ok := tn.node.FSM().Lookup(b.key)
+						if c.name == "pin" && (!ok || time.Until(e.PinUntil) < 50*time.Minute) || c.name == "delete" && ok {
+							return false
+						}
+					}
+					return true
+				})
+			}
+			if c.name == "delete" {
+				// The shards are gone from every member.
+				for _, b := range blocks {
+					for _, tn := range tc.nodes {
+						for i := range 3 {
+							sk := b.key
+							if b.key.Namespace == "rs" {
+								sk = b.key.WithShard(i)
+							}
+							if tn.tiers.Contains(sk) {
+								t.Fatalf("%s still holds %v after the delete", tn.id, sk)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,533 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/ctxstore/placement"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// Rebalancing moves shards to the members rendezvous hashing picks now,
+// after the set of alive members changed (a member joined, came back, was
+// drained or removed). It runs on the leader, in the repair loop, one page
+// at a time: every page comes after a full repair pass, so repair always
+// goes first, and a block that repair would touch (a shard on a member
+// that is not alive, or still restoring; fewer shards than its code) is
+// left alone ("deferred") until repair has made it whole.
+//
+// A page is up to Config.RebalanceBatch blocks whose placement names a
+// member that placement.Pick, over the alive members, no longer picks.
+// For each such shard the page reads it from its holder (a replica is
+// checked against the block's CRC; an erasure shard against the checksum
+// stored with it, and rebuilt from the other shards when that read fails),
+// writes it to the member that placement picks now, with at most
+// Config.RebalanceInflight copies at once and at most
+// Config.RebalanceBytesPerSec bytes per second, then commits the new
+// placements of the whole page in one Raft proposal (OpPlace per block)
+// and only then deletes the copies left behind. A block keeps every shard
+// it had throughout: the new copy exists before the index names it, and
+// the old one is deleted only once the index no longer does.
+//
+// Pages follow each other until a scan finds nothing to move. The scan is
+// skipped while the alive membership is the one the last clean scan saw,
+// so a stable cluster pays nothing. Nothing moves while a member is
+// suspect (it may come back: moving its blocks' shards would be undone).
+
+// RebalanceStatus is the rebalancing progress, for ctxctl and
+// /v1/cluster/status.
+type RebalanceStatus struct {
+	// Active: this node is the leader and runs rebalancing; the fields
+	// below are its view (zero on other nodes, and reset on a new leader).
+	Active bool `json:"active"`
+	// Running: the last scan found shards to move.
+	Running bool `json:"running"`
+	// Pending shards found by the last scan: shards on a member that
+	// placement no longer picks for their block (DeferredBlocks included).
+	Pending int `json:"pending"`
+	// DeferredBlocks are blocks of the last scan that need repair first.
+	DeferredBlocks int `json:"deferred_blocks"`
+	// Failed counts the shard moves that failed since the last clean scan
+	// (they are retried).
+	Failed      int    `json:"failed"`
+	MovedShards uint64 `json:"moved_shards"`
+	MovedBytes  uint64 `json:"moved_bytes"`
+	// RateBytesPerSec and RateShardsPerSec are measured over the current
+	// run (from the scan that found something to move to now), or the last
+	// one (to the scan that found nothing left); LimitBytesPerSec is
+	// Config.RebalanceBytesPerSec.
+	RateBytesPerSec  float64 `json:"rate_bytes_per_sec"`
+	RateShardsPerSec float64 `json:"rate_shards_per_sec"`
+	LimitBytesPerSec int64   `json:"limit_bytes_per_sec"`
+	// ETASeconds is Pending over the measured shard rate (0 when idle or
+	// when nothing has moved yet in this run).
+	ETASeconds float64 `json:"eta_seconds"`
+	// LastScan is when the last scan began; ScannedBlocks how many index
+	// entries it read.
+	LastScan      time.Time `json:"last_scan,omitzero"`
+	ScannedBlocks int       `json:"scanned_blocks"`
+	// RunStarted is when the current (or last) run began, RunEnded when
+	// the last one ended (zero while one runs).
+	RunStarted time.Time `json:"run_started,omitzero"`
+	RunEnded   time.Time `json:"run_ended,omitzero"`
+}
+
+// rebalanceState is the leader's rebalancing account (b.rebalMu).
+type rebalanceState struct {
+	st RebalanceStatus
+	// cleanSig is the alive membership a clean scan (nothing pending)
+	// covered; sig and sigSince the membership the last page saw, and
+	// since when.
+	cleanSig, sig string
+	sigSince      time.Time
+	// failed are the blocks whose move failed in this pass: later pages
+	// skip them; the next pass (a tick later) retries them.
+	failed map[block.Key]bool
+	// runMovedShards and runMovedBytes are this run's moves.
+	runMovedShards, runMovedBytes uint64
+	wasLeader                     bool
+}
+
+// RebalanceStatus returns the rebalancing progress.
+func (b *Backend) RebalanceStatus() RebalanceStatus {
+	b.rebalMu.Lock()
+	defer b.rebalMu.Unlock()
+	s := b.rebal.st
+	s.Active = b.node.IsLeader()
+	if !s.Active {
+		return RebalanceStatus{LimitBytesPerSec: b.cfg.RebalanceBytesPerSec}
+	}
+	s.LimitBytesPerSec = b.cfg.RebalanceBytesPerSec
+	if !s.RunStarted.IsZero() {
+		end := s.RunEnded
+		if s.Running {
+			end = time.Now()
+		}
+		if el := end.Sub(s.RunStarted).Seconds(); el > 0 {
+			s.RateBytesPerSec = float64(b.rebal.runMovedBytes) / el
+			s.RateShardsPerSec = float64(b.rebal.runMovedShards) / el
+		}
+		if s.Running && s.RateShardsPerSec > 0 {
+			s.ETASeconds = float64(s.Pending) / s.RateShardsPerSec
+		}
+	}
+	return s
+}
+
+// move is one shard of a block going from one member to another.
+type move struct {
+	from fsm.Shard
+	to   string
+}
+
+// rebalanceTask is one block of a page.
+type rebalanceTask struct {
+	key   block.Key
+	entry fsm.Entry
+	code  *erasure.Code
+	moves []move
+}
+
+// memberSig is the alive membership placement picks from, and whether a
+// member is suspect.
+func memberSig(ms []fsm.Member) (sig string, suspect bool) {
+	var parts []string
+	for _, m := range ms {
+		switch m.State {
+		case fsm.MemberAlive:
+			parts = append(parts, fmt.Sprintf("%s/%s/%d", m.ID, m.Zone, m.Capacity))
+		case fsm.MemberSuspect:
+			suspect = true
+		}
+	}
+	return strings.Join(parts, ","), suspect
+}
+
+// planMoves returns the moves that bring e's placement to what
+// placement.Pick chooses among nodes, and whether the block may move now
+// (every holder alive and restored, full redundancy, one shard per node).
+// A block that may not move is repair's first.
+func planMoves(key block.Key, e fsm.Entry, c *erasure.Code, ms map[string]fsm.Member, nodes []placement.Node, usable int) (moves []move, ok bool) {
+	want := min(c.N(), len(nodes))
+	if want == 0 {
+		return nil, true
+	}
+	picked, err := placement.Pick(key, nodes, want)
+	if err != nil {
+		return nil, true
+	}
+	wanted := map[string]bool{}
+	for _, p := range picked {
+		wanted[p.ID] = true
+	}
+	holders := map[string]bool{}
+	idx := map[uint16]bool{}
+	ok = true
+	for _, s := range e.Placement {
+		m, known := ms[s.NodeID]
+		if !known || m.State != fsm.MemberAlive || m.Restoring || holders[s.NodeID] {
+			ok = false
+		}
+		holders[s.NodeID] = true
+		idx[s.Index] = true
+	}
+	if c.K == 1 {
+		ok = ok && len(e.Placement) >= min(c.N(), usable)
+	} else {
+		ok = ok && len(idx) == c.N()
+	}
+	var in []string
+	for _, p := range picked {
+		if !holders[p.ID] {
+			in = append(in, p.ID)
+		}
+	}
+	for _, s := range e.Placement {
+		if len(in) == 0 {
+			break
+		}
+		if !wanted[s.NodeID] {
+			moves = append(moves, move{from: s, to: in[0]})
+			in = in[1:]
+		}
+	}
+	return moves, ok
+}
+
+// rebalanceScan reads the whole index: it counts the shards to move and
+// the blocks deferred to repair, and returns up to limit blocks that can
+// move now and are not in skip.
+func (b *Backend) rebalanceScan(limit int, skip map[block.Key]bool) (tasks []rebalanceTask, pending, deferred, scanned int) {
+	f := b.node.FSM()
+	ms := map[string]fsm.Member{}
+	usable := 0
+	for _, m := range f.Members() {
+		ms[m.ID] = m
+		if m.State == fsm.MemberAlive || m.State == fsm.MemberSuspect {
+			usable++
+		}
+	}
+	nodes := b.candidates(nil)
+	for _, ns := range f.Namespaces() {
+		c, err := erasure.New(ns.DataShards, ns.ParityShards)
+		if err != nil {
+			continue
+		}
+		f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+			scanned++
+			moves, ok := planMoves(k, e, c, ms, nodes, usable)
+			if len(moves) == 0 {
+				return true
+			}
+			pending += len(moves)
+			if !ok {
+				deferred++
+				return true
+			}
+			if len(tasks) < limit && !skip[k] {
+				tasks = append(tasks, rebalanceTask{key: k, entry: e, code: c, moves: moves})
+			}
+			return true
+		})
+	}
+	return tasks, pending, deferred, scanned
+}
+
+// rebalancePage runs one page of rebalancing (on the leader) and reports
+// whether another page should follow at once.
+func (b *Backend) rebalancePage() bool {
+	leader := b.node.IsLeader()
+	b.rebalMu.Lock()
+	if leader && !b.rebal.wasLeader {
+		// A new leader starts from a full scan and fresh counters.
+		b.rebal = rebalanceState{}
+	}
+	was := b.rebal.wasLeader
+	b.rebal.wasLeader = leader
+	b.rebalMu.Unlock()
+	if !leader {
+		if was {
+			// The leader's gauges: another node reports them now.
+			b.met.rebalPending.Set(0)
+			b.met.rebalDeferred.Set(0)
+		}
+		return false
+	}
+	sig, suspect := memberSig(b.node.FSM().Members())
+	now := time.Now()
+	b.rebalMu.Lock()
+	if sig != b.rebal.sig {
+		b.rebal.sig, b.rebal.sigSince = sig, now
+	}
+	clean := sig == b.rebal.cleanSig
+	sigSince := b.rebal.sigSince
+	if b.rebal.failed == nil {
+		b.rebal.failed = map[block.Key]bool{}
+	}
+	skip := b.rebal.failed
+	b.rebalMu.Unlock()
+	if clean || suspect {
+		return false
+	}
+	tasks, pending, deferred, scanned := b.rebalanceScan(b.cfg.RebalanceBatch, skip)
+	b.met.rebalPending.Set(float64(pending))
+	b.met.rebalDeferred.Set(float64(deferred))
+	b.met.rebalLastScan.Set(float64(now.UnixNano()) / 1e9)
+	b.rebalMu.Lock()
+	st := &b.rebal.st
+	if pending > 0 && !st.Running {
+		st.RunStarted, st.RunEnded = now, time.Time{}
+		b.rebal.runMovedShards, b.rebal.runMovedBytes = 0, 0
+	} else if pending == 0 && st.Running {
+		st.RunEnded = now
+		b.log.Info("rebalancing done", "moved_shards", b.rebal.runMovedShards, "moved_bytes", b.rebal.runMovedBytes, "seconds", now.Sub(st.RunStarted).Seconds())
+	}
+	st.Running, st.Pending, st.DeferredBlocks = pending > 0, pending, deferred
+	st.LastScan, st.ScannedBlocks = now, scanned
+	if pending == 0 && now.Sub(sigSince) > b.cfg.ShardTimeout+b.cfg.ProposeTimeout {
+		// Puts that picked their placement before the membership changed
+		// have committed (or failed) by now: nothing is left to find.
+		b.rebal.cleanSig = sig
+		st.Failed = 0
+	}
+	if len(tasks) == 0 {
+		// This pass is over: what failed is retried by the next one.
+		b.rebal.failed = map[block.Key]bool{}
+		b.rebalMu.Unlock()
+		return false
+	}
+	b.rebalMu.Unlock()
+	moved, bytes, failed := b.rebalanceTasks(tasks)
+	b.met.rebalMoved.Add(float64(moved))
+	b.met.rebalBytes.Add(float64(bytes))
+	b.rebalMu.Lock()
+	st.MovedShards += uint64(moved)
+	st.MovedBytes += uint64(bytes)
+	st.Failed += len(failed)
+	st.Pending = max(st.Pending-moved, 0)
+	b.rebal.runMovedShards += uint64(moved)
+	b.rebal.runMovedBytes += uint64(bytes)
+	for _, k := range failed {
+		b.rebal.failed[k] = true
+	}
+	b.rebalMu.Unlock()
+	b.met.rebalPending.Set(float64(max(pending-moved, 0)))
+	return true
+}
+
+// copied is a shard written to its new holder.
+type copied struct {
+	task  int
+	m     move
+	bytes int64
+}
+
+// rebalanceTasks copies the tasks' shards, commits their new placements in
+// one proposal and deletes the old copies. It returns the shards moved,
+// their bytes, and the blocks that failed.
+func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64, failed []block.Key) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout*2+b.cfg.ProposeTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var done []copied
+	bad := make([]bool, len(tasks))
+	sem := make(chan struct{}, b.cfg.RebalanceInflight)
+	var wg sync.WaitGroup
+	for i, t := range tasks {
+		for _, mv := range t.moves {
+			select {
+			case sem <- struct{}{}:
+			case <-b.stop:
+				wg.Wait()
+				b.cleanupCopies(tasks, done)
+				return 0, 0, nil
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				n, err := b.copyShard(ctx, t, mv)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					bad[i] = true
+					b.log.Debug("rebalance copy failed", "key", t.key.String(), "from", mv.from.NodeID, "to", mv.to, "err", err)
+					return
+				}
+				done = append(done, copied{task: i, m: mv, bytes: n})
+			})
+		}
+	}
+	wg.Wait()
+	// Commit every block with at least one copy; a block some of whose
+	// copies failed commits the ones that worked.
+	place := make([][]fsm.Shard, len(tasks))
+	var ops []fsm.Op
+	var at []int
+	f := b.node.FSM()
+	byTask := map[int][]copied{}
+	for _, d := range done {
+		byTask[d.task] = append(byTask[d.task], d)
+	}
+	for i, t := range tasks {
+		cs := byTask[i]
+		if len(cs) == 0 {
+			continue
+		}
+		// The entry must still be the one the copies were planned from (a
+		// capacity drop or a delete may have changed it meanwhile).
+		if cur, ok := f.Lookup(t.key); !ok || cur.Sum != t.entry.Sum || !slices.Equal(cur.Placement, t.entry.Placement) {
+			bad[i] = true
+			b.cleanupCopies(tasks, cs)
+			continue
+		}
+		p := slices.Clone(t.entry.Placement)
+		for _, c := range cs {
+			j := slices.Index(p, c.m.from)
+			p[j] = fsm.Shard{NodeID: c.m.to, Index: c.m.from.Index}
+		}
+		place[i] = p
+		ops = append(ops, fsm.PlaceOp(t.key, t.entry.Sum, p))
+		at = append(at, i)
+	}
+	if len(ops) > 0 {
+		res, err := b.propose(ctx, ops...)
+		for j, i := range at {
+			t, cs := tasks[i], byTask[i]
+			if err != nil {
+				// The outcome may be unknown: both copies stay (the one the
+				// index does not name is garbage, never a lost shard).
+				bad[i] = true
+				continue
+			}
+			if res[j].Status != fsm.StatusUpdated {
+				// Refused (the block was deleted or re-put meanwhile):
+				// keep what the index names now.
+				bad[i] = true
+				var keep []fsm.Shard
+				if cur, ok := f.Lookup(t.key); ok {
+					keep = cur.Placement
+				}
+				b.cleanup(t.key, t.code, shardsTo(cs), keep)
+				continue
+			}
+			var old []fsm.Shard
+			for _, c := range cs {
+				old = append(old, c.m.from)
+				moved++
+				bytes += c.bytes
+			}
+			b.cleanup(t.key, t.code, old, place[i])
+		}
+	}
+	for i, t := range tasks {
+		if bad[i] {
+			failed = append(failed, t.key)
+		}
+	}
+	return moved, bytes, failed
+}
+
+func shardsTo(cs []copied) []fsm.Shard {
+	out := make([]fsm.Shard, len(cs))
+	for i, c := range cs {
+		out[i] = fsm.Shard{NodeID: c.m.to, Index: c.m.from.Index}
+	}
+	return out
+}
+
+// cleanupCopies deletes copies written for blocks that do not commit them.
+func (b *Backend) cleanupCopies(tasks []rebalanceTask, cs []copied) {
+	for _, c := range cs {
+		t := tasks[c.task]
+		var keep []fsm.Shard
+		if cur, ok := b.node.FSM().Lookup(t.key); ok {
+			keep = cur.Placement
+		}
+		b.cleanup(t.key, t.code, shardsTo([]copied{c}), keep)
+	}
+}
+
+// copyShard reads mv's shard from its holder, checks it, waits for the
+// byte budget and writes it to the new holder.
+func (b *Backend) copyShard(ctx context.Context, t rebalanceTask, mv move) (int64, error) {
+	c, size := t.code, int(t.entry.Size)
+	sk := shardKey(t.key, c, int(mv.from.Index))
+	var data []byte
+	var err error
+	if c.K == 1 {
+		// Any replica will do: the moving one first, then the others.
+		for _, s := range append([]fsm.Shard{mv.from}, b.readOrder(t.entry.Placement)...) {
+			if data, err = b.fetch(ctx, s.NodeID, sk); err == nil && (int64(len(data)) != t.entry.Size || block.Checksum(data) != t.entry.Sum) {
+				err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
+			}
+			if err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return 0, err
+		}
+	} else if data, err = b.fetch(ctx, mv.from.NodeID, sk); err == nil && len(data) != c.ShardSize(size) {
+		err = fmt.Errorf("%w: shard %d on %s has %d bytes, want %d", block.ErrChecksum, mv.from.Index, mv.from.NodeID, len(data), c.ShardSize(size))
+	}
+	if err != nil {
+		// Rebuild the erasure shard from the block, checked against its CRC.
+		whole, gerr := b.getCoded(ctx, t.key, t.entry, c)
+		if gerr != nil {
+			return 0, fmt.Errorf("%v; rebuilding it: %w", err, gerr)
+		}
+		all, eerr := c.Encode(whole)
+		if eerr != nil {
+			return 0, eerr
+		}
+		data = all[mv.from.Index]
+	}
+	if d := b.rebalLimit.reserve(len(data)); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-b.stop:
+			return 0, fmt.Errorf("%w: closing", block.ErrUnavailable)
+		}
+	}
+	b.met.rebalInflight.Inc()
+	defer b.met.rebalInflight.Dec()
+	opts := block.PutOptions{Sum: t.entry.Sum, HasSum: true, PinTTL: max(time.Until(t.entry.PinUntil), 0)}
+	if err := b.writeShard(ctx, mv.to, sk, data, opts); err != nil {
+		return 0, err
+	}
+	return int64(len(data)), nil
+}
+
+// byteLimiter spaces out transfers so that their bytes stay within rate
+// per second: each reservation starts when the previous ones' bytes have
+// had their time.
+type byteLimiter struct {
+	mu   sync.Mutex
+	rate float64 // bytes per second
+	next time.Time
+	now  func() time.Time
+}
+
+func newByteLimiter(rate int64) *byteLimiter {
+	return &byteLimiter{rate: float64(rate), now: time.Now}
+}
+
+// reserve books n bytes and returns how long to wait before sending them.
+func (l *byteLimiter) reserve(n int) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if l.next.Before(now) {
+		l.next = now
+	}
+	wait := l.next.Sub(now)
+	l.next = l.next.Add(time.Duration(float64(n) / l.rate * float64(time.Second)))
+	return wait
+}
