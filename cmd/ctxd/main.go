@@ -81,8 +81,17 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	tcfg.Quota = quotaOf
 	var lower *nvme.Tier
 	var cold *s3.Tier
+	var stack *tiers.Manager
+	// A block that leaves S3 without a delete (its quota, its TTL, a
+	// demotion S3 did not keep) is gone from this node unless NVMe or DRAM
+	// still holds it.
+	coldDropped := func(k block.Key) {
+		if (lower == nil || !lower.Contains(k)) && stack != nil {
+			stack.LowerEvicted(k, nil, 0)
+		}
+	}
 	if cfg.nvmeEnabled() && cfg.S3Endpoint != "" {
-		if cold, err = openS3Tier(cfg, namespaces, reg, log); err != nil {
+		if cold, err = openS3Tier(cfg, namespaces, reg, log, coldDropped); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -93,7 +102,6 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 			}
 		}
 	}
-	var stack *tiers.Manager
 	if cfg.nvmeEnabled() {
 		ncfg := nvme.DefaultConfig()
 		ncfg.Dir = cfg.NVMeDir

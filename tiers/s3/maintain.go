@@ -47,9 +47,11 @@ func (t *Tier) Maintain(ctx context.Context) (MaintainReport, error) {
 	var rep MaintainReport
 	t.mu.Lock()
 	now := t.now().UnixNano()
+	var expired []block.Key
 	for k, l := range t.index {
 		if l.expires != 0 && l.expires <= now {
 			t.unindexLocked(k)
+			expired = append(expired, k)
 			rep.Expired++
 		}
 	}
@@ -64,6 +66,7 @@ func (t *Tier) Maintain(ctx context.Context) (MaintainReport, error) {
 	}
 	t.mu.Unlock()
 	t.st.expirations.Add(uint64(rep.Expired))
+	t.reportDrops(expired)
 
 	var errs []error
 	for _, p := range empty {
@@ -138,7 +141,7 @@ func (t *Tier) compact(ctx context.Context, p *packMeta) (int, error) {
 		cur, ok := t.index[e.Key]
 		still := ok && cur.pack == p && cur.off == e.Off
 		t.mu.Unlock()
-		if still && t.enqueue(e.Key, b, e.Sum, e.Expires, true) {
+		if still && t.enqueue(e.Key, b, e.Sum, e.Expires, true, 0) == nil {
 			n++
 		}
 	}

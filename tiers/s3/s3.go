@@ -125,6 +125,16 @@ type Config struct {
 	// Policy resolves a namespace's policy; nil enables every namespace
 	// without a TTL.
 	Policy func(ns string) Policy
+
+	// Quota, when set, returns a namespace's S3 quota in bytes (0 for
+	// none): the payload bytes this tier may hold for it (quota.go). It
+	// must be cheap and must not call back into the tier.
+	Quota func(ns string) int64
+	// OnDrop, when set, is told of every block that leaves the tier without
+	// a Delete: evicted for its namespace's quota, or a demotion the tier
+	// did not keep (policy, full buffer, quota). It runs without the tier's
+	// lock held, in the evicting goroutine, and must not block.
+	OnDrop func(key block.Key)
 }
 
 // DefaultConfig returns 64 MiB packs of at most 4096 blocks sealed after 30 s,
@@ -246,6 +256,9 @@ type Tier struct {
 	buffer  int64 // bytes in open and sealed packs
 	journal *journal
 	closed  bool
+	// held and nsAcct count each namespace's bytes (quota.go).
+	held   map[block.Key]*held
+	nsAcct map[string]*nsAcct
 
 	kick     chan struct{}
 	stop     chan struct{}
@@ -268,6 +281,7 @@ type stats struct {
 	corruptions, expirations        atomic.Uint64
 	packsDeleted, compactions       atomic.Uint64
 	compactedBlocks, deleteRequests atomic.Uint64
+	quotaEvictions, quotaRefused    atomic.Uint64
 }
 
 // Stats is a snapshot of the tier's counters.
@@ -289,6 +303,8 @@ type Stats struct {
 	PacksDeleted          uint64
 	Compactions           uint64 // packs compacted
 	CompactedBlocks       uint64 // live blocks re-packed by compaction
+	QuotaEvictions        uint64 // blocks forgotten to keep a namespace within its quota
+	QuotaRefused          uint64 // puts and demotions refused by a quota
 	Blocks                int64  // blocks indexed in S3
 	Packs                 int    // packs indexed
 	BufferedBytes         int64  // bytes waiting for upload
@@ -343,12 +359,14 @@ func newTier(cfg Config, store objectStore, log *slog.Logger) (*Tier, error) {
 	}
 	t := &Tier{
 		cfg: cfg, log: log, store: store,
-		index: make(map[block.Key]loc),
-		packs: make(map[string]*packMeta),
-		pend:  make(map[block.Key]*pending),
-		open:  make(map[string]*openPack),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
+		index:  make(map[block.Key]loc),
+		packs:  make(map[string]*packMeta),
+		pend:   make(map[block.Key]*pending),
+		open:   make(map[string]*openPack),
+		held:   make(map[block.Key]*held),
+		nsAcct: make(map[string]*nsAcct),
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
 	}
 	t.setClock(time.Now)
 	t.brk = &breaker{threshold: cfg.BreakerFailures, cooldown: cfg.BreakerCooldown, now: func() time.Time { return t.now() }}
@@ -443,6 +461,7 @@ func (t *Tier) apply(rec record) {
 			for k, l := range t.index {
 				if l.pack == p {
 					delete(t.index, k)
+					t.syncHeldLocked(k)
 				}
 			}
 			delete(t.packs, rec.name)
@@ -464,6 +483,7 @@ func (t *Tier) addPackLocked(r packRecord, keep func(packEntry) bool) *packMeta 
 		}
 		t.unindexLocked(e.Key)
 		t.index[e.Key] = loc{pack: p, off: e.Off, length: e.Len, sum: e.Sum, expires: e.Expires}
+		t.syncHeldLocked(e.Key)
 		p.live++
 		p.liveBytes += e.Len
 	}
@@ -479,6 +499,7 @@ func (t *Tier) unindexLocked(k block.Key) bool {
 	delete(t.index, k)
 	l.pack.live--
 	l.pack.liveBytes -= l.length
+	t.syncHeldLocked(k)
 	return true
 }
 
@@ -537,6 +558,7 @@ func (t *Tier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 		t.mu.Unlock()
 		return nil, block.ErrClosed
 	}
+	t.touchLocked(key)
 	if p := t.pend[key]; p != nil {
 		t.mu.Unlock()
 		t.st.hits.Add(1)
@@ -683,28 +705,22 @@ func (t *Tier) Contains(key block.Key) bool {
 func (t *Tier) Delete(_ context.Context, key block.Key) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	found := false
-	if p := t.pend[key]; p != nil {
-		p.dead = true
-		delete(t.pend, key)
-		found = true
-	}
-	if t.unindexLocked(key) {
-		t.journalLocked(encodeDeleteRecord(key), false)
-		found = true
-	}
-	if !found {
+	if !t.forgetLocked(key) {
 		return fmt.Errorf("%w: %s not in the s3 tier", block.ErrNotFound, key)
 	}
 	return nil
 }
 
-// Pin succeeds for a block the tier holds: S3 never evicts for capacity, so
-// there is nothing to hold back (expiry still applies).
-func (t *Tier) Pin(_ context.Context, key block.Key, _ time.Time) error {
+// Pin succeeds for a block the tier holds and keeps it from being evicted
+// for its namespace's quota until until (S3 never evicts for capacity;
+// expiry still applies).
+func (t *Tier) Pin(_ context.Context, key block.Key, until time.Time) error {
 	if !t.Contains(key) {
 		return fmt.Errorf("%w: %s not in the s3 tier", block.ErrNotFound, key)
 	}
+	t.mu.Lock()
+	t.pinLocked(key, until.UnixNano())
+	t.mu.Unlock()
 	return nil
 }
 
@@ -753,7 +769,8 @@ func (t *Tier) Stats() Stats {
 		Corruptions: t.st.corruptions.Load(), Expirations: t.st.expirations.Load(),
 		PacksDeleted: t.st.packsDeleted.Load(), Compactions: t.st.compactions.Load(),
 		CompactedBlocks: t.st.compactedBlocks.Load(),
-		Blocks:          blocks, Packs: packs, BufferedBytes: buf, PendingPacks: sealed,
+		QuotaEvictions:  t.st.quotaEvictions.Load(), QuotaRefused: t.st.quotaRefused.Load(),
+		Blocks: blocks, Packs: packs, BufferedBytes: buf, PendingPacks: sealed,
 		BreakerOpen: t.brk.open(), Rebuilding: !t.rebuilt.Load(),
 	}
 }

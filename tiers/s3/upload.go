@@ -36,13 +36,16 @@ func (t *Tier) Demote(key block.Key, data []byte, sum uint32) {
 	pol := t.cfg.Policy(key.Namespace)
 	if !pol.Enabled {
 		t.st.skippedPolicy.Add(1)
+		t.reportDrops([]block.Key{key})
 		return
 	}
 	var expires int64
 	if pol.TTL > 0 {
 		expires = t.now().Add(pol.TTL).UnixNano()
 	}
-	t.enqueue(key, data, sum, expires, false)
+	if t.enqueue(key, data, sum, expires, false, 0) != nil {
+		t.reportDrops([]block.Key{key})
+	}
 }
 
 // Put buffers a block for upload like Demote (so the tier can serve as a
@@ -69,45 +72,63 @@ func (t *Tier) Put(_ context.Context, key block.Key, data []byte, sum uint32, op
 	if t.expiredLocked(expires) {
 		return nil
 	}
-	if !t.enqueue(key, data, sum, expires, false) {
-		return fmt.Errorf("%w: s3 tier: upload buffer full", block.ErrNoSpace)
+	var pin int64
+	if opts.PinTTL > 0 {
+		pin = t.now().Add(opts.PinTTL).UnixNano()
 	}
-	return nil
+	return t.enqueue(key, data, sum, expires, false, pin)
 }
 
-// enqueue copies a block into its namespace's open pack. force re-packs a
-// block the index already has (compaction). It reports whether the block is
-// (now or already) held.
-func (t *Tier) enqueue(key block.Key, data []byte, sum uint32, expires int64, force bool) bool {
+// enqueue copies a block into its namespace's open pack, first making room
+// for it in its namespace's quota. force re-packs a block the index already
+// has (compaction; no quota check: the bytes are the same). It returns nil
+// when the block is (now or already) held; pin (UnixNano, 0 for none) keeps
+// it from quota eviction.
+func (t *Tier) enqueue(key block.Key, data []byte, sum uint32, expires int64, force bool, pin int64) error {
 	n := int64(len(data))
 	if n < 1 || n > t.cfg.MaxBlockSize {
 		t.st.dropped.Add(1)
-		return false
+		return fmt.Errorf("%w: s3 tier: block %s of %d bytes (1..%d)", block.ErrInvalidArgument, key, n, t.cfg.MaxBlockSize)
 	}
+	var evicted []block.Key
+	defer func() { t.reportDrops(evicted) }() // runs after the unlock below
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		t.st.dropped.Add(1)
-		return false
+		return block.ErrClosed
 	}
 	if p := t.pend[key]; p != nil && p.sum == sum && !force {
 		t.st.duplicates.Add(1)
-		return true
+		t.touchLocked(key)
+		t.pinLocked(key, pin)
+		return nil
 	}
 	if l, ok := t.index[key]; ok && !force && l.sum == sum && l.length == n && !t.expiredLocked(l.expires) {
 		t.st.duplicates.Add(1)
-		return true
+		t.touchLocked(key)
+		t.pinLocked(key, pin)
+		return nil
 	}
 	if t.buffer+n > t.cfg.MaxBuffer {
 		t.st.dropped.Add(1)
 		t.st.droppedBytes.Add(uint64(n))
-		return false
+		return fmt.Errorf("%w: s3 tier: upload buffer full", block.ErrNoSpace)
+	}
+	if !force {
+		var err error
+		if evicted, err = t.admitLocked(key, n); err != nil {
+			return err
+		}
 	}
 	p := &pending{key: key, data: append([]byte(nil), data...), sum: sum, expires: expires}
 	if old := t.pend[key]; old != nil {
 		old.dead = true
 	}
 	t.pend[key] = p
+	t.syncHeldLocked(key)
+	t.touchLocked(key)
+	t.pinLocked(key, pin)
 	t.buffer += n
 	if !force {
 		t.st.demoted.Add(1)
@@ -116,7 +137,7 @@ func (t *Tier) enqueue(key block.Key, data []byte, sum uint32, expires int64, fo
 	if t.cfg.SoloSize > 0 && n >= t.cfg.SoloSize {
 		// A large block goes alone; the namespace's open pack stays open.
 		t.sealLocked(&openPack{ns: key.Namespace, first: t.now(), blocks: []*pending{p}, bytes: n})
-		return true
+		return nil
 	}
 	op := t.open[key.Namespace]
 	if op == nil {
@@ -128,7 +149,7 @@ func (t *Tier) enqueue(key block.Key, data []byte, sum uint32, expires int64, fo
 	if op.bytes >= t.cfg.PackSize || len(op.blocks) >= t.cfg.PackBlocks {
 		t.sealLocked(op)
 	}
-	return true
+	return nil
 }
 
 // sealLocked closes an open pack and queues it for upload.
@@ -284,6 +305,7 @@ func (t *Tier) release(op *openPack) {
 	for _, p := range op.blocks {
 		if t.pend[p.key] == p {
 			delete(t.pend, p.key)
+			t.syncHeldLocked(p.key)
 		}
 	}
 	t.buffer -= op.bytes
