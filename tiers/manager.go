@@ -85,15 +85,27 @@ type Config struct {
 	// recently used blocks (tiers/dram quota.go). It must be cheap and must
 	// not call back into the manager.
 	Quota func(ns string) block.Quota
+	// TrimInterval is how often RunQuotaTrim brings namespaces that hold
+	// more than their quota in a tier (a quota was lowered) down to it;
+	// TrimBudget bounds the bytes one pass evicts per tier (trim.go).
+	TrimInterval time.Duration
+	TrimBudget   int64
 }
 
-// DefaultConfig admits everything and gives a demotion 5 s.
-func DefaultConfig() Config { return Config{DemoteTimeout: 5 * time.Second} }
+// DefaultConfig admits everything, gives a demotion 5 s, and trims
+// namespaces over a lowered quota once a second, at most 256 MiB per tier
+// per pass.
+func DefaultConfig() Config {
+	return Config{DemoteTimeout: 5 * time.Second, TrimInterval: time.Second, TrimBudget: 256 << 20}
+}
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if c.DemoteTimeout <= 0 {
 		return fmt.Errorf("%w: tiers: DemoteTimeout must be positive", block.ErrInvalidArgument)
+	}
+	if c.TrimInterval <= 0 || c.TrimBudget <= 0 {
+		return fmt.Errorf("%w: tiers: TrimInterval and TrimBudget must be positive", block.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -111,6 +123,7 @@ type Manager struct {
 	lowerHits, lowerMisses, writes atomic.Uint64
 	drops                          atomic.Uint64
 	sharedReads                    atomic.Uint64
+	trimmed                        atomic.Uint64 // bytes TrimQuotas evicted
 
 	// flights are the lower-tier reads in progress, by key: a Get that
 	// misses DRAM while another Get of the same key reads the lower tier
@@ -415,6 +428,9 @@ type Stats struct {
 	// SharedReads are Gets served from DRAM by another Get's concurrent
 	// lower-tier read and promotion, instead of a lower-tier read of their own.
 	SharedReads uint64
+	// QuotaTrimmedBytes were evicted by TrimQuotas, bringing namespaces
+	// down to quotas that were lowered.
+	QuotaTrimmedBytes uint64
 }
 
 // Stats returns a snapshot of the counters.
@@ -425,5 +441,6 @@ func (m *Manager) Stats() Stats {
 		DemotedBytes: m.demotedBytes.Load(),
 		LowerHits:    m.lowerHits.Load(), LowerMisses: m.lowerMisses.Load(),
 		Drops: m.drops.Load(), SharedReads: m.sharedReads.Load(),
+		QuotaTrimmedBytes: m.trimmed.Load(),
 	}
 }

@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // Collector exports the manager's promotion and demotion counters.
 type Collector struct {
 	m     *Manager
-	descs [9]*prometheus.Desc
+	descs [10]*prometheus.Desc
 }
 
 // NewCollector returns a collector for m.
@@ -13,7 +13,7 @@ func NewCollector(m *Manager) *Collector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("ctxtier_tiers_"+name, help, nil, nil)
 	}
-	return &Collector{m: m, descs: [9]*prometheus.Desc{
+	return &Collector{m: m, descs: [10]*prometheus.Desc{
 		d("promotions_total", "Lower-tier hits copied into DRAM."),
 		d("promotions_skipped_total", "Lower-tier hits the promotion admission declined."),
 		d("demotions_total", "Blocks evicted from DRAM and written to the lower tier."),
@@ -23,6 +23,7 @@ func NewCollector(m *Manager) *Collector {
 		d("lower_hits_total", "Reads that missed DRAM and hit the lower tier."),
 		d("lower_misses_total", "Reads that missed every tier."),
 		d("shared_reads_total", "Reads that missed DRAM and were served by another read's concurrent lower-tier read and promotion."),
+		d("quota_trimmed_bytes_total", "Bytes evicted in the background to bring namespaces down to quotas that were lowered."),
 	}}
 }
 
@@ -36,7 +37,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.m.Stats()
-	for i, v := range []uint64{s.Promotions, s.PromoteSkipped, s.Demotions, s.DemoteSkipped, s.DemoteErrors, s.DemotedBytes, s.LowerHits, s.LowerMisses, s.SharedReads} {
+	for i, v := range []uint64{s.Promotions, s.PromoteSkipped, s.Demotions, s.DemoteSkipped, s.DemoteErrors, s.DemotedBytes, s.LowerHits, s.LowerMisses, s.SharedReads, s.QuotaTrimmedBytes} {
 		ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, float64(v))
 	}
 }

@@ -468,6 +468,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go stack.DRAM().Run(runCtx)
+	// Namespaces over a lowered quota come down to it in the background;
+	// the trimming stops before the tiers close.
+	trimDone := make(chan struct{})
+	go func() { stack.RunQuotaTrim(runCtx); close(trimDone) }()
+	defer func() { cancel(); <-trimDone }()
 	go ui.Run(runCtx)
 	go releaseIdleMemory(runCtx, budget, log)
 	errc := make(chan error, 5)

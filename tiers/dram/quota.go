@@ -160,3 +160,31 @@ func (t *Tier) NamespaceBytes() map[string]int64 {
 
 // Medium is block.TierDRAM (tiers.Counter).
 func (t *Tier) Medium() block.Tier { return block.TierDRAM }
+
+// TrimNamespace evicts (demotes) ns's least recently used evictable blocks
+// until it holds at most limit bytes, evicting at most about budget bytes
+// in this call, so that a lowered quota is reached at a bounded rate
+// without a put. It returns the bytes it evicted.
+func (t *Tier) TrimNamespace(ctx context.Context, ns string, limit, budget int64) (int64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var freed int64
+	for freed < budget {
+		if t.closed {
+			return freed, block.ErrClosed
+		}
+		a := t.ns[ns]
+		if a == nil || a.bytes <= limit {
+			break
+		}
+		now := t.now().UnixNano()
+		h, ok := t.nsVictimLocked(ns, now)
+		if !ok {
+			break
+		}
+		freed += t.entries[h].size
+		t.st.quotaEvictions.Add(1)
+		t.evictLocked(ctx, h, now)
+	}
+	return freed, nil
+}

@@ -182,3 +182,17 @@ func (t *Tier) NamespaceBytes() map[string]int64 {
 
 // Medium is block.TierNVMe (tiers.Counter).
 func (t *Tier) Medium() block.Tier { return block.TierNVMe }
+
+// TrimNamespace evicts ns's least valuable unpinned blocks until it holds
+// at most limit bytes, evicting at most about budget bytes in this call, so
+// that a lowered quota is reached at a bounded rate without a put. It
+// returns the bytes it evicted.
+func (t *Tier) TrimNamespace(_ context.Context, ns string, limit, budget int64) (int64, error) {
+	t.mu.Lock()
+	over := t.nsBytes[ns] - limit
+	t.mu.Unlock()
+	if over <= 0 {
+		return 0, nil
+	}
+	return t.evictNamespace(ns, min(over, budget))
+}

@@ -131,3 +131,64 @@ func TestNVMeQuota(t *testing.T) {
 		})
 	}
 }
+
+// TestNVMeTrimNamespace: a lowered quota is reached without a put, at most
+// budget bytes per call, by handing the namespace's own least valuable
+// unpinned blocks to OnEvict; other namespaces keep every block.
+func TestNVMeTrimNamespace(t *testing.T) {
+	const bs = 16 << 10
+	tests := []struct {
+		name   string
+		limit  int64
+		pinned int
+		want   []int64 // a's bytes after each call
+	}{
+		{"lowered", 3 * bs, 0, []int64{8 * bs, 6 * bs, 4 * bs, 3 * bs, 3 * bs}},
+		{"under the limit", 12 * bs, 0, []int64{10 * bs}},
+		{"pinned blocks stay", 0, 7, []int64{8 * bs, 7 * bs, 7 * bs}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			var mu sync.Mutex
+			handed := map[block.Key]bool{}
+			cfg.OnEvict = func(k block.Key, _ []byte, _ uint32) {
+				mu.Lock()
+				handed[k] = true
+				mu.Unlock()
+			}
+			tr := open(t, cfg)
+			for i := range 4 {
+				put(t, tr, block.NewKey("b", uint64(i)), payload(uint64(100+i), bs), block.PutOptions{})
+			}
+			for i := range 10 {
+				opts := block.PutOptions{}
+				if i < tt.pinned {
+					opts.PinTTL = time.Hour
+				}
+				put(t, tr, block.NewKey("a", uint64(i)), payload(uint64(i), bs), opts)
+			}
+			for call, want := range tt.want {
+				if _, err := tr.TrimNamespace(context.Background(), "a", tt.limit, 2*bs); err != nil {
+					t.Fatal(err)
+				}
+				if got := tr.NamespaceBytes()["a"]; got != want {
+					t.Fatalf("call %d: a holds %d bytes, want %d", call, got, want)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := 10 - int(tt.want[len(tt.want)-1]/bs); len(handed) != want {
+				t.Fatalf("%d blocks handed on, want %d", len(handed), want)
+			}
+			for k := range handed {
+				if k.Namespace != "a" || tr.Contains(k) || k.Hash < uint64(tt.pinned) {
+					t.Fatalf("evicted %s (pinned below %d)", k, tt.pinned)
+				}
+			}
+			if got := tr.NamespaceBytes()["b"]; got != 4*bs {
+				t.Fatalf("b holds %d bytes, want %d", got, 4*bs)
+			}
+		})
+	}
+}
