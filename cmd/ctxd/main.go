@@ -82,13 +82,18 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	var lower *nvme.Tier
 	var cold *s3.Tier
 	var stack *tiers.Manager
+	var built atomic.Pointer[tiers.Manager] // stack, for hooks in other goroutines
 	// A block that leaves S3 without a delete (its quota, its TTL, a
 	// demotion S3 did not keep) is gone from this node unless NVMe or DRAM
 	// still holds it.
+	// It is checked off the evicting goroutine: that may be NVMe's own
+	// (its quota hands blocks to S3), whose Contains must not be re-entered.
 	coldDropped := func(k block.Key) {
-		if (lower == nil || !lower.Contains(k)) && stack != nil {
-			stack.LowerEvicted(k, nil, 0)
-		}
+		go func() {
+			if m := built.Load(); m != nil && (lower == nil || !lower.Contains(k)) {
+				m.LowerEvicted(k, nil, 0)
+			}
+		}()
 	}
 	if cfg.nvmeEnabled() && cfg.S3Endpoint != "" {
 		if cold, err = openS3Tier(cfg, namespaces, reg, log, coldDropped); err != nil {
@@ -145,6 +150,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 		closeCold()
 		return nil, nil, err
 	}
+	built.Store(stack)
 	reg.MustRegister(dram.NewCollector(stack.DRAM()), tiers.NewCollector(stack))
 	return stack, func() {
 		stack.Close()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/client"
+	"github.com/ctxtier/ctxtier/tiers/s3/s3test"
 )
 
 func nsBytesSeries(ns string, tier block.Tier) string {
@@ -201,6 +202,155 @@ func TestQuotaClusterEveryNode(t *testing.T) {
 	// The newest tenant-a blocks (within the quota) are still readable.
 	for i := nA - 4; i < nA; i++ {
 		got, err := ha.Get(ctx, block.NewKey("tenant-a", uint64(i)))
+		if err != nil || !bytes.Equal(got, blockBytes(i, bs)) {
+			t.Fatalf("tenant-a block %d: %v", i, err)
+		}
+	}
+}
+
+// TestQuotaS3Tenant (issue 18, quotas): on one ctxd over DRAM, NVMe and S3
+// (a real versitygw; S3 needs NVMe below DRAM), both tenants have small
+// DRAM and NVMe quotas, so their blocks go on to S3. tenant-a, with a 4 MiB
+// S3 quota, floods 24 MiB: its S3 bytes never pass the quota (its own least
+// recently used blocks are forgotten, and the node's index learns they are
+// gone), while every one of tenant-b's blocks, most of them in S3 only,
+// reads back bit-exact.
+func TestQuotaS3Tenant(t *testing.T) {
+	gw := s3test.Start(t)
+	dataDir := t.TempDir()
+	p := startCtxd(t, "--data-dir", dataDir, "--node-id", "quota-s3",
+		"--dram-capacity", "8MiB", "--max-block-size", "2MiB",
+		"--nvme-dir", filepath.Join(dataDir, "nvme"), "--nvme-capacity", "64MiB", "--nvme-segment-size", "4MiB",
+		"--s3-endpoint", gw.Addr, "--s3-bucket", "ctxd-quota", "--s3-prefix", "q",
+		"--s3-access-key", s3test.Access, "--s3-secret-key", s3test.Secret)
+	ctx := withTimeout(t, 4*time.Minute)
+	hc := httpClient(t, p.HTTP)
+	const bs = 256 << 10
+	const s3Quota = 4 << 20
+	small := block.Quota{DRAM: 2 * bs, NVMe: 2 * bs}
+	if _, err := hc.CreateNamespace(ctx, block.Namespace{Name: "tenant-a", Quota: block.Quota{DRAM: small.DRAM, NVMe: small.NVMe, S3: s3Quota}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.CreateNamespace(ctx, block.Namespace{Name: "tenant-b", Quota: small}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctx, p.Native, client.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const nB, nA = 24, 96
+	for i := range nB {
+		if err := c.Put(ctx, block.NewKey("tenant-b", uint64(i)), blockBytes(1000+i, bs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s3a := nsBytesSeries("tenant-a", block.TierS3)
+	for i := range nA {
+		if err := c.Put(ctx, block.NewKey("tenant-a", uint64(i)), blockBytes(i, bs)); err != nil {
+			t.Fatalf("tenant-a put %d: %v", i, err)
+		}
+		if got := metricValue(t, p.HTTP, s3a); got > s3Quota {
+			t.Fatalf("after put %d tenant-a holds %v bytes in S3, quota %d", i, got, s3Quota)
+		}
+	}
+	inS3 := metricValue(t, p.HTTP, s3a)
+	bInS3 := metricValue(t, p.HTTP, nsBytesSeries("tenant-b", block.TierS3))
+	if got := metricValue(t, p.HTTP, nsQuotaSeries("tenant-a", block.TierS3)); got != s3Quota {
+		t.Fatalf("S3 quota metric %v, want %d", got, s3Quota)
+	}
+	// tenant-a reached its S3 quota (the flood is 6 times it), and
+	// tenant-b's blocks went to S3 too: all but the 4 its DRAM and NVMe keep.
+	if inS3 < s3Quota-2*bs || bInS3 < (nB-4)*bs {
+		t.Fatalf("tenant-a has %v bytes in S3, tenant-b %v: the flood did not reach S3", inS3, bInS3)
+	}
+	t.Logf("after the flood: tenant-a %v bytes in S3 (quota %d), tenant-b %v", inS3, s3Quota, bInS3)
+	for i := range nB {
+		got, err := c.Get(ctx, block.NewKey("tenant-b", uint64(i)))
+		if err != nil || !bytes.Equal(got, blockBytes(1000+i, bs)) {
+			t.Fatalf("tenant-b block %d: %v", i, err)
+		}
+	}
+	// tenant-a's newest blocks are kept (DRAM, NVMe, S3); its oldest were
+	// forgotten by S3 and are gone from the node: NotFound, never wrong bytes.
+	for i := nA - 8; i < nA; i++ {
+		got, err := c.Get(ctx, block.NewKey("tenant-a", uint64(i)))
+		if err != nil || !bytes.Equal(got, blockBytes(i, bs)) {
+			t.Fatalf("tenant-a block %d: %v", i, err)
+		}
+	}
+	gone := 0
+	for i := range 8 {
+		got, err := c.Get(ctx, block.NewKey("tenant-a", uint64(i)))
+		switch {
+		case errors.Is(err, block.ErrNotFound):
+			gone++
+		case err != nil:
+			t.Fatalf("tenant-a block %d: %v", i, err)
+		case !bytes.Equal(got, blockBytes(i, bs)):
+			t.Fatalf("tenant-a block %d: wrong bytes", i)
+		}
+	}
+	if gone != 8 {
+		t.Fatalf("%d of tenant-a's 8 oldest blocks are gone; the S3 quota should have forgotten all of them", gone)
+	}
+}
+
+// TestQuotaLoweredTakesEffect (issue 18, quotas): lowering tenant-a's DRAM
+// quota through the HTTP API brings its DRAM bytes under the new quota
+// without any put (demoted to NVMe, all readable bit-exact); tenant-b,
+// without a quota, keeps every byte of its DRAM.
+func TestQuotaLoweredTakesEffect(t *testing.T) {
+	dataDir := t.TempDir()
+	p := startCtxd(t, append([]string{"--data-dir", dataDir}, nvmeArgs(filepath.Join(dataDir, "nvme"))...)...)
+	ctx := withTimeout(t, 3*time.Minute)
+	hc := httpClient(t, p.HTTP)
+	for _, ns := range []string{"tenant-a", "tenant-b"} {
+		if _, err := hc.CreateNamespace(ctx, block.Namespace{Name: ns}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.Dial(ctx, p.Native, client.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const bs = 128 << 10
+	const nA, nB = 24, 8 // 3 MiB and 1 MiB: both fit in 8 MiB of DRAM
+	for i := range nA {
+		if err := c.Put(ctx, block.NewKey("tenant-a", uint64(i)), blockBytes(i, bs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range nB {
+		if err := c.Put(ctx, block.NewKey("tenant-b", uint64(i)), blockBytes(500+i, bs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dramA, dramB := nsBytesSeries("tenant-a", block.TierDRAM), nsBytesSeries("tenant-b", block.TierDRAM)
+	if a, b := metricValue(t, p.HTTP, dramA), metricValue(t, p.HTTP, dramB); a != nA*bs || b != nB*bs {
+		t.Fatalf("before: tenant-a %v bytes of DRAM, tenant-b %v; want %d and %d", a, b, nA*bs, nB*bs)
+	}
+	const quota = 512 << 10
+	if _, err := hc.SetQuota(ctx, "tenant-a", block.Quota{DRAM: quota}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor(t, 60*time.Second, "tenant-a's DRAM bytes under the lowered quota", func() bool {
+		return metricValue(t, p.HTTP, dramA) <= quota
+	})
+	t.Logf("tenant-a came down to its lowered DRAM quota in %v, without a put", time.Since(start).Round(10*time.Millisecond))
+	if got := metricValue(t, p.HTTP, nsBytesSeries("tenant-a", block.TierNVMe)); got < (nA*bs - quota) {
+		t.Fatalf("tenant-a has %v bytes on NVMe; the trimmed blocks must be demoted there", got)
+	}
+	if got := metricValue(t, p.HTTP, dramB); got != nB*bs {
+		t.Fatalf("tenant-b holds %v bytes of DRAM, want all %d", got, nB*bs)
+	}
+	if got := metricValue(t, p.HTTP, `ctxtier_tiers_quota_trimmed_bytes_total`); got < nA*bs-quota {
+		t.Fatalf("quota_trimmed_bytes_total %v, want at least %d", got, nA*bs-quota)
+	}
+	for i := range nA {
+		got, err := c.Get(ctx, block.NewKey("tenant-a", uint64(i)))
 		if err != nil || !bytes.Equal(got, blockBytes(i, bs)) {
 			t.Fatalf("tenant-a block %d: %v", i, err)
 		}
