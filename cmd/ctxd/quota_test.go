@@ -150,7 +150,8 @@ func TestQuotaTenantIsolation(t *testing.T) {
 
 // TestQuotaClusterEveryNode (issue 18, quotas): a quota set through one
 // node of a three-node cluster reaches every node's catalog and is
-// enforced by every node's DRAM tier for a namespace of three replicas.
+// enforced by every node's DRAM tier for a namespace of three replicas;
+// lowered, it is reached on every node without a put.
 func TestQuotaClusterEveryNode(t *testing.T) {
 	nodes, _ := startCluster(t, 3)
 	ctx := withTimeout(t, 3*time.Minute)
@@ -204,6 +205,20 @@ func TestQuotaClusterEveryNode(t *testing.T) {
 		got, err := ha.Get(ctx, block.NewKey("tenant-a", uint64(i)))
 		if err != nil || !bytes.Equal(got, blockBytes(i, bs)) {
 			t.Fatalf("tenant-a block %d: %v", i, err)
+		}
+	}
+	// Lowered (through the leader), the quota takes effect on every node
+	// without a put; tenant-b keeps its DRAM everywhere.
+	const lowered = 2 * bs
+	if _, err := httpClient(t, nodes[0].http).SetQuota(ctx, "tenant-a", block.Quota{DRAM: lowered}); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		waitFor(t, 60*time.Second, "tenant-a under its lowered quota on "+nd.id, func() bool {
+			return metricValue(t, nd.http, nsBytesSeries("tenant-a", block.TierDRAM)) <= lowered
+		})
+		if b := metricValue(t, nd.http, nsBytesSeries("tenant-b", block.TierDRAM)); b != 8*bs {
+			t.Fatalf("%s: after lowering tenant-a's quota tenant-b holds %v bytes of DRAM, want %d", nd.id, b, 8*bs)
 		}
 	}
 }
