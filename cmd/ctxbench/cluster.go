@@ -331,7 +331,7 @@ func (b *clusterBench) leader(ctx context.Context) (clusterapi.Member, error) {
 	return clusterapi.Member{}, fmt.Errorf("finding the leader: %w", last)
 }
 
-// ensureNamespace creates ns on the leader (a follower cannot commit it),
+// ensureNamespace creates ns on the leader (a follower would forward it),
 // retrying through leader changes for 30 s, and waits until every node
 // serves it. An existing identical definition is fine.
 func (b *clusterBench) ensureNamespace(ctx context.Context, ns *benchNS) error {

@@ -272,7 +272,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// one's FSM yet: a miss is looked up again after a read-index sync. The
 	// leader's FSM already holds every namespace it acknowledged (and it
 	// waits for a barrier before it reports ready), so it skips the sync.
-	nsCatalog := ctxstore.SyncedCatalog(catalog, func(ctx context.Context) error {
+	// Changes made on a follower are forwarded to the leader.
+	nsCatalog := ctxstore.SyncedCatalog(parts.backend.LeaderCatalog(catalog), func(ctx context.Context) error {
 		if parts.node.IsLeader() {
 			return errLeaderUpToDate
 		}

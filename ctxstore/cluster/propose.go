@@ -65,9 +65,10 @@ func DecodeResults(b []byte, want int) ([]fsm.OpResult, error) {
 // HandleForwarded runs on the leader: req is an index command (fsm.EncodeIndex)
 // forwarded by a follower; the answer is its results (EncodeResults). A
 // member upsert of an alive member (a node registering its own record) and
-// an incarnation (a node recording its start) are also accepted, answered
-// with zero results. Anything else is refused:
-// membership, namespace and credential changes have their own endpoints.
+// an incarnation (a node recording its start) and a namespace change
+// (LeaderCatalog) are also accepted, answered with zero results. Anything
+// else is refused: membership and credential changes have their own
+// endpoints.
 func (b *Backend) HandleForwarded(ctx context.Context, req []byte) ([]byte, error) {
 	cmd, err := fsm.DecodeCommand(req)
 	if err != nil {
@@ -83,6 +84,13 @@ func (b *Backend) HandleForwarded(ctx context.Context, req []byte) ([]byte, erro
 	if cmd.Type == fsm.CmdIncarnation {
 		// A node recording its start (restore.go).
 		if err := b.node.SetIncarnation(ctx, cmd.Incarnation.ID, cmd.Incarnation.Incarnation, cmd.Incarnation.Restoring); err != nil {
+			return nil, err
+		}
+		return EncodeResults(nil), nil
+	}
+	if cmd.Type == fsm.CmdNamespace {
+		// A namespace change a follower was asked for (LeaderCatalog).
+		if err := b.applyNamespace(ctx, req); err != nil {
 			return nil, err
 		}
 		return EncodeResults(nil), nil
