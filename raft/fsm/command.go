@@ -367,6 +367,11 @@ func DecodeCommand(b []byte) (c Command, err error) {
 			d.fail("credential action %d", c.Credential.Action)
 		}
 	case CmdIncarnation:
+		if !c.IgnoreUnknown {
+			// EncodeIncarnation always flags it: a second encoding.
+			d.fail("incarnation command without the ignore-unknown flag")
+			break
+		}
 		c.Incarnation = IncarnationCommand{ID: d.str(), Incarnation: d.uvarint(), Restoring: d.bool()}
 	}
 	return c, d.done()
