@@ -113,8 +113,19 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 // an error (having deleted what it wrote) when too few shards were written.
 func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) (*pendingPut, error) {
 	key = key.Block()
-	if e, ok := b.node.FSM().Lookup(key); ok {
-		return nil, sameBlock(key, e, int64(len(data)), sum)
+	for {
+		e, ok := b.node.FSM().Lookup(key)
+		if !ok {
+			break
+		}
+		if err := sameBlock(key, e, int64(len(data)), sum); err != nil {
+			return nil, err
+		}
+		// A drop of this block's local shard not committed yet (drop.go).
+		again, err := b.refillDropped(ctx, key, e, data, opts)
+		if !again {
+			return nil, err
+		}
 	}
 	c, err := b.code(key.Namespace)
 	if err != nil {
