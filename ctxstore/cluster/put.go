@@ -32,9 +32,10 @@ type pendingPut struct {
 	c       *erasure.Code
 	written []fsm.Shard
 	op      fsm.Op
-	// shards and opts, kept until settle, rewrite a shard the FSM dropped.
-	shards [][]byte
-	opts   block.PutOptions
+	// data (the caller's, held until settle anyway; re-encoded only when
+	// needed) and opts rewrite a shard the FSM dropped (rewrite.go).
+	data []byte
+	opts block.PutOptions
 }
 
 // Put encodes data into the namespace's shards, writes them in parallel to
@@ -184,7 +185,7 @@ func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum 
 		b.log.Debug("put short of shards; repair adds the rest", "key", key.String(), "written", fmt.Sprint(written), "shards", n, "err", firstErr)
 	}
 	op := fsm.PutOp(key, fsm.Entry{Size: int64(len(data)), Sum: sum, Placement: written, Created: now, PinUntil: pinUntil})
-	return &pendingPut{key: key, c: c, written: written, op: op, shards: shards, opts: opts}, nil
+	return &pendingPut{key: key, c: c, written: written, op: op, data: data, opts: opts}, nil
 }
 
 // settle turns the committed outcome of p's index entry into Put's answer,

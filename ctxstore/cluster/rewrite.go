@@ -29,9 +29,14 @@ func (b *Backend) rewriteDropped(ctx context.Context, p *pendingPut, e fsm.Entry
 	// Before the first write: a member that restarts again meanwhile loses
 	// this copy too, and the FSM drops it again.
 	began := time.Now()
+	shards, err := p.c.Encode(p.data)
+	if err != nil {
+		b.log.Warn("put: re-encoding for shards dropped at commit failed; repair rebuilds them", "key", p.key.String(), "err", err)
+		return
+	}
 	var rewritten []fsm.Shard
 	for _, d := range dropped {
-		data, opts := p.shards[d.Index], p.opts
+		data, opts := shards[d.Index], p.opts
 		to := d.NodeID
 		err := b.writeShard(ctx, to, shardKey(p.key, p.c, int(d.Index)), data, opts)
 		if err != nil {
