@@ -94,3 +94,54 @@ func TestRePutInTheDropGapStores(t *testing.T) {
 		})
 	}
 }
+
+// TestDropGapBookkeeping: the set of blocks with a drop queued or
+// committing. A flush takes a queued block (marking it committing) and
+// keeps only the shards the tier still lacks; a block a put is rewriting
+// now waits for the next batch; a block leaves the set once nothing is
+// queued, rewriting or committing for it.
+func TestDropGapBookkeeping(t *testing.T) {
+	a, b := block.NewKey("default", 1), block.NewKey("default", 2)
+	tests := []struct {
+		name      string
+		refilling bool // a put is rewriting a's shards during the flush
+		has       bool // the tier holds a's shard again at the flush
+		wantLeft  int  // a's shards left to drop
+		wantDefer int
+		wantAfter int64 // blocks still in the set after the flush
+	}{
+		{"queued and still gone: dropped", false, false, 1, 0, 0},
+		{"rewritten before the flush: kept", false, true, 0, 0, 0},
+		{"being rewritten: next batch", true, false, 0, 1, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var g dropGap
+			g.queue(a)
+			g.queue(b)
+			g.unqueue(b) // the drop queue was full
+			if n := g.n.Load(); n != 1 {
+				t.Fatalf("%d blocks in the set, want 1", n)
+			}
+			if tc.refilling {
+				g.keys[a].refilling++
+			}
+			left, deferred, done := g.takeForFlush([]block.Key{a}, func(block.Key) bool { return tc.has })
+			if len(left) != tc.wantLeft || len(deferred) != tc.wantDefer {
+				t.Fatalf("left %v deferred %v", left, deferred)
+			}
+			if st := g.keys[a]; !tc.refilling && st.flushing != done {
+				t.Fatal("a taken block is not marked committing")
+			}
+			g.doneFlush([]block.Key{a}, done)
+			select {
+			case <-done:
+			default:
+				t.Fatal("doneFlush did not release the waiting puts")
+			}
+			if n := g.n.Load(); n != tc.wantAfter || int64(len(g.keys)) != n {
+				t.Fatalf("%d blocks in the set (map %d), want %d", n, len(g.keys), tc.wantAfter)
+			}
+		})
+	}
+}
