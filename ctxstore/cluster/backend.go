@@ -38,9 +38,12 @@ type Backend struct {
 	met   *metrics
 
 	drops chan block.Key
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	once  sync.Once
+	// gap holds the blocks whose local shards were dropped and whose index
+	// correction has not committed yet (drop.go).
+	gap  dropGap
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
 
 	repairMu sync.Mutex
 	repair   RepairStatus

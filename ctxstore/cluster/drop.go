@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -15,11 +18,167 @@ import (
 // the queue is full the drop is lost from the index's view until repair or
 // a read notices.
 func (b *Backend) Dropped(key block.Key) {
+	b.gap.queue(key.Block())
 	select {
 	case b.drops <- key:
 	default:
+		b.gap.unqueue(key.Block())
 		b.log.Warn("drop queue full; index not corrected", "key", key.String())
 	}
+}
+
+// A block's index entry outlives its dropped local shard until the drop's
+// batch commits. A put of the same block in that gap finds the entry and
+// would answer "already stored" while the entry is about to lose this
+// node's shard (or, for a single copy, be deleted). So the node remembers
+// the blocks it has queued for drop: a put through it of such a block
+// writes the missing local shards again (and the flush, which checks the
+// local tier, then leaves them in the placement), or, when the block's
+// drop is already committing, waits for it and starts over. A put of any
+// other block that the index holds costs a map lookup, no round trip.
+
+// dropGap is the set of blocks with a drop queued or committing.
+type dropGap struct {
+	mu   sync.Mutex
+	keys map[block.Key]*gapState
+	n    atomic.Int64 // len(keys): the common case skips the lock
+}
+
+type gapState struct {
+	queued    int           // drops queued and not yet taken by a flush
+	refilling int           // puts rewriting its shards now
+	flushing  chan struct{} // closed when the flush committing it is done
+}
+
+func (g *dropGap) queue(k block.Key) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.keys == nil {
+		g.keys = map[block.Key]*gapState{}
+	}
+	st := g.keys[k]
+	if st == nil {
+		st = &gapState{}
+		g.keys[k] = st
+		g.n.Add(1)
+	}
+	st.queued++
+}
+
+func (g *dropGap) unqueue(k block.Key) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.keys[k]; st != nil {
+		st.queued--
+		g.forget(k, st)
+	}
+}
+
+// forget removes k once nothing is queued or committing for it. g.mu held.
+func (g *dropGap) forget(k block.Key, st *gapState) {
+	if st.queued <= 0 && st.refilling == 0 && st.flushing == nil {
+		delete(g.keys, k)
+		g.n.Add(-1)
+	}
+}
+
+// refillDropped is writePut's check for a block the index already holds
+// (with the same bytes). It returns again when the block's drop was
+// committing (the caller looks the block up again); otherwise it has
+// rewritten any shard of e placed on this node that the local tier lost to
+// a drop still queued. The write runs without the lock (a local put may
+// evict, and the tier's drop hook calls Dropped); a flush meanwhile defers
+// the block to its next batch.
+func (b *Backend) refillDropped(ctx context.Context, key block.Key, e fsm.Entry, data []byte, opts block.PutOptions) (again bool, err error) {
+	if b.gap.n.Load() == 0 {
+		return false, nil
+	}
+	g := &b.gap
+	g.mu.Lock()
+	st := g.keys[key]
+	if st == nil {
+		g.mu.Unlock()
+		return false, nil
+	}
+	if ch := st.flushing; ch != nil {
+		g.mu.Unlock()
+		select {
+		case <-ch:
+			return true, nil
+		case <-ctx.Done():
+			return false, fmt.Errorf("%w: %s: waiting for its drop to commit: %v", block.ErrUnavailable, key, ctx.Err())
+		}
+	}
+	st.refilling++
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		st.refilling--
+		g.forget(key, st)
+		g.mu.Unlock()
+	}()
+	c, err := b.code(key.Namespace)
+	if err != nil {
+		return false, err
+	}
+	var shards [][]byte
+	for _, s := range e.Placement {
+		sk := shardKey(key, c, int(s.Index))
+		if s.NodeID != b.cfg.NodeID || b.local.Contains(sk) {
+			continue
+		}
+		if shards == nil {
+			if shards, err = c.Encode(data); err != nil {
+				return false, err
+			}
+		}
+		if err := b.writeShard(ctx, b.cfg.NodeID, sk, shards[s.Index], opts); err != nil {
+			// The shard is still gone: its drop must still reach the index.
+			b.Dropped(sk)
+			return false, fmt.Errorf("%s: rewriting a shard dropped a moment ago: %w", key, err)
+		}
+		b.log.Debug("put rewrote a shard whose drop was queued", "key", sk.String())
+	}
+	return false, nil
+}
+
+// takeForFlush marks the blocks of keys as committing and returns the keys
+// whose shards the local tier still lacks (a put may have rewritten them),
+// the keys of blocks a put is rewriting now (for the next batch), and the
+// channel doneFlush closes once the batch committed.
+func (g *dropGap) takeForFlush(keys []block.Key, has func(block.Key) bool) (left, deferred []block.Key, done chan struct{}) {
+	done = make(chan struct{})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, sk := range keys {
+		st := g.keys[sk.Block()]
+		if st != nil && st.refilling > 0 {
+			deferred = append(deferred, sk)
+			continue
+		}
+		if st != nil {
+			st.queued--
+			st.flushing = done
+		}
+		if !has(sk) {
+			left = append(left, sk)
+		}
+	}
+	return left, deferred, done
+}
+
+// doneFlush ends a flush taken by takeForFlush.
+func (g *dropGap) doneFlush(keys []block.Key, done chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, sk := range keys {
+		k := sk.Block()
+		if st := g.keys[k]; st != nil && st.flushing == done {
+			st.flushing = nil
+			g.forget(k, st)
+		}
+	}
+	close(done)
 }
 
 func (b *Backend) dropLoop() {
@@ -40,12 +199,19 @@ func (b *Backend) dropLoop() {
 			}
 		case <-timer:
 		}
-		b.flushDrops(batch)
-		batch, timer = batch[:0], nil
+		deferred := b.flushDrops(batch)
+		batch, timer = append(batch[:0], deferred...), nil
+		if len(batch) > 0 {
+			timer = time.After(b.cfg.DropLinger)
+		}
 	}
 }
 
-func (b *Backend) flushDrops(keys []block.Key) {
+// flushDrops commits the index corrections of a batch of dropped shards
+// and returns the ones to retry with the next batch.
+func (b *Backend) flushDrops(all []block.Key) (deferred []block.Key) {
+	keys, deferred, done := b.gap.takeForFlush(all, b.local.Contains)
+	defer b.gap.doneFlush(all, done)
 	f := b.node.FSM()
 	var ops []fsm.Op
 	var orphans []fsm.Op // deleted entries whose other shards are garbage now
@@ -95,4 +261,5 @@ func (b *Backend) flushDrops(keys []block.Key) {
 			b.cleanup(o.Key, c, o.Placement, nil)
 		}
 	}
+	return deferred
 }

@@ -46,6 +46,9 @@ type fakePeers struct {
 	// gated counts the writes held at a gate now; gatedMax the most at once.
 	gated, gatedMax int
 	calls           int
+	// afterPut, when set, runs after each shard write that landed (outside
+	// the lock): a test's hook between a write and its commit.
+	afterPut func(id string, key block.Key)
 }
 
 // gate holds every shard write to id until the returned func is called.
@@ -118,7 +121,16 @@ func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, d
 	if block.Checksum(data) != sum {
 		return block.ErrChecksum
 	}
-	return t.Put(ctx, key, slices.Clone(data), sum, opts)
+	if err := t.Put(ctx, key, slices.Clone(data), sum, opts); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	after := p.afterPut
+	p.mu.Unlock()
+	if after != nil {
+		after(m.ID, key)
+	}
+	return nil
 }
 
 func (p *fakePeers) setStalled(id string, v bool) {

@@ -32,6 +32,10 @@ type pendingPut struct {
 	c       *erasure.Code
 	written []fsm.Shard
 	op      fsm.Op
+	// data (the caller's, held until settle anyway; re-encoded only when
+	// needed) and opts rewrite a shard the FSM dropped (rewrite.go).
+	data []byte
+	opts block.PutOptions
 }
 
 // Put encodes data into the namespace's shards, writes them in parallel to
@@ -49,7 +53,7 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 		// have committed (repair and drops keep the index honest).
 		return err
 	}
-	return b.settle(p, res[0])
+	return b.settle(ctx, p, res[0])
 }
 
 // PutBatch puts every item as Put does, writing the shards of up to
@@ -96,7 +100,7 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 				errs[i] = err // shards stay: the outcome may be unknown (see Put)
 				continue
 			}
-			errs[i] = b.settle(pend[i], res[j])
+			errs[i] = b.settle(ctx, pend[i], res[j])
 		}
 	}
 	for _, i := range again {
@@ -110,8 +114,19 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 // an error (having deleted what it wrote) when too few shards were written.
 func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) (*pendingPut, error) {
 	key = key.Block()
-	if e, ok := b.node.FSM().Lookup(key); ok {
-		return nil, sameBlock(key, e, int64(len(data)), sum)
+	for {
+		e, ok := b.node.FSM().Lookup(key)
+		if !ok {
+			break
+		}
+		if err := sameBlock(key, e, int64(len(data)), sum); err != nil {
+			return nil, err
+		}
+		// A drop of this block's local shard not committed yet (drop.go).
+		again, err := b.refillDropped(ctx, key, e, data, opts)
+		if !again {
+			return nil, err
+		}
 	}
 	c, err := b.code(key.Namespace)
 	if err != nil {
@@ -170,14 +185,17 @@ func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum 
 		b.log.Debug("put short of shards; repair adds the rest", "key", key.String(), "written", fmt.Sprint(written), "shards", n, "err", firstErr)
 	}
 	op := fsm.PutOp(key, fsm.Entry{Size: int64(len(data)), Sum: sum, Placement: written, Created: now, PinUntil: pinUntil})
-	return &pendingPut{key: key, c: c, written: written, op: op}, nil
+	return &pendingPut{key: key, c: c, written: written, op: op, data: data, opts: opts}, nil
 }
 
 // settle turns the committed outcome of p's index entry into Put's answer,
 // deleting the shards p wrote that the index does not keep.
-func (b *Backend) settle(p *pendingPut, res fsm.OpResult) error {
+func (b *Backend) settle(ctx context.Context, p *pendingPut, res fsm.OpResult) error {
 	switch res.Status {
 	case fsm.StatusCreated:
+		if e, ok := b.node.FSM().Lookup(p.key); ok && e.Generation == res.Generation && len(e.Placement) < len(p.written) {
+			b.rewriteDropped(ctx, p, e)
+		}
 		return nil
 	case fsm.StatusExisted:
 		// A concurrent put of the same bytes won: keep only its shards.

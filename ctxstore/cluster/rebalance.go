@@ -334,6 +334,9 @@ type copied struct {
 func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64, failed []block.Key) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout*2+b.cfg.ProposeTimeout)
 	defer cancel()
+	// Before the first copy: the FSM drops copies on members that restart
+	// after this (their copy went with the old process).
+	began := time.Now()
 	var mu sync.Mutex
 	var done []copied
 	bad := make([]bool, len(tasks))
@@ -391,7 +394,7 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 			p[j] = fsm.Shard{NodeID: c.m.to, Index: c.m.from.Index}
 		}
 		place[i] = p
-		ops = append(ops, fsm.PlaceOp(t.key, t.entry.Sum, p))
+		ops = append(ops, fsm.WrittenPlaceOp(t.key, t.entry.Sum, p, began))
 		at = append(at, i)
 	}
 	if len(ops) > 0 {
@@ -405,8 +408,10 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 				continue
 			}
 			if res[j].Status != fsm.StatusUpdated {
-				// Refused (the block was deleted or re-put meanwhile):
-				// keep what the index names now.
+				// Refused (the block was deleted or re-put meanwhile, or
+				// the copies went to members that restarted since they
+				// were written: stale-holder): keep what the index names
+				// now, which still includes the old copies.
 				bad[i] = true
 				var keep []fsm.Shard
 				if cur, ok := f.Lookup(t.key); ok {
@@ -415,13 +420,26 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 				b.cleanup(t.key, t.code, shardsTo(cs), keep)
 				continue
 			}
+			// The FSM may have dropped a copy whose member restarted
+			// since it was written: that move's old copy is not deleted
+			// (repair rebuilds what the placement lacks, and the copy it
+			// keeps is never a lost shard).
+			var now []fsm.Shard
+			if cur, ok := f.Lookup(t.key); ok {
+				now = cur.Placement
+			}
 			var old []fsm.Shard
 			for _, c := range cs {
+				if !slices.Contains(now, fsm.Shard{NodeID: c.m.to, Index: c.m.from.Index}) {
+					bad[i] = true
+					b.log.Info("rebalance copy dropped at commit: old copy kept", "key", t.key.String(), "from", c.m.from.NodeID, "to", c.m.to)
+					continue
+				}
 				old = append(old, c.m.from)
 				moved++
 				bytes += c.bytes
 			}
-			b.cleanup(t.key, t.code, old, place[i])
+			b.cleanup(t.key, t.code, old, now)
 		}
 	}
 	for i, t := range tasks {

@@ -228,6 +228,9 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout+b.cfg.ProposeTimeout)
 	defer cancel()
 	c := t.code
+	// Before the first write: the FSM drops written shards on members that
+	// restart after this (their copy went with the old process).
+	began := time.Now()
 	var written []fsm.Shard
 	if len(t.missing) > 0 {
 		exclude := map[string]bool{}
@@ -303,13 +306,20 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 			place = append(place, s)
 		}
 	}
-	r, err := b.propose(ctx, fsm.PlaceOp(t.key, t.entry.Sum, place))
+	r, err := b.propose(ctx, fsm.WrittenPlaceOp(t.key, t.entry.Sum, place, began))
 	if err != nil {
 		return repairResult{}, err
 	}
 	if r[0].Status != fsm.StatusUpdated {
 		b.cleanup(t.key, c, written, nil)
 		return repairResult{}, fmt.Errorf("%w: placement of %s not updated: %s", block.ErrUnavailable, t.key, r[0].Status)
+	}
+	if cur, ok := b.node.FSM().Lookup(t.key); !ok || !containsAll(cur.Placement, written, c.K == 1) {
+		// The FSM dropped a written shard (its member restarted since the
+		// write): the replaced copies stay on their members until a later
+		// pass has rewritten it.
+		b.log.Info("repair write dropped at commit: replaced copies kept", "key", t.key.String())
+		return repairResult{}, fmt.Errorf("%w: a repair write of %s went to a restarted member", block.ErrUnavailable, t.key)
 	}
 	b.cleanup(t.key, c, b.reachable(drop), nil)
 	b.cleanup(t.key, c, dupsGone, nil)
@@ -405,4 +415,18 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 		return nil, err
 	}
 	return all, nil
+}
+
+// containsAll reports whether every shard of sub is in place; for
+// replicas (anyIndex) a member holding any index will do, since repair
+// renumbers them.
+func containsAll(place, sub []fsm.Shard, anyIndex bool) bool {
+	for _, s := range sub {
+		if !slices.ContainsFunc(place, func(p fsm.Shard) bool {
+			return p.NodeID == s.NodeID && (anyIndex || p.Index == s.Index)
+		}) {
+			return false
+		}
+	}
+	return true
 }

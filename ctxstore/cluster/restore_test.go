@@ -18,13 +18,19 @@ import (
 // restarted at once (its Raft state survives; its memory does not).
 func (tc *testCluster) restartEmpty(tn *testNode) {
 	tc.t.Helper()
+	tc.restartEmptyAs(tn, tn.backend.cfg.Incarnation+1)
+}
+
+// restartEmptyAs is restartEmpty with the new start's incarnation.
+func (tc *testCluster) restartEmptyAs(tn *testNode, inc uint64) {
+	tc.t.Helper()
 	old := tn.backend
 	old.Close()
 	// Peers see the new, empty stack before the old one closes.
 	oldTiers := tn.tiers
 	tc.newTiers(tn)
 	oldTiers.Close()
-	tn.cfg.Incarnation = old.cfg.Incarnation + 1
+	tn.cfg.Incarnation = inc
 	tc.newBackend(tn)
 }
 

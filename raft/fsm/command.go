@@ -71,6 +71,10 @@ type Op struct {
 	PinUntil time.Time
 	// Delete: when non-zero, delete only the entry of this generation.
 	IfGeneration uint64
+	// Place: when non-zero, the time the writer began writing the new
+	// shards; those on members that started later are dropped (see
+	// dropStale). Zero (entries written before the field existed): no check.
+	Written time.Time
 }
 
 // PutOp builds the put of key with e's fields (e.Generation is ignored: the
@@ -90,6 +94,12 @@ func PinOp(key block.Key, until time.Time) Op { return Op{Kind: OpPin, Key: key,
 // PlaceOp builds a placement change of key (whose checksum must be sum).
 func PlaceOp(key block.Key, sum uint32, placement []Shard) Op {
 	return Op{Kind: OpPlace, Key: key, Sum: sum, Placement: placement}
+}
+
+// WrittenPlaceOp builds a placement change whose new shards were written
+// from the time written on (taken before the first write).
+func WrittenPlaceOp(key block.Key, sum uint32, placement []Shard, written time.Time) Op {
+	return Op{Kind: OpPlace, Key: key, Sum: sum, Placement: placement, Written: written}
 }
 
 // Validate checks an operation without looking at the state.
@@ -240,6 +250,11 @@ func AppendOp(dst []byte, o Op) []byte {
 	case OpPlace:
 		body.u32(o.Sum)
 		body.shards(o.Placement)
+		// Optional trailing field: absent (not a zero) when unset, so
+		// entries logged before it existed decode unchanged.
+		if !o.Written.IsZero() {
+			body.time(o.Written)
+		}
 	}
 	e := encoder{b: dst}
 	e.u8(uint8(o.Kind))
@@ -417,6 +432,11 @@ func (d *decoder) op() Op {
 	case OpPlace:
 		o.Sum = b.u32()
 		o.Placement = b.shards()
+		if b.err == nil && b.remaining() > 0 {
+			if o.Written = b.time(); o.Written.IsZero() && b.err == nil {
+				b.fail("written time 0 (an unset time is absent)")
+			}
+		}
 	}
 	if err := b.done(); err != nil && d.err == nil {
 		d.err = fmt.Errorf("op %s: %w", kind, err)

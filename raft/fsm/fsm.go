@@ -294,8 +294,24 @@ func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 		if old.sum != o.Sum {
 			return OpResult{Status: StatusConflict, Generation: old.gen}
 		}
+		place := o.Placement
+		if !o.Written.IsZero() {
+			dataShards := 1
+			if ns, ok := s.namespaces[o.Key.Namespace]; ok {
+				dataShards = max(ns.DataShards, 1)
+			}
+			prev := old.entry(s.nodeNames).Placement
+			place = dropStale(s, o.Placement, unixNano(o.Written), func(sh Shard) bool {
+				return !slices.ContainsFunc(prev, func(p Shard) bool {
+					return p.NodeID == sh.NodeID && (dataShards == 1 || p.Index == sh.Index)
+				})
+			})
+			if len(place) < dataShards {
+				return OpResult{Status: StatusStaleHolder, Generation: old.gen}
+			}
+		}
 		sl := *old
-		sl.setPlacement(s, o.Placement)
+		sl.setPlacement(s, place)
 		txn.tree(o.Key.Namespace).set(txn.gen, sl)
 		return OpResult{Status: StatusUpdated, Generation: sl.gen}
 	}
@@ -321,16 +337,31 @@ func freshPlacement(s *state, o Op) []Shard {
 	if o.Created.IsZero() {
 		return o.Placement
 	}
-	began := unixNano(o.Created)
+	return dropStale(s, o.Placement, unixNano(o.Created), nil)
+}
+
+// An OpPlace's new shards (those whose member and index, or for replicas
+// (k=1) whose member, the entry's placement did not name before it) were written by repair, drain or the
+// rebalancer before it commits, with the same window as a put's: an op
+// carrying Written (taken before its first shard write) loses those on
+// members that started after it; fewer than the data shards left, it is
+// refused (stale-holder) and the writer keeps the old copies. Shards the
+// entry already named are the restarted members' restore passes' business.
+//
+// dropStale returns place without the shards on members whose recorded
+// incarnation is later than began (UnixNano), considering only the shards
+// for which fresh reports true (all of them when fresh is nil). place is
+// returned as is when nothing drops.
+func dropStale(s *state, place []Shard, began int64, fresh func(Shard) bool) []Shard {
 	stale := func(sh Shard) bool {
 		m, ok := s.members[sh.NodeID]
-		return ok && m.Incarnation != 0 && int64(m.Incarnation) > began
+		return ok && m.Incarnation != 0 && int64(m.Incarnation) > began && (fresh == nil || fresh(sh))
 	}
-	if !slices.ContainsFunc(o.Placement, stale) {
-		return o.Placement
+	if !slices.ContainsFunc(place, stale) {
+		return place
 	}
-	out := make([]Shard, 0, len(o.Placement))
-	for _, sh := range o.Placement {
+	out := make([]Shard, 0, len(place))
+	for _, sh := range place {
 		if !stale(sh) {
 			out = append(out, sh)
 		}

@@ -527,3 +527,120 @@ func TestPutDropsShardsOfRestartedHolders(t *testing.T) {
 		})
 	}
 }
+
+// TestPlaceDropsShardsOfRestartedHolders: an OpPlace carrying the time its
+// shard writes began drops its new shards on members that started after
+// that time (their copy went with the old process); shards the entry
+// already named stay. Left with fewer than the data shards it is refused
+// and the entry keeps its old placement. No time (entries logged before
+// the field existed) means no check.
+func TestPlaceDropsShardsOfRestartedHolders(t *testing.T) {
+	start := time.Unix(1800000000, 0).UTC()
+	inc := uint64(start.UnixNano())
+	before, after := start.Add(-time.Millisecond), start.Add(time.Millisecond)
+	sh := func(id string, i uint16) Shard { return Shard{NodeID: id, Index: i} }
+	tests := []struct {
+		name    string
+		ns      string
+		old     []Shard
+		place   []Shard
+		written time.Time
+		restart []string
+		want    Status
+		kept    []Shard // the entry's placement afterwards
+	}{
+		{"replica move to a restarted member is refused", "default",
+			[]Shard{sh("n1", 0)}, []Shard{sh("n4", 0)}, before, []string{"n4"}, StatusStaleHolder, []Shard{sh("n1", 0)}},
+		{"replica move written after the start commits", "default",
+			[]Shard{sh("n1", 0)}, []Shard{sh("n4", 0)}, after, []string{"n4"}, StatusUpdated, []Shard{sh("n4", 0)}},
+		{"no written time: no check", "default",
+			[]Shard{sh("n1", 0)}, []Shard{sh("n4", 0)}, time.Time{}, []string{"n4"}, StatusUpdated, []Shard{sh("n4", 0)}},
+		{"restarted member already named keeps its replica", "default",
+			[]Shard{sh("n1", 0), sh("n2", 1)}, []Shard{sh("n2", 0), sh("n4", 1)}, before, []string{"n2"}, StatusUpdated, []Shard{sh("n2", 0), sh("n4", 1)}},
+		{"one of two new replicas drops", "default",
+			[]Shard{sh("n1", 0)}, []Shard{sh("n1", 0), sh("n3", 1), sh("n4", 2)}, before, []string{"n4"}, StatusUpdated, []Shard{sh("n1", 0), sh("n3", 1)}},
+		{"RS new shard drops, k left", "rs21",
+			[]Shard{sh("n1", 0), sh("n2", 1), sh("n3", 2)}, []Shard{sh("n1", 0), sh("n2", 1), sh("n4", 2)}, before, []string{"n4"}, StatusUpdated, []Shard{sh("n1", 0), sh("n2", 1)}},
+		{"RS shard moved to a restarted holder under a new index drops", "rs21",
+			[]Shard{sh("n1", 0), sh("n2", 1), sh("n3", 2)}, []Shard{sh("n1", 0), sh("n3", 1), sh("n4", 2)}, before, []string{"n3"}, StatusUpdated, []Shard{sh("n1", 0), sh("n4", 2)}},
+		{"RS fewer than k left is refused", "rs21",
+			[]Shard{sh("n1", 0), sh("n2", 1), sh("n3", 2)}, []Shard{sh("n1", 0), sh("n4", 1), sh("n5", 2)}, before, []string{"n4", "n5"}, StatusStaleHolder,
+			[]Shard{sh("n1", 0), sh("n2", 1), sh("n3", 2)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(nil)
+			idx := uint64(1)
+			next := func(b []byte) *Response { idx++; return apply(t, f, idx, b) }
+			next(EncodeNamespace(NamespaceCommand{NamespaceCreate, block.Namespace{Name: "rs21", DataShards: 2, ParityShards: 1}}))
+			for _, id := range []string{"n1", "n2", "n3", "n4", "n5"} {
+				next(EncodeMember(MemberCommand{MemberUpsert, Member{ID: id, RaftAddr: "r" + id, DataAddr: "d" + id, HTTPAddr: "h" + id, State: MemberAlive}}))
+				next(EncodeIncarnation(IncarnationCommand{ID: id, Incarnation: inc - uint64(time.Hour)}))
+			}
+			k := block.NewKey(tc.ns, 1)
+			if r := next(EncodeIndex([]Op{PutOp(k, Entry{Size: 100, Sum: 7, Placement: tc.old, Created: start.Add(-time.Hour)})})); r.Results[0].Status != StatusCreated {
+				t.Fatalf("put: %s", r.Results[0].Status)
+			}
+			for _, id := range tc.restart {
+				next(EncodeIncarnation(IncarnationCommand{ID: id, Incarnation: inc, Restoring: true}))
+			}
+			r := next(EncodeIndex([]Op{WrittenPlaceOp(k, 7, tc.place, tc.written)}))
+			if r.Err != nil || len(r.Results) != 1 {
+				t.Fatalf("apply: %v %v", r.Err, r.Results)
+			}
+			if got := r.Results[0].Status; got != tc.want {
+				t.Fatalf("status %s, want %s", got, tc.want)
+			}
+			e, ok := f.Lookup(k)
+			if !ok || fmt.Sprint(e.Placement) != fmt.Sprint(tc.kept) {
+				t.Fatalf("placement %v (found %v), want %v", e.Placement, ok, tc.kept)
+			}
+		})
+	}
+}
+
+// TestPlaceWrittenEncoding: the written time is an optional trailing field
+// of an OpPlace: absent when unset (the encoding of entries logged before
+// it existed), a trailing zero is a second encoding and is refused.
+func TestPlaceWrittenEncoding(t *testing.T) {
+	k := block.NewKey("default", 9)
+	plain := EncodeIndex([]Op{PlaceOp(k, 3, []Shard{{"n1", 0}})})
+	at := time.Unix(1800000000, 5).UTC()
+	timed := EncodeIndex([]Op{WrittenPlaceOp(k, 3, []Shard{{"n1", 0}}, at)})
+	tests := []struct {
+		name    string
+		in      []byte
+		written time.Time
+		bad     bool
+	}{
+		{"no written time decodes as zero", plain, time.Time{}, false},
+		{"written time round-trips", timed, at, false},
+		{"trailing zero is refused", zeroWritten(plain), time.Time{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := DecodeCommand(tc.in)
+			if tc.bad {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("err %v, want ErrMalformed", err)
+				}
+				return
+			}
+			if err != nil || len(c.Ops) != 1 || !c.Ops[0].Written.Equal(tc.written) {
+				t.Fatalf("decoded %+v err %v, want written %v", c.Ops, err, tc.written)
+			}
+			if again := EncodeIndex(c.Ops); !bytes.Equal(again, tc.in) {
+				t.Fatalf("re-encoded %x, want %x", again, tc.in)
+			}
+		})
+	}
+}
+
+// zeroWritten appends an explicit zero written time to the single OpPlace
+// of b, fixing up the op's body length (one byte, under 128).
+func zeroWritten(b []byte) []byte {
+	out := bytes.Clone(b)
+	// header (2), count (1), kind (1), body length (1), body.
+	out[4]++
+	return append(out, 0)
+}

@@ -23,6 +23,10 @@ import (
 // their own encoding.
 func FuzzDecodeCommand(f *testing.F) {
 	f.Add(EncodeIndex([]Op{PutOp(key(1), testEntry(1)), DeleteOp(key(2), 3), PinOp(key(3), time.Unix(5, 0)), PlaceOp(key(4).WithPart(2), 9, []Shard{{"n", 1}})}))
+	// A placement change carrying the time its shard writes began, and one
+	// with that time as an explicit zero (a second encoding: refused).
+	f.Add(EncodeIndex([]Op{WrittenPlaceOp(key(5), 9, []Shard{{"n", 0}, {"m", 1}}, time.Unix(1800000000, 1))}))
+	f.Add(zeroWritten(EncodeIndex([]Op{PlaceOp(key(6), 9, []Shard{{"n", 0}})})))
 	f.Add(EncodeMember(MemberCommand{MemberUpsert, Member{ID: "n1", RaftAddr: "a", State: MemberAlive}}))
 	f.Add(EncodeMember(MemberCommand{MemberSetState, Member{ID: "n1", State: MemberDead}}))
 	f.Add(EncodeMember(MemberCommand{MemberRemove, Member{ID: "n1"}}))
