@@ -64,7 +64,7 @@ func (c *Client) PutWithOptions(ctx context.Context, key block.Key, data []byte,
 func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, err error) {
 	errs = make([]error, len(items))
 	send := make([]int, 0, len(items))
-	hinted := false
+	hinted, sessions := false, false
 	for i, it := range items {
 		if uint64(len(it.Data)) > uint64(c.limits.MaxBlockSize) {
 			errs[i] = fmt.Errorf("%w: %s: %d bytes exceeds the server's maximum block size %d", block.ErrTooLarge, it.Key, len(it.Data), c.limits.MaxBlockSize)
@@ -75,11 +75,15 @@ func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, e
 			continue
 		}
 		hinted = hinted || it.Opts.HasHints()
+		sessions = sessions || it.Opts.Session != 0
 		send = append(send, i)
 	}
 	itemHead := int64(wire.PutItemSize)
-	if hinted {
+	switch {
+	case sessions:
 		itemHead += wire.PutSessionHintsSize
+	case hinted:
+		itemHead += wire.PutHintsSize
 	}
 	chs := c.chunks(len(send),
 		func(j int) string { return items[send[j]].Key.Namespace },
@@ -95,7 +99,7 @@ func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, e
 		var flags uint8
 		if hinted && f.nc.hints {
 			flags = wire.FlagPutHints
-			if f.nc.sessions {
+			if sessions && f.nc.sessions {
 				flags |= wire.FlagPutSession
 			}
 		}
