@@ -10,6 +10,8 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
+	"github.com/ctxtier/ctxtier/tiers/dram"
+	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
 // TestAgentSessions: put session ids, read retain windows (GET batches and
@@ -147,5 +149,52 @@ func TestAgentSessionsToServerWithoutThem(t *testing.T) {
 	}
 	if badFrames.Load() != 0 || refused.Load() != 1 {
 		t.Fatalf("%d frames with unknown flags, %d refusals", badFrames.Load(), refused.Load())
+	}
+}
+
+// TestHTTPClientAgentSessions: over HTTP, a put's session id reaches the
+// DRAM tier (its end releases the session's own blocks, not the shared
+// one), reads with a retain window are accepted by the server whatever the
+// window's rounding, and bad sessions are InvalidArgument.
+func TestHTTPClientAgentSessions(t *testing.T) {
+	window, err := policy.Lookup("window") // ctxd's default: it honours hints
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newHTTPTestEnv(t, func(c *dram.Config) { c.Policy = window })
+	ctx := context.Background()
+	for i, o := range []block.PutOptions{
+		{Reuse: block.ReuseSession, Retain: time.Minute, Session: 5},
+		{Session: 5},
+		{Reuse: block.ReuseShared, Session: 5},
+		{Session: 6},
+	} {
+		if err := e.c.Put(ctx, key(uint64(300+i)), payload(uint64(i), 64), o); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	for _, d := range []time.Duration{time.Microsecond, 1500 * time.Millisecond, 20 * time.Second} {
+		rctx := WithRetain(ctx, d)
+		if _, err := e.c.Get(rctx, key(300)); err != nil {
+			t.Fatalf("get with retain %v: %v", d, err)
+		}
+		if _, errs, err := e.c.GetBatch(rctx, []block.Key{key(300), key(301)}); err != nil || errs[0] != nil || errs[1] != nil {
+			t.Fatalf("batch get with retain %v: %v %v", d, errs, err)
+		}
+		if n, err := e.c.Lookup(rctx, []block.Key{key(300), key(301)}); err != nil || n != 2 {
+			t.Fatalf("lookup with retain %v: %d %v", d, n, err)
+		}
+	}
+	if n, err := e.c.EndSession(ctx, "default", 5); err != nil || n != 2 {
+		t.Fatalf("end session 5: %d blocks, %v; want 2", n, err)
+	}
+	if n, err := e.c.EndSession(ctx, "default", 5); err != nil || n != 0 {
+		t.Fatalf("end session 5 again: %d blocks, %v; want 0", n, err)
+	}
+	if _, err := e.c.EndSession(ctx, "default", 0); !errors.Is(err, block.ErrInvalidArgument) {
+		t.Fatalf("session 0: %v", err)
+	}
+	if _, err := e.c.EndSession(ctx, "nosuch", 5); !errors.Is(err, block.ErrUnknownNamespace) {
+		t.Fatalf("unknown namespace: %v", err)
 	}
 }
