@@ -261,10 +261,31 @@ func (s *Store) Lookup(ctx context.Context, keys []block.Key) (int, error) {
 			last = k.Namespace
 		}
 		if !s.tier.Contains(k) {
+			s.retain(ctx, keys[:i])
 			return i, nil
 		}
 	}
+	s.retain(ctx, keys)
 	return len(keys), nil
+}
+
+// Retainer is implemented by tiers that can re-arm a block's retain window
+// without reading it (a LOOKUP's read hint, block.WithRetain); Retain
+// reports whether the block was resident where hints are kept.
+type Retainer interface {
+	Retain(key block.Key, d time.Duration) bool
+}
+
+// retain re-arms the retain windows of keys when ctx carries a read hint.
+func (s *Store) retain(ctx context.Context, keys []block.Key) {
+	d := block.RetainFrom(ctx)
+	r, ok := s.tier.(Retainer)
+	if d <= 0 || !ok {
+		return
+	}
+	for _, k := range keys {
+		r.Retain(k, d)
+	}
 }
 
 // PutItem is one element of a batch put.
@@ -400,4 +421,22 @@ func (s *Store) knownKeys(keys []block.Key, errs []error) (ok []block.Key, at []
 		at = append(at, i)
 	}
 	return ok, at
+}
+
+// ReleaseSession ends an agent session of namespace ns: the blocks put with
+// that session id (block.PutOptions.Session) lose their retain windows and
+// become the first eviction candidates, except those hinted shared. It
+// returns how many blocks were released (0 on a tier that keeps no hints).
+func (s *Store) ReleaseSession(ctx context.Context, ns string, session uint64) (int, error) {
+	if session == 0 {
+		return 0, fmt.Errorf("%w: session 0 is no session", block.ErrInvalidArgument)
+	}
+	if _, err := s.catalog.Namespace(ns); err != nil {
+		return 0, err
+	}
+	r, ok := s.tier.(block.SessionReleaser)
+	if !ok {
+		return 0, nil
+	}
+	return r.ReleaseSession(ctx, ns, session)
 }

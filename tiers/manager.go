@@ -444,3 +444,18 @@ func (m *Manager) Stats() Stats {
 		QuotaTrimmedBytes: m.trimmed.Load(),
 	}
 }
+
+// ReleaseSession implements block.SessionReleaser on the DRAM tier, where
+// retain windows live (the lower tiers keep no hints).
+func (m *Manager) ReleaseSession(ctx context.Context, ns string, session uint64) (int, error) {
+	if m.dram == nil {
+		return 0, nil
+	}
+	return m.dram.ReleaseSession(ctx, ns, session)
+}
+
+// Retain re-arms key's retain window in DRAM (a LOOKUP's read hint); see
+// dram.Tier.Retain.
+func (m *Manager) Retain(key block.Key, d time.Duration) bool {
+	return m.dram != nil && m.dram.Retain(key, d)
+}

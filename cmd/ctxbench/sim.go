@@ -104,6 +104,7 @@ func parseSimArgs(args []string) (simArgs, error) {
 	fs.StringVar(&a.ctxd.namespace, "ctxd-namespace", "default", "namespace of the ctxd replay's blocks")
 	fs.IntVar(&a.ctxd.blockBytes, "ctxd-block-bytes", 4096, "bytes per block in the ctxd replay")
 	fs.BoolVar(&a.ctxd.hints, "ctxd-hints", false, "send each block's agent hint (reuse, retain) with its put in the ctxd replay")
+	fs.BoolVar(&a.ctxd.sessions, "ctxd-sessions", false, "with --ctxd-hints: also send session ids with puts, each request's retain window with its reads, and END_SESSION when a session ends")
 	fs.Float64Var(&a.ctxd.speed, "ctxd-speed", 10, "with --ctxd-hints: replay at N times the trace's pace, retain windows scaled by 1/N")
 	fs.Int64Var(&a.ctxd.graceMs, "ctxd-grace-ms", policysim.DefaultHintConfig().PinGraceMs, "with --ctxd-hints: added to resume_within_ms for the retain window (the simulator's PinGraceMs)")
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +112,9 @@ func parseSimArgs(args []string) (simArgs, error) {
 	}
 	if a.ctxd.addr != "" && (a.sweep || a.ctxd.blockBytes < 8 || a.ctxd.blockBytes%8 != 0 || a.ctxd.speed <= 0) {
 		return a, fmt.Errorf("%w: --ctxd needs no --sweep, a --ctxd-block-bytes multiple of 8 and a positive --ctxd-speed", errSimUsage)
+	}
+	if a.ctxd.sessions && !a.ctxd.hints {
+		return a, fmt.Errorf("%w: --ctxd-sessions needs --ctxd-hints", errSimUsage)
 	}
 	if a.tracePath == "" {
 		return a, fmt.Errorf("%w: --trace is required", errSimUsage)
@@ -166,6 +170,9 @@ func runSim(ctx context.Context, args []string) error {
 			}
 			fmt.Printf("%-22s hit ratio %.4f  = %5.1f%% of bound  (%d accesses, %d hit blocks verified, %s wall, paced lag at most %s)\n",
 				cr.Policy, cr.HitRatio(), 100*frac(cr.Result, row.bound), cr.Total, cr.checked, cr.wall.Round(time.Millisecond), cr.maxLag.Round(time.Millisecond))
+			if a.ctxd.sessions {
+				fmt.Printf("%-22s %d sessions ended, %d blocks released\n", "", cr.ended, cr.released)
+			}
 		}
 		return nil
 	}

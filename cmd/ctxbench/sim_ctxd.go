@@ -23,6 +23,7 @@ type ctxdArgs struct {
 	namespace  string  // block namespace
 	blockBytes int     // bytes per block on the wire
 	hints      bool    // send the trace's hints with each put
+	sessions   bool    // with hints: also session ids, read retain windows and session ends
 	speed      float64 // trace time / real time while hints are sent
 	graceMs    int64   // added to resume_within_ms (the call itself), as the simulator's PinGraceMs
 }
@@ -30,9 +31,11 @@ type ctxdArgs struct {
 // ctxdResult is a ctxd replay's outcome.
 type ctxdResult struct {
 	policysim.Result
-	wall    time.Duration
-	maxLag  time.Duration // most a request started behind its paced time
-	checked int64         // hit blocks whose bytes were compared
+	wall     time.Duration
+	maxLag   time.Duration // most a request started behind its paced time
+	checked  int64         // hit blocks whose bytes were compared
+	ended    int64         // sessions ended (--ctxd-sessions)
+	released int64         // blocks those ends released
 }
 
 // ctxdKey is the block key of trace id under a run's salt (fresh keys per
@@ -52,7 +55,10 @@ func ctxdFill(b []byte, h uint64) {
 // request's blocks hit until its first miss; all its blocks are read (a
 // hit touches the block in ctxd's policy), then every missing block is put
 // in order with its parent and, with hints, the trace's hint for it
-// (trace.Request.BlockHint). Without hints it runs as fast as ctxd
+// (trace.Request.BlockHint); with sessions as well, each request's reads
+// carry its retain window (trace.Request.ReadRetain), its session's own
+// blocks its session id, and a request that ends its session is followed
+// by END_SESSION. Without hints it runs as fast as ctxd
 // answers; with hints it paces requests at trace time / speed, so retain
 // windows (scaled by the same 1/speed) mean what they mean in the trace.
 // Every hit's bytes are compared with what was put.
@@ -68,7 +74,15 @@ func replayCtxd(ctx context.Context, reqs []trace.Request, a ctxdArgs, progress 
 		if !c.HintsAccepted() {
 			return ctxdResult{}, fmt.Errorf("ctxd at %s does not read put hints", a.addr)
 		}
+		if a.sessions {
+			name = "ctxd+sessions"
+			if !c.SessionsAccepted() {
+				return ctxdResult{}, fmt.Errorf("ctxd at %s does not read agent sessions", a.addr)
+			}
+		}
 	}
+	sessions := map[string]uint64{} // live trace session -> wire session id
+	var nextSID uint64
 	res := ctxdResult{Result: policysim.Result{Policy: name}}
 	salt := rand.Uint64()
 	grace := time.Duration(a.graceMs) * time.Millisecond
@@ -92,7 +106,21 @@ func replayCtxd(ctx context.Context, reqs []trace.Request, a ctxdArgs, progress 
 		for i, id := range r.HashIDs {
 			keys[i] = ctxdKey(a.namespace, salt, id)
 		}
-		data, errs, err := c.GetBatch(ctx, keys)
+		var sid uint64
+		rctx := ctx
+		if a.sessions {
+			if r.Session != "" {
+				if sid = sessions[r.Session]; sid == 0 {
+					nextSID++
+					sid = nextSID
+					sessions[r.Session] = sid
+				}
+			}
+			if d := r.ReadRetain(grace, a.speed); d > 0 {
+				rctx = client.WithRetain(ctx, d)
+			}
+		}
+		data, errs, err := c.GetBatch(rctx, keys)
 		if err != nil {
 			return res, fmt.Errorf("request %d: get: %w", ri, err)
 		}
@@ -123,6 +151,9 @@ func replayCtxd(ctx context.Context, reqs []trace.Request, a ctxdArgs, progress 
 			}
 			if a.hints {
 				it.Opts.Reuse, it.Opts.Retain = r.BlockHint(i, grace, a.speed)
+				if it.Opts.Reuse != block.ReuseShared && it.Opts.Reuse != block.ReuseNever {
+					it.Opts.Session = sid
+				}
 			}
 			puts = append(puts, it)
 		}
@@ -136,6 +167,15 @@ func replayCtxd(ctx context.Context, reqs []trace.Request, a ctxdArgs, progress 
 					return res, fmt.Errorf("request %d: put %s: %w", ri, puts[i].Key, e)
 				}
 			}
+		}
+		if sid != 0 && r.Hints != nil && r.Hints.SessionEnd {
+			n, err := c.EndSession(ctx, a.namespace, sid)
+			if err != nil {
+				return res, fmt.Errorf("request %d: end session %q: %w", ri, r.Session, err)
+			}
+			res.released += int64(n)
+			res.ended++
+			delete(sessions, r.Session)
 		}
 		if progress != nil && ri%1000 == 999 {
 			fmt.Fprintf(progress, "ctxd replay: %d/%d requests, hit ratio so far %.4f\n", ri+1, len(reqs), res.HitRatio())

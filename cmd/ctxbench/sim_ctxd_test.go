@@ -35,10 +35,17 @@ func TestReplayCtxdMatchesSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := ctxdBinary(t)
-	for _, hints := range []bool{false, true} {
+	ends := 0
+	for _, r := range reqs {
+		if r.Hints != nil && r.Hints.SessionEnd && r.Session != "" {
+			ends++
+		}
+	}
+	for _, mode := range []struct{ hints, sessions bool }{{false, false}, {true, false}, {true, true}} {
+		hints := mode.hints
 		native, _ := startCtxdWith(t, bin, "--dram-capacity", strconv.Itoa(blocks*bs), "--nvme-dir", "off")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		res, err := replayCtxd(ctx, reqs, ctxdArgs{addr: native, namespace: "default", blockBytes: bs, hints: hints, speed: 50, graceMs: 10000}, nil)
+		res, err := replayCtxd(ctx, reqs, ctxdArgs{addr: native, namespace: "default", blockBytes: bs, hints: hints, sessions: mode.sessions, speed: 50, graceMs: 10000}, nil)
 		cancel()
 		if err != nil {
 			t.Fatalf("hints=%v: %v", hints, err)
@@ -46,9 +53,15 @@ func TestReplayCtxdMatchesSimulator(t *testing.T) {
 		if res.Total != sim.Total || res.checked < res.Hits || res.Hits == 0 || res.Hits == res.Total {
 			t.Fatalf("hints=%v: %d/%d hits, %d verified; the simulator counted %d accesses", hints, res.Hits, res.Total, res.checked, sim.Total)
 		}
-		t.Logf("hints=%v: ctxd hit ratio %.4f, simulator window %.4f, bound %.4f, %s", hints, res.HitRatio(), sim.HitRatio(), trace.InfiniteCacheHitRatio(reqs), res.wall)
+		t.Logf("hints=%v sessions=%v: ctxd hit ratio %.4f, simulator window %.4f, bound %.4f, %s, %d session ends, %d blocks released", hints, mode.sessions, res.HitRatio(), sim.HitRatio(), trace.InfiniteCacheHitRatio(reqs), res.wall, res.ended, res.released)
 		if res.HitRatio() >= trace.InfiniteCacheHitRatio(reqs)-0.01 {
 			t.Fatalf("hints=%v: hit ratio %.4f at the infinite-cache bound: nothing was evicted", hints, res.HitRatio())
+		}
+		if mode.sessions && (res.ended != int64(ends) || ends == 0 || res.released == 0) {
+			t.Fatalf("sessions: %d of the trace's %d session ends sent, %d blocks released", res.ended, ends, res.released)
+		}
+		if !mode.sessions && res.ended != 0 {
+			t.Fatalf("hints=%v: %d session ends sent without --ctxd-sessions", hints, res.ended)
 		}
 		if !hints && math.Abs(res.HitRatio()-sim.HitRatio()) > 0.05 {
 			t.Errorf("ctxd window hit ratio %.4f, simulator %.4f: more than 5 points apart", res.HitRatio(), sim.HitRatio())

@@ -197,3 +197,132 @@ func httpPutHinted(ctx context.Context, t *testing.T, addr string, k block.Key, 
 		t.Fatalf("HTTP put %s: %d", k, resp.StatusCode)
 	}
 }
+
+// TestCtxdReadRetainAndSessionEnd runs real ctxd processes with a 16 MiB
+// DRAM tier, no NVMe tier and 1 MiB blocks.
+//
+// Read re-arm: two unhinted blocks of the same age are both read once, one
+// with a 10-minute read retain window (client.WithRetain), then 40 blocks
+// are put and read once each (2.5 times the tier). Under the default policy
+// the re-armed block survives and its twin is gone; under window-nohints
+// (the control) both are gone.
+//
+// Session end: two blocks of session 7 and two of session 8 (reuse=session,
+// 10-minute windows), and a shared block of session 7; END_SESSION for 7
+// (when the case says so), then 14 unhinted blocks, a few more than fit.
+// After the end, session 7's own blocks are the ones evicted while session
+// 8's and the shared block stay; without it every hinted block stays. (The
+// control's order there is Window's own and is not checked.)
+func TestCtxdReadRetainAndSessionEnd(t *testing.T) {
+	const bs = 1 << 20
+	payload := func(i int) []byte {
+		b := make([]byte, bs)
+		for j := range b {
+			b[j] = byte(i*37 + j*13 + j>>12)
+		}
+		return b
+	}
+	key := func(i int) block.Key { return block.NewKey("default", uint64(9000+i)) }
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		rearm    bool // the re-armed block must survive the flood
+		end      bool // send END_SESSION for session 7
+		released int  // blocks END_SESSION reports
+	}{
+		{name: "window, session ended", rearm: true, end: true, released: 2},
+		{name: "window, session live", rearm: true},
+		{name: "window-nohints", args: []string{"--dram-policy", "window-nohints"}, end: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startCtxd(t, append([]string{"--dram-capacity", "16MiB", "--nvme-dir", "off"}, tc.args...)...)
+			ctx := withTimeout(t, 3*time.Minute)
+			c, err := client.Dial(ctx, p.Native, client.DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if !c.SessionsAccepted() {
+				t.Fatal("ctxd did not accept agent sessions")
+			}
+			put := func(i int, o block.PutOptions) {
+				t.Helper()
+				if err := c.PutWithOptions(ctx, key(i), payload(i), o); err != nil {
+					t.Fatalf("put %d: %v", i, err)
+				}
+			}
+			read := func(rctx context.Context, i int) bool {
+				t.Helper()
+				got, err := c.Get(rctx, key(i))
+				switch {
+				case err == nil:
+					if !bytes.Equal(got, payload(i)) {
+						t.Fatalf("block %d: wrong bytes", i)
+					}
+					return true
+				case !errors.Is(err, block.ErrNotFound):
+					t.Fatalf("get %d: %v", i, err)
+				}
+				return false
+			}
+
+			// Read re-arm: 0 is re-armed, 1 its twin.
+			put(0, block.PutOptions{})
+			put(1, block.PutOptions{})
+			read(client.WithRetain(ctx, 10*time.Minute), 0)
+			read(ctx, 1)
+			for i := 100; i < 140; i++ {
+				put(i, block.PutOptions{})
+				read(ctx, i)
+			}
+			if got := read(ctx, 0); got != tc.rearm {
+				t.Errorf("re-armed block resident %v, want %v", got, tc.rearm)
+			}
+			if read(ctx, 1) {
+				t.Error("the twin that was read without a retain window survived the flood")
+			}
+
+			// Session end: 10, 11 session 7; 12, 13 session 8; 14 shared, session 7.
+			for i := 140; i < 156; i++ { // a full tier of fresh unhinted blocks first
+				put(i, block.PutOptions{})
+			}
+			s7 := block.PutOptions{Reuse: block.ReuseSession, Retain: 10 * time.Minute, Session: 7}
+			s8 := s7
+			s8.Session = 8
+			shared := block.PutOptions{Reuse: block.ReuseShared, Retain: 10 * time.Minute, Session: 7}
+			put(10, s7)
+			put(11, s7)
+			put(12, s8)
+			put(13, s8)
+			put(14, shared)
+			if tc.end {
+				n, err := c.EndSession(ctx, "default", 7)
+				if err != nil || n != tc.released {
+					t.Fatalf("end session 7: %d blocks released, %v; want %d", n, err, tc.released)
+				}
+			}
+			before := metricValue(t, p.HTTP, `ctxtier_tier_evictions_total{tier="dram"}`)
+			for i := 200; i < 214; i++ {
+				put(i, block.PutOptions{})
+			}
+			if ev := metricValue(t, p.HTTP, `ctxtier_tier_evictions_total{tier="dram"}`) - before; ev < 2 {
+				t.Fatalf("%v dram evictions from the last 14 puts", ev)
+			}
+			if hinted := tc.rearm; hinted { // the control ignores every hint: its order is Window's own
+				for _, i := range []int{10, 11} {
+					if got := read(ctx, i); got == tc.end {
+						t.Errorf("session 7 block %d resident %v (session ended: %v)", i, got, tc.end)
+					}
+				}
+				for _, i := range []int{12, 13, 14} {
+					if !read(ctx, i) {
+						t.Errorf("block %d of a live session or shared is gone", i)
+					}
+				}
+			}
+			if !read(ctx, 213) {
+				t.Error("the newest block is gone")
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package block
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -70,5 +71,45 @@ func (o PutOptions) ValidateHints() error {
 	return nil
 }
 
-// HasHints reports whether o carries an agent hint (Reuse or Retain).
-func (o PutOptions) HasHints() bool { return o.Reuse != ReuseUnknown || o.Retain != 0 }
+// HasHints reports whether o carries an agent hint (Reuse, Retain or
+// Session).
+func (o PutOptions) HasHints() bool {
+	return o.Reuse != ReuseUnknown || o.Retain != 0 || o.Session != 0
+}
+
+// ValidateRetain checks a read's retain window (WithRetain): in
+// (0, MaxRetain]. Errors wrap ErrInvalidArgument.
+func ValidateRetain(d time.Duration) error {
+	switch {
+	case d <= 0:
+		return fmt.Errorf("%w: read retain window %v must be positive", ErrInvalidArgument, d)
+	case d > MaxRetain:
+		return fmt.Errorf("%w: read retain window %v above the maximum %v", ErrInvalidArgument, d, MaxRetain)
+	}
+	return nil
+}
+
+type retainKey struct{}
+
+// WithRetain returns ctx carrying a read's agent hint: the caller expects
+// to come back for the blocks it reads within d (a tool call is running),
+// so every block a Get (or Lookup) with ctx touches has its retain window
+// re-armed to end d from now. Only tiers whose policy honours hints use it.
+func WithRetain(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, retainKey{}, d)
+}
+
+// RetainFrom is the read retain window of ctx (WithRetain), or 0.
+func RetainFrom(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(retainKey{}).(time.Duration)
+	return d
+}
+
+// SessionReleaser is implemented by storage that can drop the retain
+// windows of an agent session's blocks (PutOptions.Session) once the
+// harness says the session ended: those blocks become the first eviction
+// candidates, except blocks hinted ReuseShared. It returns how many blocks
+// it released. Session 0 is no session and is ErrInvalidArgument.
+type SessionReleaser interface {
+	ReleaseSession(ctx context.Context, namespace string, session uint64) (int, error)
+}

@@ -118,4 +118,8 @@ type PutOptions struct {
 	// is evicted when nothing else is left). Zero values are no hint.
 	Reuse  Reuse
 	Retain time.Duration
+	// Session is the agent session that put the block (0: none): when
+	// the harness ends the session (SessionReleaser), its blocks lose
+	// their retain windows and are evicted first, except shared ones.
+	Session uint64
 }

@@ -750,3 +750,23 @@ func (b *Backend) List(_ context.Context, ns, prefix, after string, limit int) (
 	}
 	return out, nil
 }
+
+// ReleaseSession implements block.SessionReleaser on this node's own tier
+// stack only: the copies other nodes hold keep their retain windows until
+// those lapse (docs/protocol.md, OpEndSession).
+func (b *Backend) ReleaseSession(ctx context.Context, ns string, session uint64) (int, error) {
+	r, ok := b.local.(block.SessionReleaser)
+	if !ok {
+		return 0, nil
+	}
+	return r.ReleaseSession(ctx, ns, session)
+}
+
+// Retain re-arms the retain window of this node's own copy of key (a
+// LOOKUP's read hint); copies on other nodes are not reached.
+func (b *Backend) Retain(key block.Key, d time.Duration) bool {
+	r, ok := b.local.(interface {
+		Retain(block.Key, time.Duration) bool
+	})
+	return ok && r.Retain(key.Block(), d)
+}

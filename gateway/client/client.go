@@ -32,6 +32,9 @@ type Client struct {
 	// noPutHints latches once the server refused wire.HelloPutHints (a
 	// server older than agent hints, newer than hello flags).
 	noPutHints atomic.Bool
+	// noSessions latches once the server refused
+	// wire.HelloAgentSessions (older than read hints and END_SESSION).
+	noSessions atomic.Bool
 }
 
 type slot struct {
@@ -113,16 +116,21 @@ func (c *Client) conn(ctx context.Context) (*nconn, error) {
 // declares that this client verifies every GET (wire.HelloVerifiesGets,
 // which it always does), so the server's DRAM tier can skip its own pass;
 // it also asks whether the server reads agent hints on puts
-// (wire.HelloPutHints). A server older than a hello flag refuses it and
-// closes the connection: the client then dials again without the put-hints
-// flag, then without any, and from then on.
+// (wire.HelloPutHints) and agent sessions (wire.HelloAgentSessions: read
+// hints, session ids, END_SESSION). A server older than a hello flag
+// refuses it and closes the connection: the client then dials again
+// without the session flag, then without the put-hints flag, then without
+// any, and from then on.
 func (c *Client) dial(ctx context.Context) (*nconn, error) {
 	flags := c.helloFlags()
 	nc, err := dialConn(ctx, c.addr, c.opts, flags)
 	for err != nil && flags != 0 && errors.Is(err, errHelloFlagsRefused) {
-		if flags&wire.HelloPutHints != 0 && flags != wire.HelloPutHints {
+		switch {
+		case flags&wire.HelloAgentSessions != 0 && flags != wire.HelloAgentSessions:
+			c.noSessions.Store(true)
+		case flags&wire.HelloPutHints != 0 && flags != wire.HelloPutHints:
 			c.noPutHints.Store(true)
-		} else {
+		default:
 			c.noHelloFlags.Store(true)
 		}
 		flags = c.helloFlags()
@@ -141,6 +149,9 @@ func (c *Client) helloFlags() uint16 {
 	}
 	if !c.noPutHints.Load() {
 		flags |= wire.HelloPutHints
+		if !c.noSessions.Load() {
+			flags |= wire.HelloAgentSessions
+		}
 	}
 	return flags
 }

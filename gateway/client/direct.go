@@ -124,7 +124,7 @@ func (c *Client) Describe(ctx context.Context, keys []block.Key) (leases []*Leas
 		}
 		f.cl = &call{op: wire.OpDescribe, flags: frameFlags(ctx, wire.OpDescribe), count: uint32(ch.hi - ch.lo)}
 		sent[j] = time.Now()
-		f.err = f.nc.start(f.cl, wire.AppendDescribeFlags(keyFrame(wire.OpDescribe, keys[ch.lo:ch.hi], 0), flags), nil, 0)
+		f.err = f.nc.start(f.cl, wire.AppendDescribeFlags(keyFrame(wire.OpDescribe, keys[ch.lo:ch.hi], 0, 0), flags), nil, 0)
 	}
 	err = c.collect(ctx, fl, identity, errs, func(i int, it *wire.ItemResult) error {
 		j := owner[i]

@@ -92,7 +92,7 @@ func TestPutHintsToServerWithoutThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.HintsAccepted() || refused.Load() != 1 || !c.noPutHints.Load() || c.noHelloFlags.Load() {
+	if c.HintsAccepted() || refused.Load() != 2 || !c.noPutHints.Load() || c.noHelloFlags.Load() {
 		t.Fatalf("hints accepted %v, %d refusals, latched %v/%v", c.HintsAccepted(), refused.Load(), c.noPutHints.Load(), c.noHelloFlags.Load())
 	}
 	for _, s := range c.slots {
@@ -111,7 +111,7 @@ func TestPutHintsToServerWithoutThem(t *testing.T) {
 	if got, err := c.Get(ctx, k); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back: %v", err)
 	}
-	if badFrames.Load() != 0 || refused.Load() != 1 {
+	if badFrames.Load() != 0 || refused.Load() != 2 {
 		t.Fatalf("%d frames with unknown flags, %d refusals", badFrames.Load(), refused.Load())
 	}
 }

@@ -277,7 +277,31 @@ func (c *HTTPClient) newRequest(ctx context.Context, method, u string, body io.R
 	if linearizable(ctx) {
 		req.Header.Set(httpwire.HeaderRead, httpwire.ReadLinearizable)
 	}
+	if d := block.RetainFrom(ctx); d > 0 && block.ValidateRetain(d) == nil && readsBlocks(method, u) {
+		// Only on reads: on a put the same header is the put's own window.
+		ms := (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+		req.Header.Set(httpwire.HeaderRetain, httpwire.FormatPinTTL(ms))
+	}
 	return req, nil
+}
+
+// readsBlocks reports whether a request reads blocks, so it carries a
+// read's retain window (WithRetain): a GET, a lookup or a batch get.
+func readsBlocks(method, u string) bool {
+	return method == http.MethodGet || strings.HasSuffix(u, "/lookup") || strings.HasSuffix(u, "/batch/get")
+}
+
+// EndSession ends an agent session of namespace ns over HTTP (POST
+// /v1/namespaces/{ns}/sessions/{id}/end); see Client.EndSession.
+func (c *HTTPClient) EndSession(ctx context.Context, ns string, session uint64) (int, error) {
+	if session == 0 {
+		return 0, fmt.Errorf("%w: session 0 is no session", block.ErrInvalidArgument)
+	}
+	var resp httpwire.EndSessionResponse
+	if _, err := c.postJSON(ctx, c.nsURL(ns, fmt.Sprintf("/sessions/%d/end", session)), struct{}{}, &resp); err != nil {
+		return 0, err
+	}
+	return resp.Released, nil
 }
 
 // Put stores one block. The client always sends a CRC-32C (opts.Sum when the

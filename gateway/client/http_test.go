@@ -30,7 +30,7 @@ type httpTestEnv struct {
 	corrupt atomic.Bool
 }
 
-func newHTTPTestEnv(t *testing.T) *httpTestEnv {
+func newHTTPTestEnv(t *testing.T, mods ...func(*dram.Config)) *httpTestEnv {
 	t.Helper()
 	cat, err := ctxstore.OpenFileCatalog("")
 	if err != nil {
@@ -39,6 +39,9 @@ func newHTTPTestEnv(t *testing.T) *httpTestEnv {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dcfg := dram.DefaultConfig()
 	dcfg.Capacity = 64 << 20
+	for _, m := range mods {
+		m(&dcfg)
+	}
 	tier, err := dram.New(dcfg, log)
 	if err != nil {
 		t.Fatal(err)

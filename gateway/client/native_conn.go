@@ -38,6 +38,9 @@ type nconn struct {
 	// hints: the server echoed wire.HelloPutHints, so it reads PUT hint
 	// records (wire.FlagPutHints).
 	hints bool
+	// sessions: the server echoed wire.HelloAgentSessions, so it reads
+	// read hints, put session ids and END_SESSION.
+	sessions bool
 
 	wmu     sync.Mutex
 	waiting atomic.Int32 // writers queued on wmu
@@ -158,6 +161,7 @@ func (c *nconn) handshake(ctx context.Context, opts Options, flags uint16) error
 	c.limits = r.Limits
 	c.declared = flags&r.Flags&wire.HelloVerifiesGets != 0
 	c.hints = flags&r.Flags&wire.HelloPutHints != 0
+	c.sessions = flags&r.Flags&wire.HelloAgentSessions != 0
 	if v == wire.Version1 {
 		return nil
 	}

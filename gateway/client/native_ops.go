@@ -64,7 +64,7 @@ func (c *Client) PutWithOptions(ctx context.Context, key block.Key, data []byte,
 func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, err error) {
 	errs = make([]error, len(items))
 	send := make([]int, 0, len(items))
-	hinted := false
+	hinted, sessions := false, false
 	for i, it := range items {
 		if uint64(len(it.Data)) > uint64(c.limits.MaxBlockSize) {
 			errs[i] = fmt.Errorf("%w: %s: %d bytes exceeds the server's maximum block size %d", block.ErrTooLarge, it.Key, len(it.Data), c.limits.MaxBlockSize)
@@ -75,10 +75,14 @@ func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, e
 			continue
 		}
 		hinted = hinted || it.Opts.HasHints()
+		sessions = sessions || it.Opts.Session != 0
 		send = append(send, i)
 	}
 	itemHead := int64(wire.PutItemSize)
-	if hinted {
+	switch {
+	case sessions:
+		itemHead += wire.PutSessionHintsSize
+	case hinted:
 		itemHead += wire.PutHintsSize
 	}
 	chs := c.chunks(len(send),
@@ -95,6 +99,9 @@ func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, e
 		var flags uint8
 		if hinted && f.nc.hints {
 			flags = wire.FlagPutHints
+			if sessions && f.nc.sessions {
+				flags |= wire.FlagPutSession
+			}
 		}
 		head := make([]byte, wire.HeaderSize, wire.HeaderSize+1+len(ns)+(ch.hi-ch.lo)*int(itemHead))
 		head = wire.AppendNamespace(head, ns)
@@ -110,6 +117,9 @@ func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, e
 			head = wire.AppendPutItem(head, it.Key, sum, uint32(len(it.Data)), it.Opts)
 			if flags&wire.FlagPutHints != 0 {
 				head = wire.AppendPutHints(head, it.Opts)
+			}
+			if flags&wire.FlagPutSession != 0 {
+				head = wire.AppendPutSession(head, it.Opts.Session)
 			}
 			if len(it.Data) > 0 {
 				segs = append(segs, head[prev:], it.Data)
@@ -225,19 +235,26 @@ func (c *Client) keyOp(ctx context.Context, op wire.Op, keys []block.Key, ttl ti
 		if dest != nil {
 			f.cl.dest = dest(ch.lo)
 		}
-		f.err = f.nc.start(f.cl, keyFrame(op, keys[ch.lo:ch.hi], ttl), nil, 0)
+		retain := readRetain(ctx, op, f.nc)
+		if retain > 0 {
+			f.cl.flags |= wire.FlagReadHints
+		}
+		f.err = f.nc.start(f.cl, keyFrame(op, keys[ch.lo:ch.hi], ttl, retain), nil, 0)
 	}
 	return errs, c.collect(ctx, fl, identity, errs, each)
 }
 
 // keyFrame encodes a key-only request with room for its header.
-func keyFrame(op wire.Op, keys []block.Key, ttl time.Duration) []byte {
+func keyFrame(op wire.Op, keys []block.Key, ttl, retain time.Duration) []byte {
 	ns := ""
 	if len(keys) > 0 {
 		ns = keys[0].Namespace
 	}
 	b := make([]byte, wire.HeaderSize, wire.HeaderSize+1+len(ns)+8+len(keys)*wire.KeySize)
 	b = wire.AppendNamespace(b, ns)
+	if retain > 0 {
+		b = wire.AppendReadHints(b, retain)
+	}
 	if op == wire.OpPin {
 		ms := (ttl + time.Millisecond - 1) / time.Millisecond
 		b = binary.LittleEndian.AppendUint64(b, uint64(max(ms, 0)))
@@ -436,7 +453,11 @@ func (c *Client) Lookup(ctx context.Context, keys []block.Key) (int, error) {
 			return total, err
 		}
 		cl := &call{op: wire.OpLookup, flags: frameFlags(ctx, wire.OpLookup), count: uint32(ch.hi - ch.lo)}
-		if err := nc.start(cl, keyFrame(wire.OpLookup, keys[ch.lo:ch.hi], 0), nil, 0); err != nil {
+		retain := readRetain(ctx, wire.OpLookup, nc)
+		if retain > 0 {
+			cl.flags |= wire.FlagReadHints
+		}
+		if err := nc.start(cl, keyFrame(wire.OpLookup, keys[ch.lo:ch.hi], 0, retain), nil, 0); err != nil {
 			return total, err
 		}
 		resp, err := nc.wait(ctx, cl)

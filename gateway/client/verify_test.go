@@ -296,6 +296,12 @@ func oldServerHello(t *testing.T, target string, known uint16) (addr string, ref
 					if known&wire.HelloVerifiesGets != 0 {
 						frameFlags |= wire.FlagVerifyAtRest
 					}
+					if known&wire.HelloPutHints != 0 {
+						frameFlags |= wire.FlagPutHints
+					}
+					if known&wire.HelloAgentSessions != 0 {
+						frameFlags |= wire.FlagReadHints | wire.FlagPutSession
+					}
 					if hb[5]&^frameFlags != 0 {
 						badFrames.Add(1)
 						return
@@ -332,9 +338,9 @@ func TestOldServerNewClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	// Refused twice: with both flags, then with the verify flag alone.
-	if refused.Load() != 2 || !c.noHelloFlags.Load() {
-		t.Fatalf("%d hellos refused, latched %v; want two refusals, then plain hellos", refused.Load(), c.noHelloFlags.Load())
+	// Refused three times: with every flag, without the session flag, then with the verify flag alone.
+	if refused.Load() != 3 || !c.noHelloFlags.Load() {
+		t.Fatalf("%d hellos refused, latched %v; want three refusals, then plain hellos", refused.Load(), c.noHelloFlags.Load())
 	}
 	for _, s := range c.slots {
 		if s.c.declared {
@@ -364,7 +370,7 @@ func TestOldServerNewClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if refused.Load() != 2 || badFrames.Load() != 0 {
+	if refused.Load() != 3 || badFrames.Load() != 0 {
 		t.Fatalf("%d hellos refused, %d frames with unknown flags", refused.Load(), badFrames.Load())
 	}
 	for _, m := range ft.TakeReaderMarks() {
@@ -378,8 +384,8 @@ func TestOldServerNewClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	// It still asks for put hints: one refusal, then a plain hello.
-	if got, err := old.Get(ctx, k); err != nil || !bytes.Equal(got, data) || refused.Load() != 3 || !old.noHelloFlags.Load() {
+	// It still asks for put hints and sessions: two refusals, then a plain hello.
+	if got, err := old.Get(ctx, k); err != nil || !bytes.Equal(got, data) || refused.Load() != 5 || !old.noHelloFlags.Load() {
 		t.Fatalf("a client that does not declare: %v, %d refusals", err, refused.Load())
 	}
 }

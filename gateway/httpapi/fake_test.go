@@ -27,6 +27,8 @@ type fakeTier struct {
 	mu     sync.Mutex
 	blocks map[block.Key]*fakeBlock
 	leases atomic.Int64
+	// retains are the read retain windows Get and Retain saw, by key.
+	retains map[block.Key]time.Duration
 }
 
 type fakeBlock struct {
@@ -57,9 +59,12 @@ func (f *fakeTier) Put(_ context.Context, key block.Key, data []byte, sum uint32
 	return nil
 }
 
-func (f *fakeTier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
+func (f *fakeTier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if d := block.RetainFrom(ctx); d > 0 {
+		f.noteRetainLocked(key, d)
+	}
 	b, ok := f.blocks[key]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
@@ -230,4 +235,44 @@ func (f *fakeTier) opts(k block.Key) block.PutOptions {
 		return b.opts
 	}
 	return block.PutOptions{}
+}
+
+func (f *fakeTier) noteRetainLocked(k block.Key, d time.Duration) {
+	if f.retains == nil {
+		f.retains = map[block.Key]time.Duration{}
+	}
+	f.retains[k] = d
+}
+
+// Retain records a lookup's read retain window (ctxstore.Retainer).
+func (f *fakeTier) Retain(k block.Key, d time.Duration) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noteRetainLocked(k, d)
+	_, ok := f.blocks[k]
+	return ok
+}
+
+// takeRetains returns and forgets the recorded read retain windows.
+func (f *fakeTier) takeRetains() map[block.Key]time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.retains
+	f.retains = nil
+	return r
+}
+
+// ReleaseSession counts the blocks of ns put with session and forgets
+// their session (block.SessionReleaser).
+func (f *fakeTier) ReleaseSession(_ context.Context, ns string, session uint64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for k, b := range f.blocks {
+		if k.Namespace == ns && b.opts.Session == session {
+			b.opts.Session = 0
+			n++
+		}
+	}
+	return n, nil
 }

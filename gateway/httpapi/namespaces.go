@@ -121,3 +121,17 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	_, _ = w.Write([]byte("ready\n"))
 	return nil
 }
+
+// endSession ends an agent session of the namespace: the blocks put with
+// it lose their retain windows (ctxstore.Store.ReleaseSession).
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := httpwire.ParseSession(r.PathValue("session"))
+	if err != nil {
+		return err
+	}
+	n, err := s.store.ReleaseSession(r.Context(), r.PathValue("ns"), id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, httpwire.EndSessionResponse{Released: n})
+}

@@ -205,6 +205,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/namespaces", "ns_list", s.listNamespaces)
 	s.handle("GET /v1/namespaces/{ns}", "ns_get", s.getNamespace)
 	s.handle("PUT /v1/namespaces/{ns}/quota", "ns_quota", s.setQuota)
+	s.handle("POST /v1/namespaces/{ns}/sessions/{session}/end", "session_end", s.endSession)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(append(prometheus.Gatherers{s.reg}, s.gatherers...), promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -320,6 +321,8 @@ func (s *Server) handle(pattern, op string, h handlerFunc) {
 		} else if gerr = validPathNamespace(ar); gerr != nil {
 			err = gerr
 		} else if ar, gerr = withReadLevel(ar); gerr != nil {
+			err = gerr
+		} else if ar, gerr = withReadRetain(ar, op); gerr != nil {
 			err = gerr
 		} else {
 			err = h(w, ar)

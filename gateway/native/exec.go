@@ -101,7 +101,18 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 				return errorResponse(h, start, errcode.Of(err), fmt.Sprintf("key %d: %v", i, err), false)
 			}
 		}
-		n, err := s.store.Lookup(ctx, req.Keys)
+		lctx := ctx
+		if req.Retain > 0 {
+			lctx = block.WithRetain(ctx, req.Retain)
+		}
+		n, err := s.store.Lookup(lctx, req.Keys)
+		if err != nil {
+			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
+		}
+		count = 0
+		b = le32(b, uint32(n))
+	case wire.OpEndSession:
+		n, err := s.store.ReleaseSession(ctx, req.Namespace, req.Session)
 		if err != nil {
 			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
 		}
@@ -130,6 +141,9 @@ func (c *conn) get(req *wire.Request, r *response, b []byte) *response {
 	atRest := h.Flags&wire.FlagVerifyAtRest != 0
 	if c.readerVerifies && !atRest {
 		ctx = s.readerCtx
+	}
+	if req.Retain > 0 {
+		ctx = block.WithRetain(ctx, req.Retain)
 	}
 	room := int64(s.limits.MaxResponseSize) - wire.HeaderSize
 	var used int64

@@ -31,7 +31,7 @@ func TestHelloVerifiesGets(t *testing.T) {
 		{"v1, verifies gets", wire.Version1, wire.HelloVerifiesGets, errcode.OK},
 		{"v2, put hints", wire.Version, wire.HelloPutHints, errcode.OK},
 		{"v2, verifies gets and put hints", wire.Version, wire.HelloVerifiesGets | wire.HelloPutHints, errcode.OK},
-		{"v2, unknown bit", wire.Version, 1 << 2, errcode.MalformedFrame},
+		{"v2, unknown bit", wire.Version, 1 << 3, errcode.MalformedFrame},
 		{"v2, verifies gets and an unknown bit", wire.Version, wire.HelloVerifiesGets | 1<<9, errcode.MalformedFrame},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -174,7 +174,7 @@ def test_corrupt_get_bytes_are_read_again_verified_at_rest():
     assert buf == data
     flags = [r.flags for r in srv.state["requests"]]
     assert flags == [0, wire.FLAG_VERIFY_AT_REST]  # the retry asked the tier to verify
-    assert srv.state["hellos"] == [wire.HELLO_VERIFIES_GETS | wire.HELLO_PUT_HINTS]
+    assert srv.state["hellos"] == [wire.HELLO_VERIFIES_GETS | wire.HELLO_PUT_HINTS | wire.HELLO_AGENT_SESSIONS]
     c.close()
     srv.close()
 
@@ -209,7 +209,7 @@ def test_without_verify_the_flag_is_not_declared():
     srv = FakeServer(_Corrupting(data, bad_reads=0))
     c = ctxtier.Client(srv.addr, verify=False)
     assert c.get("default", 1) == data
-    assert srv.state["hellos"] == [wire.HELLO_PUT_HINTS]  # asks for put hints, declares nothing
+    assert srv.state["hellos"] == [wire.HELLO_PUT_HINTS | wire.HELLO_AGENT_SESSIONS]  # asks for hints, declares nothing
     c.close()
     srv.close()
 
@@ -225,8 +225,9 @@ def test_an_old_server_refusing_hello_flags_gets_a_connection_without_them():
     srv = FakeServer(_Corrupting(data, bad_reads=0), hello=refuse_flags)
     c = ctxtier.Client(srv.addr, verify=True)
     assert c.get("default", 1) == data
-    # Without the put-hints flag first, then without any.
-    assert srv.state["hellos"] == [wire.HELLO_VERIFIES_GETS | wire.HELLO_PUT_HINTS, wire.HELLO_VERIFIES_GETS, 0]
+    # Without the session flag first, then without put hints, then without any.
+    vg, ph = wire.HELLO_VERIFIES_GETS, wire.HELLO_PUT_HINTS
+    assert srv.state["hellos"] == [vg | ph | wire.HELLO_AGENT_SESSIONS, vg | ph, vg, 0]
     assert not c._idle[0].declared
     assert not c.hints_accepted
     c.close()

@@ -90,7 +90,8 @@ def test_a_server_without_hints_gets_plain_puts():
     c = ctxtier.Client(srv.addr, verify=True)
     try:
         assert not c.hints_accepted
-        assert srv.state["hellos"][:2] == [wire.HELLO_VERIFIES_GETS | wire.HELLO_PUT_HINTS, wire.HELLO_VERIFIES_GETS]
+        vg, ph = wire.HELLO_VERIFIES_GETS, wire.HELLO_PUT_HINTS
+        assert srv.state["hellos"][:3] == [vg | ph | wire.HELLO_AGENT_SESSIONS, vg | ph, vg]
         assert c._idle[0].declared
         c.put("default", 7, b"x", reuse="session", retain=30)
         assert srv.state["ops"] == [(wire.OP_PUT, 0)]

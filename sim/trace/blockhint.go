@@ -40,3 +40,18 @@ func (r *Request) BlockHint(i int, grace time.Duration, speed float64) (block.Re
 	}
 	return reuse, retain
 }
+
+// ReadRetain is the retain window the reads of r carry when the harness
+// says its session's context comes back (block.WithRetain): the window
+// BlockHint gives r's retained blocks (resume_within_ms plus grace, scaled
+// by 1/speed), which the simulator's hint policy extends every block r hits
+// to. It is 0 for a request without hints, without a resume window, or
+// that ends its session.
+func (r *Request) ReadRetain(grace time.Duration, speed float64) time.Duration {
+	h := r.Hints
+	if h == nil || h.ResumeWithinMs <= 0 || h.SessionEnd {
+		return 0
+	}
+	d := time.Duration(float64(time.Duration(h.ResumeWithinMs)*time.Millisecond+grace) / max(speed, 1e-9))
+	return min(max(d, time.Millisecond), block.MaxRetain)
+}

@@ -40,3 +40,27 @@ func TestBlockHint(t *testing.T) {
 		}
 	}
 }
+
+func TestReadRetain(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		h     *Hints
+		speed float64
+		want  time.Duration
+	}{
+		{"resume window plus grace", &Hints{ResumeWithinMs: 5000}, 1, 15 * time.Second},
+		{"five times faster", &Hints{ResumeWithinMs: 5000}, 5, 3 * time.Second},
+		{"session end", &Hints{ResumeWithinMs: 5000, SessionEnd: true}, 1, 0},
+		{"no resume window", &Hints{SharedPrefixBlocks: 3}, 1, 0},
+		{"no hints", nil, 1, 0},
+	} {
+		r := Request{HashIDs: []uint64{1, 2}, Session: "s", Hints: tc.h}
+		got := r.ReadRetain(10*time.Second, tc.speed)
+		if got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		if got > 0 && block.ValidateRetain(got) != nil {
+			t.Errorf("%s: %v is not a valid read hint", tc.name, got)
+		}
+	}
+}

@@ -426,6 +426,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 	t.policy.Insert(policy.Handle(h), policy.Meta{
 		Hash: key.Hash, Parent: opts.Parent, HasParent: opts.HasParent,
 		Size: size, Priority: e.priority, Reuse: opts.Reuse, Retain: int64(opts.Retain),
+		Session: sessionKey(key.Namespace, opts.Session),
 	})
 	t.st.residentBytes.Add(size)
 	t.st.blocks.Add(1)
@@ -473,11 +474,12 @@ func (t *Tier) lookupLocked(key block.Key, now int64) (uint32, bool) {
 // again without the mark on a mismatch, which verifies, counts and drops a
 // corrupt block here (see docs/tiers.md, "Who verifies a read").
 func (t *Tier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
-	return t.get(key, !block.ReaderVerifies(ctx))
+	return t.get(key, !block.ReaderVerifies(ctx), block.RetainFrom(ctx))
 }
 
-// get is Get; verify false leaves the check to the reader.
-func (t *Tier) get(key block.Key, verify bool) (*block.Ref, error) {
+// get is Get; verify false leaves the check to the reader; retain > 0 is
+// the read's retain window (block.WithRetain).
+func (t *Tier) get(key block.Key, verify bool, retain time.Duration) (*block.Ref, error) {
 	now := t.now().UnixNano()
 	t.mu.Lock()
 	if t.closed {
@@ -496,6 +498,7 @@ func (t *Tier) get(key block.Key, verify bool) (*block.Ref, error) {
 	if e.tracked {
 		t.setClockLocked(now)
 		t.policy.Touch(policy.Handle(h))
+		t.retainLocked(h, now, retain)
 	}
 	t.nsTouchLocked(h)
 	data, sum, fp, off := t.bytesOf(e), e.sum, e.fp, int64(e.page)*PageSize
@@ -578,7 +581,7 @@ type Descriptor struct {
 // release is called the block is neither evicted nor moved. The bytes are
 // verified before the descriptor is handed out, whatever ctx says.
 func (t *Tier) Descriptor(_ context.Context, key block.Key) (Descriptor, func(), error) {
-	ref, err := t.get(key, true)
+	ref, err := t.get(key, true, 0)
 	if err != nil {
 		return Descriptor{}, nil, err
 	}

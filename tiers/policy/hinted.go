@@ -71,7 +71,14 @@ type hintState struct {
 	gen      uint32
 	cold     bool // on the cold queue, not in inner
 	shared   bool
+	// session, when not 0, links the block into its session's list
+	// (prev, next; noHandle ends it) for ReleaseSession.
+	session    uint64
+	prev, next Handle
 }
+
+// noHandle ends a session list.
+const noHandle = ^Handle(0)
 
 // Hinted wraps an inner policy with the agent hints of each block
 // (Meta.Reuse, Meta.Retain): a FIFO cold queue of blocks that will not be
@@ -82,7 +89,7 @@ type hintState struct {
 // hints goes to the inner policy unchanged, so while no block carries a
 // hint Hinted makes exactly the inner policy's choices.
 //
-// Per block it keeps about 56 bytes beside the inner policy's state. Not
+// Per block it keeps about 72 bytes beside the inner policy's state. Not
 // locked, like every Policy.
 type Hinted struct {
 	cfg      HintConfig
@@ -93,6 +100,10 @@ type Hinted struct {
 	nCold    int
 	nPinned  int // blocks with a soft pin (expired or not)
 	now      int64
+	// sessions maps a session to the list of its blocks that are neither
+	// cold nor shared: one entry per session with such a block, so
+	// bounded by the tracked blocks.
+	sessions map[uint64]sessionList
 }
 
 // Inner is the wrapped policy.
@@ -109,10 +120,11 @@ func (p *Hinted) Insert(h Handle, m Meta) {
 	for int(h) >= len(p.blocks) {
 		p.blocks = append(p.blocks, hintState{})
 	}
+	p.unlink(h)
 	b := &p.blocks[h]
 	gen := b.gen + 1
-	reuse, retain := m.Reuse, m.Retain
-	m.Reuse, m.Retain = block.ReuseUnknown, 0
+	reuse, retain, session := m.Reuse, m.Retain, m.Session
+	m.Reuse, m.Retain, m.Session = block.ReuseUnknown, 0, 0
 	*b = hintState{meta: m, gen: gen}
 	if reuse == block.ReuseNever && p.cfg.Ephemeral {
 		p.toCold(h)
@@ -129,7 +141,75 @@ func (p *Hinted) Insert(h Handle, m Meta) {
 		b.retain = retain
 		p.pin(b, p.now+retain)
 	}
+	if session != 0 && !b.shared {
+		p.link(h, session)
+	}
 	p.inner.Insert(h, b.meta)
+}
+
+// sessionList is a session's blocks, oldest first.
+type sessionList struct{ head, tail Handle }
+
+// link appends h to session's list.
+func (p *Hinted) link(h Handle, session uint64) {
+	if p.sessions == nil {
+		p.sessions = map[uint64]sessionList{}
+	}
+	b := &p.blocks[h]
+	b.session, b.prev, b.next = session, noHandle, noHandle
+	l, ok := p.sessions[session]
+	if ok {
+		b.prev = l.tail
+		p.blocks[l.tail].next = h
+		l.tail = h
+	} else {
+		l = sessionList{head: h, tail: h}
+	}
+	p.sessions[session] = l
+}
+
+// unlink takes h out of its session's list, if it is in one.
+func (p *Hinted) unlink(h Handle) {
+	b := &p.blocks[h]
+	if b.session == 0 {
+		return
+	}
+	l := p.sessions[b.session]
+	if b.prev != noHandle {
+		p.blocks[b.prev].next = b.next
+	} else {
+		l.head = b.next
+	}
+	if b.next != noHandle {
+		p.blocks[b.next].prev = b.prev
+	} else {
+		l.tail = b.prev
+	}
+	if l.head == noHandle {
+		delete(p.sessions, b.session)
+	} else {
+		p.sessions[b.session] = l
+	}
+	b.session, b.prev, b.next = 0, noHandle, noHandle
+}
+
+// ReleaseSession moves every block of session (Meta.Session) that is not
+// shared or cold already to the cold queue, oldest first, as Release
+// does: the session ended. It walks only that session's blocks and returns how many it
+// released.
+func (p *Hinted) ReleaseSession(session uint64) int {
+	l, ok := p.sessions[session]
+	if session == 0 || !ok {
+		return 0
+	}
+	n, h := 0, l.head
+	for h != noHandle {
+		next := p.blocks[h].next
+		p.Release(h)
+		n++
+		h = next
+	}
+	return n
 }
 
 func (p *Hinted) pin(b *hintState, until int64) {
@@ -185,6 +265,7 @@ func (p *Hinted) Release(h Handle) {
 	if b.cold || b.shared {
 		return
 	}
+	p.unlink(h)
 	p.inner.Remove(h)
 	p.toCold(h)
 }
@@ -199,6 +280,7 @@ func (p *Hinted) Remove(h Handle) {
 		p.inner.Remove(h)
 	}
 	p.unpin(b)
+	p.unlink(h)
 	b.gen++
 }
 

@@ -28,6 +28,10 @@ type Meta struct {
 	// ignore them.
 	Reuse  block.Reuse
 	Retain int64
+	// Session is the agent session that put the block (0: none), as the
+	// owner names it (the DRAM tier folds in the namespace); Hinted's
+	// ReleaseSession finds a session's blocks by it.
+	Session uint64
 }
 
 // Clocked is implemented by policies whose order depends on time (Hinted's

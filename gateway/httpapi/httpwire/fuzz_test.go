@@ -36,6 +36,7 @@ func FuzzReadBatchPut(f *testing.F) {
 	f.Add([]byte("--fuzzb\r\nX-Ctxtier-Hash: 0000000000000001\r\nContent-Length: 3\r\nX-Ctxtier-Pin-Ttl: 5m\r\n\r\nabc\r\n--fuzzb--"))
 	f.Add([]byte("--fuzzb\r\nX-Ctxtier-Hash: 0000000000000001\r\nX-Ctxtier-Reuse: session\r\nX-Ctxtier-Retain: 30\r\n\r\nabc\r\n--fuzzb\r\nX-Ctxtier-Hash: 0000000000000002\r\nX-Ctxtier-Reuse: never\r\n\r\nxyz\r\n--fuzzb--\r\n"))
 	f.Add([]byte("--fuzzb\r\nX-Ctxtier-Hash: 0000000000000001\r\nX-Ctxtier-Reuse: never\r\nX-Ctxtier-Retain: 1m\r\n\r\nabc\r\n--fuzzb--\r\n"))
+	f.Add([]byte("--fuzzb\r\nX-Ctxtier-Hash: 0000000000000001\r\nX-Ctxtier-Reuse: session\r\nX-Ctxtier-Session: 42\r\n\r\nabc\r\n--fuzzb\r\nX-Ctxtier-Hash: 0000000000000002\r\nX-Ctxtier-Session: 0\r\n\r\nxyz\r\n--fuzzb--\r\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		parts, err := ReadBatchPut(bytes.NewReader(in), fuzzBoundary, "ns", fuzzLimits)
 		if err != nil {

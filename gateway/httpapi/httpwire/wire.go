@@ -47,6 +47,10 @@ const (
 	// soft pin, unlike HeaderPinTTL: yielded when nothing else is
 	// evictable).
 	HeaderRetain = "X-Ctxtier-Retain"
+	// HeaderSession is a put's agent session id (decimal, 1 and up): the
+	// session's end (POST /v1/namespaces/{ns}/sessions/{id}/end) releases
+	// the blocks put with it.
+	HeaderSession = "X-Ctxtier-Session"
 	// HeaderPinnedUntil is when a block's pin lapses (RFC 3339), on HEAD/GET
 	// of a pinned block.
 	HeaderPinnedUntil = "X-Ctxtier-Pinned-Until"
@@ -284,7 +288,42 @@ func ParsePutOptions(h HeaderGetter) (block.PutOptions, error) {
 		}
 		o.Retain = d
 	}
+	if v, ok := headerValue(h, HeaderSession); ok {
+		id, err := ParseSession(v)
+		if err != nil {
+			return o, err
+		}
+		o.Session = id
+	}
 	return o, o.ValidateHints()
+}
+
+// ParseSession parses an agent session id: a decimal u64, not 0.
+func ParseSession(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("%w: session %q must be a decimal number from 1 to %d", block.ErrInvalidArgument, s, uint64(1<<64-1))
+	}
+	return id, nil
+}
+
+// ParseReadRetain reads a read's HeaderRetain: ok is false when it was not
+// sent; a window that is not positive is ErrInvalidArgument.
+func ParseReadRetain(h HeaderGetter) (d time.Duration, ok bool, err error) {
+	v, ok := headerValue(h, HeaderRetain)
+	if !ok {
+		return 0, false, nil
+	}
+	if d, err = ParseRetain(v); err == nil {
+		err = block.ValidateRetain(d)
+	}
+	return d, err == nil, err
+}
+
+// EndSessionResponse is the body of a session's end: how many blocks the
+// node released.
+type EndSessionResponse struct {
+	Released int `json:"released"`
 }
 
 // headerValue is h's value of name, and whether it was sent at all (an
@@ -321,6 +360,9 @@ func SetPutOptions(h HeaderSetter, o block.PutOptions) {
 	}
 	if o.Retain > 0 {
 		h.Set(HeaderRetain, FormatPinTTL(o.Retain))
+	}
+	if o.Session != 0 {
+		h.Set(HeaderSession, strconv.FormatUint(o.Session, 10))
 	}
 }
 

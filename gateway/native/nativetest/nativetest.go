@@ -37,6 +37,9 @@ type MapTier struct {
 	// marks records, per Get, whether its context carried
 	// block.WithReaderVerify (TakeReaderMarks).
 	marks []bool
+	// retains records each Get's and Retain's read retain window
+	// (block.WithRetain) by key, the last one (Retains).
+	retains map[block.Key]time.Duration
 
 	file *os.File // the memory file; nil until the first Put
 	end  int64    // its size: where the next Put's bytes go
@@ -94,6 +97,9 @@ func (t *MapTier) PutOptions(key block.Key) (block.PutOptions, bool) {
 func (t *MapTier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	t.mu2.Lock()
 	t.marks = append(t.marks, block.ReaderVerifies(ctx))
+	if d := block.RetainFrom(ctx); d > 0 {
+		t.noteRetainLocked(key, d)
+	}
 	t.mu2.Unlock()
 	t.mu.RLock()
 	e, ok := t.m[key]
@@ -359,4 +365,44 @@ func StartRouter(tb testing.TB, cfg native.Config, rcfg router.Config, opts []na
 	}
 	late.Set(rt)
 	return s, rt, nil
+}
+
+func (t *MapTier) noteRetainLocked(key block.Key, d time.Duration) {
+	if t.retains == nil {
+		t.retains = map[block.Key]time.Duration{}
+	}
+	t.retains[key] = d
+}
+
+// Retain records a LOOKUP's read retain window (ctxstore.Retainer).
+func (t *MapTier) Retain(key block.Key, d time.Duration) bool {
+	t.mu2.Lock()
+	t.noteRetainLocked(key, d)
+	t.mu2.Unlock()
+	return t.Contains(key)
+}
+
+// Retains returns and forgets the read retain windows recorded by key.
+func (t *MapTier) Retains() map[block.Key]time.Duration {
+	t.mu2.Lock()
+	defer t.mu2.Unlock()
+	r := t.retains
+	t.retains = nil
+	return r
+}
+
+// ReleaseSession implements block.SessionReleaser: it counts the stored
+// blocks put with session in ns, and forgets their session and retain
+// window (a map keeps no eviction order).
+func (t *MapTier) ReleaseSession(_ context.Context, ns string, session uint64) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for k, e := range t.m {
+		if k.Namespace == ns && e.opts.Session == session {
+			e.opts.Session, e.opts.Retain = 0, 0
+			n++
+		}
+	}
+	return n, nil
 }

@@ -35,9 +35,18 @@ func reencode(r *Request) []byte {
 			if r.Flags&FlagPutHints != 0 {
 				b = AppendPutHints(b, it.Opts)
 			}
+			if r.Flags&FlagPutSession != 0 {
+				b = AppendPutSession(b, it.Opts.Session)
+			}
 			b = append(b, it.Data...)
 		}
 		return b
+	case OpEndSession:
+		return AppendPutSession(b, r.Session)
+	case OpGet, OpLookup:
+		if r.Flags&FlagReadHints != 0 {
+			b = AppendReadHints(b, r.Retain)
+		}
 	case OpPin:
 		b = binary.LittleEndian.AppendUint64(b, uint64(r.PinTTL.Milliseconds()))
 	}
@@ -87,6 +96,20 @@ func fuzzSeeds(f *testing.F) {
 		h, body := hintedPut(o, block.PutOptions{Reuse: block.ReuseShared})
 		f.Add(append(AppendHeader(nil, h), body...))
 	}
+	for _, rh := range []struct {
+		op     Op
+		retain time.Duration
+	}{{OpGet, 30 * time.Second}, {OpLookup, time.Millisecond}, {OpLookup, 0}, {OpExists, time.Second}} {
+		h, body := readFrame(rh.op, rh.retain, 7, 8)
+		f.Add(append(AppendHeader(nil, h), body...))
+	}
+	sessPut := AppendNamespace(nil, "default")
+	so := block.PutOptions{Reuse: block.ReuseSession, Retain: time.Second, Session: 5}
+	sessPut = AppendPutItem(sessPut, block.NewKey("default", 3), block.Checksum(d), uint32(len(d)), so)
+	sessPut = append(AppendPutSession(AppendPutHints(sessPut, so), so.Session), d...)
+	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(sessPut)), Op: OpPut, Flags: FlagPutHints | FlagPutSession, Count: 1}), sessPut...))
+	end := AppendEndSession(nil, "default", 77)
+	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(end)), Op: OpEndSession}), end...))
 	f.Add([]byte{})
 	f.Add(AppendHeader(nil, Header{Length: 1 << 30}))
 }
@@ -119,7 +142,13 @@ func FuzzDecodeFrame(f *testing.F) {
 		if r.Op == OpRoute && (r.Route == nil || r.Route.Namespace != r.Namespace || h.Count != 0) {
 			t.Fatalf("route request %+v for count %d", r.Route, h.Count)
 		}
-		if r.Op != OpPut && r.Op != OpPing && r.Op != OpRelease && r.Op != OpRoute && len(r.Keys) != int(h.Count) {
+		if r.Op == OpEndSession && (r.Session == 0 || h.Count != 0) {
+			t.Fatalf("end-session accepted session %d, count %d", r.Session, h.Count)
+		}
+		if (h.Flags&FlagReadHints != 0) != (r.Retain != 0) || r.Retain != 0 && block.ValidateRetain(r.Retain) != nil {
+			t.Fatalf("read retain %v with frame flags %#02x", r.Retain, h.Flags)
+		}
+		if r.Op != OpPut && r.Op != OpPing && r.Op != OpRelease && r.Op != OpRoute && r.Op != OpEndSession && len(r.Keys) != int(h.Count) {
 			t.Fatalf("%d keys for count %d", len(r.Keys), h.Count)
 		}
 		if r.Op == OpPut && len(r.Items) != int(h.Count) {
@@ -131,6 +160,9 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 			if h.Flags&FlagPutHints == 0 && it.Opts.HasHints() {
 				t.Fatalf("item %d has hints %+v in a frame without the hint flag", i, it.Opts)
+			}
+			if h.Flags&FlagPutSession == 0 && it.Opts.Session != 0 {
+				t.Fatalf("item %d has session %d in a frame without the session flag", i, it.Opts.Session)
 			}
 		}
 		if re := reencode(r); re != nil && !bytes.Equal(re, body) {
@@ -148,6 +180,8 @@ func FuzzReadResponse(f *testing.F) {
 	get = AppendStatus(get, errcode.NotFound, "missing")
 	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(get)), Op: OpGet, Flags: FlagResponse, Count: 2}), get...))
 	f.Add(append(AppendHeader(nil, Header{Length: 4, Op: OpLookup, Flags: FlagResponse}), 3, 0, 0, 0))
+	f.Add(append(AppendHeader(nil, Header{Length: 4, Op: OpEndSession, Flags: FlagResponse}), 9, 0, 0, 0))
+	f.Add(append(AppendHeader(nil, Header{Length: 4, Op: OpEndSession, Flags: FlagResponse, Count: 1}), 9, 0, 0, 0))
 	f.Add(append(AppendHeader(nil, Header{Length: 5, Op: OpExists, Flags: FlagResponse, Count: 1}), 0, 0, 0, 0, 1))
 	f.Add(append(AppendHeader(nil, Header{Length: 5, Op: OpPut, Flags: FlagResponse, Code: errcode.TooLarge}), AppendErrorBody(nil, "big")...))
 	desc := AppendStatus(nil, errcode.OK, "")

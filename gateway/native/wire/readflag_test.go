@@ -50,7 +50,7 @@ func TestReadFlags(t *testing.T) {
 			}
 		}
 	}
-	for _, bit := range []uint8{1 << 4, 1 << 7} {
+	for _, bit := range []uint8{1 << 6, 1 << 7} {
 		if _, err := DecodeHeader(AppendHeader(nil, Header{Op: OpGet, Flags: bit}), testLimits.MaxFrameSize); !errors.Is(err, errcode.ErrMalformedFrame) {
 			t.Errorf("unknown flag bit %#02x: %v", bit, err)
 		}

@@ -28,6 +28,10 @@ type Request struct {
 	Route *query.Query
 	// DescribeFlags are a DESCRIBE's optional flags (describe.go).
 	DescribeFlags uint32
+	// Retain is a GET's or LOOKUP's read hint (FlagReadHints), 0 without.
+	Retain time.Duration
+	// Session is an END_SESSION's session id.
+	Session uint64
 }
 
 // DecodeRequest decodes the body of a request frame whose header h was
@@ -51,6 +55,9 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 	}
 	if h.Flags&FlagPutHints != 0 && h.Op != OpPut {
 		return req, fmt.Errorf("%w: the put-hints flag on a %s request (only put)", errcode.ErrMalformedFrame, h.Op)
+	}
+	if err := checkSessionFlags(h); err != nil {
+		return req, err
 	}
 	if uint64(len(body)) != uint64(h.Length) {
 		return req, fmt.Errorf("%w: body is %d bytes, header says %d", errcode.ErrMalformedFrame, len(body), h.Length)
@@ -88,7 +95,16 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 	b := body[1+n:]
 	switch h.Op {
 	case OpPut:
-		return req, req.decodePut(b, lim, h.Flags&FlagPutHints != 0)
+		return req, req.decodePut(b, lim, h.Flags&FlagPutHints != 0, h.Flags&FlagPutSession != 0)
+	case OpEndSession:
+		return req, req.decodeEndSession(b)
+	case OpGet, OpLookup:
+		if h.Flags&FlagReadHints != 0 {
+			var err error
+			if b, err = req.decodeReadHints(b); err != nil {
+				return req, err
+			}
+		}
 	case OpPin:
 		if len(b) < 8 {
 			return req, fmt.Errorf("%w: pin body too short for its TTL", errcode.ErrMalformedFrame)
@@ -125,10 +141,13 @@ func (req *Request) decodeKeys(b []byte) error {
 	return nil
 }
 
-func (req *Request) decodePut(b []byte, lim Limits, hinted bool) error {
+func (req *Request) decodePut(b []byte, lim Limits, hinted, session bool) error {
 	req.Items = make([]PutItem, req.Count)
 	head := PutItemSize
-	if hinted {
+	switch {
+	case session:
+		head += PutSessionHintsSize
+	case hinted:
 		head += PutHintsSize
 	}
 	for i := range req.Items {
@@ -161,6 +180,9 @@ func (req *Request) decodePut(b []byte, lim Limits, hinted bool) error {
 		var hintErr error
 		if hinted {
 			hintErr = decodePutHints(b[PutItemSize:], &it.Opts)
+		}
+		if session {
+			it.Opts.Session = le.Uint64(b[PutItemSize+PutHintsSize:])
 		}
 		b = b[head:]
 		if uint64(it.Size) > uint64(len(b)) {

@@ -37,7 +37,8 @@ type Response struct {
 	// Message is the request-level error message (when Code is not OK).
 	Message string
 	Items   []ItemResult
-	// Present is LOOKUP's leading present count.
+	// Present is LOOKUP's leading present count, and END_SESSION's count
+	// of released blocks.
 	Present uint32
 	// Route is a ROUTE's result (Namespace and Hashes are not on the wire).
 	Route *query.Result
@@ -77,9 +78,9 @@ func ReadResponse(r io.Reader, h Header, dest Dest) (*Response, error) {
 			return resp, fmt.Errorf("%w: ping response carries items", errcode.ErrMalformedFrame)
 		}
 		return resp, br.finish()
-	case OpLookup:
+	case OpLookup, OpEndSession:
 		if h.Count != 0 {
-			return resp, fmt.Errorf("%w: lookup response carries items", errcode.ErrMalformedFrame)
+			return resp, fmt.Errorf("%w: %s response carries items", errcode.ErrMalformedFrame, h.Op)
 		}
 		var err error
 		if resp.Present, err = br.u32(); err != nil {

@@ -42,6 +42,8 @@ type vecPut struct {
 	// The hint record, sent when the frame has FlagPutHints.
 	Reuse    uint8  `json:"reuse,omitempty"`
 	RetainMs uint32 `json:"retain_ms,omitempty"`
+	// The session id, sent when the frame also has FlagPutSession.
+	Session uint64 `json:"session,omitempty"`
 }
 
 type vecRoute struct {
@@ -64,6 +66,10 @@ type vecRequest struct {
 	Keys      []vecKey  `json:"keys"`
 	Items     []vecPut  `json:"items"`
 	Route     *vecRoute `json:"route"`
+	// RetainMs is a GET's or LOOKUP's read hint (FlagReadHints), Session
+	// an END_SESSION's id.
+	RetainMs uint32 `json:"retain_ms,omitempty"`
+	Session  uint64 `json:"session,omitempty"`
 }
 
 type vecItem struct {
@@ -173,6 +179,7 @@ func sharedVectors() []vector {
 		{Name: "hello v2 verifies gets", Kind: "hello", Hello: &vecHello{Version: 2, Flags: 1}},
 		{Name: "hello v1", Kind: "hello", Hello: &vecHello{Version: 1}},
 		{Name: "hello v2 verifies gets, put hints", Kind: "hello", Hello: &vecHello{Version: 2, Flags: 3}},
+		{Name: "hello v2 with agent sessions", Kind: "hello", Hello: &vecHello{Version: 2, Flags: 7}},
 		{Name: "hello reply with echo", Kind: "hello_reply", HelloReply: &vecHelloReply{Version: 2, MaxFrameSize: 64<<20 + 4096,
 			MaxBlockSize: 64 << 20, MaxBatch: 1024, MaxInFlight: 64, MaxResponseSize: 1 << 30, Flags: 1}},
 		{Name: "hello reply refused", Kind: "hello_reply", HelloReply: &vecHelloReply{Version: 2, Code: 15}},
@@ -195,6 +202,17 @@ func sharedVectors() []vector {
 				{Hash: 0x8000000000000004, Checksum: block.Checksum([]byte("think")), Data: hexOf("think"), Reuse: uint8(block.ReuseNever)},
 				{Hash: 0x8000000000000005, Checksum: block.Checksum([]byte("plain")), Data: hexOf("plain")},
 			}}},
+		{Name: "put with agent sessions", Kind: "request", Request: &vecRequest{Op: uint8(OpPut), Flags: FlagPutHints | FlagPutSession, ID: 17, Namespace: "default",
+			Items: []vecPut{
+				{Hash: 0x8000000000000006, Checksum: block.Checksum([]byte("turn")), Data: hexOf("turn"), Reuse: uint8(block.ReuseSession), RetainMs: 12000, Session: 42},
+				{Hash: 0x8000000000000007, Checksum: block.Checksum([]byte("tools")), Data: hexOf("tools"), Reuse: uint8(block.ReuseShared), Session: 0xfedcba9876543210},
+				{Hash: 0x8000000000000008, Checksum: block.Checksum([]byte("plain")), Data: hexOf("plain")},
+			}}},
+		{Name: "get with a read hint", Kind: "request", Request: &vecRequest{Op: uint8(OpGet), Flags: FlagReadHints, ID: 18, Namespace: "default",
+			RetainMs: 30000, Keys: []vecKey{{Hash: 5}, {Hash: 6, Part: p16(1)}}}},
+		{Name: "lookup with a read hint", Kind: "request", Request: &vecRequest{Op: uint8(OpLookup), Flags: FlagReadHints, ID: 19, Namespace: "default",
+			RetainMs: 1, Keys: []vecKey{{Hash: 5}}}},
+		{Name: "end session", Kind: "request", Request: &vecRequest{Op: uint8(OpEndSession), ID: 20, Namespace: "agents", Session: 42}},
 		{Name: "get keys with and without part", Kind: "request", Request: &vecRequest{Op: uint8(OpGet), ID: 8, Namespace: "llama-3",
 			Keys: []vecKey{{Hash: 1}, {Hash: 0xffffffffffffffff, Part: p16(7)}}}},
 		{Name: "get verify at rest", Kind: "request", Request: &vecRequest{Op: uint8(OpGet), Flags: FlagVerifyAtRest, ID: 9, Namespace: "default",
@@ -222,6 +240,7 @@ func sharedVectors() []vector {
 		{Name: "exists", Kind: "response", Response: &vecResponse{Op: uint8(OpExists), ID: 10,
 			Items: []vecItem{{Present: true}, {Present: false}}}},
 		{Name: "lookup", Kind: "response", Response: &vecResponse{Op: uint8(OpLookup), ID: 11, Present: 2}},
+		{Name: "end session", Kind: "response", Response: &vecResponse{Op: uint8(OpEndSession), ID: 20, Present: 7}},
 		{Name: "pin", Kind: "response", Response: &vecResponse{Op: uint8(OpPin), ID: 13,
 			Items: []vecItem{{}, {Code: uint16(errcode.PermissionDenied), Message: "outside the key's scope"}}}},
 		{Name: "ping", Kind: "response", Response: &vecResponse{Op: uint8(OpPing), ID: 14}},
@@ -314,11 +333,19 @@ func encodeRequest(t *testing.T, r *vecRequest) []byte {
 			if r.Flags&FlagPutHints != 0 {
 				body = AppendPutHints(body, o)
 			}
+			if r.Flags&FlagPutSession != 0 {
+				body = AppendPutSession(body, it.Session)
+			}
 			body = append(body, data...)
 		}
 		count = uint32(len(r.Items))
+	case OpEndSession:
+		body = AppendEndSession(nil, r.Namespace, r.Session)
 	default:
 		body = AppendNamespace(nil, r.Namespace)
+		if r.Flags&FlagReadHints != 0 {
+			body = AppendReadHints(body, time.Duration(r.RetainMs)*time.Millisecond)
+		}
 		if Op(r.Op) == OpPin {
 			body = le.AppendUint64(body, r.PinTTLMs)
 		}
@@ -337,7 +364,7 @@ func encodeResponse(t *testing.T, r *vecResponse) []byte {
 	switch {
 	case r.Code != 0:
 		body = AppendErrorBody(nil, r.Message)
-	case Op(r.Op) == OpLookup:
+	case Op(r.Op) == OpLookup || Op(r.Op) == OpEndSession:
 		body = le.AppendUint32(nil, r.Present)
 	case Op(r.Op) == OpRoute:
 		res := query.Result{Blocks: r.Route.Blocks, BlockTokens: r.Route.BlockTokens, TierDepth: r.Route.TierDepth, Pinned: r.Route.Pinned,
@@ -433,7 +460,8 @@ func decodeRequestVec(t *testing.T, b []byte) *vecRequest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &vecRequest{Op: uint8(h.Op), Flags: h.Flags, ID: h.ID, Namespace: req.Namespace, PinTTLMs: uint64(req.PinTTL / time.Millisecond)}
+	r := &vecRequest{Op: uint8(h.Op), Flags: h.Flags, ID: h.ID, Namespace: req.Namespace, PinTTLMs: uint64(req.PinTTL / time.Millisecond),
+		RetainMs: uint32(req.Retain / time.Millisecond), Session: req.Session}
 	for i, k := range req.Keys {
 		if req.KeyErrs != nil && req.KeyErrs[i] != nil {
 			t.Fatal(req.KeyErrs[i])
@@ -449,7 +477,7 @@ func decodeRequestVec(t *testing.T, b []byte) *vecRequest {
 			t.Fatal(it.Err)
 		}
 		vp := vecPut{Hash: it.Key.Hash, PinTTLMs: uint32(it.Opts.PinTTL / time.Millisecond), Checksum: it.Opts.Sum, Data: hex.EncodeToString(it.Data),
-			Reuse: uint8(it.Opts.Reuse), RetainMs: uint32(it.Opts.Retain / time.Millisecond)}
+			Reuse: uint8(it.Opts.Reuse), RetainMs: uint32(it.Opts.Retain / time.Millisecond), Session: it.Opts.Session}
 		if it.Key.HasPart {
 			vp.Part = p16(it.Key.Part)
 		}

@@ -69,10 +69,15 @@ const (
 	OpRelease  Op = 9
 	// OpRoute is the KV-aware router's query (route.go).
 	OpRoute Op = 10
+	// OpEndSession ends an agent session (sessionhints.go): count 0, the
+	// body a namespace and a u64 session id; the answer, like LOOKUP's,
+	// a u32 (the blocks released). Sent only where the hello reply
+	// echoed HelloAgentSessions.
+	OpEndSession Op = 11
 )
 
 // Known reports whether o is an opcode of this version.
-func (o Op) Known() bool { return o >= OpPut && o <= OpRoute }
+func (o Op) Known() bool { return o >= OpPut && o <= OpEndSession }
 
 // String names the opcode (metrics label and logs).
 func (o Op) String() string {
@@ -97,6 +102,8 @@ func (o Op) String() string {
 		return "release"
 	case OpRoute:
 		return "route"
+	case OpEndSession:
+		return "end_session"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -125,7 +132,15 @@ const (
 	// HelloPutHints (an older server closes the connection on an unknown
 	// frame flag).
 	FlagPutHints uint8 = 1 << 3
-	flagsKnown         = FlagResponse | FlagLinearizable | FlagVerifyAtRest | FlagPutHints
+	// FlagReadHints marks a GET or LOOKUP whose namespace is followed by
+	// a ReadHintsSize record: the caller's retain window (sessionhints.go).
+	// Sent only where the hello reply echoed HelloAgentSessions.
+	FlagReadHints uint8 = 1 << 4
+	// FlagPutSession, beside FlagPutHints on a PUT, extends every item's
+	// hint record by a u64 session id (PutSessionHintsSize in all). Sent
+	// only where the hello reply echoed HelloAgentSessions.
+	FlagPutSession uint8 = 1 << 5
+	flagsKnown           = FlagResponse | FlagLinearizable | FlagVerifyAtRest | FlagPutHints | FlagReadHints | FlagPutSession
 )
 
 // ReadOp reports whether o reads the block index, so it may carry
@@ -163,8 +178,14 @@ const (
 	// (FlagPutHints); a server that does echoes it. It promises nothing of
 	// the client. A server older than it refuses the hello (MalformedFrame)
 	// and the client connects again without it.
-	HelloPutHints   uint16 = 1 << 1
-	helloFlagsKnown        = HelloVerifiesGets | HelloPutHints
+	HelloPutHints uint16 = 1 << 1
+	// HelloAgentSessions asks whether the server reads read hints
+	// (FlagReadHints), session ids on puts (FlagPutSession) and
+	// OpEndSession; a server that does echoes it. A server older than it
+	// refuses the hello (MalformedFrame) and the client connects again
+	// without it.
+	HelloAgentSessions uint16 = 1 << 2
+	helloFlagsKnown           = HelloVerifiesGets | HelloPutHints | HelloAgentSessions
 )
 
 // Hello is the client's handshake.

@@ -59,7 +59,8 @@ func TestHelloFlags(t *testing.T) {
 		{"verifies gets", AppendHello(nil, Version, HelloVerifiesGets), nil},
 		{"verifies gets, version 1", AppendHello(nil, Version1, HelloVerifiesGets), nil},
 		{"put hints", AppendHello(nil, Version, HelloVerifiesGets|HelloPutHints), nil},
-		{"unknown bit", AppendHello(nil, Version, 1<<2), errcode.ErrMalformedFrame},
+		{"agent sessions", AppendHello(nil, Version, HelloVerifiesGets|HelloPutHints|HelloAgentSessions), nil},
+		{"unknown bit", AppendHello(nil, Version, 1<<3), errcode.ErrMalformedFrame},
 		{"high bit", AppendHello(nil, Version, HelloVerifiesGets|1<<15), errcode.ErrMalformedFrame},
 		{"reserved", func() []byte { b := AppendHello(nil, Version, HelloVerifiesGets); b[15] = 1; return b }(), errcode.ErrMalformedFrame},
 	} {
@@ -84,7 +85,7 @@ func TestDecodeHeaderErrors(t *testing.T) {
 		want error
 	}{
 		{"short", ok[:10], errcode.ErrMalformedFrame},
-		{"flags", func() []byte { b := bytes.Clone(ok); b[5] = 16; return b }(), errcode.ErrMalformedFrame},
+		{"flags", func() []byte { b := bytes.Clone(ok); b[5] = 64; return b }(), errcode.ErrMalformedFrame},
 		{"reserved", func() []byte { b := bytes.Clone(ok); b[23] = 1; return b }(), errcode.ErrMalformedFrame},
 		{"too large", AppendHeader(nil, Header{Length: 1 << 20}), block.ErrTooLarge},
 	}

@@ -119,7 +119,9 @@ class Client(DirectReads):
         self.verify = crc.FAST if verify is None else bool(verify)
         self._no_hello_flags = False
         self._no_put_hints = False
+        self._no_sessions = False
         self._hints = False  # the last connection dialed: the server echoed HELLO_PUT_HINTS
+        self._sessions = False  # ... and HELLO_AGENT_SESSIONS
         self._cv = threading.Condition()
         self._idle: list[Conn] = []
         self._open = 0
@@ -137,7 +139,10 @@ class Client(DirectReads):
     def _hello_flags(self) -> int:
         if self._no_hello_flags:
             return 0
-        return (wire.HELLO_VERIFIES_GETS if self.verify else 0) | (0 if self._no_put_hints else wire.HELLO_PUT_HINTS)
+        flags = wire.HELLO_VERIFIES_GETS if self.verify else 0
+        if not self._no_put_hints:
+            flags |= wire.HELLO_PUT_HINTS | (0 if self._no_sessions else wire.HELLO_AGENT_SESSIONS)
+        return flags
 
     def _dial(self) -> Conn:
         kw = dict(timeout=self.connect_timeout, access_key_id=self._kid, secret=self._secret)
@@ -146,6 +151,7 @@ class Client(DirectReads):
             try:
                 c = Conn.dial(self._host, self._port, flags=flags, **kw)
                 self._hints = c.hints
+                self._sessions = c.sessions
                 return c
             except HelloFlagsRefused:
                 if not flags:
@@ -153,7 +159,9 @@ class Client(DirectReads):
                 # A server older than a hello flag: first go without put
                 # hints (its puts are stored unhinted), then without any
                 # (it verifies at rest itself).
-                if flags & wire.HELLO_PUT_HINTS and flags != wire.HELLO_PUT_HINTS:
+                if flags & wire.HELLO_AGENT_SESSIONS and flags != wire.HELLO_AGENT_SESSIONS:
+                    self._no_sessions = True  # older than agent sessions: put hints may still go
+                elif flags & wire.HELLO_PUT_HINTS and flags != wire.HELLO_PUT_HINTS:
                     self._no_put_hints = True
                 else:
                     self._no_hello_flags = True
@@ -163,6 +171,12 @@ class Client(DirectReads):
     def hints_accepted(self) -> bool:
         """Whether the server reads the agent hints of puts (it echoed hello flag bit 1)."""
         return self._hints
+
+    @property
+    def sessions_accepted(self) -> bool:
+        """Whether the server reads agent sessions (hello flag bit 2): session ids on puts, read retain
+        windows on gets and lookups, :meth:`end_session`."""
+        return self._sessions
 
     def _acquire(self, timeout: Optional[float]) -> Conn:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -253,7 +267,8 @@ class Client(DirectReads):
 
     def put(self, namespace: str, hash: int, data, part: Optional[int] = None, *, priority: Optional[int] = None,
             pin_ttl: Optional[float] = None, parent: Optional[int] = None, reuse: Optional[str] = None,
-            retain: Optional[float] = None, timeout: Optional[float] = None) -> None:
+            retain: Optional[float] = None, session: Optional[int] = None,
+            timeout: Optional[float] = None) -> None:
         """Store one block (idempotent: the same bytes again succeed, different bytes are Conflict).
 
         data is any buffer (bytes, bytearray, memoryview, numpy array, CPU
@@ -267,21 +282,24 @@ class Client(DirectReads):
         retain is the window in seconds within which the harness expects to
         read the block again (a soft pin, restarted by each read). Invalid
         values raise InvalidArgument; a server older than hints stores the
-        block without them (:attr:`hints_accepted`).
+        block without them (:attr:`hints_accepted`). session is the agent
+        session id (1..2**64-1) whose end (:meth:`end_session`) releases the
+        block; a server older than agent sessions stores it without
+        (:attr:`sessions_accepted`).
         """
         (err,) = self.put_many(namespace, [(hash, data)], part=part, priority=priority, pin_ttl=pin_ttl,
-                               parent=parent, reuse=reuse, retain=retain, timeout=timeout)
+                               parent=parent, reuse=reuse, retain=retain, session=session, timeout=timeout)
         if err is not None:
             raise err
 
     def put_many(self, namespace: str, items: Iterable, *, part: Optional[int] = None,
                  priority: Optional[int] = None, pin_ttl: Optional[float] = None, parent: Optional[int] = None,
-                 reuse: Optional[str] = None, retain: Optional[float] = None,
+                 reuse: Optional[str] = None, retain: Optional[float] = None, session: Optional[int] = None,
                  timeout: Optional[float] = None) -> list:
         """Store blocks; items are (hash, data) or (hash, data, part).
 
-        priority, pin_ttl, parent and the agent hints reuse and retain (see
-        :meth:`put`) apply to every item.
+        priority, pin_ttl, parent and the agent hints reuse, retain and
+        session (see :meth:`put`) apply to every item.
 
         Returns one entry per item: None when stored, else its exception. A
         request-level failure (unknown namespace, a broken connection) raises.
@@ -293,6 +311,7 @@ class Client(DirectReads):
             raise errors.InvalidArgument(f"priority {priority} out of range 0..7")
         ttl = _ttl_ms(pin_ttl)
         hint = wire.put_hints(reuse, retain)
+        sid = 0 if session is None else wire.check_session(session)
         if parent is not None:
             wire.check_hash(parent)
         prepared = []
@@ -314,14 +333,18 @@ class Client(DirectReads):
                 send.append(i)
         if not send:
             return res
-        hinted = hint != (0, 0)
-        item_head = wire.PUT_ITEM_SIZE + (wire.PUT_HINTS_SIZE if hinted else 0)
+        hinted = hint != (0, 0) or sid != 0
+        item_head = wire.PUT_ITEM_SIZE + (wire.PUT_SESSION_HINTS_SIZE if sid else wire.PUT_HINTS_SIZE if hinted else 0)
         chunks = self._chunks(len(send), lambda j: item_head + len(prepared[send[j]][2]))
         record = wire.encode_put_hints(*hint)
+        session_record = record + wire.encode_put_session(sid)
 
         def build(c: Conn) -> list:
-            # The hint records go only to a server that echoed the hello flag.
+            # The hint records go only to a server that echoed the hello flag,
+            # the session ids only to one that echoed agent sessions.
             with_hints = hinted and c.hints
+            with_session = with_hints and c.sessions and sid != 0
+            flags = (wire.FLAG_PUT_HINTS if with_hints else 0) | (wire.FLAG_PUT_SESSION if with_session else 0)
             frames = []
             for lo, hi in chunks:
                 segs = [ns]
@@ -330,9 +353,9 @@ class Client(DirectReads):
                     segs.append(wire.encode_put_item(h, len(v), crc.crc32c(v), part=p, priority=priority,
                                                      pin_ttl_ms=ttl, parent=parent))
                     if with_hints:
-                        segs.append(record)
+                        segs.append(session_record if with_session else record)
                     segs.append(v)
-                frames.append((wire.OP_PUT, wire.FLAG_PUT_HINTS if with_hints else 0, hi - lo, segs, None))
+                frames.append((wire.OP_PUT, flags, hi - lo, segs, None))
             return frames
 
         resps = self._call(build, timeout)
@@ -343,16 +366,19 @@ class Client(DirectReads):
                     res[send[j]] = errors.from_code(it.code, it.message)
         return res
 
-    def _key_frames(self, op: int, ns: str, keys: list, flags: int = 0, ttl_ms: int = 0, dests=None):
+    def _key_frames(self, op: int, ns: str, keys: list, flags: int = 0, ttl_ms: int = 0, dests=None,
+                    retain_ms: int = 0):
         chunks = self._chunks(len(keys))
         frames = []
+        if retain_ms:
+            flags |= wire.FLAG_READ_HINTS
         for lo, hi in chunks:
-            body = wire.key_body(op, ns, keys[lo:hi], ttl_ms)
+            body = wire.key_body(op, ns, keys[lo:hi], ttl_ms, retain_ms)
             dest = dests(lo) if dests else None
             frames.append((op, flags, hi - lo, [body], dest))
         return chunks, frames
 
-    def _get(self, namespace: str, keys: list, bufs, linearizable: bool, timeout) -> list:
+    def _get(self, namespace: str, keys: list, bufs, linearizable: bool, timeout, retain_ms: int = 0) -> list:
         """GET keys (into bufs[i] when given); returns per-item results: the ItemResult, or an exception.
 
         With verify, a block whose bytes do not match the CRC-32C recorded at
@@ -367,14 +393,16 @@ class Client(DirectReads):
             sub = [keys[i] for i in idx]
             if len(sub) <= self.limits.max_batch:
                 # One frame (the common case): the lean path, no pipeline bookkeeping.
-                body = wire.key_body(wire.OP_GET, namespace, sub)
                 views = [bufs[i] for i in idx] if bufs is not None else None
                 t = self.timeout if timeout is None else timeout
                 c = self._acquire(t)
                 try:
                     if not c.orphans:
                         c.settimeout(t)
+                        rms = retain_ms if c.sessions else 0
+                        body = wire.key_body(wire.OP_GET, namespace, sub, retain_ms=rms)
                         f = flags | (wire.FLAG_VERIFY_AT_REST if at_rest and c.declared else 0)
+                        f |= wire.FLAG_READ_HINTS if rms else 0
                         return c.get_frame(body, len(sub), f, views, self.verify)
                 finally:
                     self._release(c)
@@ -386,7 +414,8 @@ class Client(DirectReads):
 
             def build(c):
                 f = flags | (wire.FLAG_VERIFY_AT_REST if at_rest and c.declared else 0)
-                chunks, frames = self._key_frames(wire.OP_GET, namespace, sub, f, dests=dests)
+                chunks, frames = self._key_frames(wire.OP_GET, namespace, sub, f, dests=dests,
+                                                  retain_ms=retain_ms if c.sessions else 0)
                 build.chunks = chunks
                 return frames
 
@@ -422,21 +451,27 @@ class Client(DirectReads):
         return it
 
     def get(self, namespace: str, hash: int, part: Optional[int] = None, *, linearizable: bool = False,
-            timeout: Optional[float] = None) -> bytearray:
-        """Fetch one block into a new bytearray (NotFound if absent)."""
-        (r,) = self._get(namespace, _keys([hash], part), None, linearizable, timeout)
+            retain: Optional[float] = None, timeout: Optional[float] = None) -> bytearray:
+        """Fetch one block into a new bytearray (NotFound if absent).
+
+        retain (seconds) is a read's agent hint: the caller comes back for the
+        block within that window (a tool call runs), so the server re-arms its
+        retain window. A server older than agent sessions is read without it.
+        """
+        (r,) = self._get(namespace, _keys([hash], part), None, linearizable, timeout, wire.retain_ms(retain))
         if isinstance(r, Exception):
             raise r
         return r.data.obj
 
     def get_many(self, namespace: str, hashes: Iterable, part: Optional[int] = None, *,
-                 linearizable: bool = False, timeout: Optional[float] = None) -> list:
+                 linearizable: bool = False, retain: Optional[float] = None,
+                 timeout: Optional[float] = None) -> list:
         """Fetch blocks into new bytearrays; None where a block is absent.
 
         Any other per-item error (a checksum that fails twice, a permission)
-        raises the first one after the whole batch was read.
+        raises the first one after the whole batch was read. retain: see :meth:`get`.
         """
-        rs = self._get(namespace, _keys(hashes, part), None, linearizable, timeout)
+        rs = self._get(namespace, _keys(hashes, part), None, linearizable, timeout, wire.retain_ms(retain))
         out = []
         for r in rs:
             if isinstance(r, errors.NotFound):
@@ -448,7 +483,8 @@ class Client(DirectReads):
         return out
 
     def get_into(self, namespace: str, hashes: Iterable, buffers: Iterable, part: Optional[int] = None, *,
-                 linearizable: bool = False, timeout: Optional[float] = None) -> list:
+                 linearizable: bool = False, retain: Optional[float] = None,
+                 timeout: Optional[float] = None) -> list:
         """Receive block i straight into buffers[i] (recv_into: no intermediate copy).
 
         buffers are writable, C-contiguous buffers: bytearray, memoryview,
@@ -461,7 +497,7 @@ class Client(DirectReads):
         views = [as_view(b, writable=True) for b in buffers]
         if len(views) != len(keys):
             raise errors.InvalidArgument(f"{len(views)} buffers for {len(keys)} keys")
-        rs = self._get(namespace, keys, views, linearizable, timeout)
+        rs = self._get(namespace, keys, views, linearizable, timeout, wire.retain_ms(retain))
         out = []
         for r in rs:
             if isinstance(r, errors.NotFound):
@@ -532,19 +568,24 @@ class Client(DirectReads):
         return res
 
     def lookup(self, namespace: str, hashes: Iterable, part: Optional[int] = None, *, linearizable: bool = False,
-               timeout: Optional[float] = None) -> int:
+               retain: Optional[float] = None, timeout: Optional[float] = None) -> int:
         """How many leading blocks are present, stopping at the first miss: the prefix to fetch.
 
         Keys past the server's max_batch are looked up in further frames only
-        while every key so far was present.
+        while every key so far was present. retain: see :meth:`get` (the
+        present prefix is re-armed).
         """
         wire.check_namespace(namespace)
         keys = _keys(hashes, part)
         flags = wire.FLAG_LINEARIZABLE if linearizable else 0
+        rms = wire.retain_ms(retain)
         total = 0
         for lo, hi in self._chunks(len(keys)):
-            body = wire.key_body(wire.OP_LOOKUP, namespace, keys[lo:hi])
-            (r,) = self._call(lambda c: [(wire.OP_LOOKUP, flags, hi - lo, [body], None)], timeout)
+            def build(c, lo=lo, hi=hi):
+                r_ms = rms if c.sessions else 0
+                body = wire.key_body(wire.OP_LOOKUP, namespace, keys[lo:hi], retain_ms=r_ms)
+                return [(wire.OP_LOOKUP, flags | (wire.FLAG_READ_HINTS if r_ms else 0), hi - lo, [body], None)]
+            (r,) = self._call(build, timeout)
             self._raise_request(r)
             if r.present > hi - lo:
                 raise errors.MalformedFrame(f"lookup answered {r.present} present of {hi - lo} keys")
@@ -552,6 +593,23 @@ class Client(DirectReads):
             if r.present < hi - lo:
                 break
         return total
+
+    def end_session(self, namespace: str, session: int, *, timeout: Optional[float] = None) -> int:
+        """End agent session `session` (the id its puts carried): its blocks lose their retain windows and
+        are evicted first, except those hinted "shared". Returns how many blocks the server released.
+
+        A server older than agent sessions (:attr:`sessions_accepted` false) raises NotImplementedError.
+        """
+        body = wire.end_session_body(namespace, session)
+
+        def build(c):
+            if not c.sessions:
+                raise NotImplementedError("the server does not read agent sessions")
+            return [(wire.OP_END_SESSION, 0, 0, [body], None)]
+
+        (r,) = self._call(build, timeout)
+        self._raise_request(r)
+        return r.present
 
     def route(self, namespace: str = "default", block_hashes: Optional[Iterable[int]] = None,
               token_ids: Optional[Iterable[int]] = None, *, commit: bool = False,

@@ -39,6 +39,8 @@ class Conn:
         self.declared = declared
         #: the server echoed HELLO_PUT_HINTS: it reads PUT hint records (FLAG_PUT_HINTS)
         self.hints = False
+        #: the server echoed HELLO_AGENT_SESSIONS: read hints, put session ids, END_SESSION
+        self.sessions = False
         self._buf = bytearray(READ_BUF)
         self._view = memoryview(self._buf)
         self._lo = 0
@@ -91,6 +93,7 @@ class Conn:
         c.limits = lim
         c.declared = bool(flags & r.flags & wire.HELLO_VERIFIES_GETS)
         c.hints = bool(flags & r.flags & wire.HELLO_PUT_HINTS)
+        c.sessions = bool(flags & r.flags & wire.HELLO_AGENT_SESSIONS)
         if version == wire.VERSION1:
             return c
         try:

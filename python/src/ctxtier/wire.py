@@ -48,15 +48,19 @@ FRAME_OVERHEAD = 4096
 # Opcodes.
 OP_PUT, OP_GET, OP_EXISTS, OP_LOOKUP, OP_DELETE, OP_PIN, OP_PING = 1, 2, 3, 4, 5, 6, 7
 OP_DESCRIBE, OP_RELEASE, OP_ROUTE = 8, 9, 10
+OP_END_SESSION = 11  # agent sessions (HELLO_AGENT_SESSIONS): namespace, u64 session; answers a u32
 OP_NAMES = {1: "put", 2: "get", 3: "exists", 4: "lookup", 5: "delete", 6: "pin", 7: "ping",
-            8: "describe", 9: "release", 10: "route"}
+            8: "describe", 9: "release", 10: "route", 11: "end_session"}
 
 # Frame flags.
 FLAG_RESPONSE = 1 << 0
 FLAG_LINEARIZABLE = 1 << 1
 FLAG_VERIFY_AT_REST = 1 << 2
 FLAG_PUT_HINTS = 1 << 3  # PUT only: a hint record follows each item header
-_FLAGS_KNOWN = FLAG_RESPONSE | FLAG_LINEARIZABLE | FLAG_VERIFY_AT_REST | FLAG_PUT_HINTS
+FLAG_READ_HINTS = 1 << 4  # GET, LOOKUP: a read hint record follows the namespace
+FLAG_PUT_SESSION = 1 << 5  # PUT, with FLAG_PUT_HINTS: each hint record ends with a u64 session id
+_FLAGS_KNOWN = (FLAG_RESPONSE | FLAG_LINEARIZABLE | FLAG_VERIFY_AT_REST | FLAG_PUT_HINTS | FLAG_READ_HINTS
+                | FLAG_PUT_SESSION)
 
 # Key flags (byte 10 of a key or put item).
 KEY_HAS_PART = 1 << 0
@@ -67,11 +71,14 @@ KEY_HAS_SHARD = 1 << 3
 # Hello flags.
 HELLO_VERIFIES_GETS = 1 << 0
 HELLO_PUT_HINTS = 1 << 1
-_HELLO_FLAGS_KNOWN = HELLO_VERIFIES_GETS | HELLO_PUT_HINTS
+HELLO_AGENT_SESSIONS = 1 << 2  # read hints, put session ids, END_SESSION
+_HELLO_FLAGS_KNOWN = HELLO_VERIFIES_GETS | HELLO_PUT_HINTS | HELLO_AGENT_SESSIONS
 
 # Agent hints of a put (docs/protocol.md, "Agent hints on PUT"): the reuse
 # values of the hint record, and the largest retain window (a u32 of ms).
 PUT_HINTS_SIZE = 8
+PUT_SESSION_HINTS_SIZE = PUT_HINTS_SIZE + 8  # with FLAG_PUT_SESSION
+READ_HINTS_SIZE = 8  # u32 retain_ms (1 and up), 4 zero bytes
 REUSE = {"never": 1, "session": 2, "shared": 3}
 MAX_RETAIN_MS = 0xFFFFFFFF
 # Challenge flags.
@@ -346,12 +353,52 @@ def encode_put_hints(reuse: int = 0, retain_ms: int = 0) -> bytes:
     return _PUT_HINTS.pack(reuse, retain_ms)
 
 
-def key_body(op: int, ns: str, keys, ttl_ms: int = 0) -> bytes:
+def retain_ms(retain: Optional[float]) -> int:
+    """Check a read's retain window (seconds; None: none) and return it in ms, rounded up.
+
+    A window that is not a positive number of seconds up to MAX_RETAIN_MS is InvalidArgument.
+    """
+    if retain is None:
+        return 0
+    if isinstance(retain, bool) or not isinstance(retain, (int, float)) or retain != retain or retain <= 0:
+        raise errors.InvalidArgument(f"read retain window {retain!r} must be a positive number of seconds")
+    ms = -(-(round(retain * 1_000_000) or 1) // 1000)
+    if ms > MAX_RETAIN_MS:
+        raise errors.InvalidArgument(f"read retain window {retain}s above the maximum {MAX_RETAIN_MS / 1000}s")
+    return ms
+
+
+def encode_read_hints(retain_ms: int) -> bytes:
+    """A GET's or LOOKUP's read hint record (sent with FLAG_READ_HINTS)."""
+    return struct.pack("<I4x", min(max(int(retain_ms), 0), _U32))
+
+
+def encode_put_session(session: int) -> bytes:
+    """The u64 session id that follows a put item's hint record under FLAG_PUT_SESSION."""
+    return struct.pack("<Q", session)
+
+
+def check_session(session) -> int:
+    """Check an agent session id: an int in 1..2**64-1 (InvalidArgument otherwise)."""
+    if isinstance(session, bool) or not isinstance(session, int) or not 0 < session <= _U64:
+        raise errors.InvalidArgument(f"session {session!r} must be an integer from 1 to {_U64}")
+    return session
+
+
+def end_session_body(ns: str, session: int) -> bytes:
+    """An END_SESSION request body: namespace, u64 session id."""
+    return encode_namespace(ns) + struct.pack("<Q", check_session(session))
+
+
+def key_body(op: int, ns: str, keys, ttl_ms: int = 0, retain_ms: int = 0) -> bytes:
     """A key-only request body (GET, EXISTS, LOOKUP, DELETE, PIN, DESCRIBE): namespace, [TTL], keys.
 
-    keys are (hash, part) pairs, part None for none.
+    keys are (hash, part) pairs, part None for none. retain_ms > 0 (GET and
+    LOOKUP, sent with FLAG_READ_HINTS) adds the read hint record.
     """
     out = bytearray(encode_namespace(ns))
+    if retain_ms > 0:
+        out += encode_read_hints(retain_ms)
     if op == OP_PIN:
         out += struct.pack("<Q", ttl_ms)
     for h, part in keys:
@@ -473,9 +520,9 @@ def read_response(r, h: Header, dest: Optional[Dest] = None, summing: bool = Fal
             raise malformed("ping response carries items")
         b.finish()
         return resp
-    if op == OP_LOOKUP:
+    if op in (OP_LOOKUP, OP_END_SESSION):
         if h.count:
-            raise malformed("lookup response carries items")
+            raise malformed(f"{OP_NAMES[op]} response carries items")
         resp.present = b.u32()
         b.finish()
         return resp
