@@ -13,22 +13,39 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
 )
 
-// TestPutHints: the agent hints of a put travel to the store's tier over
-// the native protocol, item by item in a batch; invalid hints fail their
-// own item with InvalidArgument and store nothing.
-func TestPutHints(t *testing.T) {
+// startMapTier starts a native server whose store keeps blocks in a map
+// tier the test can inspect (the options each put carried included).
+func startMapTier(t *testing.T) (*nativetest.MapTier, *nativetest.Server) {
+	t.Helper()
 	mt := nativetest.NewMapTier()
 	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), mt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mt, srv
+}
+
+// dialNative dials addr with conns connections, closed when the test ends.
+func dialNative(t *testing.T, addr string, conns int) *Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, srv.Addr, Options{Conns: 1})
+	c, err := Dial(ctx, addr, Options{Conns: conns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestPutHints: the agent hints of a put travel to the store's tier over
+// the native protocol, item by item in a batch; invalid hints fail their
+// own item with InvalidArgument and store nothing.
+func TestPutHints(t *testing.T) {
+	mt, srv := startMapTier(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dialNative(t, srv.Addr, 1)
 	if !c.HintsAccepted() {
 		t.Fatal("the server did not echo the put-hints hello flag")
 	}
@@ -79,19 +96,11 @@ func TestPutHints(t *testing.T) {
 // record (no frame flag the server does not know), and the blocks are
 // stored.
 func TestPutHintsToServerWithoutThem(t *testing.T) {
-	mt := nativetest.NewMapTier()
-	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), mt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mt, srv := startMapTier(t)
 	addr, refused, badFrames := oldServerHello(t, srv.Addr, 1 /* wire.HelloVerifiesGets */)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, Options{Conns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialNative(t, addr, 2)
 	if c.HintsAccepted() || refused.Load() != 2 || !c.noPutHints.Load() || c.noHelloFlags.Load() {
 		t.Fatalf("hints accepted %v, %d refusals, latched %v/%v", c.HintsAccepted(), refused.Load(), c.noPutHints.Load(), c.noHelloFlags.Load())
 	}

@@ -8,8 +8,6 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
-	"github.com/ctxtier/ctxtier/gateway/native"
-	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
@@ -18,18 +16,10 @@ import (
 // LOOKUP) and END_SESSION travel to the store's tier over the native
 // protocol; bad values are refused with InvalidArgument.
 func TestAgentSessions(t *testing.T) {
-	mt := nativetest.NewMapTier()
-	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), mt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mt, srv := startMapTier(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, srv.Addr, Options{Conns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialNative(t, srv.Addr, 1)
 	if !c.SessionsAccepted() || !c.HintsAccepted() {
 		t.Fatalf("sessions accepted %v, put hints accepted %v", c.SessionsAccepted(), c.HintsAccepted())
 	}
@@ -111,19 +101,11 @@ func TestAgentSessions(t *testing.T) {
 // session ids and reads without the retain record (no frame flag the
 // server does not know), and EndSession says it is unsupported.
 func TestAgentSessionsToServerWithoutThem(t *testing.T) {
-	mt := nativetest.NewMapTier()
-	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), mt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mt, srv := startMapTier(t)
 	addr, refused, badFrames := oldServerHello(t, srv.Addr, 3 /* wire.HelloVerifiesGets | wire.HelloPutHints */)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, Options{Conns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialNative(t, addr, 2)
 	if c.SessionsAccepted() || !c.HintsAccepted() || refused.Load() != 1 || !c.noSessions.Load() || c.noPutHints.Load() {
 		t.Fatalf("sessions %v, put hints %v, %d refusals", c.SessionsAccepted(), c.HintsAccepted(), refused.Load())
 	}
