@@ -205,14 +205,7 @@ func planMoves(key block.Key, e fsm.Entry, c *erasure.Code, ms map[string]fsm.Me
 // move now and are not in skip.
 func (b *Backend) rebalanceScan(limit int, skip map[block.Key]bool) (tasks []rebalanceTask, pending, deferred, scanned int) {
 	f := b.node.FSM()
-	ms := map[string]fsm.Member{}
-	usable := 0
-	for _, m := range f.Members() {
-		ms[m.ID] = m
-		if m.State == fsm.MemberAlive || m.State == fsm.MemberSuspect {
-			usable++
-		}
-	}
+	ms, usable := memberView(f)
 	nodes := b.candidates(nil)
 	for _, ns := range f.Namespaces() {
 		c, err := erasure.New(ns.DataShards, ns.ParityShards)

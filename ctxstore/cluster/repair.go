@@ -82,6 +82,21 @@ func (b *Backend) repairLoop() {
 	}
 }
 
+// memberView returns the members by id and how many of them are alive or
+// suspect (members that can still hold shards), for a repair or
+// rebalancing scan.
+func memberView(f *fsm.FSM) (map[string]fsm.Member, int) {
+	ms := map[string]fsm.Member{}
+	usable := 0
+	for _, m := range f.Members() {
+		ms[m.ID] = m
+		if m.State == fsm.MemberAlive || m.State == fsm.MemberSuspect {
+			usable++
+		}
+	}
+	return ms, usable
+}
+
 // holderOK reports whether a member's shards count: alive and suspect
 // members keep theirs (a suspect may come back); dead, left and unknown
 // members do not.
@@ -101,14 +116,7 @@ func holderOK(ms map[string]fsm.Member, id string) bool {
 // who waits for pending to reach 0 waits for the restore too.
 func (b *Backend) scan() (tasks []repairTask, scanned, restoring int) {
 	f := b.node.FSM()
-	ms := map[string]fsm.Member{}
-	usable := 0
-	for _, m := range f.Members() {
-		ms[m.ID] = m
-		if m.State == fsm.MemberAlive || m.State == fsm.MemberSuspect {
-			usable++
-		}
-	}
+	ms, usable := memberView(f)
 	for _, ns := range f.Namespaces() {
 		c, err := erasure.New(ns.DataShards, ns.ParityShards)
 		if err != nil {
