@@ -14,6 +14,27 @@ import (
 // TestPutHintsReachPolicy: with the hint-aware default policy, the agent
 // hints of a put order the DRAM tier's evictions: reuse-never blocks go
 // first, retained blocks outlive unhinted ones until their window lapses
+// windowTier is a DRAM tier of capacity bytes under the default Window
+// policy (which honours hints), on a clock the test moves through *now.
+func windowTier(t *testing.T, capacity int) (*Tier, *time.Time) {
+	t.Helper()
+	f, err := policy.Lookup("window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Capacity = int64(capacity)
+	cfg.Policy = f
+	tr, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	now := time.Unix(1000, 0)
+	tr.now = func() time.Time { return now }
+	return tr, &now
+}
+
 // (on the tier's clock).
 func TestPutHintsReachPolicy(t *testing.T) {
 	const size = PageSize
@@ -29,20 +50,7 @@ func TestPutHintsReachPolicy(t *testing.T) {
 		{"lapsed retain window", block.PutOptions{Reuse: block.ReuseSession, Retain: time.Minute}, 2 * time.Minute, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := policy.Lookup("window")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := DefaultConfig()
-			cfg.Capacity = 3 * size
-			cfg.Policy = f
-			tr, err := New(cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			now := time.Unix(1000, 0)
-			tr.now = func() time.Time { return now }
+			tr, now := windowTier(t, 3*size)
 			order := []int{0, 1, 2}
 			if tc.opts.Reuse == block.ReuseNever {
 				order = []int{1, 2, 0} // the hinted block is the newest
@@ -56,7 +64,7 @@ func TestPutHintsReachPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			now = now.Add(tc.advance)
+			*now = now.Add(tc.advance)
 			if err := put(t, tr, key(3), payload(3, size), block.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}

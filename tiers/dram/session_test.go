@@ -3,12 +3,10 @@ package dram
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
 // TestReadRetainAndSessionRelease: with the hint-aware default policy, a
@@ -56,27 +54,14 @@ func TestReadRetainAndSessionRelease(t *testing.T) {
 		{name: "an unknown session releases nothing", puts: []block.PutOptions{sess8, shared7, sess7}, release: 9, evicted: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := policy.Lookup("window")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := DefaultConfig()
-			cfg.Capacity = 3 * size
-			cfg.Policy = f
-			tr, err := New(cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			now := time.Unix(1000, 0)
-			tr.now = func() time.Time { return now }
+			tr, now := windowTier(t, 3*size)
 			for i, o := range tc.puts {
 				if err := put(t, tr, key(i), payload(uint64(i), size), o); err != nil {
 					t.Fatal(err)
 				}
-				now = now.Add(time.Second)
+				*now = now.Add(time.Second)
 			}
-			now = now.Add(10 * time.Second)
+			*now = now.Add(10 * time.Second)
 			for _, o := range tc.ops {
 				o(t, tr)
 			}
