@@ -655,6 +655,9 @@ func (t *Tier) Contains(key block.Key) bool {
 func (t *Tier) Delete(_ context.Context, key block.Key) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return block.ErrClosed
+	}
 	h, ok := t.index[key]
 	if !ok {
 		return fmt.Errorf("%w: %s", block.ErrNotFound, key)

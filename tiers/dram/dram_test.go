@@ -598,3 +598,30 @@ func TestEvictedHookAfterUnindex(t *testing.T) {
 		})
 	}
 }
+
+// TestCallsAfterClose: a tier that is closed answers ErrClosed to Delete and
+// lets a lease taken before Close end without touching the unmapped arena
+// (both panicked with an index out of range before).
+func TestCallsAfterClose(t *testing.T) {
+	tr := newTier(t, 1<<20)
+	ctx := context.Background()
+	for i := range 2 {
+		if err := put(t, tr, key(i), payload(uint64(i), 3*PageSize), block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, release, err := tr.Descriptor(ctx, key(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Delete(ctx, key(0)); err != nil { // doomed: freed when the lease ends
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := tr.Delete(ctx, key(1)); !errors.Is(err, block.ErrClosed) {
+		t.Fatalf("Delete after Close: %v, want ErrClosed", err)
+	}
+}

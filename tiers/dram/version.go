@@ -72,6 +72,9 @@ func tableSize(arena int64) int64 {
 // freePagesLocked returns a run of pages to the allocator after bumping the
 // version word of its first page (see the rule above).
 func (t *Tier) freePagesLocked(page, pages uint32) {
+	if t.closed {
+		return // the arena and its version table are unmapped: nothing to free
+	}
 	atomic.AddUint64(&t.vers[page], 1)
 	descriptor.Fence()
 	t.alloc.free(page, pages)
