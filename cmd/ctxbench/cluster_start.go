@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
+	"github.com/ctxtier/ctxtier/internal/freeport"
 )
 
 // localCluster is a cluster of real ctxd processes that `ctxbench cluster
@@ -72,24 +72,18 @@ func findCtxd(path string) (string, error) {
 	return p, nil
 }
 
-// freePorts returns n 127.0.0.1 addresses that were free a moment ago. All
-// n listeners are open at once, so the addresses differ from each other.
-// (Raft needs its address before it listens, so ctxd cannot take port 0.)
+// freePorts returns n distinct 127.0.0.1 addresses that were free a moment
+// ago, below the kernel's ephemeral range (internal/freeport: a port the
+// kernel offered for ":0" is one it may hand the next outgoing connection).
+// Raft needs its address before it listens, so ctxd cannot take port 0.
 func freePorts(n int) ([]string, error) {
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
 	out := make([]string, n)
 	for i := range out {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := freeport.Pick()
 		if err != nil {
 			return nil, err
 		}
-		lns = append(lns, ln)
-		out[i] = ln.Addr().String()
+		out[i] = addr
 	}
 	return out, nil
 }

@@ -18,6 +18,7 @@
 package freeport
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -41,12 +42,20 @@ var (
 // it returned before in this process. It fails tb when no port can be had.
 func Addr(tb testing.TB) string {
 	tb.Helper()
-	return pick(tb, ephemeralLow())
+	addr, err := pick(ephemeralLow())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return addr
 }
 
-// pick is Addr for an ephemeral range starting at ephLow (0: unknown).
-func pick(tb testing.TB, ephLow int) string {
-	tb.Helper()
+// Pick is Addr for programs that are not tests (ctxbench starting a local
+// cluster): the same choice, with an error instead of a failed test.
+func Pick() (string, error) { return pick(ephemeralLow()) }
+
+// pick chooses an address for an ephemeral range starting at ephLow (0:
+// unknown).
+func pick(ephLow int) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if hi := ephLow - 1; hi-lowest >= 1000 {
@@ -54,24 +63,23 @@ func pick(tb testing.TB, ephLow int) string {
 			addr := "127.0.0.1:" + strconv.Itoa(lowest+rand.IntN(hi-lowest+1))
 			if !handedOut[addr] && free(addr) {
 				handedOut[addr] = true
-				return addr
+				return addr, nil
 			}
 		}
 	}
 	for range 100 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			tb.Fatalf("freeport: %v", err)
+			return "", fmt.Errorf("freeport: %w", err)
 		}
 		addr := ln.Addr().String()
 		ln.Close()
 		if !handedOut[addr] {
 			handedOut[addr] = true
-			return addr
+			return addr, nil
 		}
 	}
-	tb.Fatal("freeport: no port that was not handed out before in 100 tries")
-	return ""
+	return "", errors.New("freeport: no port that was not handed out before in 100 tries")
 }
 
 // free reports whether addr can be listened on now.

@@ -41,7 +41,10 @@ func TestPickBelowEphemeralRange(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 50 {
-				a := pick(t, tc.ephLow)
+				a, err := pick(tc.ephLow)
+				if err != nil {
+					t.Fatal(err)
+				}
 				_, p, err := net.SplitHostPort(a)
 				if err != nil {
 					t.Fatal(err)
