@@ -1,8 +1,12 @@
 package clusterapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"reflect"
 	"testing"
 
@@ -51,4 +55,49 @@ func TestTraffic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// replyTransport answers every request with a 200 and body.
+type replyTransport []byte
+
+func (b replyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(b)), Request: r}, nil
+}
+
+// FuzzTrafficReply feeds arbitrary 200 replies to Client.Traffic, the
+// decoder of a member's counters. The invariants: it returns exactly what
+// a strict JSON reading of the body gives (the same node id and counts, in
+// order), or, when the body is no such object, an error that is
+// block.ErrUnavailable (a bad member, never a bad request) and no counts.
+func FuzzTrafficReply(f *testing.F) {
+	for _, seed := range []string{
+		`{"node_id":"n2","namespaces":[{"namespace":"a","gets":3,"hits":2,"misses":1,"puts":4,"written_bytes":400,"read_bytes":200}]}`,
+		`{"node_id":"n2","namespaces":[]}`, `{"node_id":"n2"}`, `{}`, `null`, `[]`, ``, `{"namespaces":[{"gets":-1}]}`,
+		`{"namespaces":[{"gets":18446744073709551616}]}`, `{"namespaces":[{"gets":1.5}]}`, `{"node_id":7}`,
+		`{"node_id":"n2","namespaces":[{"namespace":"a"},{"namespace":"a","gets":1}]}`, `{"node_id":"n2"} trailing`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		cl := NewClient("127.0.0.1:9", WithToken("s3cret"), WithHTTPClient(&http.Client{Transport: replyTransport(body)}))
+		got, err := cl.Traffic(context.Background())
+		var want TrafficResponse
+		werr := json.Unmarshal(body, &want)
+		if err != nil {
+			if !errors.Is(err, block.ErrUnavailable) {
+				t.Fatalf("body %q: error %v is not Unavailable", body, err)
+			}
+			if werr == nil {
+				t.Fatalf("body %q: refused (%v), but it decodes to %+v", body, err, want)
+			}
+			return
+		}
+		if werr != nil {
+			t.Fatalf("body %q: accepted as %+v, but it does not decode: %v", body, got, werr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("body %q: decoded %+v, want %+v", body, got, want)
+		}
+	})
 }
