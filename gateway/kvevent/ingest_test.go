@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
@@ -342,8 +343,8 @@ func FuzzDecodeJSON(f *testing.F) {
 	})
 }
 
-// counter reads a counter from reg by name, for the series whose worker label is worker.
-func counter(t *testing.T, reg *prometheus.Registry, name, worker string) float64 {
+// series is worker's sample of the family name, nil when it has none.
+func series(t *testing.T, reg *prometheus.Registry, name, worker string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -356,34 +357,25 @@ func counter(t *testing.T, reg *prometheus.Registry, name, worker string) float6
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "worker" && l.GetValue() == worker {
-					return m.GetCounter().GetValue()
+					return m
 				}
 			}
 		}
 	}
-	return 0
+	return nil
+}
+
+// counter is a per-worker counter's value (0 without a series).
+func counter(t *testing.T, reg *prometheus.Registry, name, worker string) float64 {
+	t.Helper()
+	return series(t, reg, name, worker).GetCounter().GetValue()
 }
 
 // gauge is a per-worker gauge's value, and whether the series exists.
 func gauge(t *testing.T, reg *prometheus.Registry, name, worker string) (float64, bool) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "worker" && l.GetValue() == worker {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
+	m := series(t, reg, name, worker)
+	return m.GetGauge().GetValue(), m != nil
 }
 
 // TestLagGauges checks ctxtier_kvevent_lag_seconds (apply time minus the
