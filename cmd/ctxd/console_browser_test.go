@@ -370,7 +370,7 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Logf("last differences between the page and its sources: %v", diffs)
 		}
 	}()
-	waitFor(t, 20*time.Second, "the page to match ctxctl and /metrics", func() bool {
+	waitFor(t, 40*time.Second, "the page to match ctxctl and /metrics", func() bool {
 		v := readView(t, bctx)
 		st := ctxctlStatus(t, ctxctl, n1.http)
 		m := scrapeMetrics(t, n1.http, `ctxtier_tier_capacity_bytes{tier="dram"}`, `ctxtier_tier_blocks{tier="dram"}`, `ctxtier_tier_allocated_bytes{tier="dram"}`,
