@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
@@ -88,7 +91,7 @@ func (n consoleNamespaces) Usage(ctx context.Context) (map[string]console.Usage,
 // newConsole builds the operator console at /ui/ over this node's cluster
 // handler, registry, index, namespace traffic, router and access keys.
 func newConsole(cfg Config, secret string, node interface{ FSM() *fsm.FSM }, status func() clusterapi.Status, clusterH http.Handler,
-	reg prometheus.Gatherer, namespaces func() []block.Namespace, traffic console.TrafficSource, rt *router.Router,
+	reg prometheus.Gatherer, namespaces func() []block.Namespace, traffic console.TrafficSource, members console.MemberTraffic, rt *router.Router,
 	replicated *credential.Replicated, file *credential.FileStore, log *slog.Logger) (*console.Console, error) {
 	api := clusterapi.NewClient("http://"+selfHost, clusterapi.WithToken(secret),
 		clusterapi.WithHTTPClient(&http.Client{Transport: inProcess{clusterH}, Timeout: 30 * time.Second}))
@@ -101,7 +104,45 @@ func newConsole(cfg Config, secret string, node interface{ FSM() *fsm.FSM }, sta
 		Router:     rt,
 		Keys:       keys,
 		Traffic:    traffic,
+		Members:    members,
 	}, log)
+}
+
+// consoleMembers asks the other members for their traffic counters
+// (GET /v1/cluster/internal/traffic with the cluster secret, over TLS
+// when the HTTP API is), one client per member address so connections
+// are reused from one overview to the next.
+type consoleMembers struct {
+	opts    []clusterapi.Option
+	mu      sync.Mutex
+	clients map[string]*clusterapi.Client
+}
+
+func newConsoleMembers(opts []clusterapi.Option) *consoleMembers {
+	return &consoleMembers{opts: opts, clients: map[string]*clusterapi.Client{}}
+}
+
+func (m *consoleMembers) Traffic(ctx context.Context, mb clusterapi.Member) ([]ctxstore.TrafficCount, error) {
+	m.mu.Lock()
+	cl := m.clients[mb.HTTPAddr]
+	if cl == nil {
+		// Bounded by the members: a removed member's address is dropped
+		// once the map outgrows the cluster many times over.
+		if len(m.clients) > 1024 {
+			clear(m.clients)
+		}
+		cl = clusterapi.NewClient(mb.HTTPAddr, m.opts...)
+		m.clients[mb.HTTPAddr] = cl
+	}
+	m.mu.Unlock()
+	r, err := cl.Traffic(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if r.NodeID != mb.ID {
+		return nil, fmt.Errorf("%w: %s answered as %q, not %s", block.ErrUnavailable, mb.HTTPAddr, r.NodeID, mb.ID)
+	}
+	return r.Namespaces, nil
 }
 
 // consoleKeys is the console's view of the access keys: the keys replicated

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -106,12 +108,30 @@ type pageView struct {
 	// Rebalance is the Rebalance fact's data-value: the leader's pending
 	// shards, "" on a follower's page.
 	Rebalance string `json:"rebalance"`
+	// Members is the namespace table's line on whose traffic it sums
+	// (empty attributes in the node scope).
+	Members struct {
+		Answered, Total, Missing string
+	} `json:"members"`
+	// Scope is the traffic scope the table says it shows.
+	Scope string `json:"scope"`
+	// Streams are the KV-event streams' lag and last-batch cells
+	// (data-value: seconds, Unix seconds), by "namespace/worker".
+	Streams map[string]struct {
+		Lag, Last string
+	} `json:"streams"`
 }
 
 const readPage = `JSON.stringify((() => {
   const v = (sel, root) => { const e = (root || document).querySelector(sel); return e ? (e.dataset.value ?? e.textContent) : ""; };
   const out = { leader: v("#leader"), term: v("#term"), commit: v("#commit"), applied: v("#applied"), rebalance: v("#rebalance"),
-    states: {}, zones: {}, caps: {}, tiers: {}, drains: {}, namespaces: {}, traffic: {}, order: [] };
+    states: {}, zones: {}, caps: {}, tiers: {}, drains: {}, namespaces: {}, traffic: {}, order: [], streams: {},
+    scope: document.getElementById("ns-scope-name").textContent };
+  const mp = document.getElementById("ns-members");
+  out.members = { Answered: mp.dataset.answered, Total: mp.dataset.total, Missing: mp.dataset.missing };
+  for (const tr of document.querySelectorAll("#streams tr[data-stream]")) {
+    out.streams[tr.dataset.stream] = { Lag: tr.querySelector('[data-field="lag"]').dataset.value, Last: tr.querySelector('[data-field="last"]').dataset.value };
+  }
   for (const tr of document.querySelectorAll("#members tr[data-member]")) {
     const id = tr.dataset.member, td = tr.querySelectorAll("td");
     out.states[id] = td[0].dataset.value; out.zones[id] = td[1].dataset.value; out.caps[id] = td[2].dataset.value;
@@ -174,6 +194,56 @@ func scrapeMetrics(t *testing.T, addr string, names ...string) map[string]string
 		}
 	}
 	return out
+}
+
+// sumMetrics adds the values of the named samples over several nodes'
+// /metrics (a sample a node lacks counts 0), formatted as scrapeMetrics
+// formats them.
+func sumMetrics(t *testing.T, addrs []string, names ...string) map[string]string {
+	t.Helper()
+	sum := map[string]float64{}
+	for _, a := range addrs {
+		for n, v := range scrapeMetrics(t, a, names...) {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum[n] += f
+		}
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		out[n] = strconv.FormatFloat(sum[n], 'f', -1, 64)
+	}
+	return out
+}
+
+// setScope picks the namespace table's traffic scope ("cluster" or
+// "node") as a user does, with the radio button.
+func setScope(t *testing.T, bctx context.Context, scope string) {
+	t.Helper()
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`input[name="ns-scope"][value="`+scope+`"]`))); err != nil {
+		t.Fatalf("picking the %s traffic scope: %v", scope, err)
+	}
+}
+
+// postEvents posts one KV-event batch (JSON, POST /v1/route/events) to a
+// node.
+func postEvents(t *testing.T, addr string, batch map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post("http://"+addr+"/v1/route/events", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/route/events: %d %s", resp.StatusCode, body)
+	}
 }
 
 // ctxctlStatus runs the real `ctxctl cluster status --json`.
@@ -254,6 +324,32 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		read += len(data)
 	}
+	// More traffic of r2 through n2: the cluster's traffic on n1's page
+	// is both nodes' counters summed.
+	hc2 := httpClient(t, n2.http)
+	const puts2, hits2, misses2 = 10, 6, 2
+	for i := range puts2 {
+		data := []byte(strings.Repeat("n2", 1000+i))
+		if err := hc2.Put(ctx, block.NewKey("r2", uint64(500+i)), data, block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range hits2 + misses2 {
+		id := uint64(500 + i)
+		if i >= hits2 {
+			id = uint64(2000 + i)
+		}
+		if _, err := hc2.Get(ctx, block.NewKey("r2", id)); (err == nil) != (i < hits2) {
+			t.Fatalf("get %d of r2 through n2 (hit expected: %v): %v", id, i < hits2, err)
+		}
+	}
+	// A KV-event stream on n1 whose engine stamped its batch 42.5 s ago
+	// (as an engine whose events reach the router late): its lag is at
+	// least that.
+	const engineBehind = 42.5
+	postEvents(t, n1.http, map[string]any{"namespace": "r2", "worker": "vllm-lag", "seq": 0,
+		"ts":     float64(time.Now().UnixNano())/1e9 - engineBehind,
+		"events": []map[string]any{{"type": "BlockStored", "block_hashes": []uint64{11, 12}, "parent_block_hash": nil, "block_size": 16}}})
 	t.Logf("cluster of 3 up with %d blocks after %v", blocks, time.Since(start).Round(time.Millisecond))
 
 	shots := screenshotDir(t)
@@ -274,7 +370,7 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Logf("last differences between the page and its sources: %v", diffs)
 		}
 	}()
-	waitFor(t, 20*time.Second, "the page to match ctxctl and /metrics", func() bool {
+	waitFor(t, 40*time.Second, "the page to match ctxctl and /metrics", func() bool {
 		v := readView(t, bctx)
 		st := ctxctlStatus(t, ctxctl, n1.http)
 		m := scrapeMetrics(t, n1.http, `ctxtier_tier_capacity_bytes{tier="dram"}`, `ctxtier_tier_blocks{tier="dram"}`, `ctxtier_tier_allocated_bytes{tier="dram"}`,
@@ -313,16 +409,31 @@ func TestConsoleBrowser(t *testing.T) {
 		check("dram capacity", dram.Capacity, m[`ctxtier_tier_capacity_bytes{tier="dram"}`])
 		check("dram blocks", dram.Blocks, m[`ctxtier_tier_blocks{tier="dram"}`])
 		check("dram used", dram.Used, m[`ctxtier_tier_allocated_bytes{tier="dram"}`])
-		check("r2 blocks in the index", v.Namespaces["r2"], strconv.Itoa(blocks))
-		// r2's traffic on the page is n1's ctxtier_namespace_* counters,
-		// which count exactly the requests made above.
+		check("r2 blocks in the index", v.Namespaces["r2"], strconv.Itoa(blocks+puts2))
+		// r2's traffic on the page is, by default, the cluster's: the sum
+		// of every member's ctxtier_namespace_* counters, which count
+		// exactly the requests made above through n1 and n2.
+		sum := sumMetrics(t, []string{n1.http, n2.http, n3.http}, r2Gets, r2Hits, r2Misses, r2Puts, r2Read, r2Written)
 		tr := v.Traffic["r2"]
-		check("r2 gets", tr.Gets, m[r2Gets])
-		check("r2 hits/misses", tr.HitsMisses, m[r2Hits]+"/"+m[r2Misses])
-		check("r2 puts", tr.Puts, m[r2Puts])
-		check("r2 bytes read", tr.Read, m[r2Read])
-		check("r2 bytes written", tr.Written, m[r2Written])
-		check("r2 gets in /metrics", m[r2Gets], strconv.Itoa(hits+misses))
+		check("r2 cluster gets", tr.Gets, sum[r2Gets])
+		check("r2 cluster hits/misses", tr.HitsMisses, sum[r2Hits]+"/"+sum[r2Misses])
+		check("r2 cluster puts", tr.Puts, sum[r2Puts])
+		check("r2 cluster bytes read", tr.Read, sum[r2Read])
+		check("r2 cluster bytes written", tr.Written, sum[r2Written])
+		check("r2 gets summed over /metrics", sum[r2Gets], strconv.Itoa(hits+misses+hits2+misses2))
+		check("r2 puts summed over /metrics", sum[r2Puts], strconv.Itoa(blocks+puts2))
+		check("members summed", v.Members.Answered+" of "+v.Members.Total+" missing "+v.Members.Missing, "3 of 3 missing ")
+		check("scope", v.Scope, "the cluster's")
+		// The KV-event stream's lag on the page is /metrics' gauge.
+		lag := scrapeMetrics(t, n1.http, `ctxtier_kvevent_lag_seconds{namespace="r2",worker="vllm-lag"}`,
+			`ctxtier_kvevent_last_applied_timestamp_seconds{namespace="r2",worker="vllm-lag"}`)
+		st2 := v.Streams["r2/vllm-lag"]
+		check("stream lag", st2.Lag, lag[`ctxtier_kvevent_lag_seconds{namespace="r2",worker="vllm-lag"}`])
+		check("stream last batch", st2.Last, lag[`ctxtier_kvevent_last_applied_timestamp_seconds{namespace="r2",worker="vllm-lag"}`])
+		if l, err := strconv.ParseFloat(st2.Lag, 64); err != nil || l < engineBehind || l > engineBehind+120 {
+			diffs = append(diffs, fmt.Sprintf("stream lag %q: want the engine's %v s behind plus the post's time", st2.Lag, engineBehind))
+		}
+		check("r2 gets in n1's /metrics", m[r2Gets], strconv.Itoa(hits+misses))
 		check("r2 hits/misses in /metrics", m[r2Hits]+"/"+m[r2Misses], fmt.Sprintf("%d/%d", hits, misses))
 		check("r2 puts in /metrics", m[r2Puts], strconv.Itoa(blocks))
 		check("r2 bytes read in /metrics", m[r2Read], strconv.Itoa(read))
@@ -331,6 +442,21 @@ func TestConsoleBrowser(t *testing.T) {
 	})
 	t.Logf("page matches ctxctl cluster status --json and /metrics (%v since start)", time.Since(start).Round(time.Millisecond))
 	screenshot(t, bctx, shots, "console-cluster.png")
+
+	// This node's scope: r2's traffic is n1's own counters.
+	setScope(t, bctx, "node")
+	waitFor(t, 20*time.Second, "n1's own traffic on the page", func() bool {
+		v := readView(t, bctx)
+		m := scrapeMetrics(t, n1.http, r2Gets, r2Hits, r2Misses, r2Puts, r2Read, r2Written)
+		tr := v.Traffic["r2"]
+		diffs = nil
+		if got, want := fmt.Sprint(v.Scope, tr.Gets, " ", tr.HitsMisses, " ", tr.Puts, " ", tr.Read, " ", tr.Written),
+			fmt.Sprint("this node's ("+n1.id+")", m[r2Gets], " ", m[r2Hits]+"/"+m[r2Misses], " ", m[r2Puts], " ", m[r2Read], " ", m[r2Written]); got != want {
+			diffs = append(diffs, fmt.Sprintf("node scope: page %q, n1's /metrics %q", got, want))
+		}
+		return len(diffs) == 0
+	})
+	setScope(t, bctx, "cluster")
 
 	// Sort the namespaces by gets/s from the keyboard, then read r2 while
 	// the page watches: it shows a rate and puts r2 on top.
@@ -508,6 +634,11 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	t.Logf("%s SIGKILLed: suspect on the page after %v, dead after %v (detector: suspect %v, dead %v)",
 		n2.id, suspectAt.Round(time.Millisecond), deadAt.Round(time.Millisecond), deadAfter/2, deadAfter)
+	waitFor(t, 20*time.Second, "the cluster's traffic without "+n2.id, func() bool {
+		mb := readView(t, bctx).Members
+		return mb.Answered == "2" && mb.Total == "3" && mb.Missing == n2.id
+	})
+	t.Logf("the namespace table names %s as missing from the cluster's traffic", n2.id)
 	screenshot(t, bctx, shots, "console-dead.png")
 	t.Logf("console browser test took %v", time.Since(start).Round(time.Millisecond))
 }

@@ -400,7 +400,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return map[string]any{"repair": parts.backend.RepairStatus(), "restore": parts.backend.RestoreStatus(), "rebalance": parts.backend.RebalanceStatus()}
 	}
 	clusterH := clusterapi.Handler(parts.node, parts.backend, clusterExtra, log,
-		append(clusterOpts(cfg, tlsc, secret), clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(replicatedKeys))...)
+		append(clusterOpts(cfg, tlsc, secret), clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(replicatedKeys),
+			clusterapi.WithTraffic(store.Traffic().Snapshot))...)
 	hsrv.MountOwnAuth("/v1/cluster/", clusterH)
 
 	ingest, err := kvevent.New(kvevent.DefaultConfig(), rt, reg, log)
@@ -412,7 +413,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// access key scoped to "*" (replicated, or from this node's key file).
 	ui, err := newConsole(cfg, secret, parts.node, func() clusterapi.Status {
 		return clusterapi.Snapshot(parts.node, parts.backend, clusterExtra, log)
-	}, clusterH, reg, store.Namespaces, store.Traffic(), rt, replicatedKeys, fileKeys, log)
+	}, clusterH, reg, store.Namespaces, store.Traffic(), newConsoleMembers(clusterOpts(cfg, tlsc, secret)), rt, replicatedKeys, fileKeys, log)
 	if err != nil {
 		return err
 	}

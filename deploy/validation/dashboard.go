@@ -57,6 +57,9 @@ var Metrics = map[string]MetricKind{
 	"ctxtier_raft_commitTime":         Summary,
 	"ctxtier_raft_leader_lastContact": Summary,
 	"ctxtier_raft_fsm_apply":          Summary,
+	// KV-event ingest (gateway/kvevent), per (namespace, worker).
+	"ctxtier_kvevent_lag_seconds":                    Gauge,
+	"ctxtier_kvevent_last_applied_timestamp_seconds": Gauge,
 	// Shard repair (coming with the cluster store).
 	"ctxtier_repair_shards_pending":        Gauge,
 	"ctxtier_repair_shards_repaired_total": Counter,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
@@ -59,6 +60,10 @@ type Config struct {
 	// this client configuration (ctxd --tls-clients serves its HTTP API,
 	// and so this API, over TLS).
 	TLS *tls.Config
+	// Traffic, when set, is this node's per-namespace traffic counters,
+	// served on PathTraffic (always behind the token) for the other
+	// members' consoles.
+	Traffic func() []ctxstore.TrafficCount
 	// LeaderWait bounds how long a member of a configuration that knows no
 	// leader holds a request it must forward before answering 503.
 	LeaderWait time.Duration

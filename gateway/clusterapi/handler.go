@@ -86,6 +86,7 @@ func Handler(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Lo
 	h.keyRoute("POST "+PathKeys, h.createKey)
 	h.keyRoute("POST "+PathKeysRevoke, h.revokeKey)
 	h.route("POST "+PathDrain, true, h.drain)
+	h.route("GET "+PathTraffic, true, h.traffic)
 	h.route("/v1/cluster/", false, func(_ http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no cluster endpoint %s %s", block.ErrNotFound, r.Method, r.URL.Path)
 	})

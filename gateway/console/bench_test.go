@@ -43,11 +43,18 @@ func manyNamespacesConsole(tb testing.TB, n int) (*httptest.Server, *prometheus.
 		v := uint64(i+1) * 1000
 		traffic = append(traffic, ctxstore.TrafficCount{Namespace: fmt.Sprintf("ns-%04d", i), Gets: v, Hits: v - 1, Misses: 1, Puts: v / 2, ReadBytes: v << 20, WrittenBytes: v << 19})
 	}
+	// Three members; the other two answer for their traffic in process
+	// (the request itself is not measured here) with as many namespaces.
 	cl := &fakeCluster{}
+	peers := &fakeMembers{of: map[string]TrafficSource{}}
 	for i := range 3 {
-		cl.status.Members = append(cl.status.Members, clusterMember(i))
+		m := clusterMember(i)
+		m.HTTPAddr = fmt.Sprintf("127.0.0.1:%d", 9000+i)
+		cl.status.Members = append(cl.status.Members, m)
+		peers.of[m.ID] = traffic
 	}
-	c, err := New(DefaultConfig(), Deps{NodeID: "n0", Cluster: cl, Gatherer: reg, Namespaces: ns, Traffic: traffic}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := New(DefaultConfig(), Deps{NodeID: "n0", Cluster: cl, Gatherer: reg, Namespaces: ns, Traffic: traffic, Members: peers},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		tb.Fatal(err)
 	}

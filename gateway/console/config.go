@@ -36,6 +36,11 @@ type Config struct {
 	// PeerTimeout bounds a request to another member's console (its tiers
 	// and charts).
 	PeerTimeout time.Duration
+	// MemberTimeout bounds the request for another member's traffic
+	// counters in each overview build (the members are asked in parallel,
+	// so a dead or slow member delays a build by at most this, and is
+	// named as missing).
+	MemberTimeout time.Duration
 	// MaxBodyBytes bounds an action's JSON body.
 	MaxBodyBytes int64
 }
@@ -43,7 +48,8 @@ type Config struct {
 // DefaultConfig returns the defaults: a sample every 5 s for 15 minutes
 // (180 samples), namespace usage reused for 5 s, the overview built every
 // second while a page asked within 30 s (served up to 2 s old), traffic
-// rates over 5 s or more, 2 s peer requests.
+// rates over 5 s or more, 2 s peer requests, 500 ms for a member's
+// traffic counters.
 func DefaultConfig() Config {
 	return Config{
 		SampleInterval:   5 * time.Second,
@@ -54,6 +60,7 @@ func DefaultConfig() Config {
 		OverviewIdle:     30 * time.Second,
 		TrafficWindow:    5 * time.Second,
 		PeerTimeout:      2 * time.Second,
+		MemberTimeout:    500 * time.Millisecond,
 		MaxBodyBytes:     64 << 10,
 	}
 }
@@ -82,6 +89,8 @@ func (c Config) Validate() error {
 		return bad("TrafficWindow must be positive")
 	case c.PeerTimeout <= 0:
 		return bad("PeerTimeout must be positive")
+	case c.MemberTimeout <= 0:
+		return bad("MemberTimeout must be positive")
 	case c.MaxBodyBytes < 1024:
 		return bad("MaxBodyBytes %d must be at least 1024", c.MaxBodyBytes)
 	}

@@ -71,6 +71,9 @@ type Deps struct {
 	Keys       Keys
 	// Traffic is the namespaces' traffic counters (nil: none shown).
 	Traffic TrafficSource
+	// Members fetches the other members' traffic counters, summed into
+	// the cluster's traffic (nil: the overview has this node's only).
+	Members MemberTraffic
 	// Client fetches other members' consoles (nil: a client with
 	// Config.PeerTimeout).
 	Client *http.Client
@@ -107,6 +110,7 @@ func New(cfg Config, deps Deps, log *slog.Logger) (*Console, error) {
 	c := &Console{cfg: cfg, deps: deps, log: log.With("component", "console"), mux: http.NewServeMux()}
 	c.wake, c.building = make(chan struct{}, 1), make(chan struct{}, 1)
 	c.rates.window = cfg.TrafficWindow
+	c.members = map[string]*rates{}
 	c.sampler = NewSampler(cfg, deps.Gatherer, c.log)
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -108,7 +109,14 @@ func tierRegistry(t testing.TB) *prometheus.Registry {
 	gaps.WithLabelValues("m", "w1").Add(3)
 	healed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxtier_kvevent_gaps_healed_total", Help: "h"}, []string{"namespace", "worker"})
 	healed.WithLabelValues("m", "w1").Add(2)
-	reg.MustRegister(c, req, gaps, healed)
+	// w1's newest batch was applied 1.5 s after the engine stamped it;
+	// w2 (no gap ever) has only its apply time, its batches no ts.
+	lag := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ctxtier_kvevent_lag_seconds", Help: "l"}, []string{"namespace", "worker"})
+	lag.WithLabelValues("m", "w1").Set(1.5)
+	last := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ctxtier_kvevent_last_applied_timestamp_seconds", Help: "t"}, []string{"namespace", "worker"})
+	last.WithLabelValues("m", "w1").Set(1_800_000_000.5)
+	last.WithLabelValues("m", "w2").Set(1_800_000_100)
+	reg.MustRegister(c, req, gaps, healed, lag, last)
 	return reg
 }
 
@@ -141,8 +149,13 @@ func TestNodeViewFromRegistry(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if len(v.Streams) != 1 || v.Streams[0] != (StreamView{Namespace: "m", Worker: "w1", Gaps: 3, Healed: 2}) {
-		t.Errorf("streams %+v", v.Streams)
+	lag := 1.5
+	want := []StreamView{
+		{Namespace: "m", Worker: "w1", Gaps: 3, Healed: 2, LagSeconds: &lag, LastApplied: 1_800_000_000.5},
+		{Namespace: "m", Worker: "w2", LastApplied: 1_800_000_100},
+	}
+	if !reflect.DeepEqual(v.Streams, want) {
+		t.Errorf("streams %s, want %s", jsonOf(t, v.Streams), jsonOf(t, want))
 	}
 }
 
@@ -163,6 +176,7 @@ func TestConfigValidate(t *testing.T) {
 		{"overview idle under its interval", func(c *Config) { c.OverviewIdle = c.OverviewInterval / 2 }, false},
 		{"max age equal to the interval", func(c *Config) { c.OverviewMaxAge = c.OverviewInterval }, true},
 		{"zero traffic window", func(c *Config) { c.TrafficWindow = 0 }, false},
+		{"zero member timeout", func(c *Config) { c.MemberTimeout = 0 }, false},
 		{"small body", func(c *Config) { c.MaxBodyBytes = 10 }, false},
 	} {
 		cfg := DefaultConfig()
@@ -373,4 +387,13 @@ func TestActionsNeedAnAdminKey(t *testing.T) {
 
 func clusterMember(i int) clusterapi.Member {
 	return clusterapi.Member{ID: fmt.Sprintf("n%d", i), State: "alive", Zone: fmt.Sprintf("z%d", i), Capacity: 64 << 30, Voter: true}
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -29,7 +29,7 @@ type TierView struct {
 }
 
 // StreamView is one KV-event stream (a worker of a namespace) as the
-// ingest's per-worker counters report it.
+// ingest's per-worker series report it.
 type StreamView struct {
 	Namespace string  `json:"namespace"`
 	Worker    string  `json:"worker"`
@@ -37,6 +37,13 @@ type StreamView struct {
 	Missed    float64 `json:"missed_batches"`
 	Healed    float64 `json:"healed"`
 	Restarts  float64 `json:"restarts"`
+	// LagSeconds is ctxtier_kvevent_lag_seconds: when the newest batch
+	// was applied minus the engine's timestamp on it (absent: no batch
+	// of the stream carried one).
+	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	// LastApplied is ctxtier_kvevent_last_applied_timestamp_seconds: when
+	// the newest batch or dump was applied, Unix seconds (0: none yet).
+	LastApplied float64 `json:"last_applied"`
 }
 
 // NodeView is one node's own numbers: its tiers, traffic, repair and
@@ -187,10 +194,12 @@ func nodeView(id string, f families) NodeView {
 	type sk struct{ ns, w string }
 	streams := map[sk]*StreamView{}
 	for fam, set := range map[string]func(*StreamView, float64){
-		"ctxtier_kvevent_sequence_gaps_total":   func(s *StreamView, x float64) { s.Gaps += x },
-		"ctxtier_kvevent_missed_batches_total":  func(s *StreamView, x float64) { s.Missed += x },
-		"ctxtier_kvevent_gaps_healed_total":     func(s *StreamView, x float64) { s.Healed += x },
-		"ctxtier_kvevent_worker_restarts_total": func(s *StreamView, x float64) { s.Restarts += x },
+		"ctxtier_kvevent_sequence_gaps_total":            func(s *StreamView, x float64) { s.Gaps += x },
+		"ctxtier_kvevent_missed_batches_total":           func(s *StreamView, x float64) { s.Missed += x },
+		"ctxtier_kvevent_gaps_healed_total":              func(s *StreamView, x float64) { s.Healed += x },
+		"ctxtier_kvevent_worker_restarts_total":          func(s *StreamView, x float64) { s.Restarts += x },
+		"ctxtier_kvevent_lag_seconds":                    func(s *StreamView, x float64) { s.LagSeconds = &x },
+		"ctxtier_kvevent_last_applied_timestamp_seconds": func(s *StreamView, x float64) { s.LastApplied = x },
 	} {
 		mf := f[fam]
 		if mf == nil {

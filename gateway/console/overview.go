@@ -37,6 +37,11 @@ type NamespaceView struct {
 	// TrafficWindowMS; absent when all zero (no traffic in the window, or
 	// no window yet).
 	Rates Traffic `json:"rates,omitzero"`
+	// ClusterTraffic and ClusterRates are the sums of Traffic and Rates
+	// over the members that answered (the overview's TrafficMembers);
+	// absent when all zero.
+	ClusterTraffic Traffic `json:"cluster_traffic,omitzero"`
+	ClusterRates   Traffic `json:"cluster_rates,omitzero"`
 }
 
 // WorkerView is one router worker of a namespace.
@@ -59,6 +64,9 @@ type Overview struct {
 	// TrafficWindowMS is the window the namespaces' rates cover (0: none
 	// yet).
 	TrafficWindowMS int64 `json:"traffic_window_ms"`
+	// TrafficMembers says whose counters the namespaces' cluster_traffic
+	// and cluster_rates sum (absent without Deps.Members).
+	TrafficMembers *ClusterTraffic `json:"traffic_members,omitempty"`
 	// UsageError says why the namespace usage is missing, if it is.
 	UsageError string                       `json:"usage_error,omitempty"`
 	Router     map[string]router.IndexStats `json:"router"`
@@ -179,11 +187,22 @@ func (c *Console) build(ctx context.Context, now time.Time) (Overview, error) {
 		rt, window := c.rates.observe(now, totals)
 		ov.TrafficWindowMS = window.Milliseconds()
 		list := c.deps.Namespaces.Namespaces()
+		var cTotals, cRates map[string]Traffic
+		if c.deps.Members != nil {
+			known := make(map[string]bool, len(list))
+			for _, ns := range list {
+				known[ns.Name] = true
+			}
+			var ct ClusterTraffic
+			ct, cTotals, cRates = c.clusterTraffic(ctx, now, st, known, totals, rt, window)
+			ov.TrafficMembers = &ct
+		}
 		ov.Namespaces = make([]NamespaceView, 0, len(list))
 		for _, ns := range list {
 			ov.Namespaces = append(ov.Namespaces, NamespaceView{Name: ns.Name, Model: ns.Model, DataShards: max(ns.DataShards, 1),
 				ParityShards: ns.ParityShards, TTLSeconds: ns.TTLSeconds, Priority: ns.Priority, WriteMode: string(ns.WriteMode),
-				Quota: ns.Quota, Usage: use[ns.Name], Traffic: totals[ns.Name], Rates: rt[ns.Name]})
+				Quota: ns.Quota, Usage: use[ns.Name], Traffic: totals[ns.Name], Rates: rt[ns.Name],
+				ClusterTraffic: cTotals[ns.Name], ClusterRates: cRates[ns.Name]})
 		}
 		// Largest first: the page shows the top of the list. Names are
 		// unique, so the order is total and an unstable sort is enough (a
@@ -239,7 +258,9 @@ type overviewState struct {
 
 	// Owned by the builder (held building).
 	rates rates
-	nsAt  time.Time
-	nsUse map[string]Usage
-	nsErr error
+	// members are the other members' traffic readings, by id.
+	members map[string]*rates
+	nsAt    time.Time
+	nsUse   map[string]Usage
+	nsErr   error
 }

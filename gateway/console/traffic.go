@@ -34,8 +34,7 @@ func trafficOf(src TrafficSource) map[string]Traffic {
 	snap := src.Snapshot()
 	out := make(map[string]Traffic, len(snap))
 	for _, c := range snap {
-		out[c.Namespace] = Traffic{Gets: float64(c.Gets), Hits: float64(c.Hits), Misses: float64(c.Misses),
-			Puts: float64(c.Puts), ReadBytes: float64(c.ReadBytes), WrittenBytes: float64(c.WrittenBytes)}
+		out[c.Namespace] = trafficOfCount(c)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -70,6 +71,7 @@ type Ingestor struct {
 	sink Sink
 	log  *slog.Logger
 	m    *metrics
+	now  func() time.Time // the clock of the lag gauges (tests replace it)
 
 	mu      sync.Mutex
 	workers map[wkey]*workerSeq
@@ -94,7 +96,7 @@ func New(cfg Config, sink Sink, reg prometheus.Registerer, log *slog.Logger) (*I
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Ingestor{cfg: cfg, sink: sink, log: log, m: newMetrics(reg), workers: map[wkey]*workerSeq{}}, nil
+	return &Ingestor{cfg: cfg, sink: sink, log: log, m: newMetrics(reg), now: time.Now, workers: map[wkey]*workerSeq{}}, nil
 }
 
 // Config returns the ingestor's configuration.
@@ -258,6 +260,7 @@ func (in *Ingestor) apply(src Source, b Batch, res *Result) error {
 		return err
 	}
 	in.m.batches.WithLabelValues(src.Proto, "ok").Inc()
+	in.applied(src, b.TS)
 	for _, ev := range b.Events {
 		in.m.events.WithLabelValues(ev.Kind.String()).Inc()
 	}
@@ -286,10 +289,25 @@ func (in *Ingestor) ApplyDump(src Source, seq uint64, hasSeq bool, stream string
 		return Result{}, err
 	}
 	in.m.dumps.Inc()
+	in.applied(src, b.TS)
 	if hasSeq {
 		ws.seq.advance(seq, stream)
 	}
 	return Result{Verdict: "dump", Applied: len(b.Events), Orphans: st.Orphans}, nil
+}
+
+// applied records that a batch of src's worker, stamped ts by the engine
+// (seconds since the Unix epoch, 0: none), is now in the index: the time
+// of it, and the lag, the apply time minus ts. A replay applies batches in
+// order, so the gauges end on the newest batch. Only a stamped batch
+// moves the lag; a negative one (the engine's clock ahead of this node's)
+// reads 0.
+func (in *Ingestor) applied(src Source, ts float64) {
+	now := float64(in.now().UnixNano()) / 1e9
+	in.m.lastApplied.WithLabelValues(src.Namespace, src.Worker).Set(now)
+	if ts > 0 && !math.IsInf(ts, 0) {
+		in.m.lag.WithLabelValues(src.Namespace, src.Worker).Set(max(now-ts, 0))
+	}
 }
 
 // ReportLoad passes a worker's load report on.
@@ -308,10 +326,14 @@ type metrics struct {
 	missed   *prometheus.CounterVec
 	healed   *prometheus.CounterVec
 	restarts *prometheus.CounterVec
-	skipped  prometheus.Counter
-	orphans  prometheus.Counter
-	dumps    prometheus.Counter
-	loads    prometheus.Counter
+	// lag and lastApplied are per worker: the apply time minus the engine
+	// timestamp of the newest batch applied, and that apply time.
+	lag         *prometheus.GaugeVec
+	lastApplied *prometheus.GaugeVec
+	skipped     prometheus.Counter
+	orphans     prometheus.Counter
+	dumps       prometheus.Counter
+	loads       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -328,6 +350,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "gaps_healed_total", Help: "Sequence gaps filled by replay, per worker."}, []string{"namespace", "worker"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ctxtier", Subsystem: "kvevent",
 			Name: "worker_restarts_total", Help: "Publisher restarts (sequence reset), per worker."}, []string{"namespace", "worker"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ctxtier", Subsystem: "kvevent",
+			Name: "lag_seconds", Help: "How far the router's index was behind the worker's KV-event stream: the time the newest batch was applied minus the engine's timestamp (ts) on it, per worker (only batches with a ts; clocks assumed in sync, a negative value reads 0)."},
+			[]string{"namespace", "worker"}),
+		lastApplied: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ctxtier", Subsystem: "kvevent",
+			Name: "last_applied_timestamp_seconds", Help: "When the worker's newest KV-event batch or dump was applied (Unix seconds), per worker."},
+			[]string{"namespace", "worker"}),
 		skipped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctxtier", Subsystem: "kvevent",
 			Name: "skipped_events_total", Help: "Events of unknown kinds or non-zero KV-cache groups, not indexed."}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctxtier", Subsystem: "kvevent",
@@ -338,7 +366,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "load_reports_total", Help: "Worker load reports received."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.batches, m.events, m.gaps, m.missed, m.healed, m.restarts, m.skipped, m.orphans, m.dumps, m.loads)
+		reg.MustRegister(m.batches, m.events, m.gaps, m.missed, m.healed, m.restarts, m.lag, m.lastApplied, m.skipped, m.orphans, m.dumps, m.loads)
 	}
 	return m
 }

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
@@ -340,8 +343,8 @@ func FuzzDecodeJSON(f *testing.F) {
 	})
 }
 
-// counter reads a counter from reg by name, for the series whose worker label is worker.
-func counter(t *testing.T, reg *prometheus.Registry, name, worker string) float64 {
+// series is worker's sample of the family name, nil when it has none.
+func series(t *testing.T, reg *prometheus.Registry, name, worker string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -354,10 +357,107 @@ func counter(t *testing.T, reg *prometheus.Registry, name, worker string) float6
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "worker" && l.GetValue() == worker {
-					return m.GetCounter().GetValue()
+					return m
 				}
 			}
 		}
 	}
-	return 0
+	return nil
+}
+
+// counter is a per-worker counter's value (0 without a series).
+func counter(t *testing.T, reg *prometheus.Registry, name, worker string) float64 {
+	t.Helper()
+	return series(t, reg, name, worker).GetCounter().GetValue()
+}
+
+// gauge is a per-worker gauge's value, and whether the series exists.
+func gauge(t *testing.T, reg *prometheus.Registry, name, worker string) (float64, bool) {
+	t.Helper()
+	m := series(t, reg, name, worker)
+	return m.GetGauge().GetValue(), m != nil
+}
+
+// TestLagGauges checks ctxtier_kvevent_lag_seconds (apply time minus the
+// engine's ts of the newest batch applied) and
+// ctxtier_kvevent_last_applied_timestamp_seconds on a fixed clock.
+func TestLagGauges(t *testing.T) {
+	clock := time.Unix(1_800_000_000, 250_000_000)
+	stored := func(hashes ...uint64) []router.Event {
+		return []router.Event{{Kind: router.Stored, Hashes: hashes, Medium: router.Device}}
+	}
+	type step struct {
+		seq     uint64
+		ts      float64 // the batch's engine timestamp (0: none)
+		dump    bool
+		advance time.Duration // the clock moves this much before the batch
+	}
+	for _, tc := range []struct {
+		name        string
+		steps       []step
+		wantLag     float64 // -1: no lag series
+		wantApplied time.Duration
+	}{
+		{name: "stamped batch", steps: []step{{seq: 0, ts: 1_800_000_000 - 2.75}}, wantLag: 3},
+		{name: "newest batch wins", steps: []step{{seq: 0, ts: 1_800_000_000 - 30}, {seq: 1, ts: 1_800_000_000.25 - 0.5, advance: 0}}, wantLag: 0.5},
+		{name: "clock moves", steps: []step{{seq: 0, ts: 1_800_000_000}, {seq: 1, ts: 1_800_000_001, advance: 4 * time.Second}}, wantLag: 3.25, wantApplied: 4 * time.Second},
+		{name: "unstamped batch keeps the lag", steps: []step{{seq: 0, ts: 1_800_000_000 - 1}, {seq: 1, advance: time.Second}}, wantLag: 1.25, wantApplied: time.Second},
+		{name: "no stamp ever", steps: []step{{seq: 0}}, wantLag: -1},
+		{name: "engine clock ahead reads zero", steps: []step{{seq: 0, ts: 1_800_000_100}}, wantLag: 0},
+		{name: "dump", steps: []step{{seq: 0, ts: 1_800_000_000 - 60}, {seq: 5, ts: 1_800_000_000 - 10, dump: true, advance: 0}}, wantLag: 10.25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			now := clock
+			e.in.now = func() time.Time { return now }
+			for i, s := range tc.steps {
+				now = now.Add(s.advance)
+				b := Batch{TS: s.ts, Events: stored(uint64(10 + i))}
+				var err error
+				if s.dump {
+					_, err = e.in.ApplyDump(e.src, s.seq, true, "", b)
+				} else {
+					_, err = e.in.Ingest(context.Background(), e.src, s.seq, true, "", b, nil)
+				}
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			lag, ok := gauge(t, e.reg, "ctxtier_kvevent_lag_seconds", "w0")
+			switch {
+			case tc.wantLag < 0 && ok:
+				t.Fatalf("lag %v exported for a stream without timestamps", lag)
+			case tc.wantLag >= 0 && (!ok || math.Abs(lag-tc.wantLag) > 1e-6):
+				t.Fatalf("lag %v (exported %v), want %v", lag, ok, tc.wantLag)
+			}
+			at, ok := gauge(t, e.reg, "ctxtier_kvevent_last_applied_timestamp_seconds", "w0")
+			want := float64(clock.Add(tc.wantApplied).UnixNano()) / 1e9
+			if !ok || math.Abs(at-want) > 1e-6 {
+				t.Fatalf("last applied %v (exported %v), want %v", at, ok, want)
+			}
+		})
+	}
+}
+
+// TestLagAfterReplay: a healed gap applies the replayed (older) batches
+// first and the batch that revealed the gap last, so the lag is that of
+// the newest batch.
+func TestLagAfterReplay(t *testing.T) {
+	e := newEnv(t)
+	now := time.Unix(1_800_000_000, 0)
+	e.in.now = func() time.Time { return now }
+	// Replayed frames are msgpack with ts 0 (encStored): they set no lag.
+	rp := &fakeReplayer{frames: []Frame{{Seq: 1, Payload: encStored(t, 1, "GPU", 2)}}}
+	if _, err := e.in.Ingest(context.Background(), e.src, 0, true, "", Batch{TS: 1_800_000_000 - 50,
+		Events: []router.Event{{Kind: router.Stored, Hashes: []uint64{1}, Medium: router.Device}}}, rp); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.in.Ingest(context.Background(), e.src, 2, true, "", Batch{TS: 1_800_000_000 - 7,
+		Events: []router.Event{{Kind: router.Stored, Hashes: []uint64{3}, Parent: 2, HasParent: true, Medium: router.Device}}}, rp)
+	if err != nil || r.Replayed != 1 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if lag, ok := gauge(t, e.reg, "ctxtier_kvevent_lag_seconds", "w0"); !ok || lag != 7 {
+		t.Fatalf("lag %v (%v), want 7", lag, ok)
+	}
 }

@@ -5,7 +5,7 @@
   const $ = (id) => document.getElementById(id);
   const POLL_MS = 2000, SERIES_MS = 5000;
   const state = { key: sessionStorage.getItem("ctxtier-admin-key") || "", admin: false, pick: "", self: "",
-    drainHist: {}, repairHist: [], members: [], lastOverview: null, nsSort: { key: "bytes", dir: -1 } };
+    drainHist: {}, repairHist: [], members: [], lastOverview: null, nsSort: { key: "bytes", dir: -1 }, scope: "cluster" };
 
   const fmtBytes = (n) => {
     if (n === undefined || n === null || isNaN(n)) return "—";
@@ -166,12 +166,19 @@
     setFact("demotions", fmtNum(v.demotions), v.demotions);
     setFact("promotions", fmtNum(v.promotions), v.promotions);
     setFact("requests", fmtNum(v.requests), v.requests);
+    $("streams-node").textContent = v.node_id;
     const sb = $("streams").tBodies[0]; sb.replaceChildren();
-    if (!v.streams.length) emptyRow(sb, "No KV-event stream on this node.", 6);
+    if (!v.streams.length) emptyRow(sb, "No KV-event stream on this node.", 8);
+    // Ages are against the overview's time (this node's clock).
+    const now = state.lastOverview ? state.lastOverview.time / 1000 : Date.now() / 1000;
     for (const s of v.streams) {
-      const tr = el("tr");
+      const tr = el("tr", null, { "data-stream": s.namespace + "/" + s.worker });
+      const lag = s.lag_seconds === undefined ? cell("no ts", "") : cell(fmtLag(s.lag_seconds), s.lag_seconds, "num");
+      lag.dataset.field = "lag";
+      const last = cell(s.last_applied ? fmtLag(Math.max(0, now - s.last_applied)) + " ago" : "—", s.last_applied || "", "num");
+      last.dataset.field = "last";
       tr.append(el("td", s.namespace), el("td", s.worker), cell(fmtNum(s.gaps), s.gaps, "num"), cell(fmtNum(s.missed_batches), s.missed_batches, "num"),
-        cell(fmtNum(s.healed), s.healed, "num"), cell(fmtNum(s.restarts), s.restarts, "num"));
+        cell(fmtNum(s.healed), s.healed, "num"), cell(fmtNum(s.restarts), s.restarts, "num"), lag, last);
       sb.append(tr);
     }
   }
@@ -179,7 +186,11 @@
   // Namespace table sort keys: value of a row for each sortable column.
   // A namespace with no traffic has no "traffic" nor "rates" in the JSON.
   const NO_TRAFFIC = { gets: 0, hits: 0, misses: 0, puts: 0, read_bytes: 0, written_bytes: 0 };
-  const tr = (n) => Object.assign({}, NO_TRAFFIC, n.traffic), rt = (n) => Object.assign({}, NO_TRAFFIC, n.rates);
+  // The scope picks the cluster's sums (when the overview has them) or
+  // this node's own counters.
+  const clusterScope = () => state.scope === "cluster" && !!(state.lastOverview && state.lastOverview.traffic_members);
+  const tr = (n) => Object.assign({}, NO_TRAFFIC, clusterScope() ? n.cluster_traffic : n.traffic);
+  const rt = (n) => Object.assign({}, NO_TRAFFIC, clusterScope() ? n.cluster_rates : n.rates);
   const hitRatio = (r) => (r.hits + r.misses > 0 ? r.hits / (r.hits + r.misses) : -1);
   const NS_SORT = {
     name: { label: "name", get: (n) => n.name }, blocks: { label: "blocks", get: (n) => n.blocks },
@@ -205,6 +216,7 @@
     if (state.lastOverview) renderNamespaces(state.lastOverview);
     announce("Namespaces sorted by " + NS_SORT[s.key].label + (s.dir > 0 ? ", ascending." : ", descending."));
   }
+  const fmtLag = (s) => (!isFinite(s) ? "—" : s < 10 ? s.toFixed(2) + " s" : fmtDur(s));
   const fmtRate = (v) => (!isFinite(v) ? "—" : v === 0 ? "0" : v < 10 ? v.toFixed(2) : fmtNum(Math.round(v)));
   // rateCell shows a rate; data-value is the rate, data-total the total
   // since the node started (the namespace's counter in /metrics).
@@ -222,6 +234,7 @@
     const all = sortNamespaces(ov.namespaces.filter((n) => !f || n.name.toLowerCase().includes(f)));
     $("ns-count").textContent = all.length + " of " + ov.namespaces.length + " namespaces" + (ov.usage_error ? " — usage unavailable: " + ov.usage_error : "");
     $("ns-window").textContent = ov.traffic_window_ms ? fmtDur(ov.traffic_window_ms / 1000) : "— (measuring)";
+    renderScope(ov);
     const tb = $("ns-table").tBodies[0]; tb.replaceChildren();
     for (const n of all.slice(0, 100)) {
       const r = rt(n), t = tr(n), hr = hitRatio(r);
@@ -244,6 +257,22 @@
       tr.append(el("td", w.namespace), el("td", w.worker), cell(fmtNum(w.residencies), w.residencies, "num"), el("td", load), el("td", w.stale ? "yes" : "no"));
       wb.append(tr);
     }
+  }
+
+  // renderScope says whose traffic the table shows and, for the cluster,
+  // which members answered (a member that did not is named, with why).
+  function renderScope(ov) {
+    const tm = ov.traffic_members, p = $("ns-members");
+    $("ns-scope").hidden = !tm;
+    $("ns-scope-name").textContent = clusterScope() ? "the cluster's" : "this node's (" + ov.node_id + ")";
+    if (!tm || !clusterScope()) { p.textContent = ""; p.dataset.answered = p.dataset.total = p.dataset.missing = ""; return; }
+    const missing = tm.members.filter((m) => !m.answered), pending = tm.members.filter((m) => m.answered && !m.window_ms);
+    p.dataset.answered = String(tm.answered); p.dataset.total = String(tm.total);
+    p.dataset.missing = missing.map((m) => m.id).join(",");
+    p.textContent = "Cluster traffic from " + tm.answered + " of " + tm.total + " members" +
+      (missing.length ? "; missing: " + missing.map((m) => m.id + " (" + (m.error || m.state) + ")").join(", ") : "") +
+      (pending.length ? "; rates of " + pending.map((m) => m.id).join(", ") + " from the next window" : "") + ".";
+    p.className = missing.length ? "warn" : "";
   }
 
   // Charts: small SVG line charts of the sampler's ring.
@@ -379,6 +408,11 @@
   $("node-pick").addEventListener("change", (ev) => { state.pick = ev.target.value; refresh(); refreshSeries(); });
   for (const b of document.querySelectorAll("#ns-table button.sort")) b.addEventListener("click", () => setSort(b.dataset.sort));
   $("ns-filter").addEventListener("input", () => { if (state.lastOverview) renderNamespaces(state.lastOverview); });
+  for (const r of document.querySelectorAll('input[name="ns-scope"]')) r.addEventListener("change", () => {
+    state.scope = r.value;
+    if (state.lastOverview) renderNamespaces(state.lastOverview);
+    announce("Namespace traffic of " + (state.scope === "cluster" ? "the cluster." : "this node."));
+  });
   $("transfer-btn").addEventListener("click", () => {
     const leader = state.lastOverview && state.lastOverview.cluster.leader ? state.lastOverview.cluster.leader.id : "";
     const picks = [{ value: "", label: "the most up-to-date follower" }].concat(state.members.filter((m) => m.voter && m.id !== leader && m.state === "alive").map((m) => ({ value: m.id, label: m.id })));
