@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/gateway/console"
+	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
@@ -90,12 +92,16 @@ func (n consoleNamespaces) Usage(ctx context.Context) (map[string]console.Usage,
 
 // newConsole builds the operator console at /ui/ over this node's cluster
 // handler, registry, index, namespace traffic, router and access keys.
-func newConsole(cfg Config, secret string, node interface{ FSM() *fsm.FSM }, status func() clusterapi.Status, clusterH http.Handler,
+func newConsole(cfg Config, tlsc *raft.TLS, secret string, node interface{ FSM() *fsm.FSM }, status func() clusterapi.Status, clusterH http.Handler,
 	reg prometheus.Gatherer, namespaces func() []block.Namespace, traffic console.TrafficSource, members console.MemberTraffic, rt *router.Router,
 	replicated *credential.Replicated, file *credential.FileStore, log *slog.Logger) (*console.Console, error) {
 	api := clusterapi.NewClient("http://"+selfHost, clusterapi.WithToken(secret),
 		clusterapi.WithHTTPClient(&http.Client{Transport: inProcess{clusterH}, Timeout: 30 * time.Second}))
 	keys := consoleKeys{replicated: replicated, file: file, api: api}
+	var peerTLS *tls.Config
+	if cfg.TLSClients {
+		peerTLS = tlsc.ClientConfig("") // the members' HTTP ports serve TLS only
+	}
 	return console.New(console.DefaultConfig(), console.Deps{
 		NodeID:     cfg.NodeID,
 		Cluster:    consoleCluster{status: status, api: api},
@@ -105,6 +111,7 @@ func newConsole(cfg Config, secret string, node interface{ FSM() *fsm.FSM }, sta
 		Keys:       keys,
 		Traffic:    traffic,
 		Members:    members,
+		PeerTLS:    peerTLS,
 	}, log)
 }
 

@@ -411,7 +411,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	hsrv.Mount("/v1/route/", routing.Handler("/v1/route", rt, ingest, log))
 	// The operator console (/ui/): read-only for anyone, actions with an
 	// access key scoped to "*" (replicated, or from this node's key file).
-	ui, err := newConsole(cfg, secret, parts.node, func() clusterapi.Status {
+	ui, err := newConsole(cfg, tlsc, secret, parts.node, func() clusterapi.Status {
 		return clusterapi.Snapshot(parts.node, parts.backend, clusterExtra, log)
 	}, clusterH, reg, store.Namespaces, store.Traffic(), newConsoleMembers(clusterOpts(cfg, tlsc, secret)), rt, replicatedKeys, fileKeys, log)
 	if err != nil {

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/tls"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -75,8 +76,12 @@ type Deps struct {
 	// the cluster's traffic (nil: the overview has this node's only).
 	Members MemberTraffic
 	// Client fetches other members' consoles (nil: a client with
-	// Config.PeerTimeout).
+	// Config.PeerTimeout, over TLS with PeerTLS when that is set).
 	Client *http.Client
+	// PeerTLS, when set, is how this node reaches the other members' HTTP
+	// ports (ctxd --tls-clients serves them with TLS only): their consoles
+	// are fetched over https with it.
+	PeerTLS *tls.Config
 }
 
 //go:embed assets
@@ -106,6 +111,9 @@ func New(cfg Config, deps Deps, log *slog.Logger) (*Console, error) {
 	}
 	if deps.Client == nil {
 		deps.Client = &http.Client{Timeout: cfg.PeerTimeout}
+		if deps.PeerTLS != nil {
+			deps.Client.Transport = &http.Transport{TLSClientConfig: deps.PeerTLS, ForceAttemptHTTP2: true}
+		}
 	}
 	c := &Console{cfg: cfg, deps: deps, log: log.With("component", "console"), mux: http.NewServeMux()}
 	c.wake, c.building = make(chan struct{}, 1), make(chan struct{}, 1)

@@ -64,7 +64,11 @@ func (c *Console) fromPeer(ctx context.Context, id, path string, out any) error 
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.PeerTimeout)
 	defer cancel()
-	u := (&url.URL{Scheme: "http", Host: addr, Path: path}).String()
+	scheme := "http"
+	if c.deps.PeerTLS != nil {
+		scheme = "https"
+	}
+	u := (&url.URL{Scheme: scheme, Host: addr, Path: path}).String()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("%w: member %s: %v", block.ErrInvalidArgument, id, err)
