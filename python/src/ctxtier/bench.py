@@ -198,7 +198,7 @@ def main(argv=None) -> int:
     ap.add_argument("--block-size", type=parse_size, default=parse_size("2MiB"))
     ap.add_argument("--clients", type=int, default=4, help="client processes, one connection each")
     ap.add_argument("--duration", type=parse_duration, default=10.0, help="per load, split into --rounds")
-    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of each load")
+    ap.add_argument("--rounds", type=int, default=10, help="alternating rounds of each load (order rotated)")
     ap.add_argument("--warmup", type=parse_duration, default=0.5, help="per load, once before the rounds, not counted")
     ap.add_argument("--keys", type=int, default=64, help="working set: distinct blocks")
     ap.add_argument("--no-verify", action="store_true", help="leave GET verification to the server's tier")
