@@ -47,13 +47,15 @@ func (c *conn) respond(r *response) {
 	}
 	n := c.tryWrite(segs)
 	rest := skip(segs, n)
-	c.one[0] = nil
 	if len(rest) == 0 {
+		c.one[0] = nil
 		r.finish(c.s)
 		return
 	}
 	// The writer owns the rest; the response keeps its leases until then.
+	// Copied before c.one is cleared: with nothing written, rest is c.one.
 	r.segs = append(net.Buffers(nil), rest...)
+	c.one[0] = nil
 	c.enqueue(r)
 }
 

@@ -119,6 +119,41 @@ func TestSlowReaderGetsWholeBlocks(t *testing.T) {
 	waitLeases(t, srv, 0)
 }
 
+// TestResponseAfterWriteDeadlinePassed: once the writer has written with
+// a write deadline, that deadline stays on the socket, and when it has
+// passed the reader's own write is refused before any byte is written.
+// The response must then go to the writer whole (which sets a new
+// deadline), for a small response (no segments) as for a block.
+func TestResponseAfterWriteDeadlinePassed(t *testing.T) {
+	cfg := native.DefaultConfig()
+	cfg.MaxBlockSize = 8 << 20
+	cfg.MaxResponseSize = 16 << 20
+	cfg.WriteTimeout = 300 * time.Millisecond
+	srv := startServer(t, cfg)
+	r, _ := dialRaw(t, srv.Addr, wire.Version)
+	r.nc.SetDeadline(time.Now().Add(60 * time.Second))
+	keys, data := putBlocks(t, r, 1, 8<<20)
+	for i := range 3 {
+		// More than the socket takes at once: the writer finishes it,
+		// with a write deadline 300 ms ahead.
+		r.send(frame(wire.OpGet, uint64(10+i), 1, keyBody("default", keys[0])))
+		if resp := r.recv(); resp.Header.ID != uint64(10+i) || resp.Items[0].Code != errcode.OK || !bytes.Equal(resp.Items[0].Data, data[0]) {
+			t.Fatalf("get %d: not the block", i)
+		}
+		time.Sleep(400 * time.Millisecond) // the deadline passes
+		r.send(frame(wire.OpExists, uint64(20+i), 1, keyBody("default", keys[0])))
+		if resp := r.recv(); resp.Header.ID != uint64(20+i) || resp.Header.Code != errcode.OK || !resp.Items[0].Present {
+			t.Fatalf("exists %d: %+v", i, resp)
+		}
+		time.Sleep(400 * time.Millisecond)
+		r.send(frame(wire.OpGet, uint64(30+i), 1, keyBody("default", keys[0])))
+		if resp := r.recv(); resp.Header.ID != uint64(30+i) || resp.Items[0].Code != errcode.OK || !bytes.Equal(resp.Items[0].Data, data[0]) {
+			t.Fatalf("get %d after the deadline: not the block", i)
+		}
+	}
+	waitLeases(t, srv, 0)
+}
+
 func waitLeases(t *testing.T, srv *nativetest.Server, want int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
