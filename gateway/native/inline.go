@@ -11,8 +11,8 @@ import (
 // maxIOV is the most segments one writev(2) takes (Linux's IOV_MAX).
 const maxIOV = 1024
 
-// rawConn returns the plain TCP socket behind nc for the reader's
-// non-blocking writes, or nil (TLS, or not TCP).
+// rawConn returns the plain TCP socket behind nc, for the reader's
+// non-blocking writes and for sendfile, or nil (TLS, or not TCP).
 func rawConn(nc net.Conn) syscall.RawConn {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
