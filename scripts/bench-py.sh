@@ -8,12 +8,16 @@
 # Python socket reading ctxd's own GET responses).
 # Extra arguments are passed to ctxtier.bench. Needs `make build py-venv`.
 # BENCH_PORT (default 7400) moves all five ports: native, HTTP, Raft, S3 admin,
-# peer = BENCH_PORT .. BENCH_PORT+4, every one passed explicitly.
+# peer = BENCH_PORT .. BENCH_PORT+4, every one passed explicitly. CTXD (default
+# bin/ctxd) names the server binary, to compare two builds in alternation.
+# The load average is printed first: on a shared machine it says how far the
+# GB/s figures can be trusted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 p=${BENCH_PORT:-7400}
 dir=$(mktemp -d)
-bin/ctxd --data-dir "$dir" --listen 127.0.0.1:$p --http-listen 127.0.0.1:$((p + 1)) \
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+${CTXD:-bin/ctxd} --data-dir "$dir" --listen 127.0.0.1:$p --http-listen 127.0.0.1:$((p + 1)) \
   --raft-listen 127.0.0.1:$((p + 2)) --s3-admin-listen 127.0.0.1:$((p + 3)) --peer-listen 127.0.0.1:$((p + 4)) \
   --resp-listen "" --dram-capacity 2GiB --log-level warn &
 pid=$!

@@ -9,8 +9,11 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
@@ -46,6 +49,22 @@ type conn struct {
 	// readerVerifies: the client declared wire.HelloVerifiesGets, so its
 	// GETs read DRAM without the tier's at-rest pass (exec.go, get).
 	readerVerifies bool
+	// rc is the plain TCP socket the reader writes to without waiting
+	// (inline.go, respond); nil over TLS.
+	rc syscall.RawConn
+	// queued counts the responses handed to the writer and not yet
+	// written: while it is 0 the writer is idle with nothing pending, and
+	// the reader may write a response itself.
+	queued atomic.Int64
+	// one is respond's scratch for a response without segments; iov is
+	// its writev's.
+	one [1][]byte
+	iov []unix.Iovec
+	// writeFn (c.writeSome), wsegs and wrote are tryWrite's callback,
+	// its input and its result.
+	writeFn func(fd uintptr) bool
+	wsegs   net.Buffers
+	wrote   int64
 	// send is the socket GET payloads are sendfile'd to; nil when
 	// Config.Sendfile is off or the connection is not plain TCP.
 	send syscall.RawConn
@@ -75,7 +94,7 @@ func (s *Server) newConn(nc net.Conn) *conn {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, readBufSize), out: make(chan *response, s.cfg.MaxInFlight), ctx: ctx, cancel: cancel,
-		send: sendConn(nc, s.cfg.Sendfile)}
+		rc: rawConn(nc), send: sendConn(nc, s.cfg.Sendfile)}
 }
 
 // StopReading makes the reader stop before the next request; a reader
@@ -249,7 +268,7 @@ func (c *conn) readLoop() {
 		}
 		s.bufs.put(body) // the store copied what it keeps
 		release()
-		c.out <- r
+		c.respond(r)
 	}
 }
 
@@ -257,7 +276,7 @@ func (c *conn) readLoop() {
 // closed after it is written.
 func (c *conn) fail(h wire.Header, start time.Time, code errcode.Code, msg string) {
 	c.s.log.Debug("closing connection", "remote", c.nc.RemoteAddr(), "code", code, "err", msg)
-	c.out <- errorResponse(h, start, code, msg, true)
+	c.enqueue(errorResponse(h, start, code, msg, true))
 }
 
 func (c *conn) writeLoop() {
@@ -265,6 +284,9 @@ func (c *conn) writeLoop() {
 	var pending []byte
 	var broken bool
 	var bufs net.Buffers
+	// unwritten counts the responses taken from out whose bytes are not
+	// all written yet (gathered in pending); queued drops by it once they are.
+	var unwritten int64
 	defer func() {
 		if c.pipe != nil {
 			c.pipe.close()
@@ -301,6 +323,11 @@ func (c *conn) writeLoop() {
 		r.finish(s)
 		if r.closeAfter {
 			c.nc.Close()
+		}
+		unwritten++
+		if len(pending) == 0 {
+			c.queued.Add(-unwritten)
+			unwritten = 0
 		}
 	}
 }

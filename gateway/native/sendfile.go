@@ -29,15 +29,7 @@ func sendConn(nc net.Conn, on bool) syscall.RawConn {
 	if !on {
 		return nil
 	}
-	tc, ok := nc.(*net.TCPConn)
-	if !ok {
-		return nil
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	return rc
+	return rawConn(nc)
 }
 
 // sendFile sends n bytes of file fd, starting at off, to the socket behind

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +21,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 def test_bench_runs_and_prints_the_ratio_last(ctxd):
     env = dict(os.environ, PYTHONPATH=str(SRC))
     out = subprocess.run([sys.executable, "-m", "ctxtier.bench", "--addr", ctxd.addr, "--block-size", "64KiB",
-                          "--clients", "2", "--duration", "1s", "--rounds", "2", "--keys", "8",
-                          "--server-pid", str(ctxd.proc.pid)],
+                          "--clients", "2", "--duration", "1.5s", "--rounds", "3", "--warmup", "100ms", "--keys",
+                          "8", "--server-pid", str(ctxd.proc.pid)],
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
@@ -29,16 +30,31 @@ def test_bench_runs_and_prints_the_ratio_last(ctxd):
     assert float(lines[-1].split("=")[1]) > 0
     assert any(l.startswith("ctxtier python get_into:") and " 0 errors" in l for l in lines)
     assert any(l.startswith("raw python socket:") for l in lines)
-    # The CPU ratio is raw's (client + server) CPU per GB over ctxtier's, as printed.
     assert any(l.startswith("raw python socket from ctxd:") and " 0 errors" in l for l in lines)
     assert lines[-2].startswith("ratio_vs_raw_socket_same_server=")
     assert float(lines[-2].split("=")[1]) > 0
-    m = re.fullmatch(r"cpu per GB, clients \+ server: ctxtier ([\d.]+) s/GB, raw ([\d.]+) s/GB, raw from ctxd "
-                     r"([\d.]+) s/GB; cpu_ratio_vs_raw_socket=([\d.]+)", lines[-3])
+    # One line per round; the order of the loads rotates, and each round's
+    # ratios are its own GB/s figures divided.
+    rounds = [re.fullmatch(r"round (\d) \(([a-z,]+)\): ctxtier ([\d.]+) GB/s, raw ([\d.]+) GB/s, raw from ctxd "
+                           r"([\d.]+) GB/s; ratio ([\d.]+), same server ([\d.]+); cpu s/GB ctxtier ([\d.]+), "
+                           r"raw ([\d.]+), raw from ctxd ([\d.]+), cpu ratio ([\d.]+)", l)
+              for l in lines if l.startswith("round ")]
+    assert len(rounds) == 3 and all(rounds), lines
+    assert [m.group(2).split(",")[0] for m in rounds] == ["raw", "rawctxd", "ctxtier"]
+    for m in rounds:
+        ct, raw, rawctxd, r, same = (float(m.group(k)) for k in (3, 4, 5, 6, 7))
+        assert ct > 0 and raw > 0 and rawctxd > 0
+        assert r == pytest.approx(ct / raw, rel=0.02, abs=0.002)
+        assert same == pytest.approx(ct / rawctxd, rel=0.02, abs=0.002)
+        cc, cr, cpu_ratio = float(m.group(8)), float(m.group(9)), float(m.group(11))
+        assert cpu_ratio == pytest.approx(cr / cc, rel=0.02, abs=0.002)
+    # The printed ratios are the medians of the rounds'.
+    assert float(lines[-1].split("=")[1]) == pytest.approx(statistics.median(float(m.group(6)) for m in rounds), abs=0.001)
+    assert float(lines[-2].split("=")[1]) == pytest.approx(statistics.median(float(m.group(7)) for m in rounds), abs=0.001)
+    m = re.fullmatch(r"cpu per GB, clients \+ server, median of rounds: ctxtier ([\d.]+) s/GB, raw ([\d.]+) s/GB, "
+                     r"raw from ctxd ([\d.]+) s/GB; cpu_ratio_vs_raw_socket=([\d.]+)", lines[-3])
     assert m, lines[-3]
-    cc, cr, cs, ratio = map(float, m.groups())
-    assert cc > 0 and cr > 0 and cs > 0
-    assert ratio == pytest.approx(cr / cc, rel=0.03)
+    assert float(m.group(4)) == pytest.approx(statistics.median(float(r.group(11)) for r in rounds), abs=0.001)
 
 
 def test_numpy_views_are_sent_and_filled_in_place(ctxd):

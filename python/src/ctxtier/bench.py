@@ -21,10 +21,14 @@ rounds of three loads with the same block size, clients and total duration:
   against it: what the client's own work costs.
 
 Clients are processes (one connection each), so the GIL of one client
-process does not limit another. The last line printed is
-``ratio_vs_raw_socket=<ctxtier GB/s / raw GB/s>``. With --server-pid the
+process does not limit another. After an uncounted warm-up of each load
+(--warmup), the --rounds rounds run the three loads one after another, the
+order rotated each round so that no load always goes first; every round
+prints its GB/s and ratios. The last line printed is
+``ratio_vs_raw_socket=<median over the rounds of ctxtier GB/s / raw GB/s>``
+(each round's ctxtier load against the raw load of the same round). With --server-pid the
 line before it compares CPU seconds per GB of the clients plus their server
-(``cpu_ratio_vs_raw_socket=<raw / ctxtier>``), the figure the GB/s ratio
+(``cpu_ratio_vs_raw_socket=<raw / ctxtier>``, the median of the rounds'), the figure the GB/s ratio
 tends to on a quiet CPU-bound machine. With --go-ctxbench PATH
 it also runs the Go client's figure (``ctxbench load --vs-baseline``) against
 the same server first and prints its result.
@@ -38,6 +42,7 @@ import os
 import random
 import re
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -193,14 +198,15 @@ def main(argv=None) -> int:
     ap.add_argument("--block-size", type=parse_size, default=parse_size("2MiB"))
     ap.add_argument("--clients", type=int, default=4, help="client processes, one connection each")
     ap.add_argument("--duration", type=parse_duration, default=10.0, help="per load, split into --rounds")
-    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of each load")
+    ap.add_argument("--rounds", type=int, default=10, help="alternating rounds of each load (order rotated)")
+    ap.add_argument("--warmup", type=parse_duration, default=0.5, help="per load, once before the rounds, not counted")
     ap.add_argument("--keys", type=int, default=64, help="working set: distinct blocks")
     ap.add_argument("--no-verify", action="store_true", help="leave GET verification to the server's tier")
     ap.add_argument("--server-pid", type=int, help="ctxd's pid, to report the server's CPU per GB as well")
     ap.add_argument("--go-ctxbench", metavar="PATH", help="also run the Go client's `ctxbench load --vs-baseline`")
     a = ap.parse_args(argv)
-    if a.clients < 1 or a.keys < 1 or a.rounds < 1 or a.block_size < 1:
-        ap.error("--clients, --keys, --rounds and --block-size must be positive")
+    if a.clients < 1 or a.keys < 1 or a.rounds < 1 or a.block_size < 1 or a.warmup < 0:
+        ap.error("--clients, --keys, --rounds and --block-size must be positive, --warmup not negative")
     verify = not a.no_verify
 
     if a.go_ctxbench:
@@ -241,66 +247,101 @@ def main(argv=None) -> int:
         assert pp.recv() == "ready"
 
     modes = ("raw", "rawctxd", "ctxtier")
-    totals = {m: [0, 0, 0, [], 0.0, 0.0] for m in modes}
-    server_cpu = {m: 0.0 for m in modes}
     server_pid = {"ctxtier": a.server_pid, "rawctxd": a.server_pid, "raw": server.pid}
-    per_round = a.duration / a.rounds
-    for _ in range(a.rounds):
+
+    def run_load(mode: str, secs: float) -> list:
+        """One load for secs on every client: [gets, bytes, errors, latencies, wall s, client cpu s, server cpu s]."""
+        t_end = time.perf_counter() + secs
+        t0 = time.perf_counter()
+        s0 = _cpu_seconds(server_pid[mode]) if server_pid[mode] else 0.0
+        for pp in pipes:
+            pp.send((mode, t_end))
+        out = [0, 0, 0, [], 0.0, 0.0, 0.0]
+        for pp in pipes:
+            n, nb, errs, lat, cpu = pp.recv()
+            out[0] += n
+            out[1] += nb
+            out[2] += errs
+            out[3].extend(lat)
+            out[5] += cpu
+        out[4] = time.perf_counter() - t0
+        if server_pid[mode]:
+            out[6] = _cpu_seconds(server_pid[mode]) - s0
+        return out
+
+    # Warm-up, not counted: connections, buffers' pages and the server's
+    # first allocations are paid before any round is timed.
+    if a.warmup > 0:
         for mode in modes:
-            t_end = time.perf_counter() + per_round + 0.05
-            t0 = time.perf_counter()
-            s0 = _cpu_seconds(server_pid[mode]) if server_pid[mode] else 0.0
-            for pp in pipes:
-                pp.send((mode, t_end))
-            for pp in pipes:
-                n, nb, errs, lat, cpu = pp.recv()
-                t = totals[mode]
-                t[0] += n
-                t[1] += nb
-                t[2] += errs
-                t[3].extend(lat)
-                t[5] += cpu
-            totals[mode][4] += time.perf_counter() - t0
-            if server_pid[mode]:
-                server_cpu[mode] += _cpu_seconds(server_pid[mode]) - s0
+            run_load(mode, a.warmup)
+    # Rounds alternate the loads and rotate their order (round r starts with
+    # modes[r % 3]), so no load always runs first or always follows another.
+    per_round = a.duration / a.rounds
+    rounds = []
+    for r in range(a.rounds):
+        order = modes[r % len(modes):] + modes[:r % len(modes)]
+        rounds.append((order, {mode: run_load(mode, per_round) for mode in order}))
     for pp in pipes:
         pp.send(None)
     for p in procs:
         p.join(10)
     server.kill()
 
-    def gbps(mode):
-        t = totals[mode]
+    def gbps(t):
         return t[1] / t[4] / 1e9 if t[4] else 0.0
+
+    def cpu_per_gb(t):
+        # Clients plus their server: what the GB/s ratio tends to when the
+        # machine is CPU-bound and quiet.
+        return (t[5] + t[6]) / (t[1] / 1e9) if t[1] else 0.0
+
+    def ratio(x, y):
+        return x / y if y else 0.0
 
     mode_desc = "processes" if a.clients > 1 else "process"
     check = f"crc32c ({crc.IMPL})" if verify else "off (server verifies at rest)"
     print(f"bench: addr={a.addr} namespace={a.namespace} block={a.block_size} clients={a.clients} ({mode_desc}, "
-          f"one connection each) keys={a.keys} duration={a.duration:g}s rounds={a.rounds} get check={check}")
+          f"one connection each) keys={a.keys} duration={a.duration:g}s rounds={a.rounds} warmup={a.warmup:g}s "
+          f"get check={check}")
+    per = {"ratio": [], "same": [], "cpu": [], "cpu_mode": {m: [] for m in modes}}
+    for i, (order, res) in enumerate(rounds, 1):
+        g = {m: gbps(res[m]) for m in modes}
+        cpu = {m: cpu_per_gb(res[m]) for m in modes}
+        per["ratio"].append(ratio(g["ctxtier"], g["raw"]))
+        per["same"].append(ratio(g["ctxtier"], g["rawctxd"]))
+        for m in modes:
+            per["cpu_mode"][m].append(cpu[m])
+        line = (f"round {i} ({','.join(order)}): ctxtier {g['ctxtier']:.3f} GB/s, raw {g['raw']:.3f} GB/s, "
+                f"raw from ctxd {g['rawctxd']:.3f} GB/s; ratio {per['ratio'][-1]:.3f}, same server "
+                f"{per['same'][-1]:.3f}")
+        if a.server_pid:
+            per["cpu"].append(ratio(cpu["raw"], cpu["ctxtier"]))
+            line += (f"; cpu s/GB ctxtier {cpu['ctxtier']:.3f}, raw {cpu['raw']:.3f}, raw from ctxd "
+                     f"{cpu['rawctxd']:.3f}, cpu ratio {per['cpu'][-1]:.3f}")
+        print(line)
     for mode, label in (("ctxtier", "ctxtier python get_into"), ("raw", "raw python socket"),
                         ("rawctxd", "raw python socket from ctxd")):
-        n, nb, errs, lat, secs, cpu = totals[mode]
-        print(f"{label}: {n} gets, {errs} errors in {secs:.2f}s: {gbps(mode):.3f} GB/s, {n / secs if secs else 0:.0f} "
-              f"gets/s; latency p50={_pct(lat, 0.5) * 1e6:.0f}us p99={_pct(lat, 0.99) * 1e6:.0f}us; "
-              f"client cpu {cpu / (nb / 1e9) if nb else 0:.3f} s/GB"
-              + (f", server cpu {server_cpu[mode] / (nb / 1e9) if nb else 0:.3f} s/GB" if server_pid[mode] else ""))
+        t = [sum(res[mode][k] for _, res in rounds) for k in (0, 1, 2)]
+        lat = [x for _, res in rounds for x in res[mode][3]]
+        secs, cpu, scpu = (sum(res[mode][k] for _, res in rounds) for k in (4, 5, 6))
+        n, nb, errs = t
+        print(f"{label}: {n} gets, {errs} errors in {secs:.2f}s: {ratio(nb, secs) / 1e9:.3f} GB/s "
+              f"(median of rounds {statistics.median(gbps(res[mode]) for _, res in rounds):.3f}), "
+              f"{ratio(n, secs):.0f} gets/s; latency p50={_pct(lat, 0.5) * 1e6:.0f}us p99={_pct(lat, 0.99) * 1e6:.0f}us; "
+              f"client cpu {ratio(cpu, nb / 1e9):.3f} s/GB"
+              + (f", server cpu {ratio(scpu, nb / 1e9):.3f} s/GB" if server_pid[mode] else ""))
     if a.server_pid:
-        # CPU seconds per GB of each pair (the clients plus their server): the
-        # ratio the GB/s one tends to when the machine is CPU-bound and quiet.
-        # On a machine shared with other jobs it swings less than the GB/s
-        # ratio, which then mostly follows how the scheduler shares the cores.
-        def cpu_per_gb(mode):
-            t = totals[mode]
-            return (t[5] + server_cpu[mode]) / (t[1] / 1e9) if t[1] else 0.0
-
-        cc, cr, cs = cpu_per_gb("ctxtier"), cpu_per_gb("raw"), cpu_per_gb("rawctxd")
-        print(f"cpu per GB, clients + server: ctxtier {cc:.3f} s/GB, raw {cr:.3f} s/GB, raw from ctxd {cs:.3f} "
-              f"s/GB; cpu_ratio_vs_raw_socket={cr / cc if cc else 0.0:.3f}")
-    same = gbps("ctxtier") / gbps("rawctxd") if gbps("rawctxd") else 0.0
-    print(f"ratio_vs_raw_socket_same_server={same:.3f}")
-    ratio = gbps("ctxtier") / gbps("raw") if gbps("raw") else 0.0
-    print(f"ratio_vs_raw_socket={ratio:.3f}")
-    return 0 if totals["ctxtier"][2] == 0 and totals["rawctxd"][2] == 0 else 1
+        # Medians over the rounds; on a machine shared with other jobs the
+        # CPU ratio swings less than the GB/s one, which then mostly follows
+        # how the scheduler shares the cores.
+        med = {m: statistics.median(per["cpu_mode"][m]) for m in modes}
+        print(f"cpu per GB, clients + server, median of rounds: ctxtier {med['ctxtier']:.3f} s/GB, raw "
+              f"{med['raw']:.3f} s/GB, raw from ctxd {med['rawctxd']:.3f} s/GB; "
+              f"cpu_ratio_vs_raw_socket={statistics.median(per['cpu']):.3f}")
+    print(f"ratio_vs_raw_socket_same_server={statistics.median(per['same']):.3f}")
+    print(f"ratio_vs_raw_socket={statistics.median(per['ratio']):.3f}")
+    errors = sum(res[m][2] for _, res in rounds for m in ("ctxtier", "rawctxd"))
+    return 0 if errors == 0 else 1
 
 
 if __name__ == "__main__":
