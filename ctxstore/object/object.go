@@ -161,8 +161,9 @@ func (s *Store) Get(ctx context.Context, ns string, key []byte) (*Value, error) 
 // read fetches the record in slot bk. It returns the value when the slot
 // holds a live record of key; otherwise block.ErrNotFound, with other set
 // when the slot holds a live record of another key.
+// Every caller has resolved bk's namespace (s.namespace) in this request.
 func (s *Store) read(ctx context.Context, bk block.Key, key []byte) (v *Value, other bool, err error) {
-	ref, err := s.blocks.Get(ctx, bk)
+	ref, err := s.blocks.GetResolved(ctx, bk)
 	if err != nil {
 		return nil, false, err
 	}
