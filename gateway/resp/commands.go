@@ -92,7 +92,7 @@ func lookupCommand(name []byte) *command {
 // exec runs one request; false means close the connection (QUIT).
 func (c *conn) exec(args [][]byte, start time.Time) bool {
 	s := c.s
-	s.stats.commands.Add(1)
+	c.pending.commands++
 	cmd := lookupCommand(args[0])
 	w := c.writer()
 	if cmd == nil {
@@ -152,14 +152,14 @@ func isWord(b []byte, word string) bool { return bytes.EqualFold(b, []byte(word)
 func cmdGet(c *conn, args [][]byte) errcode.Code {
 	v, err := c.s.objects.Get(c.s.base, c.ns, args[1])
 	if errors.Is(err, block.ErrNotFound) {
-		c.s.stats.misses.Add(1)
+		c.pending.misses++
 		c.writer().null()
 		return errcode.OK
 	}
 	if err != nil {
 		return c.fail(err)
 	}
-	c.s.stats.hits.Add(1)
+	c.pending.hits++
 	c.writer().bulk(v.Data)
 	c.bytesOut += int64(len(v.Data))
 	v.Release()
@@ -232,11 +232,11 @@ func cmdMGet(c *conn, args [][]byte) errcode.Code {
 			if !errors.Is(err, block.ErrNotFound) {
 				c.s.log.Debug("mget item failed", "err", err)
 			}
-			c.s.stats.misses.Add(1)
+			c.pending.misses++
 			w.null()
 			continue
 		}
-		c.s.stats.hits.Add(1)
+		c.pending.hits++
 		w.bulk(v.Data)
 		c.bytesOut += int64(len(v.Data))
 		v.Release()

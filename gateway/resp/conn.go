@@ -46,9 +46,15 @@ type conn struct {
 	// idleDeadline: the idle timeout's deadline is set (and must be
 	// cleared once a request arrives, when there is no ReadTimeout).
 	idleDeadline bool
+	// writeDeadlineSet is when the write deadline was last moved.
+	writeDeadlineSet time.Time
 	// bytesIn and bytesOut are value bytes not yet added to the metrics
 	// (they are added once per flush, not per command).
 	bytesIn, bytesOut int64
+	// pending are the INFO counters of this connection's commands not yet
+	// added to the server's (once per flush, and before INFO, so no core
+	// touches the shared counters on every command).
+	pending pendingStats
 
 	mu      sync.Mutex
 	idle    bool
@@ -122,6 +128,7 @@ func (c *conn) Serve() {
 		if c.cancel != nil {
 			c.cancel()
 		}
+		c.publishStats()
 		c.releaseWriter()
 		c.rd.free()
 		c.nc.Close()
@@ -256,8 +263,14 @@ func (c *conn) writer() *writer {
 			bw.Reset(c.nc)
 		}
 		c.w.bw = bw
-		if c.s.cfg.WriteTimeout > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+		// The write deadline moves only when a quarter of WriteTimeout has
+		// passed since it last moved (not for every batch of replies):
+		// the replies to a batch have at least 3/4 of WriteTimeout.
+		if wt := c.s.cfg.WriteTimeout; wt > 0 {
+			if now := time.Now(); now.Sub(c.writeDeadlineSet) > wt/4 {
+				c.writeDeadlineSet = now
+				c.nc.SetWriteDeadline(now.Add(wt))
+			}
 		}
 	}
 	return &c.w
@@ -266,6 +279,7 @@ func (c *conn) writer() *writer {
 // flush writes the buffered replies and gives the buffer back; false when
 // the client cannot be written to.
 func (c *conn) flush() bool {
+	c.publishStats()
 	if c.bytesIn|c.bytesOut != 0 {
 		c.s.met.Bytes(Proto, c.bytesIn, c.bytesOut)
 		c.bytesIn, c.bytesOut = 0, 0
@@ -280,6 +294,26 @@ func (c *conn) flush() bool {
 		return false
 	}
 	return true
+}
+
+// pendingStats are one connection's INFO counts not yet published.
+type pendingStats struct {
+	commands, hits, misses int64
+}
+
+// publishStats adds the connection's pending INFO counts to the server's.
+func (c *conn) publishStats() {
+	p := &c.pending
+	if p.commands != 0 {
+		c.s.stats.commands.Add(p.commands)
+	}
+	if p.hits != 0 {
+		c.s.stats.hits.Add(p.hits)
+	}
+	if p.misses != 0 {
+		c.s.stats.misses.Add(p.misses)
+	}
+	*p = pendingStats{}
 }
 
 func (c *conn) releaseWriter() {

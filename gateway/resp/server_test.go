@@ -398,3 +398,35 @@ func TestInfoSections(t *testing.T) {
 		}
 	}
 }
+
+// TestInfoCountsPipelinedCommands checks the INFO counters a connection
+// keeps for itself and publishes once per batch of replies: an INFO inside
+// the pipeline counts the commands before it, and another connection sees
+// them once the batch was answered.
+func TestInfoCountsPipelinedCommands(t *testing.T) {
+	addr, _ := testServer(t, nil)
+	c := dial(t, addr)
+	c.do("SET", "k", "v")
+	c.send(encode("GET", "k") + encode("GET", "k") + encode("GET", "nope") + encode("MGET", "k", "nope") + encode("INFO", "stats"))
+	for range 4 {
+		c.reply()
+	}
+	stats := []struct {
+		name string
+		info string
+	}{{"same connection, same pipeline", c.reply()}}
+	stats = append(stats, struct {
+		name string
+		info string
+	}{"another connection", dial(t, addr).do("INFO", "stats")})
+	// SET, 3 GETs, MGET and the INFO itself (a command counts itself, as
+	// before it ran on shared counters): 6; the second INFO makes 7.
+	for i, tc := range stats {
+		wantCmds := []string{"total_commands_processed:6\r\n", "total_commands_processed:7\r\n"}[i]
+		for _, w := range []string{"keyspace_hits:3\r\n", "keyspace_misses:2\r\n", wantCmds} {
+			if !strings.Contains(tc.info, w) {
+				t.Errorf("%s: INFO lacks %q:\n%s", tc.name, w, tc.info)
+			}
+		}
+	}
+}
