@@ -72,10 +72,25 @@ func init() {
 		commandTable[cmd.name] = cmd
 	}
 	commandList = list
+	getCommand, setCommand = commandTable["get"], commandTable["set"]
 }
+
+// getCommand and setCommand are found without the map: most requests
+// are one of them (set by init).
+var getCommand, setCommand *command
 
 // lookupCommand finds a command by name, in any case, without allocating.
 func lookupCommand(name []byte) *command {
+	// b|0x20 is b in lower case for a letter, and equals a lower-case
+	// letter only for that letter in either case.
+	if len(name) == 3 && name[1]|0x20 == 'e' && name[2]|0x20 == 't' {
+		switch name[0] | 0x20 {
+		case 'g':
+			return getCommand
+		case 's':
+			return setCommand
+		}
+	}
 	var buf [16]byte
 	if len(name) > len(buf) {
 		return nil
@@ -121,7 +136,8 @@ func (c *conn) exec(args [][]byte, start time.Time) bool {
 		}
 	}
 	code := cmd.run(c, args)
-	s.obs[cmd.idx].Request(code, time.Since(start))
+	c.lastEnd = time.Now()
+	s.obs[cmd.idx].Request(code, c.lastEnd.Sub(start))
 	return cmd.name != "quit"
 }
 

@@ -46,6 +46,9 @@ type conn struct {
 	// idleDeadline: the idle timeout's deadline is set (and must be
 	// cleared once a request arrives, when there is no ReadTimeout).
 	idleDeadline bool
+	// lastEnd is when the last command ended (zero: not known), the next
+	// buffered command's start.
+	lastEnd time.Time
 	// writeDeadlineSet is when the write deadline was last moved.
 	writeDeadlineSet time.Time
 	// bytesIn and bytesOut are value bytes not yet added to the metrics
@@ -135,17 +138,24 @@ func (c *conn) Serve() {
 		s.met.ConnClosed(Proto)
 	}()
 	for {
+		// One clock read per request: the read deadline's refresh and the
+		// command's start are the previous command's end (c.lastEnd) when
+		// this request was already buffered behind it (a pipeline), else
+		// a fresh read. The deadline moves only when the idle timeout's
+		// is set or a quarter of ReadTimeout has passed since it last
+		// moved (not once per pipeline batch): a request has at least 3/4
+		// of ReadTimeout to arrive whole.
+		now := c.lastEnd
+		c.lastEnd = time.Time{}
 		if c.br.Buffered() == 0 {
 			if !c.flush() || !c.waitRequest() {
 				return
 			}
+			now = time.Time{}
 		}
-		// One clock read per request: the read deadline's refresh and the
-		// command's start. The deadline moves only when the idle timeout's
-		// is set or a quarter of ReadTimeout has passed since it last
-		// moved (not once per pipeline batch): a request has at least 3/4
-		// of ReadTimeout to arrive whole.
-		now := time.Now()
+		if now.IsZero() {
+			now = time.Now()
+		}
 		if s.cfg.ReadTimeout > 0 {
 			if c.idleDeadline || now.Sub(c.deadlineSet) > s.cfg.ReadTimeout/4 {
 				c.idleDeadline = false
