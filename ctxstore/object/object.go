@@ -158,6 +158,16 @@ func (s *Store) Get(ctx context.Context, ns string, key []byte) (*Value, error) 
 	return v, err
 }
 
+// GetIn is Get in namespace n, which the caller looked up itself (the RESP
+// server resolves its database's namespace once per batch of requests).
+func (s *Store) GetIn(ctx context.Context, n block.Namespace, key []byte) (*Value, error) {
+	if len(key) > s.cfg.MaxKeyLen {
+		return nil, fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", block.ErrInvalidKey, len(key), s.cfg.MaxKeyLen)
+	}
+	v, _, err := s.read(ctx, s.SlotKey(n, key), key)
+	return v, err
+}
+
 // read fetches the record in slot bk. It returns the value when the slot
 // holds a live record of key; otherwise block.ErrNotFound, with other set
 // when the slot holds a live record of another key.
