@@ -166,7 +166,11 @@ func atoi(b []byte) (int64, bool) {
 func isWord(b []byte, word string) bool { return bytes.EqualFold(b, []byte(word)) }
 
 func cmdGet(c *conn, args [][]byte) errcode.Code {
-	v, err := c.s.objects.Get(c.s.base, c.ns, args[1])
+	n, err := c.namespace()
+	if err != nil {
+		return c.fail(err)
+	}
+	v, err := c.s.objects.GetIn(c.s.base, n, args[1])
 	if errors.Is(err, block.ErrNotFound) {
 		c.pending.misses++
 		c.writer().null()
@@ -238,10 +242,14 @@ func cmdSet(c *conn, args [][]byte) errcode.Code {
 }
 
 func cmdMGet(c *conn, args [][]byte) errcode.Code {
+	n, err := c.namespace()
+	if err != nil {
+		return c.fail(err)
+	}
 	w := c.writer()
 	w.array(len(args) - 1)
 	for _, k := range args[1:] {
-		v, err := c.s.objects.Get(c.s.base, c.ns, k)
+		v, err := c.s.objects.GetIn(c.s.base, n, k)
 		if err != nil {
 			// Redis answers nil for what it cannot return here, since
 			// an array element cannot be an error in RESP2.
@@ -567,6 +575,7 @@ func cmdSelect(c *conn, args [][]byte) errcode.Code {
 	}
 	prevDB, prevNS := c.db, c.ns
 	c.db, c.ns = int(n), c.s.cfg.Databases[n]
+	c.dropNamespace()
 	if err := c.authorize(); err != nil {
 		c.db, c.ns = prevDB, prevNS
 		return c.fail(err)

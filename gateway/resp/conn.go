@@ -46,6 +46,11 @@ type conn struct {
 	// idleDeadline: the idle timeout's deadline is set (and must be
 	// cleared once a request arrives, when there is no ReadTimeout).
 	idleDeadline bool
+	// batchNS is c.ns's namespace as looked up for the reads of the
+	// current batch of requests (valid while batchNSUses > 0); see
+	// namespace.
+	batchNS     block.Namespace
+	batchNSUses int
 	// lastEnd is when the last command ended (zero: not known), the next
 	// buffered command's start.
 	lastEnd time.Time
@@ -148,6 +153,7 @@ func (c *conn) Serve() {
 		now := c.lastEnd
 		c.lastEnd = time.Time{}
 		if c.br.Buffered() == 0 {
+			c.dropNamespace()
 			if !c.flush() || !c.waitRequest() {
 				return
 			}
@@ -305,6 +311,29 @@ func (c *conn) flush() bool {
 	}
 	return true
 }
+
+// maxNamespaceUses bounds how many reads one namespace lookup serves.
+const maxNamespaceUses = 256
+
+// namespace returns the namespace of the connection's database for a read
+// (GET, MGET), looked up once per batch of pipelined requests, or per
+// maxNamespaceUses reads of a longer one, instead of once per key: a
+// namespace changed or deleted meanwhile is seen by the next batch.
+func (c *conn) namespace() (block.Namespace, error) {
+	if c.batchNSUses == 0 || c.batchNSUses >= maxNamespaceUses {
+		n, err := c.s.objects.Blocks().Namespace(c.ns)
+		if err != nil {
+			c.dropNamespace()
+			return n, err
+		}
+		c.batchNS, c.batchNSUses = n, 0
+	}
+	c.batchNSUses++
+	return c.batchNS, nil
+}
+
+// dropNamespace forgets the batch's namespace (the batch ended, or SELECT).
+func (c *conn) dropNamespace() { c.batchNSUses = 0 }
 
 // pendingStats are one connection's INFO counts not yet published.
 type pendingStats struct {

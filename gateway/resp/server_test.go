@@ -430,3 +430,25 @@ func TestInfoCountsPipelinedCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelinedSelectSwitchesNamespace checks that a SELECT inside a
+// pipeline moves the reads after it to the new database's namespace (the
+// connection looks its namespace up once per batch, and again after
+// SELECT).
+func TestPipelinedSelectSwitchesNamespace(t *testing.T) {
+	addr, _ := testServer(t, nil)
+	c := dial(t, addr)
+	c.do("SET", "k", "in-default")
+	c.do("SELECT", "2")
+	c.do("SET", "k", "in-other")
+	c.do("SELECT", "0")
+	c.send(encode("GET", "k") + encode("SELECT", "2") + encode("GET", "k") + encode("MGET", "k", "x") +
+		encode("SELECT", "0") + encode("MGET", "k") + encode("GET", "k"))
+	want := []string{bulk("in-default"), "+OK\r\n", bulk("in-other"), "*2\r\n" + bulk("in-other") + "$-1\r\n",
+		"+OK\r\n", "*1\r\n" + bulk("in-default"), bulk("in-default")}
+	for i, w := range want {
+		if got := c.reply(); got != w {
+			t.Fatalf("reply %d = %q, want %q", i, got, w)
+		}
+	}
+}
