@@ -59,6 +59,8 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 		{"local get", bg, func(ctx context.Context) error { _, err := s.Get(ctx, keys[0]); return err }, 0},
 		{"explicit local", WithReadLevel(bg, ReadLocal), func(ctx context.Context) error { _, err := s.Exists(ctx, keys[0]); return err }, 0},
 		{"get", lin, func(ctx context.Context) error { r, err := s.Get(ctx, keys[0]); r.Release(); return err }, 1},
+		{"local get resolved", bg, func(ctx context.Context) error { r, err := s.GetResolved(ctx, keys[0]); r.Release(); return err }, 0},
+		{"get resolved", lin, func(ctx context.Context) error { r, err := s.GetResolved(ctx, keys[0]); r.Release(); return err }, 1},
 		{"stat", lin, func(ctx context.Context) error { _, err := s.Stat(ctx, keys[0]); return err }, 1},
 		{"exists", lin, func(ctx context.Context) error { _, err := s.Exists(ctx, keys[0]); return err }, 1},
 		{"lookup of 3", lin, func(ctx context.Context) error { _, err := s.Lookup(ctx, keys); return err }, 1},
@@ -92,6 +94,9 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 	}
 	if _, errs := s.ExistsBatch(lin, keys); !errors.Is(errs[2], block.ErrUnavailable) {
 		t.Fatalf("failed sync: exists batch %v", errs)
+	}
+	if _, err := s.GetResolved(lin, keys[0]); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("failed sync: get resolved %v", err)
 	}
 	if _, err := s.Exists(bg, keys[0]); err != nil {
 		t.Fatalf("a local read does not sync: %v", err)

@@ -162,6 +162,24 @@ func (s *Store) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
 		return nil, err
 	}
+	return s.getTier(ctx, key)
+}
+
+// GetResolved is Get for a caller that has looked up key's namespace in
+// this same request (ctxstore/object resolves it for the key's slot): it
+// skips Get's second catalog lookup; reads, read levels, verification and
+// traffic counting are Get's. A namespace deleted in between is no
+// different from one deleted just after Get's own lookup.
+func (s *Store) GetResolved(ctx context.Context, key block.Key) (*block.Ref, error) {
+	ctx, err := s.Linearize(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.getTier(ctx, key)
+}
+
+// getTier reads key from the tier and counts the namespace's traffic.
+func (s *Store) getTier(ctx context.Context, key block.Key) (*block.Ref, error) {
 	ref, err := s.tier.Get(ctx, key)
 	size := 0
 	if ref != nil {

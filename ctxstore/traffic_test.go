@@ -62,6 +62,16 @@ func TestTrafficCountsEachOutcome(t *testing.T) {
 		}
 		return err
 	}
+	getResolved := func(ns string, id uint64) error {
+		ref, err := s.GetResolved(ctx, block.NewKey(ns, id))
+		if err == nil && string(ref.Data) != "hello" {
+			t.Fatalf("GetResolved %s/%d = %q", ns, id, ref.Data)
+		}
+		if ref != nil {
+			ref.Release()
+		}
+		return err
+	}
 	steps := []struct {
 		name string
 		do   func() error
@@ -82,6 +92,10 @@ func TestTrafficCountsEachOutcome(t *testing.T) {
 			map[string]TrafficCount{"a": {Puts: 2, WrittenBytes: 10, Gets: 2, Hits: 1, Misses: 1, ReadBytes: 5}, "default": {Puts: 1, WrittenBytes: 3}}},
 		{"unknown namespace makes no counters", func() error { return get("nope", 1) }, false,
 			map[string]TrafficCount{"a": {Puts: 2, WrittenBytes: 10, Gets: 2, Hits: 1, Misses: 1, ReadBytes: 5}, "default": {Puts: 1, WrittenBytes: 3}}},
+		{"resolved hit counts as a hit", func() error { return getResolved("a", 1) }, true,
+			map[string]TrafficCount{"a": {Puts: 2, WrittenBytes: 10, Gets: 3, Hits: 2, Misses: 1, ReadBytes: 10}, "default": {Puts: 1, WrittenBytes: 3}}},
+		{"resolved miss counts as a miss", func() error { return getResolved("a", 3) }, false,
+			map[string]TrafficCount{"a": {Puts: 2, WrittenBytes: 10, Gets: 4, Hits: 2, Misses: 2, ReadBytes: 10}, "default": {Puts: 1, WrittenBytes: 3}}},
 	}
 	for _, st := range steps {
 		if err := st.do(); (err == nil) != st.ok {

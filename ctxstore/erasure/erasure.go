@@ -9,6 +9,7 @@ package erasure
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/reedsolomon"
 
@@ -26,7 +27,9 @@ type Code struct {
 
 var (
 	cacheMu sync.Mutex
-	cache   = map[[2]int]*Code{}
+	// cache holds the codes built so far, indexed by k and m; read without
+	// the lock (every read of a block asks for its namespace's code).
+	cache [MaxShards + 1][MaxShards]atomic.Pointer[Code]
 )
 
 // New returns the (k, m) code, cached: encoders hold precomputed matrices.
@@ -34,9 +37,13 @@ func New(k, m int) (*Code, error) {
 	if k < 1 || m < 0 || k+m > MaxShards {
 		return nil, fmt.Errorf("%w: erasure code k=%d m=%d: need k>=1, m>=0, k+m<=%d", block.ErrInvalidArgument, k, m, MaxShards)
 	}
+	slot := &cache[k][m]
+	if c := slot.Load(); c != nil {
+		return c, nil
+	}
 	cacheMu.Lock()
 	defer cacheMu.Unlock()
-	if c, ok := cache[[2]int{k, m}]; ok {
+	if c := slot.Load(); c != nil {
 		return c, nil
 	}
 	c := &Code{K: k, M: m}
@@ -47,7 +54,7 @@ func New(k, m int) (*Code, error) {
 		}
 		c.enc = enc
 	}
-	cache[[2]int{k, m}] = c
+	slot.Store(c)
 	return c, nil
 }
 

@@ -3,7 +3,9 @@ package erasure
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -77,5 +79,37 @@ func BenchmarkEncode2Plus1(b *testing.B) {
 		if _, err := c.Encode(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestNewCachesEachCode checks that New hands every caller, concurrent ones
+// included, the one cached code of each (k, m), and refuses bad ones.
+func TestNewCachesEachCode(t *testing.T) {
+	cases := []struct {
+		k, m int
+		ok   bool
+	}{{1, 0, true}, {1, 2, true}, {4, 2, true}, {32, 0, true}, {1, 31, true}, {0, 1, false}, {2, -1, false}, {30, 3, false}}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("k%d_m%d", tc.k, tc.m), func(t *testing.T) {
+			const callers = 8
+			got := make([]*Code, callers)
+			errs := make([]error, callers)
+			var wg sync.WaitGroup
+			for i := range callers {
+				wg.Go(func() { got[i], errs[i] = New(tc.k, tc.m) })
+			}
+			wg.Wait()
+			for i := range callers {
+				if (errs[i] == nil) != tc.ok {
+					t.Fatalf("New(%d, %d): %v", tc.k, tc.m, errs[i])
+				}
+				if !tc.ok {
+					continue
+				}
+				if got[i] != got[0] || got[i].K != tc.k || got[i].M != tc.m {
+					t.Fatalf("caller %d got %p k=%d m=%d, caller 0 %p", i, got[i], got[i].K, got[i].M, got[0])
+				}
+			}
+		})
 	}
 }

@@ -158,11 +158,22 @@ func (s *Store) Get(ctx context.Context, ns string, key []byte) (*Value, error) 
 	return v, err
 }
 
+// GetIn is Get in namespace n, which the caller looked up itself (the RESP
+// server resolves its database's namespace once per batch of requests).
+func (s *Store) GetIn(ctx context.Context, n block.Namespace, key []byte) (*Value, error) {
+	if len(key) > s.cfg.MaxKeyLen {
+		return nil, fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", block.ErrInvalidKey, len(key), s.cfg.MaxKeyLen)
+	}
+	v, _, err := s.read(ctx, s.SlotKey(n, key), key)
+	return v, err
+}
+
 // read fetches the record in slot bk. It returns the value when the slot
 // holds a live record of key; otherwise block.ErrNotFound, with other set
 // when the slot holds a live record of another key.
+// Every caller has resolved bk's namespace (s.namespace) in this request.
 func (s *Store) read(ctx context.Context, bk block.Key, key []byte) (v *Value, other bool, err error) {
-	ref, err := s.blocks.Get(ctx, bk)
+	ref, err := s.blocks.GetResolved(ctx, bk)
 	if err != nil {
 		return nil, false, err
 	}

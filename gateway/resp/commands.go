@@ -72,10 +72,25 @@ func init() {
 		commandTable[cmd.name] = cmd
 	}
 	commandList = list
+	getCommand, setCommand = commandTable["get"], commandTable["set"]
 }
+
+// getCommand and setCommand are found without the map: most requests
+// are one of them (set by init).
+var getCommand, setCommand *command
 
 // lookupCommand finds a command by name, in any case, without allocating.
 func lookupCommand(name []byte) *command {
+	// b|0x20 is b in lower case for a letter, and equals a lower-case
+	// letter only for that letter in either case.
+	if len(name) == 3 && name[1]|0x20 == 'e' && name[2]|0x20 == 't' {
+		switch name[0] | 0x20 {
+		case 'g':
+			return getCommand
+		case 's':
+			return setCommand
+		}
+	}
 	var buf [16]byte
 	if len(name) > len(buf) {
 		return nil
@@ -92,7 +107,7 @@ func lookupCommand(name []byte) *command {
 // exec runs one request; false means close the connection (QUIT).
 func (c *conn) exec(args [][]byte, start time.Time) bool {
 	s := c.s
-	s.stats.commands.Add(1)
+	c.pending.commands++
 	cmd := lookupCommand(args[0])
 	w := c.writer()
 	if cmd == nil {
@@ -121,7 +136,8 @@ func (c *conn) exec(args [][]byte, start time.Time) bool {
 		}
 	}
 	code := cmd.run(c, args)
-	s.obs[cmd.idx].Request(code, time.Since(start))
+	c.lastEnd = time.Now()
+	s.obs[cmd.idx].Request(code, c.lastEnd.Sub(start))
 	return cmd.name != "quit"
 }
 
@@ -150,16 +166,20 @@ func atoi(b []byte) (int64, bool) {
 func isWord(b []byte, word string) bool { return bytes.EqualFold(b, []byte(word)) }
 
 func cmdGet(c *conn, args [][]byte) errcode.Code {
-	v, err := c.s.objects.Get(c.s.base, c.ns, args[1])
+	n, err := c.namespace()
+	if err != nil {
+		return c.fail(err)
+	}
+	v, err := c.s.objects.GetIn(c.s.base, n, args[1])
 	if errors.Is(err, block.ErrNotFound) {
-		c.s.stats.misses.Add(1)
+		c.pending.misses++
 		c.writer().null()
 		return errcode.OK
 	}
 	if err != nil {
 		return c.fail(err)
 	}
-	c.s.stats.hits.Add(1)
+	c.pending.hits++
 	c.writer().bulk(v.Data)
 	c.bytesOut += int64(len(v.Data))
 	v.Release()
@@ -222,21 +242,25 @@ func cmdSet(c *conn, args [][]byte) errcode.Code {
 }
 
 func cmdMGet(c *conn, args [][]byte) errcode.Code {
+	n, err := c.namespace()
+	if err != nil {
+		return c.fail(err)
+	}
 	w := c.writer()
 	w.array(len(args) - 1)
 	for _, k := range args[1:] {
-		v, err := c.s.objects.Get(c.s.base, c.ns, k)
+		v, err := c.s.objects.GetIn(c.s.base, n, k)
 		if err != nil {
 			// Redis answers nil for what it cannot return here, since
 			// an array element cannot be an error in RESP2.
 			if !errors.Is(err, block.ErrNotFound) {
 				c.s.log.Debug("mget item failed", "err", err)
 			}
-			c.s.stats.misses.Add(1)
+			c.pending.misses++
 			w.null()
 			continue
 		}
-		c.s.stats.hits.Add(1)
+		c.pending.hits++
 		w.bulk(v.Data)
 		c.bytesOut += int64(len(v.Data))
 		v.Release()
@@ -551,6 +575,7 @@ func cmdSelect(c *conn, args [][]byte) errcode.Code {
 	}
 	prevDB, prevNS := c.db, c.ns
 	c.db, c.ns = int(n), c.s.cfg.Databases[n]
+	c.dropNamespace()
 	if err := c.authorize(); err != nil {
 		c.db, c.ns = prevDB, prevNS
 		return c.fail(err)

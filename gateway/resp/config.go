@@ -34,7 +34,9 @@ type Config struct {
 	// arrived (a slow sender), 0 for none.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing the replies to a batch of requests (a
-	// client that does not read), 0 for none.
+	// client that does not read), 0 for none. The deadline is moved at most
+	// once per quarter of it, so a batch has between 3/4 of WriteTimeout
+	// and WriteTimeout.
 	WriteTimeout time.Duration
 	// BudgetWait bounds how long a request that already holds part of the
 	// in-flight budget (WithBudget) waits for more (an MSET of several

@@ -46,9 +46,23 @@ type conn struct {
 	// idleDeadline: the idle timeout's deadline is set (and must be
 	// cleared once a request arrives, when there is no ReadTimeout).
 	idleDeadline bool
+	// batchNS is c.ns's namespace as looked up for the reads of the
+	// current batch of requests (valid while batchNSUses > 0); see
+	// namespace.
+	batchNS     block.Namespace
+	batchNSUses int
+	// lastEnd is when the last command ended (zero: not known), the next
+	// buffered command's start.
+	lastEnd time.Time
+	// writeDeadlineSet is when the write deadline was last moved.
+	writeDeadlineSet time.Time
 	// bytesIn and bytesOut are value bytes not yet added to the metrics
 	// (they are added once per flush, not per command).
 	bytesIn, bytesOut int64
+	// pending are the INFO counters of this connection's commands not yet
+	// added to the server's (once per flush, and before INFO, so no core
+	// touches the shared counters on every command).
+	pending pendingStats
 
 	mu      sync.Mutex
 	idle    bool
@@ -122,23 +136,32 @@ func (c *conn) Serve() {
 		if c.cancel != nil {
 			c.cancel()
 		}
+		c.publishStats()
 		c.releaseWriter()
 		c.rd.free()
 		c.nc.Close()
 		s.met.ConnClosed(Proto)
 	}()
 	for {
-		if c.br.Buffered() == 0 {
-			if !c.flush() || !c.waitRequest() {
-				return
-			}
-		}
 		// One clock read per request: the read deadline's refresh and the
-		// command's start. The deadline moves only when the idle timeout's
+		// command's start are the previous command's end (c.lastEnd) when
+		// this request was already buffered behind it (a pipeline), else
+		// a fresh read. The deadline moves only when the idle timeout's
 		// is set or a quarter of ReadTimeout has passed since it last
 		// moved (not once per pipeline batch): a request has at least 3/4
 		// of ReadTimeout to arrive whole.
-		now := time.Now()
+		now := c.lastEnd
+		c.lastEnd = time.Time{}
+		if c.br.Buffered() == 0 {
+			c.dropNamespace()
+			if !c.flush() || !c.waitRequest() {
+				return
+			}
+			now = time.Time{}
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
 		if s.cfg.ReadTimeout > 0 {
 			if c.idleDeadline || now.Sub(c.deadlineSet) > s.cfg.ReadTimeout/4 {
 				c.idleDeadline = false
@@ -256,8 +279,14 @@ func (c *conn) writer() *writer {
 			bw.Reset(c.nc)
 		}
 		c.w.bw = bw
-		if c.s.cfg.WriteTimeout > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+		// The write deadline moves only when a quarter of WriteTimeout has
+		// passed since it last moved (not for every batch of replies):
+		// the replies to a batch have at least 3/4 of WriteTimeout.
+		if wt := c.s.cfg.WriteTimeout; wt > 0 {
+			if now := time.Now(); now.Sub(c.writeDeadlineSet) > wt/4 {
+				c.writeDeadlineSet = now
+				c.nc.SetWriteDeadline(now.Add(wt))
+			}
 		}
 	}
 	return &c.w
@@ -266,6 +295,7 @@ func (c *conn) writer() *writer {
 // flush writes the buffered replies and gives the buffer back; false when
 // the client cannot be written to.
 func (c *conn) flush() bool {
+	c.publishStats()
 	if c.bytesIn|c.bytesOut != 0 {
 		c.s.met.Bytes(Proto, c.bytesIn, c.bytesOut)
 		c.bytesIn, c.bytesOut = 0, 0
@@ -280,6 +310,49 @@ func (c *conn) flush() bool {
 		return false
 	}
 	return true
+}
+
+// maxNamespaceUses bounds how many reads one namespace lookup serves.
+const maxNamespaceUses = 256
+
+// namespace returns the namespace of the connection's database for a read
+// (GET, MGET), looked up once per batch of pipelined requests, or per
+// maxNamespaceUses reads of a longer one, instead of once per key: a
+// namespace changed or deleted meanwhile is seen by the next batch.
+func (c *conn) namespace() (block.Namespace, error) {
+	if c.batchNSUses == 0 || c.batchNSUses >= maxNamespaceUses {
+		n, err := c.s.objects.Blocks().Namespace(c.ns)
+		if err != nil {
+			c.dropNamespace()
+			return n, err
+		}
+		c.batchNS, c.batchNSUses = n, 0
+	}
+	c.batchNSUses++
+	return c.batchNS, nil
+}
+
+// dropNamespace forgets the batch's namespace (the batch ended, or SELECT).
+func (c *conn) dropNamespace() { c.batchNSUses = 0 }
+
+// pendingStats are one connection's INFO counts not yet published.
+type pendingStats struct {
+	commands, hits, misses int64
+}
+
+// publishStats adds the connection's pending INFO counts to the server's.
+func (c *conn) publishStats() {
+	p := &c.pending
+	if p.commands != 0 {
+		c.s.stats.commands.Add(p.commands)
+	}
+	if p.hits != 0 {
+		c.s.stats.hits.Add(p.hits)
+	}
+	if p.misses != 0 {
+		c.s.stats.misses.Add(p.misses)
+	}
+	*p = pendingStats{}
 }
 
 func (c *conn) releaseWriter() {

@@ -20,6 +20,7 @@ const redisVersion = "7.4.0"
 var infoSections = []string{"server", "clients", "memory", "stats", "keyspace"}
 
 func cmdInfo(c *conn, args [][]byte) errcode.Code {
+	c.publishStats() // this connection's own commands so far count
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		sec := strings.ToLower(string(a))

@@ -188,3 +188,28 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestLookupCommand checks the command lookup, its GET/SET shortcut
+// included: any case finds the command, near misses find nothing.
+func TestLookupCommand(t *testing.T) {
+	cases := []struct {
+		name string
+		want string // "" for no command
+	}{
+		{"GET", "get"}, {"get", "get"}, {"gEt", "get"}, {"SET", "set"}, {"sEt", "set"},
+		{"GETRANGE", "getrange"}, {"mget", "mget"}, {"PING", "ping"}, {"setex", ""},
+		{"GE", ""}, {"GETT", ""}, {"gat", ""}, {"'et", ""}, {"G\x05T", ""}, {"\x07et", ""},
+		{"ZET", ""}, {"", ""}, {strings.Repeat("a", 17), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := lookupCommand([]byte(tc.name))
+			switch {
+			case tc.want == "" && got != nil:
+				t.Fatalf("%q found %q", tc.name, got.name)
+			case tc.want != "" && (got == nil || got.name != tc.want):
+				t.Fatalf("%q found %v, want %q", tc.name, got, tc.want)
+			}
+		})
+	}
+}

@@ -398,3 +398,57 @@ func TestInfoSections(t *testing.T) {
 		}
 	}
 }
+
+// TestInfoCountsPipelinedCommands checks the INFO counters a connection
+// keeps for itself and publishes once per batch of replies: an INFO inside
+// the pipeline counts the commands before it, and another connection sees
+// them once the batch was answered.
+func TestInfoCountsPipelinedCommands(t *testing.T) {
+	addr, _ := testServer(t, nil)
+	c := dial(t, addr)
+	c.do("SET", "k", "v")
+	c.send(encode("GET", "k") + encode("GET", "k") + encode("GET", "nope") + encode("MGET", "k", "nope") + encode("INFO", "stats"))
+	for range 4 {
+		c.reply()
+	}
+	stats := []struct {
+		name string
+		info string
+	}{{"same connection, same pipeline", c.reply()}}
+	stats = append(stats, struct {
+		name string
+		info string
+	}{"another connection", dial(t, addr).do("INFO", "stats")})
+	// SET, 3 GETs, MGET and the INFO itself (a command counts itself, as
+	// before it ran on shared counters): 6; the second INFO makes 7.
+	for i, tc := range stats {
+		wantCmds := []string{"total_commands_processed:6\r\n", "total_commands_processed:7\r\n"}[i]
+		for _, w := range []string{"keyspace_hits:3\r\n", "keyspace_misses:2\r\n", wantCmds} {
+			if !strings.Contains(tc.info, w) {
+				t.Errorf("%s: INFO lacks %q:\n%s", tc.name, w, tc.info)
+			}
+		}
+	}
+}
+
+// TestPipelinedSelectSwitchesNamespace checks that a SELECT inside a
+// pipeline moves the reads after it to the new database's namespace (the
+// connection looks its namespace up once per batch, and again after
+// SELECT).
+func TestPipelinedSelectSwitchesNamespace(t *testing.T) {
+	addr, _ := testServer(t, nil)
+	c := dial(t, addr)
+	c.do("SET", "k", "in-default")
+	c.do("SELECT", "2")
+	c.do("SET", "k", "in-other")
+	c.do("SELECT", "0")
+	c.send(encode("GET", "k") + encode("SELECT", "2") + encode("GET", "k") + encode("MGET", "k", "x") +
+		encode("SELECT", "0") + encode("MGET", "k") + encode("GET", "k"))
+	want := []string{bulk("in-default"), "+OK\r\n", bulk("in-other"), "*2\r\n" + bulk("in-other") + "$-1\r\n",
+		"+OK\r\n", "*1\r\n" + bulk("in-default"), bulk("in-default")}
+	for i, w := range want {
+		if got := c.reply(); got != w {
+			t.Fatalf("reply %d = %q, want %q", i, got, w)
+		}
+	}
+}

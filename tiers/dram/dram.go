@@ -504,11 +504,10 @@ func (t *Tier) get(key block.Key, verify bool, retain time.Duration) (*block.Ref
 	data, sum, fp, off := t.bytesOf(e), e.sum, e.fp, int64(e.page)*PageSize
 	t.mu.Unlock()
 
-	release := func() { t.releaseLease(h) }
 	if !verify {
 		t.st.hits.Add(1)
 		t.st.readerVerified.Add(1)
-		return t.fileRef(data, sum, h, off, release), nil
+		return t.fileRef(data, sum, h, off), nil
 	}
 	// Verify outside the lock; the lease keeps the bytes in place.
 	if got := xxh3.Hash(data); got != fp {
@@ -524,16 +523,25 @@ func (t *Tier) get(key block.Key, verify bool, retain time.Duration) (*block.Ref
 		return nil, fmt.Errorf("%w: %s failed verification at rest and was dropped", block.ErrNotFound, key)
 	}
 	t.st.hits.Add(1)
-	return t.fileRef(data, sum, h, off, release), nil
+	return t.fileRef(data, sum, h, off), nil
 }
 
-// fileRef is a Ref on entry h's bytes that also says where they lie in the
-// memory file, so a server can sendfile them.
-func (t *Tier) fileRef(data []byte, sum uint32, h uint32, off int64, release func()) *block.Ref {
-	ref := block.NewRef(data, sum, block.TierDRAM, release)
-	ref.SetFile(t.fd, off, func() { t.markSpliced(h) })
-	return ref
+// fileRef is a Ref on entry h's bytes, leased from t (EndLease), that also
+// says where they lie in the memory file, so a server can sendfile them
+// (LeaseSent). One allocation per read: the Ref.
+func (t *Tier) fileRef(data []byte, sum uint32, h uint32, off int64) *block.Ref {
+	return block.NewLeasedRef(data, sum, block.TierDRAM, (*lessor)(t), uint64(h), t.fd, off)
 }
+
+// lessor is the Tier as its Refs' block.Lessor (kept off Tier's own method
+// set: only a Ref ends a read's lease).
+type lessor Tier
+
+// EndLease ends the lease a Ref of entry h held (block.Lessor).
+func (l *lessor) EndLease(h uint64) { (*Tier)(l).releaseLease(uint32(h)) }
+
+// LeaseSent marks entry h's pages as handed to sendfile (block.Lessor).
+func (l *lessor) LeaseSent(h uint64) { (*Tier)(l).markSpliced(uint32(h)) }
 
 // markSpliced notes that entry h's pages were handed to sendfile. The
 // caller holds a lease on h, so h is still that block.

@@ -59,3 +59,41 @@ func TestFileRange(t *testing.T) {
 		})
 	}
 }
+
+// TestGetAllocatesOnlyTheRef checks that a verified read and its release
+// allocate one object, the Ref (the lease and the sendfile mark go through
+// the tier as the Ref's block.Lessor, not through closures), and that the
+// lease still holds the block while the Ref is out.
+func TestGetAllocatesOnlyTheRef(t *testing.T) {
+	tr := newTier(t, 1<<20)
+	data := payload(1, 1024)
+	if err := put(t, tr, key(1), data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(200, func() {
+		ref, err := tr.Get(ctx, key(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref.Release()
+	})
+	if allocs > 1 {
+		t.Fatalf("a DRAM Get and Release allocate %.1f objects, want 1 (the Ref)", allocs)
+	}
+	ref, err := tr.Get(ctx, key(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Delete(ctx, key(1)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ref.Data, data) {
+		t.Fatal("a leased block's bytes changed after Delete")
+	}
+	ref.Release()
+	ref.Release() // a second Release must not end another lease
+	if _, err := tr.Get(ctx, key(1)); err == nil {
+		t.Fatal("the deleted block is still readable after its lease ended")
+	}
+}
