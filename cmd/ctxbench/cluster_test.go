@@ -137,17 +137,25 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)
 		}
 	}
-	// The leader stays put in a quiet 3-node cluster, so the leader's log
-	// statistics are there too.
+	// The leader's log statistics are printed only for a phase in which the
+	// leader stayed put (ctxbench says so in its progress otherwise: on a
+	// loaded machine an election can fall inside a phase). Where a phase has
+	// them, they must show the batches committed as one entry each.
+	leaderMoved := strings.Contains(progress.String(), "index: the leader changed during the phase") ||
+		strings.Contains(progress.String(), "index: no leader statistics")
 	for _, k := range []string{"index_raft_log_entries", "index_entries_per_log_entry", "index_batch1_raft_log_entries"} {
-		if v := vals[k]; v <= 0 {
-			t.Errorf("%s = %v, want a positive value", k, v)
+		v, ok := vals[k]
+		switch {
+		case !ok && leaderMoved:
+			t.Logf("%s absent: ctxbench reported a leader change or no leader statistics in its phase:\n%s", k, progress.String())
+		case v <= 0:
+			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)
 		}
 	}
 	// 320 puts in batches of 16 are at most 20 index proposals (plus the
 	// odd member or incarnation entry): clearly more than one block entry
 	// per log entry.
-	if v := vals["index_entries_per_log_entry"]; v < 4 {
+	if v, ok := vals["index_entries_per_log_entry"]; ok && v < 4 {
 		t.Errorf("index_entries_per_log_entry = %v with batches of 16: the batches were not committed as one entry each", v)
 	}
 	if v := vals["index_batch"]; v != 16 {
