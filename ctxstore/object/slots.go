@@ -329,13 +329,11 @@ func (s *Store) eachWinner(ctx context.Context, ns string, infos []block.Info, n
 			i++ // the pair's other slot, or data blocks beside it
 		}
 		lastRead = true
-		var p pair
-		var err error
-		for j := range p {
-			if p[j], err = s.readSlot(ctx, block.NewKey(ns, h|uint64(j))); err != nil {
-				p.release()
-				return false, err
-			}
+		// Read as a key's pair is (readPair), so a key that moves from one
+		// slot to the other between the two reads is not missed.
+		p, err := s.readPair(ctx, [2]block.Key{block.NewKey(ns, h), block.NewKey(ns, h|1)})
+		if err != nil {
+			return false, err
 		}
 		for j := range p {
 			if err == nil && p.winner(j) && p[j].rec.live(now) {
