@@ -114,7 +114,7 @@ func TestRESPWithRedisCLI(t *testing.T) {
 		{[]string{"SCAN", "0", "MATCH", "b*"}, nil, "0\nblob\n"},
 		{[]string{"HSET", "h", "f", "v"}, nil, "ERR unknown command 'HSET', with args beginning with: 'h' 'f' 'v' \n\n"},
 		{[]string{"SET", "big"}, make([]byte, 1<<20+1), "ERR argument of 1048577 bytes exceeds the limit of 1048576 bytes; nothing was stored\n\n"},
-		{[]string{"SET", "big"}, make([]byte, 1<<20), "ERR too large: value of 1048576 bytes exceeds the limit of 1048555 bytes for namespace \"default\" (max block size 1048576 less a 18-byte header and the key)\n\n"},
+		{[]string{"SET", "big"}, make([]byte, 1<<20), "ERR too large: value of 1048576 bytes exceeds the limit of 1048547 bytes for namespace \"default\" (max block size 1048576 less a 26-byte header and the key)\n\n"},
 		{[]string{"EXISTS", "big"}, nil, "0\n"},
 	}
 	for i, st := range steps {
