@@ -173,7 +173,7 @@ func (s *Store) swapManifest(ctx context.Context, n block.Namespace, key []byte,
 	value := m.encode()
 	retire := func(old []byte) {
 		if om, err := decodeManifest(old); err == nil {
-			s.retire(context.WithoutCancel(ctx), n.Name, om.Segments)
+			s.retire(context.WithoutCancel(ctx), n.Name, unshared(om.Segments, m.Segments))
 		}
 	}
 	ok, err := s.replace(ctx, n, key, func(cur *record) ([]byte, time.Time, bool, error) {
@@ -201,6 +201,20 @@ func (s *Store) swapManifest(ctx context.Context, n block.Namespace, key []byte,
 		return fmt.Errorf("%w: %q exists", ErrPreconditionFailed, key)
 	}
 	return nil
+}
+
+// unshared returns the segments of old that cur does not name: racing
+// completions of one multipart upload write manifests naming the same
+// parts' data blocks, and replacing one such manifest by another must not
+// retire the blocks the new one reads.
+func unshared(old, cur []Segment) []Segment {
+	var out []Segment
+	for _, g := range old {
+		if !slices.ContainsFunc(cur, func(c Segment) bool { return c.Version == g.Version }) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // writeSegment streams body into the data blocks of a new segment and

@@ -372,3 +372,50 @@ func TestScanDuringASwapReturnsTheKeyOnce(t *testing.T) {
 		t.Fatalf("listing: %d entries, %v (o07: %+v)", len(list), err, list[7])
 	}
 }
+
+// TestRacingCompletionsOfOneUploadKeepTheParts: completions of one upload
+// racing each other write manifests naming the same parts' data blocks;
+// replacing one by another retires none of them, so the object reads whole.
+func TestRacingCompletionsOfOneUploadKeepTheParts(t *testing.T) {
+	s := newObjectStore(t)
+	ctx := context.Background()
+	u, err := s.CreateUpload(ctx, "obj", []byte("raced"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(3<<20+17, 9) // 4 data blocks of 1 MiB
+	m, err := s.UploadPart(ctx, "obj", u.ID, 1, bytes.NewReader(data), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	errs := make(chan error, 5)
+	for range 5 {
+		wg.Go(func() {
+			_, err := s.CompleteUpload(ctx, "obj", u.ID, []CompletedPart{{1, m.ETag}}, false)
+			switch {
+			case err == nil:
+				done.Add(1)
+			case !errors.Is(err, ErrNoSuchUpload):
+				errs <- err // (a completion after another dropped the upload: NoSuchUpload)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if done.Load() == 0 {
+		t.Fatal("no completion succeeded")
+	}
+	got, _ := readAll(t, s, "raced")
+	if !bytes.Equal(got, data) {
+		t.Fatalf("object after %d racing completions: %d bytes, want %d intact", done.Load(), len(got), len(data))
+	}
+	// One manifest record and the part's 4 data blocks are left.
+	if n := blockCount(t, s, "obj"); n != 5 {
+		t.Fatalf("%d blocks left, want 5", n)
+	}
+}
