@@ -213,15 +213,24 @@ func (s *Store) Set(ctx context.Context, ns string, key, value []byte, opts SetO
 		return false, fmt.Errorf("%w: value of %d bytes exceeds the limit of %d bytes for namespace %q (max block size %d less a %d-byte header and the key)",
 			block.ErrTooLarge, len(value), limit, n.Name, s.maxBlock(n), HeaderSize)
 	}
-	return s.replace(ctx, n, key, func(cur *record) ([]byte, time.Time, bool, error) {
+	same := false
+	ok, err := s.replace(ctx, n, key, func(cur *record) ([]byte, time.Time, bool, error) {
+		expires := opts.Expires
+		if cur != nil && opts.KeepTTL {
+			expires = cur.expires
+		}
 		switch {
 		case cur != nil && opts.Cond == IfAbsent, cur == nil && opts.Cond == IfPresent:
 			return nil, time.Time{}, false, nil
-		case cur != nil && opts.KeepTTL:
-			return value, cur.expires, true, nil
+		case cur != nil && bytes.Equal(cur.value, value) && cur.expires.Equal(expires):
+			// The key holds this value already (LMCache re-putting a
+			// chunk): nothing to write.
+			same = true
+			return nil, time.Time{}, false, nil
 		}
-		return value, opts.Expires, true, nil
+		return value, expires, true, nil
 	}, nil)
+	return ok || (same && err == nil), err
 }
 
 // Delete removes key; it reports whether there was a live value to remove.

@@ -419,3 +419,32 @@ func TestRacingCompletionsOfOneUploadKeepTheParts(t *testing.T) {
 		t.Fatalf("%d blocks left, want 5", n)
 	}
 }
+
+// TestSetOfTheSameValueWritesNothing: SET of the value (and expiry) a key
+// already holds succeeds without a new generation, as many clients setting
+// one key to one value (redis-benchmark, LMCache re-putting a chunk) do.
+func TestSetOfTheSameValueWritesNothing(t *testing.T) {
+	s, now := newStore(t)
+	ctx := context.Background()
+	key := []byte("same")
+	steps := []struct {
+		name  string
+		value string
+		opts  SetOptions
+		gens  [2]int64
+	}{
+		{"first", "v", SetOptions{}, [2]int64{1, -1}},
+		{"same value", "v", SetOptions{}, [2]int64{1, -1}},
+		{"same value, KEEPTTL", "v", SetOptions{KeepTTL: true}, [2]int64{1, -1}},
+		{"same value, another expiry", "v", SetOptions{Expires: now.Add(time.Hour)}, [2]int64{-1, 2}},
+		{"other value", "w", SetOptions{Expires: now.Add(time.Hour)}, [2]int64{3, -1}},
+	}
+	for _, st := range steps {
+		if ok, err := s.Set(ctx, "default", key, []byte(st.value), st.opts); !ok || err != nil {
+			t.Fatalf("%s: Set = %v, %v", st.name, ok, err)
+		}
+		if g := slotGens(t, s, key); g != st.gens {
+			t.Fatalf("%s: slots %v, want %v", st.name, g, st.gens)
+		}
+	}
+}
