@@ -193,7 +193,7 @@ func (s *Store) swapManifest(ctx context.Context, n block.Namespace, key []byte,
 			}
 		}
 		return value, time.Time{}, true, nil
-	}, retire)
+	}, retire, ifAbsent || ifMatch != "")
 	if err != nil {
 		return err
 	}

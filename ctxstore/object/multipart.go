@@ -116,7 +116,7 @@ func (s *Store) CreateUpload(ctx context.Context, ns string, key []byte, headers
 	value := u.encode()
 	if ok, err := s.replace(ctx, n, uploadKey(u.ID), func(cur *record) ([]byte, time.Time, bool, error) {
 		return value, time.Time{}, cur == nil, nil
-	}, nil); err != nil {
+	}, nil, true); err != nil {
 		return Upload{}, err
 	} else if !ok {
 		return Upload{}, fmt.Errorf("%w: upload id %s taken; retry", block.ErrUnavailable, u.ID)

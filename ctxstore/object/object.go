@@ -229,7 +229,7 @@ func (s *Store) Set(ctx context.Context, ns string, key, value []byte, opts SetO
 			return nil, time.Time{}, false, nil
 		}
 		return value, expires, true, nil
-	}, nil)
+	}, nil, opts.Cond != Always || opts.KeepTTL)
 	return ok || (same && err == nil), err
 }
 
@@ -262,7 +262,7 @@ func (s *Store) SetExpiry(ctx context.Context, ns string, key []byte, at time.Ti
 			return nil, time.Time{}, false, nil
 		}
 		return cur.value, at, true, nil
-	}, nil)
+	}, nil, true)
 	return found && err == nil, err
 }
 

@@ -211,14 +211,25 @@ type decision func(cur *record) (value []byte, expires time.Time, write bool, er
 // retries (Config.ReplaceAttempts rounds). retired, when not nil, gets the
 // value of every record of key this call retired (the S3 layer frees the
 // data blocks an old manifest names). It reports whether it wrote.
-func (s *Store) replace(ctx context.Context, n block.Namespace, key []byte, decide decision, retired func(value []byte)) (bool, error) {
+//
+// strict reads the slots at the linearizable level from the first round
+// (a condition must see every write acknowledged anywhere). Otherwise the
+// first round reads this node's own view, which in a cluster may be behind:
+// a generation chosen from a stale view can be lower than one already
+// committed, so after its put the writer reads both slots again (its own
+// put is applied by then, and with it everything committed before it) and,
+// unless its record is the key's winning one, starts over at the
+// linearizable level. A plain SET thus costs no leader round trip.
+func (s *Store) replace(ctx context.Context, n block.Namespace, key []byte, decide decision, retired func(value []byte), strict bool) (bool, error) {
 	k := s.slotKeys(n, key)
-	// Conditions and generations are read from the cluster's current state:
-	// a stale view could put a generation below the one already there.
 	lin := ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable)
 	bg := context.WithoutCancel(ctx)
-	for range s.cfg.ReplaceAttempts {
-		p, err := s.readPair(lin, k)
+	for round := range s.cfg.ReplaceAttempts {
+		rctx := ctx
+		if strict || round > 0 {
+			rctx = lin
+		}
+		p, err := s.readPair(rctx, k)
 		if err != nil {
 			return false, err
 		}
@@ -259,6 +270,15 @@ func (s *Store) replace(ctx context.Context, n block.Namespace, key []byte, deci
 			p.release()
 			return false, err
 		}
+		if rctx == ctx && ctxstore.ReadLevelOf(ctx) != ctxstore.ReadLinearizable {
+			if won, err := s.wins(ctx, k, key, target); err != nil || !won {
+				p.release()
+				if err != nil {
+					return false, err
+				}
+				continue // chosen from a stale view: again, linearizable
+			}
+		}
 		if c >= 0 {
 			// The new record is in and wins; a failure to retire the old
 			// one leaves it to the next writer or DELETE of the key (both
@@ -269,6 +289,17 @@ func (s *Store) replace(ctx context.Context, n block.Namespace, key []byte, deci
 		return true, nil
 	}
 	return false, fmt.Errorf("%w: %q in namespace %q: concurrent writers kept replacing it", block.ErrUnavailable, key, n.Name)
+}
+
+// wins reports whether slot target holds key's winning record, read from
+// this node's view.
+func (s *Store) wins(ctx context.Context, k [2]block.Key, key []byte, target int) (bool, error) {
+	p, err := s.readPair(ctx, k)
+	if err != nil {
+		return false, err
+	}
+	defer p.release()
+	return p.current(key) == target, nil
 }
 
 // deleteKey removes every record of key, the lower generation first, so a
