@@ -28,7 +28,9 @@
 // generation. The writer whose delete removed a record retires what it
 // names (an S3 manifest's data blocks), so each old version is retired
 // exactly once. Delete removes the lower generation first, then the higher,
-// so an older value never comes back.
+// so an older value never comes back. A writer with a condition reads the
+// slots at the linearizable level; a plain one reads its node's own view
+// and, after its put, checks there that its generation won (see replace).
 //
 // Expiry (a Redis TTL) is kept in the record's header and also handed to the
 // tiers, which drop the block when it lapses; a reader treats a record past
