@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -114,7 +115,7 @@ func TestRESPWithRedisCLI(t *testing.T) {
 		{[]string{"SCAN", "0", "MATCH", "b*"}, nil, "0\nblob\n"},
 		{[]string{"HSET", "h", "f", "v"}, nil, "ERR unknown command 'HSET', with args beginning with: 'h' 'f' 'v' \n\n"},
 		{[]string{"SET", "big"}, make([]byte, 1<<20+1), "ERR argument of 1048577 bytes exceeds the limit of 1048576 bytes; nothing was stored\n\n"},
-		{[]string{"SET", "big"}, make([]byte, 1<<20), "ERR too large: value of 1048576 bytes exceeds the limit of 1048555 bytes for namespace \"default\" (max block size 1048576 less a 18-byte header and the key)\n\n"},
+		{[]string{"SET", "big"}, make([]byte, 1<<20), "ERR too large: value of 1048576 bytes exceeds the limit of 1048547 bytes for namespace \"default\" (max block size 1048576 less a 26-byte header and the key)\n\n"},
 		{[]string{"EXISTS", "big"}, nil, "0\n"},
 	}
 	for i, st := range steps {
@@ -290,6 +291,71 @@ func TestRESPClusterReplace(t *testing.T) {
 			}
 		}
 	}
+	// Replaces while readers on every node loop GET: a replace is one step
+	// for readers (docs/resp.md, "Replacing"), so each reply is one of the
+	// values, never nil; a follower may answer an older one for a moment.
+	stop := make(chan struct{})
+	type tally struct {
+		reads int
+		bad   string
+	}
+	results := make(chan tally, len(nodes))
+	for _, nd := range nodes {
+		go func() {
+			var r tally
+			defer func() { results <- r }()
+			conn, err := net.Dial("tcp", nd.p.RESP)
+			if err != nil {
+				r.bad = err.Error()
+				return
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				got, err := respGet(conn, br, "chunk")
+				switch {
+				case err != nil:
+					r.bad = fmt.Sprintf("%s: %v", nd.id, err)
+					return
+				case got == nil:
+					r.bad = nd.id + ": GET answered nil during a replace"
+					return
+				case !bytes.Equal(got, v1) && !bytes.Equal(got, v2):
+					r.bad = fmt.Sprintf("%s: GET answered %d bytes of neither value", nd.id, len(got))
+					return
+				}
+				r.reads++
+			}
+		}()
+	}
+	for i := range 6 {
+		v := [][]byte{v1, v2}[i%2]
+		if got := redisCLI(t, nodes[i%3].p.RESP, v, "SET", "chunk"); got != "OK\n" {
+			t.Fatal(got)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	total := 0
+	for range nodes {
+		r := <-results
+		if r.bad != "" {
+			t.Fatal(r.bad)
+		}
+		total += r.reads
+	}
+	t.Logf("%d GETs during 6 replaces, none nil", total)
+	if total == 0 {
+		t.Fatal("no GET completed during the replaces")
+	}
+	for _, nd := range nodes {
+		waitFor(t, 10*time.Second, "the last value on "+nd.id, func() bool { return readsOn(nd, v2) })
+	}
 	for _, nd := range nodes {
 		if got := redisCLI(t, nd.p.RESP, nil, "DBSIZE"); got != "1\n" {
 			t.Fatalf("DBSIZE on %s = %q, want 1 (the old record retired)", nd.id, got)
@@ -318,6 +384,31 @@ func TestRESPClusterReplace(t *testing.T) {
 			t.Fatalf("%s cannot read the erasure-coded key with n3 down (%d bytes)", nd.id, len(got))
 		}
 	}
+}
+
+// respGet sends GET key on conn and reads the reply: the value, or nil for
+// a RESP2 nil bulk.
+func respGet(conn net.Conn, br *bufio.Reader, key string) ([]byte, error) {
+	if _, err := fmt.Fprintf(conn, "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", len(key), key); err != nil {
+		return nil, err
+	}
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if !strings.HasPrefix(line, "$") {
+		return nil, fmt.Errorf("GET reply %q", line)
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil || n < 0 {
+		return nil, err // $-1: nil
+	}
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return nil, err
+	}
+	return b[:n], nil
 }
 
 // TestRESPClientTLS: with --tls-clients the RESP port speaks TLS 1.3 with

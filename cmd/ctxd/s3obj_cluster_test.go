@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +18,8 @@ import (
 // object (minio-go multipart) uploaded through one node's S3 endpoint into
 // a bucket made through S3 (an object namespace: its data blocks are placed
 // over the members like any block), then read back whole and by ranges
-// through the other two nodes, replaced through a second node, and deleted.
+// through the other two nodes, replaced through a second node while readers
+// loop GET and HEAD (never NoSuchKey), and deleted.
 func TestClusterS3Objects(t *testing.T) {
 	ctx := withTimeout(t, 3*time.Minute)
 	// One access key for every node: the key files are per node, so the
@@ -82,30 +85,99 @@ func TestClusterS3Objects(t *testing.T) {
 			t.Fatalf("node %d: range across chunks differs", i+2)
 		}
 	}
-	// Replace through node 2; every node reads the new bytes.
+	// Replace through node 2 while readers on node 2 loop GET and HEAD: a
+	// replace is one step for readers (docs/s3.md, "Replace, and what a
+	// reader sees"), so every read is the old object or the new one, never
+	// NoSuchKey. (A GET that was streaming the 40 MiB old version, larger
+	// than the 32 MiB a GET leases before its first byte, may be cut short
+	// when the old blocks are retired: counted, never a mix.)
 	v2 := bytes.Repeat([]byte("v2"), 6<<20)
-	if _, err := c2.PutObject(ctx, "cluster-objects", "model/layer 7.kv", bytes.NewReader(v2), int64(len(v2)), minio.PutObjectOptions{}); err != nil {
+	var stop atomic.Bool
+	var olds, news, cut, heads, newHeads atomic.Int64
+	fail := make(chan string, 2)
+	var rwg sync.WaitGroup
+	rwg.Go(func() {
+		for !stop.Load() {
+			o, err := c2.GetObject(ctx, "cluster-objects", "model/layer 7.kv", minio.GetObjectOptions{})
+			if err != nil {
+				fail <- fmt.Sprintf("GET during the replace: %v", err)
+				return
+			}
+			b, err := io.ReadAll(o)
+			o.Close()
+			switch {
+			case err != nil && minio.ToErrorResponse(err).Code == "NoSuchKey":
+				fail <- "GET during the replace: NoSuchKey"
+				return
+			case err != nil:
+				cut.Add(1)
+			case bytes.Equal(b, data):
+				olds.Add(1)
+			case bytes.Equal(b, v2):
+				news.Add(1)
+			default:
+				fail <- fmt.Sprintf("GET during the replace: %d bytes of neither version", len(b))
+				return
+			}
+		}
+	})
+	rwg.Go(func() {
+		for !stop.Load() {
+			st, err := c2.StatObject(ctx, "cluster-objects", "model/layer 7.kv", minio.StatObjectOptions{})
+			if err != nil {
+				fail <- fmt.Sprintf("HEAD during the replace: %v", err)
+				return
+			}
+			switch st.Size {
+			case int64(len(data)):
+			case int64(len(v2)):
+				newHeads.Add(1)
+			default:
+				fail <- fmt.Sprintf("HEAD during the replace: size %d", st.Size)
+				return
+			}
+			heads.Add(1)
+		}
+	})
+	time.Sleep(200 * time.Millisecond) // the readers are under way
+	_, err = c2.PutObject(ctx, "cluster-objects", "model/layer 7.kv", bytes.NewReader(v2), int64(len(v2)), minio.PutObjectOptions{})
+	// The readers go on until both have read the new version (or failed).
+	saw := func() bool { return len(fail) > 0 || (news.Load() > 0 && newHeads.Load() > 0) }
+	for end := time.Now().Add(30 * time.Second); err == nil && !saw() && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop.Store(true)
+	rwg.Wait()
+	close(fail)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Replacing is delete-then-put (docs/s3.md, "Object namespaces"): a
-	// node that has applied the delete but not yet the put answers
-	// NoSuchKey for that moment, so a miss here is retried; old bytes or a
-	// mix of versions would still fail the comparison.
-	for i, mc := range []*minio.Client{c1, c2, c3} {
-		waitFor(t, 10*time.Second, fmt.Sprintf("node %d to serve the replacement", i+1), func() bool {
+	for msg := range fail {
+		t.Fatal(msg)
+	}
+	t.Logf("during the replace: %d GETs of the old object, %d of the new, %d cut short; %d HEADs (%d of the new)", olds.Load(), news.Load(), cut.Load(), heads.Load(), newHeads.Load())
+	if news.Load() == 0 || newHeads.Load() == 0 {
+		t.Fatal("the readers on the writing node never saw the new version")
+	}
+	// Every node serves the new bytes: node 2 (which took the write) at
+	// once; the others once they apply it (reads are local). A node may
+	// still serve the old version for that moment, or fail a read of it
+	// whose blocks were retired, but never answers NoSuchKey.
+	for i, mc := range []*minio.Client{c2, c1, c3} {
+		waitFor(t, 10*time.Second, fmt.Sprintf("node %d to serve the replacement", []int{2, 1, 3}[i]), func() bool {
 			o, err := mc.GetObject(ctx, "cluster-objects", "model/layer 7.kv", minio.GetObjectOptions{})
 			if err != nil {
-				return false
+				t.Fatalf("node %d: %v", []int{2, 1, 3}[i], err)
 			}
 			defer o.Close()
 			b, err := io.ReadAll(o)
-			if err != nil {
-				if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-					return false
-				}
-				t.Fatalf("node %d: %v", i+1, err)
+			if err != nil && minio.ToErrorResponse(err).Code == "NoSuchKey" {
+				t.Fatalf("node %d: NoSuchKey after the replace", []int{2, 1, 3}[i])
 			}
-			return bytes.Equal(b, v2)
+			if i == 0 && (err != nil || !bytes.Equal(b, v2)) {
+				t.Fatalf("node 2 (the writer) right after the replace: %d bytes, %v", len(b), err)
+			}
+			return err == nil && bytes.Equal(b, v2)
 		})
 	}
 	if err := c3.RemoveObject(ctx, "cluster-objects", "model/layer 7.kv", minio.RemoveObjectOptions{}); err != nil {

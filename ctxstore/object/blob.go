@@ -26,15 +26,17 @@ import (
 // blocks are never visible on their own: Scan and listings skip them, and
 // they are written before the manifest that names them.
 //
-// Replacing an object writes the new data blocks first, then swaps the
-// manifest (the record's delete-then-put, see the package comment), then
-// deletes the old manifest's data blocks: the writer whose delete removed a
-// manifest retires its blocks, so racing writers free each old version
-// exactly once. A reader that looks the object up sees the old or the new
-// manifest, or, during the swap's two commits, a miss; a reader that is
-// already streaming the old version when its blocks are retired fails
-// mid-body (the S3 layer aborts the response) rather than return bytes of
-// two versions.
+// Replacing an object writes the new data blocks first, then the new
+// manifest as the key's next generation (slots.go), then deletes the old
+// manifest and its data blocks: the writer whose delete removed a manifest
+// retires its blocks, so racing writers free each old version exactly
+// once. A reader that looks the object up sees the old or the new
+// manifest, never a miss. WriteRange leases the first Config.Parallel data
+// blocks before it writes a byte, so an object of up to that many chunks
+// is read whole or fails with ErrObjectChanged before its first byte (the
+// S3 layer then opens the key again); a reader already streaming a larger
+// old version when its blocks are retired fails mid-body (the S3 layer
+// aborts the response) rather than return bytes of two versions.
 
 var (
 	// ErrPreconditionFailed: a conditional write's or read's condition
@@ -127,14 +129,14 @@ func (s *Store) PutObject(ctx context.Context, ns string, key []byte, body io.Re
 	if seg.Size > 0 {
 		m.Segments = []Segment{seg}
 	}
-	if err := s.swapManifest(ctx, n, key, m, opts.IfAbsent); err != nil {
+	if err := s.swapManifest(ctx, n, key, m, opts.IfAbsent, opts.IfMatch); err != nil {
 		s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
 		return Meta{}, err
 	}
 	return m.Meta, nil
 }
 
-// checkPut checks a PUT's conditions before any byte is written (IfAbsent is
+// checkPut checks a PUT's conditions before any byte is written (they are
 // checked again, atomically, when the manifest is put).
 func (s *Store) checkPut(ctx context.Context, n block.Namespace, key []byte, opts PutObjectOptions) error {
 	if !opts.IfAbsent && opts.IfMatch == "" {
@@ -163,16 +165,35 @@ func etagMatches(want, tag string) bool {
 	return false
 }
 
-// swapManifest puts m as key's record, retiring the data blocks of the
-// manifest it replaces.
-func (s *Store) swapManifest(ctx context.Context, n block.Namespace, key []byte, m manifest, ifAbsent bool) error {
-	rec := encodeRecord(key, m.encode(), time.Time{})
+// swapManifest writes m as key's record (the key's next generation, see
+// replace), retiring the data blocks of the manifest it replaces. ifAbsent
+// and ifMatch are checked against the record it replaces, in the same
+// round: of racing conditional writers exactly one wins.
+func (s *Store) swapManifest(ctx context.Context, n block.Namespace, key []byte, m manifest, ifAbsent bool, ifMatch string) error {
+	value := m.encode()
 	retire := func(old []byte) {
 		if om, err := decodeManifest(old); err == nil {
-			s.retire(context.WithoutCancel(ctx), n.Name, om.Segments)
+			s.retire(context.WithoutCancel(ctx), n.Name, unshared(om.Segments, m.Segments))
 		}
 	}
-	ok, err := s.replace(ctx, n, s.SlotKey(n, key), key, rec, time.Time{}, ifAbsent, retire)
+	ok, err := s.replace(ctx, n, key, func(cur *record) ([]byte, time.Time, bool, error) {
+		switch {
+		case cur != nil && ifAbsent:
+			return nil, time.Time{}, false, nil
+		case ifMatch == "":
+		case cur == nil:
+			return nil, time.Time{}, false, fmt.Errorf("%w: %q", block.ErrNotFound, key)
+		default:
+			cm, err := decodeManifest(cur.value)
+			if err != nil {
+				return nil, time.Time{}, false, fmt.Errorf("%w: %q: %v", block.ErrNotFound, key, err)
+			}
+			if !etagMatches(ifMatch, cm.ETag) {
+				return nil, time.Time{}, false, fmt.Errorf("%w: %q has ETag %s", ErrPreconditionFailed, key, cm.ETag)
+			}
+		}
+		return value, time.Time{}, true, nil
+	}, retire, ifAbsent || ifMatch != "")
 	if err != nil {
 		return err
 	}
@@ -180,6 +201,20 @@ func (s *Store) swapManifest(ctx context.Context, n block.Namespace, key []byte,
 		return fmt.Errorf("%w: %q exists", ErrPreconditionFailed, key)
 	}
 	return nil
+}
+
+// unshared returns the segments of old that cur does not name: racing
+// completions of one multipart upload write manifests naming the same
+// parts' data blocks, and replacing one such manifest by another must not
+// retire the blocks the new one reads.
+func unshared(old, cur []Segment) []Segment {
+	var out []Segment
+	for _, g := range old {
+		if !slices.ContainsFunc(cur, func(c Segment) bool { return c.Version == g.Version }) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // writeSegment streams body into the data blocks of a new segment and
@@ -276,7 +311,11 @@ func (s *Store) retire(ctx context.Context, ns string, segs []Segment) {
 
 // manifest reads key's manifest.
 func (s *Store) manifest(ctx context.Context, n block.Namespace, key []byte) (manifest, error) {
-	v, _, err := s.read(ctx, s.SlotKey(n, key), key)
+	p, err := s.readPair(ctx, s.slotKeys(n, key))
+	if err != nil {
+		return manifest{}, err
+	}
+	v, err := s.take(&p, key)
 	if err != nil {
 		return manifest{}, err
 	}
@@ -368,7 +407,10 @@ func (o *Object) pieces(first, length int64) []piece {
 
 // WriteRange writes bytes [first, first+length) of the object to w,
 // fetching up to Config.Parallel data blocks ahead in parallel, and returns
-// how many bytes it wrote.
+// how many bytes it wrote. It writes nothing until the first Parallel
+// blocks are leased, so when the version was retired before that it fails
+// with ErrObjectChanged having written nothing (a caller may open the key
+// again).
 func (o *Object) WriteRange(ctx context.Context, w io.Writer, first, length int64) (int64, error) {
 	if first < 0 || length < 0 || first+length > o.Size {
 		return 0, fmt.Errorf("%w: range %d+%d outside %d bytes", block.ErrInvalidArgument, first, length, o.Size)
@@ -403,8 +445,28 @@ func (o *Object) WriteRange(ctx context.Context, w io.Writer, first, length int6
 	}()
 	var written int64
 	var failed error
+	// The first Parallel pieces are all leased before a byte is written: a
+	// version retired meanwhile fails here, with nothing written.
+	head := make([]result, min(len(ps), o.s.cfg.Parallel))
+	for i := range head {
+		head[i] = <-res[i]
+		if failed == nil && head[i].err != nil {
+			failed = head[i].err
+			if errors.Is(failed, block.ErrNotFound) {
+				failed = fmt.Errorf("%w: %s: %v", ErrObjectChanged, ps[i].key, failed)
+			}
+			cancel()
+		}
+	}
+	// (After a failure the loop below writes nothing and only releases
+	// what the fetches it launched return.)
 	for i, p := range ps {
-		r := <-res[i]
+		var r result
+		if i < len(head) {
+			r = head[i]
+		} else {
+			r = <-res[i]
+		}
 		if failed == nil && r.err != nil {
 			failed = r.err
 			if errors.Is(r.err, block.ErrNotFound) {
@@ -435,29 +497,21 @@ func (o *Object) WriteRange(ctx context.Context, w io.Writer, first, length int6
 }
 
 // DeleteObject removes key's object and retires its data blocks; an absent
-// object is not an error (S3's DELETE). A DELETE racing a PUT of the same
-// key may remove the new manifest while retiring the old one's blocks; the
-// new version's blocks are then left to the namespace's TTL or eviction.
+// object is not an error (S3's DELETE). Its records go lower generation
+// first (deleteKey), and each removed manifest's blocks are retired by the
+// call whose delete removed it, so a DELETE racing a PUT frees every
+// version once.
 func (s *Store) DeleteObject(ctx context.Context, ns string, key []byte) error {
 	n, err := s.objectNamespace(ns, key)
 	if err != nil {
 		return err
 	}
-	m, err := s.manifest(ctx, n, key)
-	if errors.Is(err, block.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := s.blocks.Delete(ctx, s.SlotKey(n, key)); err != nil {
-		if errors.Is(err, block.ErrNotFound) {
-			return nil
+	_, err = s.deleteKey(ctx, n, key, func(old []byte) {
+		if om, err := decodeManifest(old); err == nil {
+			s.retire(context.WithoutCancel(ctx), n.Name, om.Segments)
 		}
-		return err
-	}
-	s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
-	return nil
+	})
+	return err
 }
 
 // Entry is one object of a listing.
@@ -467,7 +521,7 @@ type Entry struct {
 }
 
 // walk calls fn with the key and value of every live record of namespace
-// ns, in slot order.
+// ns that is its key's winning one, in slot order, each key once.
 func (s *Store) walk(ctx context.Context, ns string, fn func(key, value []byte) error) error {
 	after := ""
 	now := s.now()
@@ -476,30 +530,19 @@ func (s *Store) walk(ctx context.Context, ns string, fn func(key, value []byte) 
 		if err != nil {
 			return err
 		}
-		for _, in := range infos {
-			if in.Key.HasPart {
-				continue // a data block
-			}
-			ref, err := s.blocks.Get(ctx, in.Key)
-			if errors.Is(err, block.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			r, derr := decodeRecord(ref.Data)
-			if derr == nil && r.live(now) {
-				err = fn(r.key, r.value)
-			}
-			ref.Release()
-			if err != nil {
-				return err
-			}
+		lastRead, err := s.eachWinner(ctx, ns, infos, now, func(r record) error { return fn(r.key, r.value) })
+		if err != nil {
+			return err
 		}
 		if len(infos) < 1000 {
 			return nil
 		}
-		after = infos[len(infos)-1].Key.ObjectName()
+		last := infos[len(infos)-1].Key
+		after = last.ObjectName()
+		if lastRead {
+			// The pair's second slot was read with its first.
+			after = pastSlot(last.Hash | 1)
+		}
 	}
 }
 

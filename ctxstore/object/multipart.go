@@ -113,8 +113,10 @@ func (s *Store) CreateUpload(ctx context.Context, ns string, key []byte, headers
 		return Upload{}, err
 	}
 	u := Upload{ID: fmt.Sprintf("%016x", rand.Uint64()), Key: string(key), Initiated: s.now().UTC(), Headers: headers}
-	uk := uploadKey(u.ID)
-	if ok, err := s.replace(ctx, n, s.SlotKey(n, uk), uk, encodeRecord(uk, u.encode(), time.Time{}), time.Time{}, true, nil); err != nil {
+	value := u.encode()
+	if ok, err := s.replace(ctx, n, uploadKey(u.ID), func(cur *record) ([]byte, time.Time, bool, error) {
+		return value, time.Time{}, cur == nil, nil
+	}, nil, true); err != nil {
 		return Upload{}, err
 	} else if !ok {
 		return Upload{}, fmt.Errorf("%w: upload id %s taken; retry", block.ErrUnavailable, u.ID)
@@ -128,7 +130,11 @@ func (s *Store) upload(ctx context.Context, n block.Namespace, id string) (Uploa
 		return Upload{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
 	}
 	uk := uploadKey(id)
-	v, _, err := s.read(ctx, s.SlotKey(n, uk), uk)
+	p, err := s.readPair(ctx, s.slotKeys(n, uk))
+	if err != nil {
+		return Upload{}, err
+	}
+	v, err := s.take(&p, uk)
 	if errors.Is(err, block.ErrNotFound) {
 		return Upload{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
 	}
@@ -169,7 +175,7 @@ func (s *Store) UploadPart(ctx context.Context, ns, id string, num int, body io.
 	// Even an empty part keeps its (blockless) segment: an object's
 	// segments map one to one onto its parts (Object.PartRange).
 	m := manifest{Meta: Meta{Size: seg.Size, ETag: `"` + hex.EncodeToString(sum) + `"`, Modified: s.now().UTC()}, Segments: []Segment{seg}}
-	if err := s.swapManifest(ctx, n, partKey(id, num), m, false); err != nil {
+	if err := s.swapManifest(ctx, n, partKey(id, num), m, false, ""); err != nil {
 		s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
 		return Meta{}, err
 	}
@@ -183,7 +189,7 @@ func (s *Store) parts(ctx context.Context, n block.Namespace, id string) ([]Part
 	var ms []manifest
 	for num := 1; num <= MaxParts; num++ {
 		pk := partKey(id, num)
-		if ok, err := s.blocks.Exists(ctx, s.SlotKey(n, pk)); err != nil {
+		if ok, err := s.present(ctx, n, pk); err != nil {
 			return nil, nil, err
 		} else if !ok {
 			continue
@@ -278,20 +284,19 @@ func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []Comple
 		used[c.Number] = true
 	}
 	obj.ETag = fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(sums.Sum(nil)), len(list))
-	if err := s.swapManifest(ctx, n, []byte(u.Key), obj, ifAbsent); err != nil {
+	if err := s.swapManifest(ctx, n, []byte(u.Key), obj, ifAbsent, ""); err != nil {
 		return Meta{}, err
 	}
 	// The object owns the listed parts' blocks now: drop their records
 	// without retiring them; retire the parts left out.
 	bg := context.WithoutCancel(ctx)
 	for i, p := range all {
-		_ = s.blocks.Delete(bg, s.SlotKey(n, partKey(id, p.Number)))
+		_, _ = s.deleteKey(bg, n, partKey(id, p.Number), nil)
 		if !used[p.Number] {
 			s.retire(bg, n.Name, ms[i].Segments)
 		}
 	}
-	uk := uploadKey(id)
-	_ = s.blocks.Delete(bg, s.SlotKey(n, uk))
+	_, _ = s.deleteKey(bg, n, uploadKey(id), nil)
 	return obj.Meta, nil
 }
 
@@ -308,20 +313,23 @@ func (s *Store) AbortUpload(ctx context.Context, ns, id string) error {
 }
 
 func (s *Store) abort(ctx context.Context, n block.Namespace, id string) error {
-	all, ms, err := s.parts(ctx, n, id)
+	all, _, err := s.parts(ctx, n, id)
 	if err != nil {
 		return err
 	}
 	bg := context.WithoutCancel(ctx)
-	for i, p := range all {
-		if err := s.blocks.Delete(bg, s.SlotKey(n, partKey(id, p.Number))); err == nil {
-			s.retire(bg, n.Name, ms[i].Segments)
+	retire := func(old []byte) {
+		if om, err := decodeManifest(old); err == nil {
+			s.retire(bg, n.Name, om.Segments)
 		}
 	}
-	if err := s.blocks.Delete(bg, s.SlotKey(n, uploadKey(id))); err != nil && !errors.Is(err, block.ErrNotFound) {
-		return err
+	for _, p := range all {
+		if _, err := s.deleteKey(bg, n, partKey(id, p.Number), retire); err != nil {
+			return err
+		}
 	}
-	return nil
+	_, err = s.deleteKey(bg, n, uploadKey(id), nil)
+	return err
 }
 
 // ListUploads returns the uploads in progress in namespace ns whose object

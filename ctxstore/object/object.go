@@ -27,8 +27,9 @@ type Config struct {
 	// bounded by the smaller of it and the namespace's max block size.
 	// 0 means the namespace's limit alone.
 	MaxBlockSize int64
-	// ReplaceAttempts bounds the delete-then-put rounds of one Set racing
-	// other writers of the same key before it gives up (Unavailable).
+	// ReplaceAttempts bounds the rounds of one Set racing other writers of
+	// the same key (each round reads both slots and puts into the free one)
+	// before it gives up (Unavailable).
 	ReplaceAttempts int
 	// ChunkSize is the size of the data blocks an S3 object is cut into
 	// (blob.go); also bounded by the namespace's and the node's block limit.
@@ -103,9 +104,11 @@ func saltSeed(salt string) uint64 {
 // Blocks returns the block store under s.
 func (s *Store) Blocks() *ctxstore.Store { return s.blocks }
 
-// SlotKey returns the block key that holds key in namespace ns.
+// SlotKey returns the first of the two blocks that may hold key in
+// namespace ns (the one records written before generations are in); the
+// other is its hash with the lowest bit flipped (slots.go).
 func (s *Store) SlotKey(ns block.Namespace, key []byte) block.Key {
-	return block.NewKey(ns.Name, s.hash(ns.TenantSalt, key))
+	return s.slotKeys(ns, key)[0]
 }
 
 // maxBlock is the largest record namespace ns may hold on this node.
@@ -148,14 +151,17 @@ func (s *Store) namespace(ns string, key []byte) (block.Namespace, error) {
 }
 
 // Get returns key's value, or block.ErrNotFound when it is absent or expired
-// (or its slot holds another key).
+// (or its slots hold other keys).
 func (s *Store) Get(ctx context.Context, ns string, key []byte) (*Value, error) {
 	n, err := s.namespace(ns, key)
 	if err != nil {
 		return nil, err
 	}
-	v, _, err := s.read(ctx, s.SlotKey(n, key), key)
-	return v, err
+	p, err := s.readPair(ctx, s.slotKeys(n, key))
+	if err != nil {
+		return nil, err
+	}
+	return s.take(&p, key)
 }
 
 // GetIn is Get in namespace n, which the caller looked up itself (the RESP
@@ -164,47 +170,16 @@ func (s *Store) GetIn(ctx context.Context, n block.Namespace, key []byte) (*Valu
 	if len(key) > s.cfg.MaxKeyLen {
 		return nil, fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", block.ErrInvalidKey, len(key), s.cfg.MaxKeyLen)
 	}
-	v, _, err := s.read(ctx, s.SlotKey(n, key), key)
-	return v, err
-}
-
-// read fetches the record in slot bk. It returns the value when the slot
-// holds a live record of key; otherwise block.ErrNotFound, with other set
-// when the slot holds a live record of another key.
-// Every caller has resolved bk's namespace (s.namespace) in this request.
-func (s *Store) read(ctx context.Context, bk block.Key, key []byte) (v *Value, other bool, err error) {
-	ref, err := s.blocks.GetResolved(ctx, bk)
+	p, err := s.readPair(ctx, s.slotKeys(n, key))
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	r, err := decodeRecord(ref.Data)
-	switch {
-	case err != nil:
-		ref.Release()
-		// An engine's block in this namespace: not a key of ours, and not ours to replace.
-		return nil, true, fmt.Errorf("%w: %s", block.ErrNotFound, bk)
-	case !r.expires.IsZero() && !r.live(s.now()):
-		// (The clock is read only for a record that can expire.)
-		ref.Release()
-		return nil, false, fmt.Errorf("%w: %s expired", block.ErrNotFound, bk)
-	case !bytes.Equal(r.key, key):
-		ref.Release()
-		return nil, true, fmt.Errorf("%w: %s holds another key", block.ErrNotFound, bk)
-	}
-	return &Value{Key: r.key, Data: r.value, Expires: r.expires, ref: ref}, false, nil
+	return s.take(&p, key)
 }
 
 // Exists reports whether key holds a live value.
 func (s *Store) Exists(ctx context.Context, ns string, key []byte) (bool, error) {
-	n, err := s.namespace(ns, key)
-	if err != nil {
-		return false, err
-	}
-	bk := s.SlotKey(n, key)
-	if ok, err := s.blocks.Exists(ctx, bk); err != nil || !ok {
-		return false, err
-	}
-	v, _, err := s.read(ctx, bk, key)
+	v, err := s.Get(ctx, ns, key)
 	if errors.Is(err, block.ErrNotFound) {
 		return false, nil
 	}
@@ -240,7 +215,7 @@ type SetOptions struct {
 
 // Set stores value under key; it reports false (and changes nothing) when
 // opts.Cond is not met. A value over the namespace's limit is
-// block.ErrTooLarge; a key whose slot holds another live key is
+// block.ErrTooLarge; a key whose slots hold another live key is
 // ErrKeyCollision. See the package comment for what replacing means.
 func (s *Store) Set(ctx context.Context, ns string, key, value []byte, opts SetOptions) (bool, error) {
 	n, err := s.namespace(ns, key)
@@ -251,152 +226,63 @@ func (s *Store) Set(ctx context.Context, ns string, key, value []byte, opts SetO
 		return false, fmt.Errorf("%w: value of %d bytes exceeds the limit of %d bytes for namespace %q (max block size %d less a %d-byte header and the key)",
 			block.ErrTooLarge, len(value), limit, n.Name, s.maxBlock(n), HeaderSize)
 	}
-	bk := s.SlotKey(n, key)
-	expires := opts.Expires
-	if opts.Cond != Always || opts.KeepTTL {
-		// A condition is checked against the cluster's current state.
-		cur, other, err := s.read(ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable), bk, key)
+	same := false
+	ok, err := s.replace(ctx, n, key, func(cur *record) ([]byte, time.Time, bool, error) {
+		expires := opts.Expires
+		if cur != nil && opts.KeepTTL {
+			expires = cur.expires
+		}
 		switch {
-		case err == nil:
-			if opts.KeepTTL {
-				expires = cur.Expires
-			}
-			cur.Release()
-			if opts.Cond == IfAbsent {
-				return false, nil
-			}
-		case !errors.Is(err, block.ErrNotFound):
-			return false, err
-		case other:
-			return false, fmt.Errorf("%w: %q in namespace %q", ErrKeyCollision, key, n.Name)
-		case opts.Cond == IfPresent:
-			return false, nil
+		case cur != nil && opts.Cond == IfAbsent, cur == nil && opts.Cond == IfPresent:
+			return nil, time.Time{}, false, nil
+		case cur != nil && bytes.Equal(cur.value, value) && cur.expires.Equal(expires):
+			// The key holds this value already (LMCache re-putting a
+			// chunk): nothing to write.
+			same = true
+			return nil, time.Time{}, false, nil
 		}
-	}
-	rec := encodeRecord(key, value, expires)
-	return s.replace(ctx, n, bk, key, rec, expires, opts.Cond == IfAbsent, nil)
-}
-
-// replace puts rec in slot bk, retiring whatever record of key (or expired
-// record of any key) is there first. retired, when not nil, is handed a copy
-// of the value of every record this call deleted (the S3 layer frees the
-// data blocks an old manifest names).
-func (s *Store) replace(ctx context.Context, n block.Namespace, bk block.Key, key, rec []byte, expires time.Time, ifAbsent bool, retired func(value []byte)) (bool, error) {
-	opts := block.PutOptions{Expires: expires}
-	lin := ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable)
-	for range s.cfg.ReplaceAttempts {
-		err := s.blocks.Put(ctx, bk, rec, opts)
-		if err == nil {
-			return true, nil
-		}
-		if !errors.Is(err, block.ErrConflict) {
-			return false, err
-		}
-		// The slot holds other bytes: the key's previous value, an expired
-		// record, or another key. Replacing is rare: it reads and, after
-		// the delete, syncs with the cluster's leader, so the next put does
-		// not find the retired record still in this node's index.
-		ref, err := s.blocks.Get(lin, bk)
-		if errors.Is(err, block.ErrNotFound) {
-			continue // retired meanwhile
-		}
-		if err != nil {
-			return false, err
-		}
-		r, derr := decodeRecord(ref.Data)
-		live, same := derr == nil && r.live(s.now()), derr == nil && bytes.Equal(r.key, key)
-		var old []byte
-		if retired != nil && same {
-			old = bytes.Clone(r.value)
-		}
-		ref.Release()
-		switch {
-		case derr != nil:
-			return false, fmt.Errorf("%w: %q in namespace %q: its slot %s holds a block that is not an object record", ErrKeyCollision, key, n.Name, bk)
-		case live && !same:
-			return false, fmt.Errorf("%w: %q in namespace %q", ErrKeyCollision, key, n.Name)
-		case live && ifAbsent:
-			return false, nil // a concurrent Set won
-		}
-		err = s.blocks.Delete(ctx, bk)
-		if err != nil && !errors.Is(err, block.ErrNotFound) {
-			return false, err
-		}
-		if err == nil && old != nil {
-			retired(old)
-		}
-		if _, err := s.blocks.Linearize(lin); err != nil {
-			return false, err
-		}
-	}
-	return false, fmt.Errorf("%w: %q in namespace %q: concurrent writers kept replacing it", block.ErrUnavailable, key, n.Name)
+		return value, expires, true, nil
+	}, nil, opts.Cond != Always || opts.KeepTTL)
+	return ok || (same && err == nil), err
 }
 
 // Delete removes key; it reports whether there was a live value to remove.
+// The lower generation goes first (see deleteKey), and an expired record of
+// key is removed too.
 func (s *Store) Delete(ctx context.Context, ns string, key []byte) (bool, error) {
 	n, err := s.namespace(ns, key)
 	if err != nil {
 		return false, err
 	}
-	bk := s.SlotKey(n, key)
-	if ok, err := s.blocks.Exists(ctx, bk); err != nil || !ok {
-		return false, err
-	}
-	v, other, err := s.read(ctx, bk, key)
-	if err != nil {
-		if errors.Is(err, block.ErrNotFound) {
-			if !other {
-				// An expired record of key: retire it, but it was not live.
-				if derr := s.blocks.Delete(ctx, bk); derr != nil && !errors.Is(derr, block.ErrNotFound) {
-					return false, derr
-				}
-			}
-			return false, nil
-		}
-		return false, err
-	}
-	v.Release()
-	if err := s.blocks.Delete(ctx, bk); err != nil {
-		if errors.Is(err, block.ErrNotFound) {
-			return false, nil
-		}
-		return false, err
-	}
-	return true, nil
+	return s.deleteKey(ctx, n, key, nil)
 }
 
 // SetExpiry changes key's expiry to at (zero: never) and reports whether the
 // key held a live value. An at not after now deletes the key. Like Set, it
-// rewrites the record (see the package comment).
+// writes the key's next record (see the package comment).
 func (s *Store) SetExpiry(ctx context.Context, ns string, key []byte, at time.Time) (bool, error) {
 	n, err := s.namespace(ns, key)
 	if err != nil {
 		return false, err
 	}
-	bk := s.SlotKey(n, key)
-	v, _, err := s.read(ctx, bk, key)
-	if errors.Is(err, block.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
 	if !at.IsZero() && !at.After(s.now()) {
-		v.Release()
-		return s.Delete(ctx, ns, key)
+		return s.deleteKey(ctx, n, key, nil)
 	}
-	if v.Expires.Equal(at) {
-		v.Release()
-		return true, nil
-	}
-	rec := encodeRecord(key, v.Data, at)
-	v.Release()
-	ok, err := s.replace(ctx, n, bk, key, rec, at, false, nil)
-	return ok, err
+	found := false
+	_, err = s.replace(ctx, n, key, func(cur *record) ([]byte, time.Time, bool, error) {
+		found = cur != nil
+		if cur == nil || cur.expires.Equal(at) {
+			return nil, time.Time{}, false, nil
+		}
+		return cur.value, at, true, nil
+	}, nil, true)
+	return found && err == nil, err
 }
 
 // Scan lists up to count slots of namespace ns from cursor (0 to start) and
-// returns the live keys among them for which match (nil: all) is true, and
+// returns the live keys among them (each key's winning record, read with
+// the other slot of its pair, so a key in the middle of a replace is
+// returned once) for which match (nil: all) is true, and
 // the cursor to continue from (0 when the namespace is done). Like Redis's
 // SCAN, a call may return fewer keys than count, even none, before the end.
 func (s *Store) Scan(ctx context.Context, ns string, cursor uint64, count int, match func(key []byte) bool) ([][]byte, uint64, error) {
@@ -405,35 +291,29 @@ func (s *Store) Scan(ctx context.Context, ns string, cursor uint64, count int, m
 	}
 	after := ""
 	if cursor > 0 {
-		after = block.FormatHash(cursor - 1)
+		after = pastSlot(cursor - 1)
 	}
 	infos, err := s.blocks.List(ctx, ns, "", after, count)
 	if err != nil {
 		return nil, 0, err
 	}
-	now := s.now()
 	var keys [][]byte
-	for _, in := range infos {
-		if in.Key.HasPart {
-			continue
-		}
-		ref, err := s.blocks.Get(ctx, in.Key)
-		if errors.Is(err, block.ErrNotFound) {
-			continue // deleted or evicted since the listing
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		r, derr := decodeRecord(ref.Data)
-		if derr == nil && r.live(now) && (match == nil || match(r.key)) {
+	lastRead, err := s.eachWinner(ctx, ns, infos, s.now(), func(r record) error {
+		if match == nil || match(r.key) {
 			keys = append(keys, bytes.Clone(r.key))
 		}
-		ref.Release()
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	if len(infos) < count {
 		return keys, 0, nil
 	}
 	last := infos[len(infos)-1].Key.Hash
+	if lastRead {
+		last |= 1 // the pair's second slot was read with its first
+	}
 	if last == math.MaxUint64 {
 		return keys, 0, nil
 	}

@@ -360,16 +360,17 @@ func TestConcurrentSetsEndOnOneValue(t *testing.T) {
 		t.Fatalf("concurrent set: %v", err)
 	}
 	// The key holds one whole value some writer wrote (a writer that gave
-	// up with Unavailable after retiring the value may leave it absent).
+	// up with Unavailable never retired the value without putting its own:
+	// a replace puts before it deletes).
 	got, ok := get(t, s, "default", "contended")
 	var w, i int
-	if ok {
-		if n, err := fmt.Sscanf(got, "writer %d value %d", &w, &i); n != 2 || err != nil || got != fmt.Sprintf("writer %d value %d", w, i) {
-			t.Fatalf("final value %q is not one a writer wrote", got)
-		}
-	} else if unavailable.Load() == 0 {
-		t.Fatal("key absent although every Set succeeded")
+	if !ok {
+		t.Fatalf("key absent after concurrent sets (%d gave up)", unavailable.Load())
 	}
+	if n, err := fmt.Sscanf(got, "writer %d value %d", &w, &i); n != 2 || err != nil || got != fmt.Sprintf("writer %d value %d", w, i) {
+		t.Fatalf("final value %q is not one a writer wrote", got)
+	}
+	// Every replaced record was retired: one block (one slot) is left.
 	infos, _ := s.Blocks().List(ctx, "default", "", "", 10)
 	if len(infos) != 1 {
 		t.Fatalf("%d blocks for one key", len(infos))
@@ -377,40 +378,54 @@ func TestConcurrentSetsEndOnOneValue(t *testing.T) {
 }
 
 func TestRecordDecodeRejectsDamage(t *testing.T) {
-	good := encodeRecord([]byte("key"), []byte("value"), time.UnixMilli(5))
+	good := encodeRecord([]byte("key"), []byte("value"), time.UnixMilli(5), 9)
+	v1 := encodeRecordV1([]byte("key"), []byte("value"), time.UnixMilli(5))
 	cases := []struct {
 		name string
 		b    []byte
 		ok   bool
+		gen  uint64
 	}{
-		{"good", good, true},
-		{"short", good[:HeaderSize-1], false},
-		{"bad magic", append([]byte("XXXX"), good[4:]...), false},
-		{"bad version", append(append([]byte{}, good[:4]...), append([]byte{9}, good[5:]...)...), false},
-		{"key length past the end", append(append([]byte{}, good[:6]...), append([]byte{0xff, 0xff, 0, 0}, good[10:]...)...), false},
+		{"good", good, true, 9},
+		{"format 1 (before generations)", v1, true, 0},
+		{"short", good[:HeaderSize-1], false, 0},
+		{"format 1 short", v1[:headerSizeV1-1], false, 0},
+		{"format 2 header cut to format 1's size", good[:headerSizeV1+3], false, 0},
+		{"bad magic", append([]byte("XXXX"), good[4:]...), false, 0},
+		{"bad version", append(append([]byte{}, good[:4]...), append([]byte{9}, good[5:]...)...), false, 0},
+		{"key length past the end", append(append([]byte{}, good[:6]...), append([]byte{0xff, 0xff, 0, 0}, good[10:]...)...), false, 0},
 	}
 	for _, tc := range cases {
 		r, err := decodeRecord(tc.b)
 		if (err == nil) != tc.ok {
 			t.Fatalf("%s: err %v", tc.name, err)
 		}
-		if tc.ok && (string(r.key) != "key" || string(r.value) != "value" || r.expires.UnixMilli() != 5) {
+		if tc.ok && (string(r.key) != "key" || string(r.value) != "value" || r.expires.UnixMilli() != 5 || r.gen != tc.gen) {
 			t.Fatalf("%s: %+v", tc.name, r)
 		}
 	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(encodeRecord([]byte("key"), []byte("value"), time.Time{}))
-	f.Add(encodeRecord(nil, nil, time.UnixMilli(1)))
+	f.Add(encodeRecord([]byte("key"), []byte("value"), time.Time{}, 1))
+	f.Add(encodeRecord(nil, nil, time.UnixMilli(1), 1<<63))
+	f.Add(encodeRecordV1([]byte("key"), []byte("value"), time.UnixMilli(7)))
 	f.Add([]byte("CTXO\x01\x00\xff\xff\xff\xff"))
+	f.Add([]byte("CTXO\x02\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00key"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRecord(b)
 		if err != nil {
 			return
 		}
-		// A decoded record re-encodes to the same bytes (flags aside).
-		again := encodeRecord(r.key, r.value, r.expires)
+		// A decoded record re-encodes to the same bytes (flags aside), in
+		// its own format; format 1 has generation 0.
+		again := encodeRecord(r.key, r.value, r.expires, r.gen)
+		if b[4] == recordFormatV1 {
+			if r.gen != 0 {
+				t.Fatalf("format 1 record decoded with generation %d", r.gen)
+			}
+			again = encodeRecordV1(r.key, r.value, r.expires)
+		}
 		want := append([]byte{}, b...)
 		want[5] = 0
 		if !bytes.Equal(again, want) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -213,22 +214,52 @@ func (s *Server) headObjectNS(q *request) error {
 }
 
 func (s *Server) getObjectNS(q *request) error {
-	o, first, n, status, done, err := s.openForRead(q)
-	if done || err != nil {
-		return err
+	base := q.w.Header().Clone()
+	for try := 0; ; try++ {
+		o, first, n, status, done, err := s.openForRead(q)
+		if done || err != nil {
+			return err
+		}
+		responseOverrides(q)
+		q.status = status
+		lw := &lazyStatus{w: q.w, status: status}
+		wrote, err := o.WriteRange(q.r.Context(), lw, first, n)
+		if err != nil && !lw.sent && try < 2 && errors.Is(err, object.ErrObjectChanged) {
+			// Replaced before its first byte was sent: answer with the
+			// version that replaced it (its own headers only).
+			h := q.w.Header()
+			clear(h)
+			maps.Copy(h, base)
+			continue
+		}
+		if !lw.sent {
+			q.w.WriteHeader(status)
+		}
+		q.out += wrote
+		if err != nil {
+			// The status is sent: the short body (Content-Length was promised)
+			// makes the server close the connection, so the client sees a
+			// failed download, never bytes of two versions.
+			s.log.Debug("s3 get: stream ended early", "bucket", q.bucket, "key", q.key, "err", err)
+		}
+		return nil
 	}
-	responseOverrides(q)
-	q.status = status
-	q.w.WriteHeader(status)
-	wrote, err := o.WriteRange(q.r.Context(), q.w, first, n)
-	q.out += wrote
-	if err != nil {
-		// The status is sent: the short body (Content-Length was promised)
-		// makes the server close the connection, so the client sees a
-		// failed download, never bytes of two versions.
-		s.log.Debug("s3 get: stream ended early", "bucket", q.bucket, "key", q.key, "err", err)
+}
+
+// lazyStatus sends the response's status with its first byte, so a GET
+// whose version was replaced before then can still start over.
+type lazyStatus struct {
+	w      http.ResponseWriter
+	status int
+	sent   bool
+}
+
+func (l *lazyStatus) Write(p []byte) (int, error) {
+	if !l.sent {
+		l.sent = true
+		l.w.WriteHeader(l.status)
 	}
-	return nil
+	return l.w.Write(p)
 }
 
 // writeConditions reads a PUT's or Complete's If-None-Match / If-Match.
