@@ -635,20 +635,34 @@ func (b *Backend) Contains(key block.Key) bool {
 
 // Delete removes the index entry, then (best effort) its shards.
 func (b *Backend) Delete(ctx context.Context, key block.Key) error {
+	return b.deleteMatching(ctx, key, nil)
+}
+
+// deleteMatching removes key's index entry while match accepts it (nil:
+// whatever it holds), then (best effort) its shards. The delete is
+// committed for the generation that was looked up; if the entry changed
+// meanwhile the FSM answers Conflict and the entry is looked up again.
+func (b *Backend) deleteMatching(ctx context.Context, key block.Key, match func(fsm.Entry) bool) error {
 	key = key.Block()
+	accept := func(e fsm.Entry, ok bool) bool { return ok && (match == nil || match(e)) }
 	synced := false
 	for range 3 {
-		e, ok := b.lookup(ctx, key)
+		e, found := b.lookup(ctx, key)
+		ok := accept(e, found)
 		if !ok && !synced {
-			// The block may have been put through another node a moment
-			// ago: a delete is rare enough to ask the leader before it
-			// answers NotFound (one read-index round trip on a miss).
+			// The block may have been put, or replaced, through another
+			// node a moment ago: a delete is rare enough to ask the leader
+			// before it answers NotFound (one read-index round trip).
 			synced = true
 			if b.SyncRead(ctx) == nil {
-				e, ok = b.node.FSM().Lookup(key)
+				e, found = b.node.FSM().Lookup(key)
+				ok = accept(e, found)
 			}
 		}
 		if !ok {
+			if match != nil && found {
+				return fmt.Errorf("%w: %s does not hold that version", block.ErrNotFound, key)
+			}
 			return fmt.Errorf("%w: %s", block.ErrNotFound, key)
 		}
 		res, err := b.propose(ctx, fsm.DeleteOp(key, e.Generation))
@@ -664,7 +678,7 @@ func (b *Backend) Delete(ctx context.Context, key block.Key) error {
 		case fsm.StatusNotFound:
 			return fmt.Errorf("%w: %s", block.ErrNotFound, key)
 		case fsm.StatusConflict:
-			continue // re-put meanwhile: delete what is there now
+			continue // re-put meanwhile: look again, and delete what matches
 		default:
 			return fmt.Errorf("%w: %s: index says %s", res[0].Err(), key, res[0].Status)
 		}

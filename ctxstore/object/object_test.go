@@ -21,6 +21,13 @@ import (
 // newStore builds an object store over a real DRAM tier, with a settable clock.
 func newStore(t *testing.T) (*Store, *time.Time) {
 	t.Helper()
+	return newStoreOver(t, nil)
+}
+
+// newStoreOver is newStore with the DRAM tier seen through wrap (nil: as
+// it is), e.g. a tier that records deletes.
+func newStoreOver(t *testing.T, wrap func(block.Storage) block.Storage) (*Store, *time.Time) {
+	t.Helper()
 	cat, err := ctxstore.OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +40,11 @@ func newStore(t *testing.T) (*Store, *time.Time) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tier.Close() })
-	bs, err := ctxstore.New(ctxstore.DefaultConfig(), cat, tier, slog.New(slog.DiscardHandler))
+	var storage block.Storage = tier
+	if wrap != nil {
+		storage = wrap(tier)
+	}
+	bs, err := ctxstore.New(ctxstore.DefaultConfig(), cat, storage, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

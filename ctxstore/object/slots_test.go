@@ -6,16 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
 // encodeRecordV1 builds a record in format 1, as written before records had
@@ -54,30 +50,12 @@ func (d *deleteLog) Delete(ctx context.Context, key block.Key) error {
 // newLoggedStore is newStore over a deleteLog.
 func newLoggedStore(t *testing.T) (*Store, *deleteLog, *time.Time) {
 	t.Helper()
-	cat, err := ctxstore.OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := dram.DefaultConfig()
-	cfg.Capacity = 16 << 20
-	cfg.MaxBlockSize = 4 << 20
-	tier, err := dram.New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tier.Close() })
-	log := &deleteLog{Storage: tier}
-	bs, err := ctxstore.New(ctxstore.DefaultConfig(), cat, log, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(DefaultConfig(), bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().Truncate(time.Millisecond)
-	s.now = func() time.Time { return now }
-	return s, log, &now
+	var log *deleteLog
+	s, now := newStoreOver(t, func(tier block.Storage) block.Storage {
+		log = &deleteLog{Storage: tier}
+		return log
+	})
+	return s, log, now
 }
 
 // slotGens returns what key's two slots hold: the generation of a record of
