@@ -532,7 +532,20 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		return open
 	}
-	if err := chromedp.Do(bctx, chromedp.Focus(drainBtn), chromedp.KeyEvent(kb.Enter)); err != nil {
+	// The live refresh re-renders the members table: an action can find
+	// its button replaced between the query and the action ("Could not find
+	// node with given id"); such an action did nothing, so it is tried again.
+	onFreshButton := func(actions ...chromedp.Action[chromedp.Void]) error {
+		var err error
+		for range 5 {
+			err = chromedp.Do(bctx, actions...)
+			if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+				return err
+			}
+		}
+		return err
+	}
+	if err := onFreshButton(chromedp.Focus(drainBtn), chromedp.KeyEvent(kb.Enter)); err != nil {
 		t.Fatalf("opening the drain dialog from the keyboard: %v", err)
 	}
 	waitFor(t, 5*time.Second, "the dialog to open on Enter", dialogOpen)
@@ -540,18 +553,8 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the dialog to close on Escape", func() bool { return !dialogOpen() })
-	// The live refresh re-renders the members table: a click can find its
-	// button replaced between the query and the click ("Could not find node
-	// with given id"); that click did nothing, so it is tried again.
 	clickDialog := func(answer string) error {
-		var err error
-		for range 5 {
-			err = chromedp.Do(bctx, chromedp.Click(drainBtn), chromedp.WaitVisible(chromedp.ID("confirm")), chromedp.Click(chromedp.ID(answer)))
-			if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
-				return err
-			}
-		}
-		return err
+		return onFreshButton(chromedp.Click(drainBtn), chromedp.WaitVisible(chromedp.ID("confirm")), chromedp.Click(chromedp.ID(answer)))
 	}
 	if err := clickDialog("confirm-no"); err != nil {
 		t.Fatalf("cancelling the drain dialog: %v", err)
