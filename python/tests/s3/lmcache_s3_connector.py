@@ -2,7 +2,12 @@
 s3:// remote backend of the lmcache package, which drives awscrt's native S3
 client) against a ctxd S3 endpoint with virtual-hosted addressing.
 
-Usage: lmcache_s3_connector.py s3://BUCKET.DOMAIN:PORT ACCESS_KEY_ID SECRET
+Usage: lmcache_s3_connector.py s3://BUCKET.DOMAIN:PORT ACCESS_KEY_ID SECRET [LAYERS [CHUNKS]]
+
+A chunk is LAYERS * 512 KiB of bf16 (default 4 layers: 2 MiB, one PUT);
+over awscrt's 8 MiB part size (e.g. 24 layers: 12 MiB) awscrt uploads it
+as a multipart upload and reads it back in ranged parts. CHUNKS chunks are
+stored (default 8).
 
 BUCKET.DOMAIN must resolve to the ctxd S3 endpoint (the Go test runs this
 script in a private mount namespace whose /etc/hosts maps it to 127.0.0.1).
@@ -30,20 +35,20 @@ from lmcache.v1.storage_backend.connector import CreateConnector
 from lmcache.v1.storage_backend.connector.s3_connector import S3Connector
 from lmcache.v1.storage_backend.local_cpu_backend import LocalCPUBackend
 
-CHUNKS = 8
-
 
 def main() -> int:
     url, key_id, secret = sys.argv[1], sys.argv[2], sys.argv[3]
+    layers = int(sys.argv[4]) if len(sys.argv) > 4 else 4
+    chunks = int(sys.argv[5]) if len(sys.argv) > 5 else 8
     host = urlparse(url).hostname
     # The virtual-hosted name must resolve (through /etc/hosts) before
     # awscrt's resolver, which also uses getaddrinfo, is asked for it.
     print("resolves:", host, socket.gethostbyname(host))
     chunk = 256
     # (num_layer, 2, chunk_size, num_kv_head, head_size): 4*2*256*8*64*2 bytes = 2 MiB of bf16.
-    shape = (4, 2, chunk, 8, 64)
+    shape = (layers, 2, chunk, 8, 64)
     config = LMCacheEngineConfig.from_defaults(
-        chunk_size=chunk, local_cpu=False, max_local_cpu_size=0.25, remote_url=url, remote_serde="naive",
+        chunk_size=chunk, local_cpu=False, max_local_cpu_size=max(0.25, 3 * chunks * layers / 2048), remote_url=url, remote_serde="naive",
         extra_config={
             "s3_region": "us-east-1", "disable_tls": True, "s3_prefer_http2": False, "s3_num_io_threads": 4,
             "aws_access_key_id": key_id, "aws_secret_access_key": secret,
@@ -76,7 +81,7 @@ def main() -> int:
 
     torch.manual_seed(17)
     keys, tensors = [], []
-    for i in range(CHUNKS):
+    for i in range(chunks):
         key = CacheEngineKey("ctxtier-test", 1, 0, 0x2000 + i, torch.bfloat16)
         obj = backend.allocate(metadata.get_shapes(), metadata.get_dtypes())
         assert obj is not None, "LocalCPUBackend could not allocate a chunk"
@@ -102,8 +107,9 @@ def main() -> int:
 
     # The batched path LMCache's prefetch uses: HEADs then concurrent GETs.
     _, s3b = connector_of()
-    got = run(s3b.batched_get(keys[:4]))
-    assert len(got) == 4 and all(g is not None for g in got), f"batched_get: {got}"
+    n = min(4, len(keys))
+    got = run(s3b.batched_get(keys[:n]))
+    assert len(got) == n and all(g is not None for g in got), f"batched_get: {got}"
     for g, want in zip(got, tensors):
         assert torch.equal(g.tensor.view(want.shape), want), "batched_get: tensor differs"
         g.ref_count_down()
