@@ -43,4 +43,4 @@ then
 	echo "resp-deps: pip install -r python/requirements-resp.txt (lmcache pulls torch: several GiB)"
 	"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-resp.txt
 fi
-"$VENV/bin/python" -c 'import redis, lmcache; print("resp-deps: redis-py", redis.__version__, "and lmcache ready in '"$VENV"'")'
+"$VENV/bin/python" -c 'import redis, lmcache, awscrt; print("resp-deps: redis-py", redis.__version__, ", lmcache and awscrt", awscrt.__version__, "ready in '"$VENV"'")'

@@ -482,6 +482,16 @@ func (v *Verifier) verifyHeader(r *http.Request, h string) (*Auth, error) {
 		return nil, err
 	}
 	creds := aws.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.Secret}
+	if zeroLengthSigned(r, signedStr) {
+		gotSigned, want, err := v.signZeroLength(r.Context(), creds, req, payload, t)
+		if err != nil {
+			return nil, err
+		}
+		if gotSigned != signedStr || !hmac.Equal(want, sig) {
+			return nil, errSignature
+		}
+		return &Auth{Credential: c, PayloadHash: payload, Trailer: trailer, v: v, signature: sig, time: t}, nil
+	}
 	if err := v.signer.SignHTTP(r.Context(), creds, req, payload, "s3", v.cfg.Region, t); err != nil {
 		return nil, fmt.Errorf("%w: signing failed", ErrSignature)
 	}
