@@ -130,20 +130,26 @@ func TestSlotStates(t *testing.T) {
 		{name: "an engine block in slot 1", puts: []put{{1, func(time.Time) []byte { return []byte("not a record") }}},
 			absent: true, setErr: ErrKeyCollision, afterSet: [2]int64{-1, -2}},
 	}
+	// seed stores puts in key's slots and clears the delete log.
+	seed := func(t *testing.T, puts []put) (*Store, *deleteLog, [2]block.Key) {
+		t.Helper()
+		s, log, now := newLoggedStore(t)
+		n, _ := s.blocks.Namespace("default")
+		k := s.slotKeys(n, key)
+		for _, p := range puts {
+			if err := s.blocks.Put(context.Background(), k[p.slot], p.rec(*now), block.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		log.mu.Lock()
+		log.deleted = nil
+		log.mu.Unlock()
+		return s, log, k
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, log, now := newLoggedStore(t)
+			s, _, _ := seed(t, tc.puts)
 			ctx := context.Background()
-			n, _ := s.blocks.Namespace("default")
-			k := s.slotKeys(n, key)
-			for _, p := range tc.puts {
-				if err := s.blocks.Put(ctx, k[p.slot], p.rec(*now), block.PutOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			log.mu.Lock()
-			log.deleted = nil
-			log.mu.Unlock()
 			got, ok := get(t, s, "default", string(key))
 			if ok == tc.absent || got != tc.get {
 				t.Fatalf("GET = %q, %v; want %q, %v", got, ok, tc.get, !tc.absent)
@@ -162,18 +168,8 @@ func TestSlotStates(t *testing.T) {
 			}
 		})
 		t.Run(tc.name+"/DEL", func(t *testing.T) {
-			s, log, now := newLoggedStore(t)
+			s, log, k := seed(t, tc.puts)
 			ctx := context.Background()
-			n, _ := s.blocks.Namespace("default")
-			k := s.slotKeys(n, key)
-			for _, p := range tc.puts {
-				if err := s.blocks.Put(ctx, k[p.slot], p.rec(*now), block.PutOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			log.mu.Lock()
-			log.deleted = nil
-			log.mu.Unlock()
 			ok, err := s.Delete(ctx, "default", key)
 			if err != nil || ok != tc.del {
 				t.Fatalf("DEL = %v, %v; want %v", ok, err, tc.del)
