@@ -478,23 +478,18 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, a
 	if !ok {
 		return h.notLeader()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.baseURL(lm.HTTPAddr)+r.URL.Path, bytes.NewReader(body))
+	resp, out, err := h.forwardTo(ctx, r.URL.Path, body, lm.ID, lm.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("%w: forwarding to leader %s: %v", block.ErrUnavailable, lm.ID, err)
+		return err
 	}
-	req.Header.Set("Content-Type", httpwire.ContentTypeJSON)
-	req.Header.Set(HeaderForwardedBy, h.node.ID())
-	if h.cfg.Token != "" {
-		req.Header.Set(HeaderToken, h.cfg.Token)
-	}
-	resp, err := h.cfg.Client.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w: forwarding to leader %s at %s: %v", block.ErrUnavailable, lm.ID, lm.HTTPAddr, err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, h.cfg.MaxBodyBytes))
-	if err != nil {
-		return fmt.Errorf("%w: reading the leader's reply: %v", block.ErrUnavailable, err)
+	// This node's view of the leader can lag a leadership change: the
+	// node it forwarded to answers 503 and names the new leader. It ran
+	// nothing, so follow the hint once rather than fail the request.
+	if hint := resp.Header.Get(HeaderLeader); resp.StatusCode == http.StatusServiceUnavailable && hint != "" && hint != lm.HTTPAddr {
+		resp, out, err = h.forwardTo(ctx, r.URL.Path, body, resp.Header.Get(HeaderLeaderID), hint)
+		if err != nil {
+			return err
+		}
 	}
 	for _, k := range []string{"Content-Type", httpwire.HeaderErrorCode, HeaderLeader, HeaderLeaderID} {
 		if v := resp.Header.Get(k); v != "" {
@@ -504,4 +499,28 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, a
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(out)
 	return nil
+}
+
+// forwardTo posts body to path on the leader at addr and returns its
+// reply (with the body read, up to MaxBodyBytes).
+func (h *handler) forwardTo(ctx context.Context, path string, body []byte, id, addr string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.baseURL(addr)+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: forwarding to leader %s: %v", block.ErrUnavailable, id, err)
+	}
+	req.Header.Set("Content-Type", httpwire.ContentTypeJSON)
+	req.Header.Set(HeaderForwardedBy, h.node.ID())
+	if h.cfg.Token != "" {
+		req.Header.Set(HeaderToken, h.cfg.Token)
+	}
+	resp, err := h.cfg.Client.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: forwarding to leader %s at %s: %v", block.ErrUnavailable, id, addr, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: reading the leader's reply: %v", block.ErrUnavailable, err)
+	}
+	return resp, out, nil
 }
