@@ -135,14 +135,26 @@ func sharedTraces(t *testing.T) string {
 	return testdep.Path(t, d, "the shared traces", "they live in ../shared/traces beside the repository; or set CTXTIER_SHARED_TRACES")
 }
 
-// TestSharedTraces replays the Mooncake traces through the Window policy. It
-// asserts what the policy achieves (see docs/policy.md): never below LRU by
-// more than 0.5 points of the bound at any swept capacity, and the measured
-// floors at 3M and 10M tokens. The issue's targets (60% of the bound at 3M,
-// 90% at 10M) are NOT reached on the conversation trace; the floors below
-// record the measured result instead.
+// sweepTokens are the capacities of `ctxbench sim --sweep` (its
+// --sweep-tokens default), the sweep docs/policy.md reports.
+var sweepTokens = []int{500_000, 1_000_000, 2_000_000, 3_000_000, 5_000_000, 7_500_000, 10_000_000, 15_000_000, 20_000_000, 30_000_000}
+
+// TestSharedTraces replays the Mooncake traces through the Window policy at
+// every capacity of the sweep. It asserts what the policy achieves (see
+// docs/policy.md): at least LRU's hits at every capacity, exactly (hit
+// counts, no tolerance), except at the cells listed in belowLRU, where
+// Window is measured below LRU and may be by at most 0.5 points of the
+// bound; and the measured floors at 3M and 10M tokens. The issue asks for
+// "never below LRU" everywhere: the three listed cells are where that is
+// NOT met. The issue's targets (60% of the bound at 3M, 90% at 10M) are
+// not reached on the conversation trace either; the floors record the
+// measured result instead.
 func TestSharedTraces(t *testing.T) {
 	dir := sharedTraces(t)
+	belowLRU := map[string]map[int]bool{ // trace -> tokens: Window below LRU there
+		"conversation_trace.jsonl": {20_000_000: true, 30_000_000: true},
+		"synthetic_trace.jsonl":    {20_000_000: true},
+	}
 	for _, tc := range []struct {
 		file            string
 		floor3, floor10 float64 // fraction of the bound
@@ -155,14 +167,18 @@ func TestSharedTraces(t *testing.T) {
 			t.Fatalf("shared trace %s unreadable: %v", tc.file, err)
 		}
 		bound := trace.InfiniteCacheHitRatio(rs)
-		for _, tokens := range []int{1_000_000, 3_000_000, 5_000_000, 10_000_000, 20_000_000} {
+		for _, tokens := range sweepTokens {
 			capacity := tokens / trace.MooncakeBlockTokens
 			l, _ := Run(rs, capacity, "lru", policy.NewLRU, Options{})
 			s, _ := Run(rs, capacity, "window", policy.NewWindow, Options{})
 			sf, lf := s.HitRatio()/bound, l.HitRatio()/bound
-			t.Logf("%s %dM tokens: window %.1f%% of bound, lru %.1f%%", tc.file, tokens/1_000_000, 100*sf, 100*lf)
-			if sf < lf-0.005 {
-				t.Errorf("%s %d tokens: window %.3f below lru %.3f", tc.file, tokens, sf, lf)
+			t.Logf("%s %gM tokens: window %.2f%% of bound (%d hits), lru %.2f%% (%d hits)",
+				tc.file, float64(tokens)/1e6, 100*sf, s.Hits, 100*lf, l.Hits)
+			switch {
+			case !belowLRU[tc.file][tokens] && s.Hits < l.Hits:
+				t.Errorf("%s %d tokens: window %d hits below lru %d", tc.file, tokens, s.Hits, l.Hits)
+			case sf < lf-0.005:
+				t.Errorf("%s %d tokens: window %.4f more than 0.5 points below lru %.4f", tc.file, tokens, sf, lf)
 			}
 			if tokens == 3_000_000 && sf < tc.floor3 || tokens == 10_000_000 && sf < tc.floor10 {
 				t.Errorf("%s %d tokens: %.3f of bound, below the measured floor", tc.file, tokens, sf)
