@@ -40,8 +40,9 @@ var errLeaderUpToDate = errors.New("the leader's catalog is up to date")
 // clients, the cluster backend over the tiers), the two stores (the node's
 // own over its tiers, for peers; the clustered one, for clients), the access
 // keys and the in-flight budget, the router, then the servers and their
-// handlers. The only reference bound after construction is clusterHooks
-// (tierstack.go), for the cycle between the tiers and the cluster.
+// handlers. Two references are bound after construction, each for a
+// cycle: clusterHooks (tierstack.go), between the tiers and the cluster,
+// and, inside openTiers, the manager the lower tiers hand evictions up to.
 //
 // start runs it; shutdown stops the servers gracefully; close releases what
 // newNode opened, in the reverse order.
