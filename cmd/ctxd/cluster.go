@@ -142,7 +142,8 @@ func nodeSecret(cfg Config, self fsm.Member, log *slog.Logger) (string, error) {
 	return secret, nil
 }
 
-// clusterParts are the pieces of the data path that run().
+// clusterParts are the node's cluster: Raft, the peer clients and the
+// cluster backend over the tier stack (openCluster builds them).
 type clusterParts struct {
 	// startIndex is the last Raft log index on disk at open: the node is
 	// ready only once its FSM has applied that far, so a restarted node

@@ -16,12 +16,10 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
-	"github.com/ctxtier/ctxtier/raft"
-	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
 // LeaderHintError is a 503 "not the leader" reply that named the leader:
-// retry at LeaderHTTPAddr. errors.Is matches raft.ErrNotLeader and
+// retry at LeaderHTTPAddr. errors.Is matches cluster.ErrNotLeader and
 // block.ErrUnavailable.
 type LeaderHintError struct {
 	LeaderID       string
@@ -33,8 +31,8 @@ func (e *LeaderHintError) Error() string {
 	return fmt.Sprintf("%v (leader %s at %s)", e.Err, e.LeaderID, e.LeaderHTTPAddr)
 }
 
-// Unwrap exposes the server's error and raft.ErrNotLeader.
-func (e *LeaderHintError) Unwrap() []error { return []error{e.Err, raft.ErrNotLeader} }
+// Unwrap exposes the server's error and cluster.ErrNotLeader.
+func (e *LeaderHintError) Unwrap() []error { return []error{e.Err, cluster.ErrNotLeader} }
 
 // Client calls one node's cluster API (ctxctl cluster uses it).
 type Client struct {
@@ -268,7 +266,7 @@ func permanent(err error) bool {
 // member. A bad record, a wrong token or a refused request is returned
 // at once. addrs may include self's own address (a node answers 503 until
 // it knows a leader).
-func Join(ctx context.Context, addrs []string, self fsm.Member, opts ...Option) error {
+func Join(ctx context.Context, addrs []string, self cluster.Member, opts ...Option) error {
 	if len(addrs) == 0 {
 		return fmt.Errorf("%w: join: no addresses", block.ErrInvalidArgument)
 	}
@@ -331,16 +329,16 @@ func NewForwarder(httpClient *http.Client, opts ...Option) *Forwarder {
 // reply's bytes. Every failure to get an answer from a leader (no HTTP
 // address, transport error, timeout, a node that is not the leader, a 5xx
 // reply) wraps block.ErrUnavailable, and a 503 naming the current leader
-// is a *LeaderHintError (errors.Is raft.ErrNotLeader). A 4xx reply keeps
+// is a *LeaderHintError (errors.Is cluster.ErrNotLeader). A 4xx reply keeps
 // its own sentinel (block.ErrInvalidArgument, block.ErrConflict...): the
 // leader ran the proposal and refused it.
-func (f *Forwarder) Forward(ctx context.Context, leader fsm.Member, req []byte) ([]byte, error) {
+func (f *Forwarder) Forward(ctx context.Context, leader cluster.Member, req []byte) ([]byte, error) {
 	return f.post(ctx, leader, PathPropose, httpwire.ContentTypeBinary, req)
 }
 
 // post sends body to one of leader's internal endpoints and returns the
 // reply's bytes, with Forward's error mapping.
-func (f *Forwarder) post(ctx context.Context, leader fsm.Member, path, contentType string, body []byte) ([]byte, error) {
+func (f *Forwarder) post(ctx context.Context, leader cluster.Member, path, contentType string, body []byte) ([]byte, error) {
 	if leader.HTTPAddr == "" {
 		return nil, fmt.Errorf("%w: leader %q has no HTTP address", block.ErrUnavailable, leader.ID)
 	}

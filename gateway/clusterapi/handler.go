@@ -17,8 +17,6 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
-	"github.com/ctxtier/ctxtier/raft"
-	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
 // ForwardTarget executes a proposal a follower forwarded to this node (the
@@ -54,7 +52,7 @@ const (
 )
 
 type handler struct {
-	node   *raft.Node
+	node   cluster.Membership
 	fwd    ForwardTarget
 	status func() any
 	log    *slog.Logger
@@ -70,7 +68,7 @@ type handler struct {
 // "repair" field is what GET /v1/cluster/repair returns. Options set the
 // shared token, timeouts and the HTTP client used to forward to the
 // leader; an invalid option set panics.
-func Handler(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Logger, opts ...Option) http.Handler {
+func Handler(node cluster.Membership, fwd ForwardTarget, status func() any, log *slog.Logger, opts ...Option) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -122,7 +120,7 @@ func (h *handler) keyRoute(pattern string, fn func(http.ResponseWriter, *http.Re
 }
 
 func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, raft.ErrNotLeader) {
+	if errors.Is(err, cluster.ErrNotLeader) {
 		if lm, ok := h.node.LeaderMember(); ok && lm.HTTPAddr != "" {
 			w.Header().Set(HeaderLeader, lm.HTTPAddr)
 			w.Header().Set(HeaderLeaderID, lm.ID)
@@ -140,7 +138,7 @@ func (h *handler) getStatus(w http.ResponseWriter, _ *http.Request) error {
 // Snapshot is the reply of GET /v1/cluster/status built in process, with
 // no HTTP hop: what the handler serves for the same node, fwd and status
 // (the operator console reads it).
-func Snapshot(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.Logger) Status {
+func Snapshot(node cluster.Membership, fwd ForwardTarget, status func() any, log *slog.Logger) Status {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -152,7 +150,7 @@ func Snapshot(node *raft.Node, fwd ForwardTarget, status func() any, log *slog.L
 func (h *handler) snapshot() Status {
 	stats := h.node.Stats()
 	st := Status{NodeID: h.node.ID(), State: strings.ToLower(stats["state"]), Raft: raftStatus(stats), Members: []Member{}}
-	if f := h.node.FSM().Fault(); f != nil {
+	if f := h.node.Fault(); f != nil {
 		st.Raft.Fault = f.Error()
 	}
 	seen := map[string]bool{}
@@ -165,7 +163,7 @@ func (h *handler) snapshot() Status {
 		seen[s.ID] = true
 		st.Members = append(st.Members, m)
 	}
-	for _, fm := range h.node.FSM().Members() {
+	for _, fm := range h.node.Members() {
 		if !seen[fm.ID] {
 			st.Members = append(st.Members, FromMember(fm))
 		}
@@ -272,7 +270,7 @@ func (h *handler) remove(w http.ResponseWriter, r *http.Request) error {
 			voters++
 		}
 	}
-	if _, ok := h.node.FSM().Member(req.ID); !known && !ok {
+	if _, ok := h.node.Member(req.ID); !known && !ok {
 		return fmt.Errorf("%w: no member %q", block.ErrNotFound, req.ID)
 	}
 	if d, ok := h.fwd.(Drainer); ok && !req.Force {
@@ -322,7 +320,7 @@ func (h *handler) drain(w http.ResponseWriter, r *http.Request) error {
 		if err := d.CancelDrain(ctx, req.ID); err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, DrainResponse{ID: req.ID, State: fsm.MemberAlive.String()})
+		writeJSON(w, http.StatusOK, DrainResponse{ID: req.ID, State: cluster.MemberAlive.String()})
 		return nil
 	}
 	st, err := d.Drain(ctx, req.ID)
@@ -330,7 +328,7 @@ func (h *handler) drain(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.log.Info("member draining", "member", req.ID, "shards", st.ShardsLeft, "blocks", st.BlocksLeft, "via", r.Header.Get(HeaderForwardedBy))
-	writeJSON(w, http.StatusOK, DrainResponse{ID: req.ID, State: fsm.MemberDraining.String(), Drain: &st})
+	writeJSON(w, http.StatusOK, DrainResponse{ID: req.ID, State: cluster.MemberDraining.String(), Drain: &st})
 	return nil
 }
 
@@ -432,7 +430,7 @@ func (h *handler) repair(w http.ResponseWriter, _ *http.Request) error {
 // error reply carries the leader's HTTP address when it is known.
 func (h *handler) notLeader() error {
 	id, addr := h.node.Leader()
-	return &raft.NotLeaderError{LeaderID: id, LeaderAddr: addr}
+	return &cluster.NotLeaderError{LeaderID: id, LeaderAddr: addr}
 }
 
 // leaderToForward returns the leader to relay a request to. While no leader
@@ -444,7 +442,7 @@ func (h *handler) notLeader() error {
 // joined yet) answers at once: it cannot learn a leader by waiting, and Join
 // relies on that answer to move on to the next seed. ok is false when no
 // other node is known to lead with an HTTP address.
-func (h *handler) leaderToForward(ctx context.Context) (fsm.Member, bool) {
+func (h *handler) leaderToForward(ctx context.Context) (cluster.Member, bool) {
 	if h.inConfiguration() {
 		wctx, cancel := context.WithTimeout(ctx, h.cfg.LeaderWait)
 		_, _ = h.waitNewLeader(wctx, h.node.ID(), true)

@@ -7,8 +7,8 @@ import (
 	"net/http"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
-	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
 // PathReadIndex is the leader's read-index endpoint: a follower serving a
@@ -19,7 +19,7 @@ const PathReadIndex = "/v1/cluster/internal/read-index"
 // ReadIndexResponse is the reply of PathReadIndex.
 type ReadIndexResponse struct {
 	// Index is the Raft log index the leader's FSM had applied once a
-	// barrier confirmed its leadership (raft.Node.ReadIndex).
+	// barrier confirmed its leadership (cluster.Membership.ReadIndex).
 	Index uint64 `json:"index"`
 	// LeaderID is the node that answered.
 	LeaderID string `json:"leader_id"`
@@ -44,7 +44,7 @@ func (h *handler) readIndex(w http.ResponseWriter, r *http.Request) error {
 // ReadIndex asks leader for its read index (PathReadIndex): one round
 // trip. Errors are mapped as Forward's are; ctxstore/cluster uses it for
 // linearizable reads on a follower.
-func (f *Forwarder) ReadIndex(ctx context.Context, leader fsm.Member) (uint64, error) {
+func (f *Forwarder) ReadIndex(ctx context.Context, leader cluster.Member) (uint64, error) {
 	out, err := f.post(ctx, leader, PathReadIndex, httpwire.ContentTypeJSON, nil)
 	if err != nil {
 		return 0, err

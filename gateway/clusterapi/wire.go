@@ -15,7 +15,6 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
-	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
 // Member is a member record on the wire: the body of a join request and
@@ -42,7 +41,7 @@ type Member struct {
 }
 
 // FromMember converts an FSM member record (a zero state becomes "").
-func FromMember(m fsm.Member) Member {
+func FromMember(m cluster.Member) Member {
 	out := Member{ID: m.ID, RaftAddr: m.RaftAddr, DataAddr: m.DataAddr, HTTPAddr: m.HTTPAddr, Zone: m.Zone, Capacity: m.Capacity,
 		Incarnation: m.Incarnation, Restoring: m.Restoring}
 	if m.State != 0 {
@@ -54,33 +53,33 @@ func FromMember(m fsm.Member) Member {
 // FSM converts a join request into the record to commit, checking it: the
 // id, the Raft, data and HTTP addresses (host:port) are required, the
 // capacity must not be negative and the state must be empty or alive.
-func (m Member) FSM() (fsm.Member, error) {
+func (m Member) FSM() (cluster.Member, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: member: %s", block.ErrInvalidArgument, fmt.Sprintf(format, a...))
 	}
 	if m.ID == "" || len(m.ID) > 128 {
-		return fsm.Member{}, bad("id must be 1..128 bytes")
+		return cluster.Member{}, bad("id must be 1..128 bytes")
 	}
 	for _, r := range m.ID {
 		if r <= 0x20 || r > 0x7e {
-			return fsm.Member{}, bad("id %q must be printable ASCII without spaces", m.ID)
+			return cluster.Member{}, bad("id %q must be printable ASCII without spaces", m.ID)
 		}
 	}
 	for _, a := range []struct{ name, v string }{{"raft_addr", m.RaftAddr}, {"data_addr", m.DataAddr}, {"http_addr", m.HTTPAddr}} {
 		if err := checkHostPort(a.v); err != nil {
-			return fsm.Member{}, bad("%s %q: %v", a.name, a.v, err)
+			return cluster.Member{}, bad("%s %q: %v", a.name, a.v, err)
 		}
 	}
 	if m.Capacity < 0 {
-		return fsm.Member{}, bad("capacity %d is negative", m.Capacity)
+		return cluster.Member{}, bad("capacity %d is negative", m.Capacity)
 	}
 	if len(m.Zone) > 128 {
-		return fsm.Member{}, bad("zone longer than 128 bytes")
+		return cluster.Member{}, bad("zone longer than 128 bytes")
 	}
-	if m.State != "" && m.State != fsm.MemberAlive.String() {
-		return fsm.Member{}, bad("a joining member's state must be alive, not %q", m.State)
+	if m.State != "" && m.State != cluster.MemberAlive.String() {
+		return cluster.Member{}, bad("a joining member's state must be alive, not %q", m.State)
 	}
-	return fsm.Member{ID: m.ID, RaftAddr: m.RaftAddr, DataAddr: m.DataAddr, HTTPAddr: m.HTTPAddr, Zone: m.Zone, Capacity: m.Capacity, State: fsm.MemberAlive}, nil
+	return cluster.Member{ID: m.ID, RaftAddr: m.RaftAddr, DataAddr: m.DataAddr, HTTPAddr: m.HTTPAddr, Zone: m.Zone, Capacity: m.Capacity, State: cluster.MemberAlive}, nil
 }
 
 // checkHostPort accepts host:port with a non-empty, specified host and a

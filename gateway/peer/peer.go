@@ -19,7 +19,6 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/native"
-	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
 // NewServer returns the peer listener's server: the native protocol over
@@ -81,7 +80,7 @@ func (p *Peers) Close() error {
 	return nil
 }
 
-func (p *Peers) client(ctx context.Context, m fsm.Member) (*client.Client, error) {
+func (p *Peers) client(ctx context.Context, m cluster.Member) (*client.Client, error) {
 	if m.DataAddr == "" {
 		return nil, fmt.Errorf("%w: member %q has no data address", block.ErrUnavailable, m.ID)
 	}
@@ -113,7 +112,7 @@ func (p *Peers) client(ctx context.Context, m fsm.Member) (*client.Client, error
 
 // done returns err, first dropping m's pooled client when the failure may
 // be its connection's: the next call dials again and checks the identity.
-func (p *Peers) done(m fsm.Member, c *client.Client, err error) error {
+func (p *Peers) done(m cluster.Member, c *client.Client, err error) error {
 	if err != nil && (errors.Is(err, block.ErrUnavailable) || errors.Is(err, block.ErrClosed)) {
 		pk := m.ID + "@" + m.DataAddr
 		p.mu.Lock()
@@ -131,7 +130,7 @@ func (p *Peers) done(m fsm.Member, c *client.Client, err error) error {
 // and its old port may meanwhile belong to another member, which would
 // take m's shards and answer NotFound for them. A node that has no
 // identity block (an older version, or evicted) is taken at its word.
-func checkIdentity(ctx context.Context, c *client.Client, m fsm.Member) error {
+func checkIdentity(ctx context.Context, c *client.Client, m cluster.Member) error {
 	d, err := c.Get(ctx, cluster.IdentityKey)
 	switch {
 	case err == nil && string(d) == m.ID:
@@ -145,7 +144,7 @@ func checkIdentity(ctx context.Context, c *client.Client, m fsm.Member) error {
 }
 
 // PutShard stores a shard on m.
-func (p *Peers) PutShard(ctx context.Context, m fsm.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+func (p *Peers) PutShard(ctx context.Context, m cluster.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
 	c, err := p.client(ctx, m)
 	if err != nil {
 		return err
@@ -156,7 +155,7 @@ func (p *Peers) PutShard(ctx context.Context, m fsm.Member, key block.Key, data 
 
 // GetShard reads a shard from m; the client verifies the bytes against the
 // checksum m stored with them.
-func (p *Peers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, error) {
+func (p *Peers) GetShard(ctx context.Context, m cluster.Member, key block.Key) ([]byte, error) {
 	c, err := p.client(ctx, m)
 	if err != nil {
 		return nil, err
@@ -166,7 +165,7 @@ func (p *Peers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]by
 }
 
 // DeleteShard removes a shard from m.
-func (p *Peers) DeleteShard(ctx context.Context, m fsm.Member, key block.Key) error {
+func (p *Peers) DeleteShard(ctx context.Context, m cluster.Member, key block.Key) error {
 	c, err := p.client(ctx, m)
 	if err != nil {
 		return err
@@ -175,7 +174,7 @@ func (p *Peers) DeleteShard(ctx context.Context, m fsm.Member, key block.Key) er
 }
 
 // PinShard pins a shard on m until the given time.
-func (p *Peers) PinShard(ctx context.Context, m fsm.Member, key block.Key, until time.Time) error {
+func (p *Peers) PinShard(ctx context.Context, m cluster.Member, key block.Key, until time.Time) error {
 	ttl := time.Until(until)
 	if ttl <= 0 {
 		return nil
@@ -188,7 +187,7 @@ func (p *Peers) PinShard(ctx context.Context, m fsm.Member, key block.Key, until
 }
 
 // Healthy pings m.
-func (p *Peers) Healthy(ctx context.Context, m fsm.Member) error {
+func (p *Peers) Healthy(ctx context.Context, m cluster.Member) error {
 	c, err := p.client(ctx, m)
 	if err != nil {
 		return err
