@@ -10,11 +10,14 @@
 // offered for ":0" is, by definition, one it may offer again to the next
 // taker; CI saw `bind: address already in use` that way. So Addr picks
 // ports below the ephemeral range (ip_local_port_range), at random, where
-// the kernel never hands out ports by itself; only another test process
-// picking the same random port could collide. Where the range cannot be
-// read, or leaves too little room below it, Addr falls back to probing
-// ":0". It never returns an address it has returned before in this
-// process.
+// the kernel never hands out ports by itself. Another test process
+// picking the same random port could still collide (go test runs packages
+// in parallel, and CI saw that too), so a port is also reserved across
+// processes: a write lock on its byte of one shared file (a POSIX record
+// lock, held until the process exits, released by the kernel even when it
+// dies). Where the range cannot be read, or leaves too little room below
+// it, Addr falls back to probing ":0". It never returns an address it has
+// returned before in this process.
 package freeport
 
 import (
@@ -61,7 +64,7 @@ func pick(ephLow int) (string, error) {
 	if hi := ephLow - 1; hi-lowest >= 1000 {
 		for range 200 {
 			addr := "127.0.0.1:" + strconv.Itoa(lowest+rand.IntN(hi-lowest+1))
-			if !handedOut[addr] && free(addr) {
+			if !handedOut[addr] && reserve(addr) && free(addr) {
 				handedOut[addr] = true
 				return addr, nil
 			}

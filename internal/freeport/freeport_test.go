@@ -1,7 +1,12 @@
 package freeport
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
 	"strconv"
 	"testing"
 )
@@ -84,4 +89,65 @@ func TestParseRange(t *testing.T) {
 			t.Errorf("parseRange(%q) = %d, %d, %v; want %d, %d, error %v", tc.in, lo, hi, err, tc.lo, tc.hi, tc.wantErr)
 		}
 	}
+}
+
+// holdEnv names the port a child process of this test binary reserves
+// (see TestMain); it then says so on stdout and waits for stdin to close.
+const holdEnv = "CTXTIER_FREEPORT_HOLD"
+
+func TestMain(m *testing.M) {
+	if a := os.Getenv(holdEnv); a != "" {
+		if !reserve(a) {
+			fmt.Println("refused")
+			os.Exit(1)
+		}
+		fmt.Println("held")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestReserveAcrossProcesses: a port another live process reserved is
+// refused here, and can be had once that process is gone (the kernel drops
+// a dead process's record locks).
+func TestReserveAcrossProcesses(t *testing.T) {
+	addr := ""
+	mu.Lock()
+	for p := lowest; addr == ""; p++ { // a port this process holds no lock on
+		if a := "127.0.0.1:" + strconv.Itoa(p); !handedOut[a] {
+			addr = a
+		}
+	}
+	mu.Unlock()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), holdEnv+"="+addr)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "held\n" {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	if reserve(addr) {
+		t.Errorf("%s reserved here while the child holds it", addr)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !reserve(addr) {
+		t.Errorf("%s still refused after the child exited", addr)
+	}
+	handedOut[addr] = true // this process holds it now
 }
