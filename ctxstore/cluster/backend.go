@@ -186,40 +186,6 @@ func sameBlock(key block.Key, e fsm.Entry, size int64, sum uint32) error {
 // also asks the next one.
 const hedgeDelay = 250 * time.Millisecond
 
-func (b *Backend) deleteShard(ctx context.Context, nodeID string, sk block.Key) error {
-	if nodeID == b.cfg.NodeID {
-		return b.local.Delete(ctx, sk)
-	}
-	m, ok := b.node.FSM().Member(nodeID)
-	if !ok {
-		return fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
-	}
-	return b.peers.DeleteShard(ctx, m, sk)
-}
-
-// cleanup deletes (best effort) the written shards that keep does not hold.
-func (b *Backend) cleanup(key block.Key, c *erasure.Code, written, keep []fsm.Shard) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, w := range written {
-		sk := shardKey(key, c, int(w.Index))
-		if slices.ContainsFunc(keep, func(s fsm.Shard) bool {
-			return s.NodeID == w.NodeID && shardKey(key, c, int(s.Index)) == sk
-		}) {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := b.deleteShard(ctx, w.NodeID, sk); err != nil && !errors.Is(err, block.ErrNotFound) {
-				b.log.Debug("shard cleanup failed", "key", sk.String(), "node", w.NodeID, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
 // Get reads the block's data shards in parallel (a local replica first),
 // reconstructing from parity only when a shard is missing or bad; the
 // result is checked against the block's CRC, so wrong bytes are never served.
@@ -672,7 +638,7 @@ func (b *Backend) deleteMatching(ctx context.Context, key block.Key, match func(
 		switch res[0].Status {
 		case fsm.StatusDeleted:
 			if c, err := b.code(key.Namespace); err == nil {
-				b.cleanup(key, c, e.Placement, nil)
+				b.cleanup(key, c, e.Placement, nil, b.entryVersion(ctx, key, e, c))
 			}
 			return nil
 		case fsm.StatusNotFound:
