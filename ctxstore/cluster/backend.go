@@ -199,20 +199,31 @@ func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
+	return b.readEntry(ctx, key, e, c)
+}
+
+// readEntry reads key from the placement of e, the entry Get looked up,
+// and from a newer entry when that read failed because the index changed
+// since: the shards moved (rebalance.go, repair, drain: the old holder
+// deleted its copy once the new placement committed), or the key was
+// deleted, or deleted and put again with other bytes (object slots are
+// reused: a holder then has the new version's bytes, which do not match
+// e). A deleted key is NotFound; otherwise the newer entry is read, after
+// asking the leader first when this node's index has not seen one yet.
+func (b *Backend) readEntry(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code) (*block.Ref, error) {
 	for try := 0; ; try++ {
 		ref, err := b.getEntry(ctx, key, e, c)
 		if err == nil || try == 2 || ctx.Err() != nil {
 			return ref, err
 		}
-		// The shards may have moved (rebalance.go, repair, drain) since e
-		// was looked up: the old holder deleted its copy once the new
-		// placement committed. Retry on the newer entry, asking the
-		// leader first when this node's index has not seen one yet.
 		next, ok := b.node.FSM().Lookup(key)
-		if ok && next.Sum == e.Sum && slices.Equal(next.Placement, e.Placement) && b.syncBriefly(ctx) == nil {
+		if ok && next.Generation == e.Generation && slices.Equal(next.Placement, e.Placement) && b.syncBriefly(ctx) == nil {
 			next, ok = b.node.FSM().Lookup(key)
 		}
-		if !ok || next.Sum != e.Sum || slices.Equal(next.Placement, e.Placement) {
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: %s: deleted while it was read (%v)", block.ErrNotFound, key, err)
+		case next.Generation == e.Generation && slices.Equal(next.Placement, e.Placement):
 			return nil, err
 		}
 		b.met.relookups.Inc()
