@@ -36,17 +36,25 @@ func (s *Store) DeleteIf(ctx context.Context, key block.Key, sum uint32) error {
 	if cd, ok := s.tier.(ConditionalDeleter); ok {
 		return cd.DeleteIf(ctx, key, sum)
 	}
-	mu := &deleteLocks[(key.Hash^uint64(key.Part))%uint64(len(deleteLocks))]
+	return DeleteTierIf(ctx, s.tier, key, sum)
+}
+
+// DeleteTierIf is DeleteIf on one process's tier stack t (no catalog, no
+// ConditionalDeleter): it deletes key only while t holds the bytes whose
+// CRC-32C is sum, under the same per-key locks as Store.DeleteIf, so a
+// node's own conditional shard deletes (ctxstore/cluster) and those its
+// peers send through the native protocol's DELETE_IF never interleave.
+// Absent, or holding other bytes: block.ErrNotFound, nothing changes.
+func DeleteTierIf(ctx context.Context, t Tier, key block.Key, sum uint32) error {
+	mu := &deleteLocks[(key.Hash^uint64(key.Part)^uint64(key.Shard))%uint64(len(deleteLocks))]
 	mu.Lock()
 	defer mu.Unlock()
-	ref, err := s.tier.Get(ctx, key)
+	info, err := t.Stat(ctx, key)
 	if err != nil {
 		return err
 	}
-	held := ref.Sum
-	ref.Release()
-	if held != sum {
-		return fmt.Errorf("%w: %s holds other bytes", block.ErrNotFound, key)
+	if info.Sum != sum {
+		return fmt.Errorf("%w: %s holds other bytes (crc32c %08x, not %08x)", block.ErrNotFound, key, info.Sum, sum)
 	}
-	return s.tier.Delete(ctx, key)
+	return t.Delete(ctx, key)
 }

@@ -186,40 +186,6 @@ func sameBlock(key block.Key, e fsm.Entry, size int64, sum uint32) error {
 // also asks the next one.
 const hedgeDelay = 250 * time.Millisecond
 
-func (b *Backend) deleteShard(ctx context.Context, nodeID string, sk block.Key) error {
-	if nodeID == b.cfg.NodeID {
-		return b.local.Delete(ctx, sk)
-	}
-	m, ok := b.node.FSM().Member(nodeID)
-	if !ok {
-		return fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
-	}
-	return b.peers.DeleteShard(ctx, m, sk)
-}
-
-// cleanup deletes (best effort) the written shards that keep does not hold.
-func (b *Backend) cleanup(key block.Key, c *erasure.Code, written, keep []fsm.Shard) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, w := range written {
-		sk := shardKey(key, c, int(w.Index))
-		if slices.ContainsFunc(keep, func(s fsm.Shard) bool {
-			return s.NodeID == w.NodeID && shardKey(key, c, int(s.Index)) == sk
-		}) {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := b.deleteShard(ctx, w.NodeID, sk); err != nil && !errors.Is(err, block.ErrNotFound) {
-				b.log.Debug("shard cleanup failed", "key", sk.String(), "node", w.NodeID, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
 // Get reads the block's data shards in parallel (a local replica first),
 // reconstructing from parity only when a shard is missing or bad; the
 // result is checked against the block's CRC, so wrong bytes are never served.
@@ -233,20 +199,31 @@ func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	if err != nil {
 		return nil, err
 	}
+	return b.readEntry(ctx, key, e, c)
+}
+
+// readEntry reads key from the placement of e, the entry Get looked up,
+// and from a newer entry when that read failed because the index changed
+// since: the shards moved (rebalance.go, repair, drain: the old holder
+// deleted its copy once the new placement committed), or the key was
+// deleted, or deleted and put again with other bytes (object slots are
+// reused: a holder then has the new version's bytes, which do not match
+// e). A deleted key is NotFound; otherwise the newer entry is read, after
+// asking the leader first when this node's index has not seen one yet.
+func (b *Backend) readEntry(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code) (*block.Ref, error) {
 	for try := 0; ; try++ {
 		ref, err := b.getEntry(ctx, key, e, c)
 		if err == nil || try == 2 || ctx.Err() != nil {
 			return ref, err
 		}
-		// The shards may have moved (rebalance.go, repair, drain) since e
-		// was looked up: the old holder deleted its copy once the new
-		// placement committed. Retry on the newer entry, asking the
-		// leader first when this node's index has not seen one yet.
 		next, ok := b.node.FSM().Lookup(key)
-		if ok && next.Sum == e.Sum && slices.Equal(next.Placement, e.Placement) && b.syncBriefly(ctx) == nil {
+		if ok && next.Generation == e.Generation && slices.Equal(next.Placement, e.Placement) && b.syncBriefly(ctx) == nil {
 			next, ok = b.node.FSM().Lookup(key)
 		}
-		if !ok || next.Sum != e.Sum || slices.Equal(next.Placement, e.Placement) {
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: %s: deleted while it was read (%v)", block.ErrNotFound, key, err)
+		case next.Generation == e.Generation && slices.Equal(next.Placement, e.Placement):
 			return nil, err
 		}
 		b.met.relookups.Inc()
@@ -672,7 +649,7 @@ func (b *Backend) deleteMatching(ctx context.Context, key block.Key, match func(
 		switch res[0].Status {
 		case fsm.StatusDeleted:
 			if c, err := b.code(key.Namespace); err == nil {
-				b.cleanup(key, c, e.Placement, nil)
+				b.cleanup(key, c, e.Placement, nil, b.entryVersion(ctx, key, e, c))
 			}
 			return nil
 		case fsm.StatusNotFound:

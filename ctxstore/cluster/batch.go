@@ -95,7 +95,7 @@ func (b *Backend) DeleteBatch(ctx context.Context, keys []block.Key) []error {
 		b.eachBounded(gone, func(i int) {
 			key := keys[i].Block()
 			if c, err := b.code(key.Namespace); err == nil {
-				b.cleanup(key, c, entries[i].Placement, nil)
+				b.cleanup(key, c, entries[i].Placement, nil, b.entryVersion(ctx, key, entries[i], c))
 			}
 		})
 	}

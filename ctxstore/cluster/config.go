@@ -125,6 +125,10 @@ type Peers interface {
 	// peer stored with them.
 	GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, error)
 	DeleteShard(ctx context.Context, m fsm.Member, key block.Key) error
+	// DeleteShardIf deletes the shard only while m holds the bytes whose
+	// CRC-32C is sum (block.ErrNotFound, changing nothing, otherwise): a
+	// cleanup never removes a newer version put under the key since.
+	DeleteShardIf(ctx context.Context, m fsm.Member, key block.Key, sum uint32) error
 	PinShard(ctx context.Context, m fsm.Member, key block.Key, until time.Time) error
 	// Healthy returns nil when the member answers.
 	Healthy(ctx context.Context, m fsm.Member) error

@@ -215,6 +215,7 @@ func (b *Backend) flushDrops(all []block.Key) (deferred []block.Key) {
 	f := b.node.FSM()
 	var ops []fsm.Op
 	var orphans []fsm.Op // deleted entries whose other shards are garbage now
+	var orphanAt []int   // each orphan's op in ops
 	seen := map[block.Key]bool{}
 	for _, sk := range keys {
 		key := sk.Block()
@@ -240,6 +241,7 @@ func (b *Backend) flushDrops(all []block.Key) (deferred []block.Key) {
 		}
 		seen[key] = true
 		if len(left) == 0 || (c.K > 1 && len(idx) < c.K) {
+			orphanAt = append(orphanAt, len(ops))
 			ops = append(ops, fsm.DeleteOp(key, e.Generation))
 			orphans = append(orphans, fsm.Op{Key: key, Placement: left})
 		} else {
@@ -251,14 +253,22 @@ func (b *Backend) flushDrops(all []block.Key) (deferred []block.Key) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
 	defer cancel()
-	if _, err := b.propose(ctx, ops...); err != nil {
+	res, err := b.propose(ctx, ops...)
+	if err != nil {
 		b.log.Warn("index correction for dropped shards failed", "blocks", len(ops), "err", err)
 		return
 	}
 	b.met.drops.Add(float64(len(ops)))
-	for _, o := range orphans {
+	for i, o := range orphans {
+		// Only a delete that committed leaves garbage: a refused one (the
+		// key was put again meanwhile) leaves shards the index names.
+		if res[orphanAt[i]].Status != fsm.StatusDeleted {
+			continue
+		}
+		// Fewer than k shards are left: the block cannot be read to learn
+		// its shards' CRCs, so they go by key (see cleanup.go).
 		if c, err := b.code(o.Key.Namespace); err == nil {
-			b.cleanup(o.Key, c, o.Placement, nil)
+			b.cleanup(o.Key, c, o.Placement, nil, version{})
 		}
 	}
 	return deferred

@@ -49,6 +49,9 @@ type fakePeers struct {
 	// afterPut, when set, runs after each shard write that landed (outside
 	// the lock): a test's hook between a write and its commit.
 	afterPut func(id string, key block.Key)
+	// beforeDelete, when set, runs before each shard delete reaches its
+	// member (outside the lock): a test's hook inside a cleanup.
+	beforeDelete func(id string, key block.Key)
 }
 
 // gate holds every shard write to id until the returned func is called.
@@ -163,11 +166,30 @@ func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key) (
 }
 
 func (p *fakePeers) DeleteShard(ctx context.Context, m fsm.Member, key block.Key) error {
+	p.runBeforeDelete(m.ID, key)
 	t, err := p.tier(m)
 	if err != nil {
 		return err
 	}
 	return t.Delete(ctx, key)
+}
+
+func (p *fakePeers) DeleteShardIf(ctx context.Context, m fsm.Member, key block.Key, sum uint32) error {
+	p.runBeforeDelete(m.ID, key)
+	t, err := p.tier(m)
+	if err != nil {
+		return err
+	}
+	return ctxstore.DeleteTierIf(ctx, t, key, sum)
+}
+
+func (p *fakePeers) runBeforeDelete(id string, key block.Key) {
+	p.mu.Lock()
+	hook := p.beforeDelete
+	p.mu.Unlock()
+	if hook != nil {
+		hook(id, key)
+	}
 }
 
 func (p *fakePeers) PinShard(ctx context.Context, m fsm.Member, key block.Key, until time.Time) error {

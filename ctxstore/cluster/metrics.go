@@ -29,6 +29,7 @@ type metrics struct {
 	rebalMoved, rebalBytes             prometheus.Counter
 	rebalInflight, rebalLastScan       prometheus.Gauge
 	relookups                          prometheus.Counter
+	cleanupByKey                       prometheus.Counter
 
 	reg  prometheus.Registerer
 	list []prometheus.Collector
@@ -80,11 +81,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "When the leader's last rebalancing scan began (Unix seconds)."}),
 		relookups: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_read_relookups_total",
 			Help: "Reads that failed on the placement they looked up and were retried on the block's newer index entry (a shard moved meanwhile)."}),
+		cleanupByKey: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_shard_cleanup_by_key_total",
+			Help: "Shard deletes after an index change sent by key, not conditioned on the version's checksum (an erasure shard whose block could not be read)."}),
 		reg: reg,
 	}
 	m.readLocal, m.readRemote, m.readDecoded = m.reads.WithLabelValues("local"), m.reads.WithLabelValues("remote"), m.reads.WithLabelValues("decoded")
 	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan,
-		m.rebalPending, m.rebalDeferred, m.rebalMoved, m.rebalBytes, m.rebalInflight, m.rebalLastScan, m.relookups}
+		m.rebalPending, m.rebalDeferred, m.rebalMoved, m.rebalBytes, m.rebalInflight, m.rebalLastScan, m.relookups, m.cleanupByKey}
 	if reg == nil {
 		return m, nil
 	}

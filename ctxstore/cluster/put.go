@@ -165,7 +165,7 @@ func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum 
 		written = b.writeSpares(ctx, key, c, shards, place, written, opts)
 	}
 	if len(written) < quorum || len(written) < c.K {
-		b.cleanup(key, c, written, nil)
+		b.cleanup(key, c, written, nil, shardVersion(c, sum, shards))
 		if errors.Is(firstErr, block.ErrConflict) {
 			return nil, fmt.Errorf("%w: %s: %v", block.ErrConflict, key, firstErr)
 		}
@@ -188,6 +188,19 @@ func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum 
 	return &pendingPut{key: key, c: c, written: written, op: op, data: data, opts: opts}, nil
 }
 
+// version is the version p wrote (its shards' CRCs; erasure shards are
+// encoded again, which only a put that lost its commit pays).
+func (p *pendingPut) version() version {
+	if p.c.K == 1 {
+		return replicaVersion(p.c, p.op.Sum)
+	}
+	shards, err := p.c.Encode(p.data)
+	if err != nil {
+		return version{}
+	}
+	return shardVersion(p.c, p.op.Sum, shards)
+}
+
 // settle turns the committed outcome of p's index entry into Put's answer,
 // deleting the shards p wrote that the index does not keep.
 func (b *Backend) settle(ctx context.Context, p *pendingPut, res fsm.OpResult) error {
@@ -200,7 +213,7 @@ func (b *Backend) settle(ctx context.Context, p *pendingPut, res fsm.OpResult) e
 	case fsm.StatusExisted:
 		// A concurrent put of the same bytes won: keep only its shards.
 		if e, ok := b.node.FSM().Lookup(p.key); ok {
-			b.cleanup(p.key, p.c, p.written, e.Placement)
+			b.cleanup(p.key, p.c, p.written, e.Placement, p.version())
 		}
 		return nil
 	default:
@@ -208,7 +221,7 @@ func (b *Backend) settle(ctx context.Context, p *pendingPut, res fsm.OpResult) e
 		if e, ok := b.node.FSM().Lookup(p.key); ok {
 			keep = e.Placement
 		}
-		b.cleanup(p.key, p.c, p.written, keep)
+		b.cleanup(p.key, p.c, p.written, keep, p.version())
 		if err := res.Err(); err != nil {
 			return fmt.Errorf("%w: %s: index says %s", err, p.key, res.Status)
 		}

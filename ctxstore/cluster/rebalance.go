@@ -319,6 +319,7 @@ type copied struct {
 	task  int
 	m     move
 	bytes int64
+	sum   uint32 // the shard's CRC-32C (old and new copy alike)
 }
 
 // rebalanceTasks copies the tasks' shards, commits their new placements in
@@ -346,7 +347,7 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				n, err := b.copyShard(ctx, t, mv)
+				n, sum, err := b.copyShard(ctx, t, mv)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -354,7 +355,7 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 					b.log.Debug("rebalance copy failed", "key", t.key.String(), "from", mv.from.NodeID, "to", mv.to, "err", err)
 					return
 				}
-				done = append(done, copied{task: i, m: mv, bytes: n})
+				done = append(done, copied{task: i, m: mv, bytes: n, sum: sum})
 			})
 		}
 	}
@@ -410,7 +411,7 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 				if cur, ok := f.Lookup(t.key); ok {
 					keep = cur.Placement
 				}
-				b.cleanup(t.key, t.code, shardsTo(cs), keep)
+				b.cleanup(t.key, t.code, shardsTo(cs), keep, copiesVersion(t, cs))
 				continue
 			}
 			// The FSM may have dropped a copy whose member restarted
@@ -432,7 +433,7 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 				moved++
 				bytes += c.bytes
 			}
-			b.cleanup(t.key, t.code, old, now)
+			b.cleanup(t.key, t.code, old, now, copiesVersion(t, cs))
 		}
 	}
 	for i, t := range tasks {
@@ -441,6 +442,19 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 		}
 	}
 	return moved, bytes, failed
+}
+
+// copiesVersion is the version of t's block whose shards cs copied: a
+// move's old copy and its new one hold the same bytes.
+func copiesVersion(t rebalanceTask, cs []copied) version {
+	v := replicaVersion(t.code, t.entry.Sum)
+	if t.code.K > 1 {
+		v.shards = make(map[uint16]uint32, len(cs))
+		for _, c := range cs {
+			v.shards[c.m.from.Index] = c.sum
+		}
+	}
+	return v
 }
 
 func shardsTo(cs []copied) []fsm.Shard {
@@ -459,13 +473,13 @@ func (b *Backend) cleanupCopies(tasks []rebalanceTask, cs []copied) {
 		if cur, ok := b.node.FSM().Lookup(t.key); ok {
 			keep = cur.Placement
 		}
-		b.cleanup(t.key, t.code, shardsTo([]copied{c}), keep)
+		b.cleanup(t.key, t.code, shardsTo([]copied{c}), keep, copiesVersion(t, []copied{c}))
 	}
 }
 
 // copyShard reads mv's shard from its holder, checks it, waits for the
 // byte budget and writes it to the new holder.
-func (b *Backend) copyShard(ctx context.Context, t rebalanceTask, mv move) (int64, error) {
+func (b *Backend) copyShard(ctx context.Context, t rebalanceTask, mv move) (int64, uint32, error) {
 	c, size := t.code, int(t.entry.Size)
 	sk := shardKey(t.key, c, int(mv.from.Index))
 	var data []byte
@@ -481,7 +495,7 @@ func (b *Backend) copyShard(ctx context.Context, t rebalanceTask, mv move) (int6
 			}
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	} else if data, err = b.fetch(ctx, mv.from.NodeID, sk); err == nil && len(data) != c.ShardSize(size) {
 		err = fmt.Errorf("%w: shard %d on %s has %d bytes, want %d", block.ErrChecksum, mv.from.Index, mv.from.NodeID, len(data), c.ShardSize(size))
@@ -490,11 +504,11 @@ func (b *Backend) copyShard(ctx context.Context, t rebalanceTask, mv move) (int6
 		// Rebuild the erasure shard from the block, checked against its CRC.
 		whole, gerr := b.getCoded(ctx, t.key, t.entry, c)
 		if gerr != nil {
-			return 0, fmt.Errorf("%v; rebuilding it: %w", err, gerr)
+			return 0, 0, fmt.Errorf("%v; rebuilding it: %w", err, gerr)
 		}
 		all, eerr := c.Encode(whole)
 		if eerr != nil {
-			return 0, eerr
+			return 0, 0, eerr
 		}
 		data = all[mv.from.Index]
 	}
@@ -502,18 +516,22 @@ func (b *Backend) copyShard(ctx context.Context, t rebalanceTask, mv move) (int6
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, 0, ctx.Err()
 		case <-b.stop:
-			return 0, fmt.Errorf("%w: closing", block.ErrUnavailable)
+			return 0, 0, fmt.Errorf("%w: closing", block.ErrUnavailable)
 		}
 	}
 	b.met.rebalInflight.Inc()
 	defer b.met.rebalInflight.Dec()
 	opts := block.PutOptions{Sum: t.entry.Sum, HasSum: true, PinTTL: max(time.Until(t.entry.PinUntil), 0)}
 	if err := b.writeShard(ctx, mv.to, sk, data, opts); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return int64(len(data)), nil
+	sum := t.entry.Sum
+	if c.K > 1 {
+		sum = block.Checksum(data)
+	}
+	return int64(len(data)), sum, nil
 }
 
 // byteLimiter spaces out transfers so that their bytes stay within rate

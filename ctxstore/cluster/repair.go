@@ -240,6 +240,9 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 	// restart after this (their copy went with the old process).
 	began := time.Now()
 	var written []fsm.Shard
+	// The version the copies below are of: a cleanup deletes only those
+	// bytes (cleanup.go).
+	v := replicaVersion(c, t.entry.Sum)
 	if len(t.missing) > 0 {
 		exclude := map[string]bool{}
 		for _, s := range append(slices.Clone(t.healthy), t.leaving...) {
@@ -260,6 +263,7 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 		if err != nil {
 			return res, err
 		}
+		v = shardVersion(c, t.entry.Sum, all)
 		for i, tg := range targets {
 			idx := t.missing[i]
 			opts := block.PutOptions{Sum: block.Checksum(all[idx]), HasSum: true, PinTTL: time.Until(t.entry.PinUntil)}
@@ -297,7 +301,7 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 		}
 	}
 	if len(place) == 0 {
-		b.cleanup(t.key, c, written, nil)
+		b.cleanup(t.key, c, written, nil, v)
 		return repairResult{}, fmt.Errorf("%w: no member left to hold %s", block.ErrUnavailable, t.key)
 	}
 	if c.K == 1 {
@@ -319,7 +323,7 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 		return repairResult{}, err
 	}
 	if r[0].Status != fsm.StatusUpdated {
-		b.cleanup(t.key, c, written, nil)
+		b.cleanup(t.key, c, written, nil, v)
 		return repairResult{}, fmt.Errorf("%w: placement of %s not updated: %s", block.ErrUnavailable, t.key, r[0].Status)
 	}
 	if cur, ok := b.node.FSM().Lookup(t.key); !ok || !containsAll(cur.Placement, written, c.K == 1) {
@@ -329,8 +333,11 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 		b.log.Info("repair write dropped at commit: replaced copies kept", "key", t.key.String())
 		return repairResult{}, fmt.Errorf("%w: a repair write of %s went to a restarted member", block.ErrUnavailable, t.key)
 	}
-	b.cleanup(t.key, c, b.reachable(drop), nil)
-	b.cleanup(t.key, c, dupsGone, nil)
+	if c.K > 1 && len(t.missing) == 0 && len(drop)+len(dupsGone) > 0 {
+		v = b.entryVersion(ctx, t.key, t.entry, c) // nothing was rebuilt
+	}
+	b.cleanup(t.key, c, b.reachable(drop), nil, v)
+	b.cleanup(t.key, c, dupsGone, nil, v)
 	res.written, res.dropped = len(written), drop
 	return res, nil
 }

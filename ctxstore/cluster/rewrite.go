@@ -75,7 +75,7 @@ func (b *Backend) rewriteDropped(ctx context.Context, p *pendingPut, e fsm.Entry
 		if cur, ok := b.node.FSM().Lookup(p.key); ok {
 			keep = cur.Placement
 		}
-		b.cleanup(p.key, p.c, rewritten, keep)
+		b.cleanup(p.key, p.c, rewritten, keep, shardVersion(p.c, p.op.Sum, shards))
 	}
 	// An unknown outcome keeps the copies (the placement may name them).
 	b.log.Warn("put: committing shards rewritten after a drop failed; repair rebuilds them", "key", p.key.String(), "err", err, "status", statusOf(res))

@@ -328,9 +328,10 @@ func TestMultipartUpload(t *testing.T) {
 	if !bytes.Equal(got, append(append(bytes.Clone(p1), p2...), p3...)) || gm.Headers[0].Value != "x/y" {
 		t.Fatalf("assembled object differs (%d bytes, %+v)", len(got), gm.Headers)
 	}
-	// Only the object's manifest and its 5+6+1 chunks remain.
-	if n := blockCount(t, s, "obj"); n != 13 {
-		t.Fatalf("%d blocks after completion, want 13", n)
+	// Only the object's manifest, its 5+6+1 chunks and the record of the
+	// completion (completed.go) remain.
+	if n := blockCount(t, s, "obj"); n != 14 {
+		t.Fatalf("%d blocks after completion, want 14", n)
 	}
 	if _, err := s.UploadPart(ctx, "obj", u.ID, 1, bytes.NewReader([]byte("x")), 0); !errors.Is(err, ErrNoSuchUpload) {
 		t.Fatalf("part of a completed upload: %v", err)
@@ -347,6 +348,8 @@ func TestMultipartUpload(t *testing.T) {
 	if n, err := s.SweepUploads(ctx, "obj", time.Hour); err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
+	// The completion's record went with the sweep too (older than
+	// CompletedTTL).
 	if n := blockCount(t, s, "obj"); n != 13 {
 		t.Fatalf("%d blocks after the sweep, want 13", n)
 	}

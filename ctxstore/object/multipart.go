@@ -243,6 +243,12 @@ func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []Comple
 		return Meta{}, fmt.Errorf("%w: a completion lists 1..%d parts, not %d", ErrInvalidPart, MaxParts, len(list))
 	}
 	u, err := s.upload(ctx, n, id)
+	if errors.Is(err, ErrNoSuchUpload) {
+		// Completed already (by this client before, or by another at once).
+		if _, m, derr := s.completed(ctx, n, id); derr == nil {
+			return m, nil
+		}
+	}
 	if err != nil {
 		return Meta{}, err
 	}
@@ -269,6 +275,11 @@ func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []Comple
 	for i, c := range list {
 		j, ok := byNum[c.Number]
 		if !ok {
+			// A completion of this upload running alongside may have
+			// dropped the part records after it recorded its success.
+			if _, m, derr := s.completed(lin, n, id); derr == nil {
+				return m, nil
+			}
 			return Meta{}, fmt.Errorf("%w: part %d was not uploaded", ErrInvalidPart, c.Number)
 		}
 		if !etagMatches(c.ETag, all[j].ETag) || c.ETag == "*" {
@@ -288,8 +299,11 @@ func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []Comple
 		return Meta{}, err
 	}
 	// The object owns the listed parts' blocks now: drop their records
-	// without retiring them; retire the parts left out.
+	// without retiring them; retire the parts left out. The completion is
+	// recorded first, so that a completion of the same upload that finds
+	// the records gone answers this success (completed.go).
 	bg := context.WithoutCancel(ctx)
+	_ = s.recordDone(bg, n, id, u.Key, obj.Meta) // without it a repeat answers NoSuchUpload
 	for i, p := range all {
 		_, _ = s.deleteKey(bg, n, partKey(id, p.Number), nil)
 		if !used[p.Number] {
@@ -338,9 +352,24 @@ func (s *Store) ListUploads(ctx context.Context, ns, prefix string) ([]Upload, e
 	if _, err := s.objectNamespace(ns, nil); err != nil {
 		return nil, err
 	}
+	out, _, err := s.scanUploads(ctx, ns, prefix)
+	return out, err
+}
+
+// scanUploads reads every record of namespace ns (one walk) and returns the
+// uploads in progress whose keys start with prefix, sorted as ListUploads
+// says, and the completion records (upload id → when it completed).
+func (s *Store) scanUploads(ctx context.Context, ns, prefix string) ([]Upload, map[string]time.Time, error) {
 	var out []Upload
+	done := map[string]time.Time{}
 	pre := uploadKey("")
 	err := s.walk(ctx, ns, func(key, value []byte) error {
+		if id, ok := doneID(key); ok {
+			if _, m, err := decodeDone(value); err == nil {
+				done[id] = m.Modified
+			}
+			return nil
+		}
 		id, ok := strings.CutPrefix(string(key), string(pre))
 		if !ok {
 			return nil
@@ -356,18 +385,23 @@ func (s *Store) ListUploads(ctx context.Context, ns, prefix string) ([]Upload, e
 		}
 		return a.Initiated.Compare(b.Initiated)
 	})
-	return out, err
+	return out, done, err
 }
 
 // SweepUploads aborts the uploads of namespace ns begun more than ttl ago
-// and returns how many it aborted.
+// and returns how many it aborted; it also deletes the records of uploads
+// completed more than Config.CompletedTTL (or ttl, when shorter: 0 before
+// a bucket is deleted) ago.
 func (s *Store) SweepUploads(ctx context.Context, ns string, ttl time.Duration) (int, error) {
-	ups, err := s.ListUploads(ctx, ns, "")
+	n, err := s.objectNamespace(ns, nil)
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.objectNamespace(ns, nil)
+	ups, finished, err := s.scanUploads(ctx, ns, "")
 	if err != nil {
+		return 0, err
+	}
+	if err := s.sweepDone(ctx, n, finished, min(ttl, s.cfg.CompletedTTL)); err != nil {
 		return 0, err
 	}
 	cut, done := s.now().Add(-ttl), 0

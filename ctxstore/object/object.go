@@ -37,12 +37,16 @@ type Config struct {
 	// Parallel is how many data blocks one object stream writes or reads
 	// ahead at once; a stream holds at most Parallel chunks in memory.
 	Parallel int
+	// CompletedTTL is how long a completed multipart upload is remembered,
+	// so that completing it again answers the same success (completed.go).
+	CompletedTTL time.Duration
 }
 
 // DefaultConfig returns the defaults: keys up to 64 KiB, 8 replace rounds,
-// 8 MiB chunks, 4 in flight per stream.
+// 8 MiB chunks, 4 in flight per stream, completed uploads remembered 10
+// minutes.
 func DefaultConfig() Config {
-	return Config{MaxKeyLen: 64 << 10, ReplaceAttempts: 8, ChunkSize: 8 << 20, Parallel: 4}
+	return Config{MaxKeyLen: 64 << 10, ReplaceAttempts: 8, ChunkSize: 8 << 20, Parallel: 4, CompletedTTL: 10 * time.Minute}
 }
 
 // Validate checks the configuration; errors wrap block.ErrInvalidArgument.
@@ -58,6 +62,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: object config: ChunkSize %d out of range 1..%d", block.ErrInvalidArgument, c.ChunkSize, block.HardMaxBlockSize)
 	case c.Parallel < 1 || c.Parallel > 64:
 		return fmt.Errorf("%w: object config: Parallel %d out of range 1..64", block.ErrInvalidArgument, c.Parallel)
+	case c.CompletedTTL < 0:
+		return fmt.Errorf("%w: object config: CompletedTTL %v is negative", block.ErrInvalidArgument, c.CompletedTTL)
 	}
 	return nil
 }

@@ -426,6 +426,26 @@ func (c *Client) DeleteBatch(ctx context.Context, keys []block.Key) ([]error, er
 	return c.keyOp(ctx, wire.OpDelete, keys, 0, false, nil, nil)
 }
 
+// DeleteIf deletes a block only while the server holds the bytes whose
+// CRC-32C is sum (DELETE_IF): block.ErrNotFound, changing nothing, when it
+// is absent or holds other bytes. A server older than DELETE_IF answers
+// errcode.ErrMalformedFrame and keeps the connection.
+func (c *Client) DeleteIf(ctx context.Context, key block.Key, sum uint32) error {
+	errs := make([]error, 1)
+	fl := []flight{{ch: chunk{lo: 0, hi: 1}}}
+	f := &fl[0]
+	if f.nc, f.err = c.conn(ctx); f.err == nil {
+		f.cl = &call{op: wire.OpDeleteIf, count: 1}
+		b := make([]byte, wire.HeaderSize, wire.HeaderSize+1+len(key.Namespace)+wire.DeleteIfItemSize)
+		b = wire.AppendDeleteIfItem(wire.AppendNamespace(b, key.Namespace), key, sum)
+		f.err = f.nc.start(f.cl, b, nil, 0)
+	}
+	if err := c.collect(ctx, fl, identity, errs, nil); err != nil {
+		return err
+	}
+	return errs[0]
+}
+
 // Pin protects a block from eviction for ttl (millisecond resolution,
 // capped by the server).
 func (c *Client) Pin(ctx context.Context, key block.Key, ttl time.Duration) error {

@@ -143,7 +143,7 @@ func (c *conn) deniedResponse(req *wire.Request, start time.Time, err error) *re
 	switch h.Op {
 	case wire.OpPut:
 		n = len(req.Items)
-	case wire.OpGet, wire.OpExists, wire.OpDelete, wire.OpPin:
+	case wire.OpGet, wire.OpExists, wire.OpDelete, wire.OpDeleteIf, wire.OpPin:
 	default:
 		return errorResponse(h, start, code, err.Error(), false)
 	}

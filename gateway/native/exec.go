@@ -81,13 +81,16 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 				b = append(b, p)
 			}
 		}
-	case wire.OpDelete, wire.OpPin:
+	case wire.OpDelete, wire.OpDeleteIf, wire.OpPin:
 		for i, k := range req.Keys {
 			err := keyErr(req, i)
 			if err == nil {
-				if h.Op == wire.OpDelete {
+				switch h.Op {
+				case wire.OpDelete:
 					err = s.store.Delete(ctx, k)
-				} else {
+				case wire.OpDeleteIf:
+					err = s.store.DeleteIf(ctx, k, req.Sums[i])
+				default:
 					err = s.store.Pin(ctx, k, req.PinTTL)
 				}
 			}

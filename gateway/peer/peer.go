@@ -17,6 +17,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 	"github.com/ctxtier/ctxtier/gateway/client"
+	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/native"
 )
@@ -171,6 +172,22 @@ func (p *Peers) DeleteShard(ctx context.Context, m cluster.Member, key block.Key
 		return err
 	}
 	return p.done(m, c, c.Delete(ctx, key))
+}
+
+// DeleteShardIf removes a shard from m only while m holds the bytes whose
+// CRC-32C is sum (DELETE_IF). A member running a version older than
+// DELETE_IF answers MalformedFrame: the shard is then deleted by key, as
+// such a member's own cleanups do.
+func (p *Peers) DeleteShardIf(ctx context.Context, m cluster.Member, key block.Key, sum uint32) error {
+	c, err := p.client(ctx, m)
+	if err != nil {
+		return err
+	}
+	err = c.DeleteIf(ctx, key, sum)
+	if errors.Is(err, errcode.ErrMalformedFrame) {
+		err = c.Delete(ctx, key)
+	}
+	return p.done(m, c, err)
 }
 
 // PinShard pins a shard on m until the given time.

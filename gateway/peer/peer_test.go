@@ -231,3 +231,40 @@ func TestIdentityCheckedOnEveryConnection(t *testing.T) {
 		t.Fatalf("peer without identity block: %v", err)
 	}
 }
+
+// DeleteShardIf over the real peer listener (DELETE_IF) deletes a shard
+// only while the peer holds the bytes named by their checksum.
+func TestDeleteShardIf(t *testing.T) {
+	stack, addr := startPeer(t, nil)
+	p, err := New(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := fsm.Member{ID: "n2", DataAddr: addr}
+	k := block.NewKey(block.DefaultNamespace, 77).WithShard(1)
+	d := []byte("the newer version's shard")
+	if err := p.PutShard(ctx, m, k, d, block.Checksum(d), block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []struct {
+		name string
+		sum  uint32
+		want error
+		kept bool
+	}{
+		{"an older version's checksum", block.Checksum([]byte("the older version")), block.ErrNotFound, true},
+		{"the held version's checksum", block.Checksum(d), nil, false},
+		{"already gone", block.Checksum(d), block.ErrNotFound, false},
+	} {
+		err := p.DeleteShardIf(ctx, m, k, st.sum)
+		if (st.want == nil) != (err == nil) || (st.want != nil && !errors.Is(err, st.want)) {
+			t.Fatalf("%s: %v, want %v", st.name, err, st.want)
+		}
+		if stack.Contains(k) != st.kept {
+			t.Fatalf("%s: shard present %v, want %v", st.name, stack.Contains(k), st.kept)
+		}
+	}
+}

@@ -3,8 +3,10 @@ package s3api
 import (
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -141,7 +143,16 @@ func (s *Server) completeUpload(q *request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.upload(q); err != nil {
+	// An upload completed already (a retry, or completions at once) is
+	// answered as its completion was, while ctxd remembers it.
+	var done *object.Meta
+	if _, err := s.upload(q); errors.Is(err, object.ErrNoSuchUpload) {
+		key, m, cerr := s.objs.CompletedUpload(q.r.Context(), q.bucket, q.r.URL.Query().Get("uploadId"))
+		if cerr != nil || key != q.key {
+			return err
+		}
+		done = &m
+	} else if err != nil {
 		return err
 	}
 	body, err := s.readBody(q, s.cfg.MaxXMLBody, nil, false)
@@ -170,11 +181,28 @@ func (s *Server) completeUpload(q *request) error {
 		}
 		list[i] = object.CompletedPart{Number: p.PartNumber, ETag: p.ETag}
 	}
-	m, err := s.objs.CompleteUpload(q.r.Context(), q.bucket, q.r.URL.Query().Get("uploadId"), list, ifAbsent)
-	if err != nil {
-		return err
+	if done == nil {
+		m, err := s.objs.CompleteUpload(q.r.Context(), q.bucket, q.r.URL.Query().Get("uploadId"), list, ifAbsent)
+		if err != nil {
+			return err
+		}
+		done = &m
 	}
-	return q.writeXML(completeResult{Xmlns: s3NS, Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: m.ETag})
+	return q.writeXML(completeResult{Xmlns: s3NS, Location: s.objectURL(q), Bucket: q.bucket, Key: q.key, ETag: done.ETag})
+}
+
+// objectURL is the absolute URL of q's object as the client addressed it
+// (CompleteMultipartUpload's Location): http(s)://host/bucket/key, or
+// http(s)://bucket.domain/key for a virtual-hosted-style request.
+func (s *Server) objectURL(q *request) string {
+	u := url.URL{Scheme: "http", Host: q.r.Host, Path: "/" + q.bucket + "/" + q.key}
+	if q.r.TLS != nil {
+		u.Scheme = "https"
+	}
+	if s.hostBucket(q.r.Host) != "" {
+		u.Path = "/" + q.key
+	}
+	return u.String()
 }
 
 func (s *Server) abortUpload(q *request) error {

@@ -95,10 +95,31 @@ func TestMinioObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Removing every object left no block behind: no manifest, no data
-	// block of any version or part.
+	// Removing every object left no block behind but the records of the
+	// completed uploads (remembered for object.Config.CompletedTTL, so a
+	// repeated completion answers the same): no manifest, no data block of
+	// any version or part. The sweep a bucket deletion runs removes them.
+	ups, _ := e.srv.objs.ListUploads(ctx, "mobj", "")
+	infos, err := e.store.List(ctx, "mobj", "", "", 10)
+	if err != nil || len(ups) != 0 {
+		t.Fatalf("uploads %v left, %v", ups, err)
+	}
+	for _, in := range infos {
+		ref, err := e.store.Get(ctx, in.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := string(ref.Data)
+		ref.Release()
+		if !strings.Contains(rec, "\x00done\x00") {
+			t.Fatalf("block %v left in the bucket: %q", in.Key, rec)
+		}
+	}
+	if _, err := e.srv.objs.SweepUploads(ctx, "mobj", 0); err != nil {
+		t.Fatal(err)
+	}
 	if infos, err := e.store.List(ctx, "mobj", "", "", 10); err != nil || len(infos) != 0 {
-		t.Fatalf("blocks left in the bucket: %v %v", infos, err)
+		t.Fatalf("blocks left in the bucket after the sweep: %v %v", infos, err)
 	}
 	if err := mc.RemoveBucket(ctx, "mobj"); err != nil {
 		t.Fatalf("remove the emptied bucket: %v", err)
@@ -158,6 +179,16 @@ func TestAWSSDKObjects(t *testing.T) {
 	}
 	if want := `"` + hex.EncodeToString(sums.Sum(nil)) + `-3"`; aws.ToString(out.ETag) != want {
 		t.Fatalf("ETag %s, want %s", aws.ToString(out.ETag), want)
+	}
+	// Completing it again (a retry after a lost response) answers the same.
+	again, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: key, UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
+	if err != nil {
+		t.Fatalf("completing again: %v", err)
+	}
+	if aws.ToString(again.ETag) != aws.ToString(out.ETag) || aws.ToString(again.Location) != aws.ToString(out.Location) ||
+		!strings.HasPrefix(aws.ToString(out.Location), "http://127.0.0.1:") || !strings.HasSuffix(aws.ToString(out.Location), "/"+*b+"/"+*key) {
+		t.Fatalf("completed again: ETag %s Location %s; first: ETag %s Location %s", aws.ToString(again.ETag), aws.ToString(again.Location), aws.ToString(out.ETag), aws.ToString(out.Location))
 	}
 	g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: b, Key: key})
 	if err != nil {

@@ -53,6 +53,12 @@ func reencode(r *Request) []byte {
 	if r.KeyErrs != nil {
 		return nil
 	}
+	if r.Op == OpDeleteIf {
+		for i, k := range r.Keys {
+			b = AppendDeleteIfItem(b, k, r.Sums[i])
+		}
+		return b
+	}
 	for _, k := range r.Keys {
 		b = AppendKey(b, k)
 	}
@@ -78,6 +84,8 @@ func fuzzSeeds(f *testing.F) {
 	describeVersion := AppendDescribeFlags(append([]byte{}, describe...), DescribeFlagVersion)
 	release := AppendLeaseIDs(nil, []uint64{1, 1 << 40})
 	route, routeTokens := routeSeeds()
+	deleteIf := AppendDeleteIfItem(AppendNamespace(nil, "default"), block.NewKey("default", 7), block.Checksum(d))
+	deleteIf = AppendDeleteIfItem(deleteIf, block.NewKey("default", 9).WithShard(2), 0xffffffff)
 	for _, s := range []struct {
 		op    Op
 		count uint32
@@ -89,6 +97,7 @@ func fuzzSeeds(f *testing.F) {
 		{OpDescribe, 2, describe}, {OpDescribe, 2, describeVersion}, {OpDescribe, 1, describeVersion},
 		{OpRelease, 2, release}, {OpRelease, 0, nil}, {OpRelease, 3, release},
 		{OpRoute, 0, route}, {OpRoute, 0, routeTokens}, {OpRoute, 2, route},
+		{OpDeleteIf, 2, deleteIf}, {OpDeleteIf, 1, deleteIf}, {OpDeleteIf, 1, keys},
 	} {
 		f.Add(append(AppendHeader(nil, Header{Length: uint32(len(s.body)), Op: s.op, ID: 1, Count: s.count}), s.body...))
 	}
@@ -151,6 +160,12 @@ func FuzzDecodeFrame(f *testing.F) {
 		if r.Op != OpPut && r.Op != OpPing && r.Op != OpRelease && r.Op != OpRoute && r.Op != OpEndSession && len(r.Keys) != int(h.Count) {
 			t.Fatalf("%d keys for count %d", len(r.Keys), h.Count)
 		}
+		if r.Op == OpDeleteIf && len(r.Sums) != int(h.Count) {
+			t.Fatalf("%d checksums for %d delete-if keys", len(r.Sums), h.Count)
+		}
+		if r.Op != OpDeleteIf && r.Sums != nil {
+			t.Fatalf("checksums %v decoded for a %s request", r.Sums, r.Op)
+		}
 		if r.Op == OpPut && len(r.Items) != int(h.Count) {
 			t.Fatalf("%d items for count %d", len(r.Items), h.Count)
 		}
@@ -194,6 +209,8 @@ func FuzzReadResponse(f *testing.F) {
 		Generation: 1<<64 - 1, VersionOffset: 1 << 30}})
 	desc = AppendStatus(desc, errcode.Unavailable, "reclaiming")
 	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(desc)), Op: OpDescribe, Flags: FlagResponse, Count: 4}), desc...))
+	delIf := AppendStatus(AppendStatus(nil, errcode.OK, ""), errcode.NotFound, "holds other bytes")
+	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(delIf)), Op: OpDeleteIf, Flags: FlagResponse, Count: 2}), delIf...))
 	rel := AppendStatus(AppendStatus(nil, errcode.OK, ""), errcode.NotFound, "no lease")
 	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(rel)), Op: OpRelease, Flags: FlagResponse, Count: 2}), rel...))
 	route := AppendRouteResult(nil, sampleResult())

@@ -14,7 +14,7 @@ type Request struct {
 	Header
 	// Namespace names the namespace of every key in the frame (empty for PING).
 	Namespace string
-	// Keys are the keys of GET, EXISTS, LOOKUP, DELETE and PIN; KeyErrs[i]
+	// Keys are the keys of GET, EXISTS, LOOKUP, DELETE, DELETE_IF and PIN; KeyErrs[i]
 	// is key i's own validation error (nil when well formed).
 	Keys    []block.Key
 	KeyErrs []error
@@ -32,6 +32,8 @@ type Request struct {
 	Retain time.Duration
 	// Session is an END_SESSION's session id.
 	Session uint64
+	// Sums are a DELETE_IF's checksums, one per key.
+	Sums []uint32
 }
 
 // DecodeRequest decodes the body of a request frame whose header h was
@@ -117,6 +119,8 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 		b = b[8:]
 	case OpDescribe:
 		return req, req.decodeDescribe(b)
+	case OpDeleteIf:
+		return req, req.decodeDeleteIf(b)
 	}
 	return req, req.decodeKeys(b)
 }

@@ -95,7 +95,7 @@ func ReadResponse(r io.Reader, h Header, dest Dest) (*Response, error) {
 			return resp, err
 		}
 		return resp, br.finish()
-	case OpPut, OpDelete, OpPin, OpGet, OpExists, OpDescribe, OpRelease:
+	case OpPut, OpDelete, OpDeleteIf, OpPin, OpGet, OpExists, OpDescribe, OpRelease:
 	default:
 		return resp, fmt.Errorf("%w: response for unknown opcode %d", errcode.ErrMalformedFrame, uint8(h.Op))
 	}

@@ -197,7 +197,7 @@ func TestRouteResultRejects(t *testing.T) {
 }
 
 func TestOpRouteNamed(t *testing.T) {
-	if OpRoute != 10 || !OpRoute.Known() || OpRoute.String() != "route" || Op(12).Known() {
-		t.Fatalf("OpRoute %d known %v %q; op 12 known %v", OpRoute, OpRoute.Known(), OpRoute, Op(12).Known())
+	if OpRoute != 10 || !OpRoute.Known() || OpRoute.String() != "route" || Op(13).Known() {
+		t.Fatalf("OpRoute %d known %v %q; op 13 known %v", OpRoute, OpRoute.Known(), OpRoute, Op(13).Known())
 	}
 }

@@ -74,10 +74,15 @@ const (
 	// a u32 (the blocks released). Sent only where the hello reply
 	// echoed HelloAgentSessions.
 	OpEndSession Op = 11
+	// OpDeleteIf deletes each key only while the server holds the bytes
+	// whose CRC-32C the item names (deleteif.go): a node's shard cleanup
+	// never removes a newer version put under the same key since. A
+	// server older than it answers MalformedFrame without closing.
+	OpDeleteIf Op = 12
 )
 
 // Known reports whether o is an opcode of this version.
-func (o Op) Known() bool { return o >= OpPut && o <= OpEndSession }
+func (o Op) Known() bool { return o >= OpPut && o <= OpDeleteIf }
 
 // String names the opcode (metrics label and logs).
 func (o Op) String() string {
@@ -104,6 +109,8 @@ func (o Op) String() string {
 		return "route"
 	case OpEndSession:
 		return "end_session"
+	case OpDeleteIf:
+		return "delete_if"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
