@@ -90,7 +90,10 @@ func (c *cluster) waitLeader(nodes ...*Node) *Node {
 	if len(nodes) == 0 {
 		nodes = c.nodes
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// Generous: under -race beside other test binaries on 2 cores, an
+	// election of two nodes took more than 10 s once (the 500 ms timeouts
+	// fire late and votes split); a healthy run elects in about a second.
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, n := range nodes {
 			if n.IsLeader() {
@@ -103,10 +106,10 @@ func (c *cluster) waitLeader(nodes ...*Node) *Node {
 	return nil
 }
 
-// eventually polls cond for up to 10 s.
+// eventually polls cond for up to 30 s (generous, as waitLeader).
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if cond() {
 			return
