@@ -166,12 +166,12 @@ func shardKey(key block.Key, c *erasure.Code, i int) block.Key {
 // candidates are the members that take new shards: alive ones, minus exclude.
 func (b *Backend) candidates(exclude map[string]bool) []placement.Node {
 	var out []placement.Node
-	for _, m := range b.node.FSM().Members() {
-		if m.State != fsm.MemberAlive || exclude[m.ID] {
-			continue
+	b.node.FSM().EachMember(func(m fsm.Member) bool {
+		if m.State == fsm.MemberAlive && !exclude[m.ID] {
+			out = append(out, placement.Node{ID: m.ID, Zone: m.Zone, Weight: float64(m.Capacity) / float64(1<<30)})
 		}
-		out = append(out, placement.Node{ID: m.ID, Zone: m.Zone, Weight: float64(m.Capacity) / float64(1<<30)})
-	}
+		return true
+	})
 	return out
 }
 

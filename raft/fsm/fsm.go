@@ -40,9 +40,14 @@ type state struct {
 	index map[string]*tree
 	// nodeNames is the name table of the index's placements; nodeIDs,
 	// its inverse, is the writer's alone (see intern).
-	nodeNames  []string
-	nodeIDs    map[string]uint32
-	members    map[string]Member
+	nodeNames []string
+	nodeIDs   map[string]uint32
+	members   map[string]Member
+	// memberList is members sorted by id, shared by every reader of a
+	// published state (Members); nil after members changed until publish
+	// sorts it again, so a put's placement does not sort the members per
+	// block.
+	memberList []Member
 	namespaces map[string]block.Namespace
 	creds      map[string]Credential
 	applied    uint64
@@ -129,6 +134,9 @@ func (f *FSM) ApplyBatch(logs []*hraft.Log) []interface{} {
 
 // publish swaps in s and wakes WaitApplied callers. The caller holds wmu.
 func (f *FSM) publish(s *state) {
+	if s.memberList == nil {
+		s.memberList = sortMembers(s.members)
+	}
 	f.cur.Store(s)
 	f.appliedMu.Lock()
 	if f.appliedCh != nil {
@@ -217,8 +225,7 @@ func applyIncarnation(s *state, c IncarnationCommand) error {
 		return nil
 	}
 	m.Incarnation, m.Restoring = c.Incarnation, c.Restoring
-	s.members = maps.Clone(s.members)
-	s.members[c.ID] = m
+	s.setMember(m)
 	return nil
 }
 
@@ -385,8 +392,7 @@ func applyMember(s *state, c MemberCommand) error {
 			// Only CmdIncarnation changes these.
 			m.Incarnation, m.Restoring = old.Incarnation, old.Restoring
 		}
-		s.members = maps.Clone(s.members)
-		s.members[m.ID] = m
+		s.setMember(m)
 	case MemberSetState:
 		old, ok := s.members[m.ID]
 		if !ok {
@@ -396,15 +402,34 @@ func applyMember(s *state, c MemberCommand) error {
 			return fmt.Errorf("%w: member state %d", block.ErrInvalidArgument, m.State)
 		}
 		old.State = m.State
-		s.members = maps.Clone(s.members)
-		s.members[m.ID] = old
+		s.setMember(old)
 	case MemberRemove:
 		if _, ok := s.members[m.ID]; ok {
 			s.members = maps.Clone(s.members)
 			delete(s.members, m.ID)
+			s.memberList = nil
 		}
 	}
 	return nil
+}
+
+// setMember records m in a copy of s.members (published states share the
+// old map) and drops the sorted list publish rebuilds.
+func (s *state) setMember(m Member) {
+	s.members = maps.Clone(s.members)
+	s.members[m.ID] = m
+	s.memberList = nil
+}
+
+// sortMembers returns the members sorted by id (never nil, so publish
+// sorts an empty set once).
+func sortMembers(members map[string]Member) []Member {
+	out := make([]Member, 0, len(members))
+	for _, m := range members {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 func applyNamespace(s *state, c NamespaceCommand) error {
@@ -533,12 +558,29 @@ func (f *FSM) Scan(ns, hexPrefix string, fn func(block.Key, Entry) bool) error {
 	return nil
 }
 
-// Members lists the members sorted by id.
+// Members lists the members sorted by id, in a slice of the caller's own.
 func (f *FSM) Members() []Member {
-	m := f.cur.Load().members
-	out := slices.Collect(maps.Values(m))
-	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
-	return out
+	s := f.cur.Load()
+	if s.memberList == nil { // a state not published by publish
+		return sortMembers(s.members)
+	}
+	return slices.Clone(s.memberList)
+}
+
+// EachMember calls fn with each member in id order until fn returns
+// false, without copying the list (the data path's placement reads the
+// members once per block).
+func (f *FSM) EachMember(fn func(Member) bool) {
+	s := f.cur.Load()
+	list := s.memberList
+	if list == nil {
+		list = sortMembers(s.members)
+	}
+	for _, m := range list {
+		if !fn(m) {
+			return
+		}
+	}
 }
 
 // Member returns one member.
