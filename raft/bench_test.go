@@ -3,6 +3,7 @@ package raft
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/internal/freeport"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 	"github.com/ctxtier/ctxtier/raft/tlstest"
 )
@@ -76,7 +78,7 @@ func BenchmarkIndexCommit(b *testing.B) {
 // and their ratio. It is the single group's ceiling before any wire,
 // shard or disk cost.
 //
-//	go test -run '^$' -bench IndexCommitBatch -benchtime 200000x ./raft/
+//	go test -run '^$' -bench 'IndexCommitBatch$' -benchtime 200000x ./raft/
 func BenchmarkIndexCommitBatch(b *testing.B) {
 	d := DefaultConfig()
 	c := newCluster(b, 3, func(cfg *Config) {
@@ -85,7 +87,43 @@ func BenchmarkIndexCommitBatch(b *testing.B) {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 5*time.Second, 5*time.Second, 5*time.Second
 		cfg.CommitTimeout = d.CommitTimeout
 	})
-	leader := c.waitLeader()
+	benchBatches(b, c.waitLeader())
+}
+
+// BenchmarkIndexCommitBatchDisk is BenchmarkIndexCommitBatch on the parts
+// ctxd runs: three nodes opened with Open, each with its raft-wal log
+// (fsync per append) in its own directory and the authenticated TCP
+// transport on 127.0.0.1, the real FSM. Still no block bytes: it is the
+// index-only figure beside ctxbench's end-to-end one.
+//
+//	go test -run '^$' -bench IndexCommitBatchDisk -benchtime 200000x ./raft/
+func BenchmarkIndexCommitBatchDisk(b *testing.B) {
+	var peers []Peer
+	for i := range 3 {
+		peers = append(peers, Peer{ID: fmt.Sprintf("d%d", i+1), Addr: freeport.Addr(b)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := &cluster{t: b}
+	for _, p := range peers {
+		cfg := DefaultConfig()
+		cfg.NodeID, cfg.RaftAddr, cfg.DataDir, cfg.Secret = p.ID, p.Addr, b.TempDir(), testSecret
+		cfg.Bootstrap, cfg.InitialPeers = true, peers
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 5*time.Second, 5*time.Second, 5*time.Second
+		n, err := Open(ctx, cfg, quietLog(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { n.Close() })
+		c.nodes = append(c.nodes, n)
+	}
+	benchBatches(b, c.waitLeader())
+}
+
+// benchBatches runs 64 proposers against leader: b.N/8 puts in batches of
+// 1, then b.N in batches of 64, and reports both rates and their ratio.
+// Every put must come back created.
+func benchBatches(b *testing.B, leader *Node) {
 	const workers = 64
 	var next atomic.Uint64
 	run := func(n, batch int) float64 {
