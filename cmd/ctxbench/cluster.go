@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
+	"github.com/ctxtier/ctxtier/internal/freeport"
 )
 
 func init() {
@@ -53,6 +55,11 @@ type clusterConfig struct {
 	// in flight, measure a linearizable read against a local one (0 skips).
 	ReadOps         int
 	ReadConcurrency int
+	// Profile, with Start, is a directory for CPU profiles of every node
+	// and of ctxbench, ProfileSeconds long, taken at the start of the
+	// index phase's main run (nodeProfiler).
+	Profile        string
+	ProfileSeconds int
 }
 
 func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
@@ -76,6 +83,8 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 	fs.IntVar(&c.ReadOps, "read-ops", 4000, "single-key exists requests per read level in the read-level phase, which compares linearizable reads with local ones (0 skips it)")
 	fs.IntVar(&c.ReadConcurrency, "read-concurrency", 32, "requests in flight in the read-level phase")
 	fs.StringVar(&c.Read, "read", "linearizable", "read level of the get phases: linearizable (X-Ctxtier-Read: linearizable; gets start right after the puts) or local (each node's own index; the bench first waits, untimed, until every node has applied the puts)")
+	fs.StringVar(&c.Profile, "profile", "", "with --start: start the nodes with --pprof-listen and write CPU profiles of every node and of ctxbench, taken at the start of the index phase's main run, to this directory")
+	fs.IntVar(&c.ProfileSeconds, "profile-seconds", 5, "length of the --profile CPU profiles")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -115,6 +124,10 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 		return c, errors.New("--index-batch must be in 1..4096")
 	case c.IndexBatch > 1 && !c.Start && len(c.NativeAddrs) == 0:
 		return c, errors.New("--index-batch above 1 needs --native-addrs (or --start)")
+	case c.Profile != "" && !c.Start:
+		return c, errors.New("--profile needs --start")
+	case c.ProfileSeconds < 1 || c.ProfileSeconds > 600:
+		return c, errors.New("--profile-seconds must be in 1..600")
 	case c.Read != "linearizable" && c.Read != "local":
 		return c, fmt.Errorf("--read %q: want linearizable or local", c.Read)
 	}
@@ -157,6 +170,8 @@ type clusterBench struct {
 	addrs    []string
 	clients  []*client.HTTPClient
 	natives  []*client.Client // native-protocol clients of the index phase (--index-batch above 1)
+	profiler *nodeProfiler    // --profile: set by runClusterWith
+	cpu      *cpuMeter        // the started nodes' CPU time (--start only)
 	run      uint64           // the high 32 bits of every key hash of this run
 	seq      uint32
 	verified atomic.Int64
@@ -175,7 +190,24 @@ func newBenchHTTPClient(addr string, conns int) (*client.HTTPClient, error) {
 func runClusterWith(ctx context.Context, cfg clusterConfig, out, progress io.Writer) error {
 	addrs := cfg.Addrs
 	if cfg.Start {
-		lc, err := startLocalCluster(ctx, cfg.Ctxd, 3, cfg.DRAMCapacity, progress)
+		opts := clusterOptions{Ctxd: cfg.Ctxd, Nodes: 3, DRAM: cfg.DRAMCapacity}
+		var prof *nodeProfiler
+		if cfg.Profile != "" {
+			if err := os.MkdirAll(cfg.Profile, 0o755); err != nil {
+				return err
+			}
+			prof = &nodeProfiler{dir: cfg.Profile, seconds: cfg.ProfileSeconds}
+			opts.Prepare = func(i int, _ string) ([]string, error) {
+				addr, err := freeport.Pick()
+				if err != nil {
+					return nil, err
+				}
+				prof.ids = append(prof.ids, fmt.Sprintf("n%d", i+1))
+				prof.addrs = append(prof.addrs, addr)
+				return []string{"--pprof-listen", addr}, nil
+			}
+		}
+		lc, err := startLocalClusterWith(ctx, opts, progress)
 		if err != nil {
 			return err
 		}
@@ -183,14 +215,18 @@ func runClusterWith(ctx context.Context, cfg clusterConfig, out, progress io.Wri
 		defer func() { lc.stop(progress, failed) }()
 		addrs = lc.HTTPAddrs()
 		cfg.NativeAddrs = lc.NativeAddrs()
-		err = runClusterOn(ctx, cfg, addrs, out, progress)
+		cpu := &cpuMeter{}
+		for _, nd := range lc.nodes {
+			cpu.pids = append(cpu.pids, nd.cmd.Process.Pid)
+		}
+		err = runClusterOn(ctx, cfg, addrs, prof, cpu, out, progress)
 		failed = err != nil
 		return err
 	}
-	return runClusterOn(ctx, cfg, addrs, out, progress)
+	return runClusterOn(ctx, cfg, addrs, nil, nil, out, progress)
 }
 
-func runClusterOn(ctx context.Context, cfg clusterConfig, addrs []string, out, progress io.Writer) error {
+func runClusterOn(ctx context.Context, cfg clusterConfig, addrs []string, prof *nodeProfiler, cpu *cpuMeter, out, progress io.Writer) error {
 	if len(addrs) == 1 {
 		st, err := clusterapi.NewClient(addrs[0]).Status(ctx)
 		if err != nil {
@@ -203,7 +239,7 @@ func runClusterOn(ctx context.Context, cfg clusterConfig, addrs []string, out, p
 			}
 		}
 	}
-	b := &clusterBench{cfg: cfg, addrs: addrs, progress: progress,
+	b := &clusterBench{cfg: cfg, addrs: addrs, progress: progress, profiler: prof, cpu: cpu,
 		run: (rand.Uint64() | 1<<63) &^ 0xffff_ffff}
 	conns := max(cfg.Concurrency, cfg.IndexConcurrency)/len(addrs) + 2
 	for _, a := range addrs {

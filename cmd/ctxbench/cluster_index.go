@@ -38,6 +38,9 @@ type indexResult struct {
 	// group-committed log entries that carried them.
 	batchOps, batchEntries float64
 	haveBatch              bool
+	// cpu is the CPU time the nodes and ctxbench used during the run
+	// (cpu.err set when it could not be read: not --start).
+	cpu cpuSample
 }
 
 // leaderSnap is the leader's Raft progress at one moment.
@@ -129,18 +132,35 @@ func (b *clusterBench) indexRun(ctx context.Context, ns *benchNS, n, batch int) 
 		via = "native"
 	}
 	before, berr := b.snapLeader(ctx)
+	cpu0 := b.cpu.sample()
+	var cpu1 cpuSample
 	var d time.Duration
 	var err error
 	if via == "native" {
+		// The main run (the one --index-batch asks for) is the one profiled.
+		var wait func() error
+		if batch == cfg.IndexBatch {
+			wait = b.profiler.start(ctx, b.progress)
+		}
 		d, err = b.putNative(ctx, ns, p, hashes, batch, cfg.IndexConcurrency)
+		cpu1 = b.cpu.sample() // before the profiles' wait
+		if wait != nil {
+			if perr := wait(); perr != nil {
+				fmt.Fprintf(b.progress, "index: profiles: %v\n", perr)
+			}
+		}
 	} else {
 		d, err = b.putAll(ctx, ns, p, hashes, cfg.IndexConcurrency)
+		cpu1 = b.cpu.sample()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("index phase: put: %w", err)
 	}
 	after, aerr := b.snapLeader(ctx)
-	res := &indexResult{puts: len(hashes), dur: d, batch: batch, via: via}
+	res := &indexResult{puts: len(hashes), dur: d, batch: batch, via: via, cpu: cpu1}
+	if res.cpu.err = errors.Join(cpu0.err, cpu1.err); res.cpu.err == nil {
+		res.cpu.nodes, res.cpu.bench = cpu1.nodes-cpu0.nodes, cpu1.bench-cpu0.bench
+	}
 	switch {
 	case berr != nil || aerr != nil:
 		fmt.Fprintf(b.progress, "index: no leader statistics: %v\n", errors.Join(berr, aerr))
@@ -301,6 +321,9 @@ func (r *indexResult) describe(out io.Writer, cfg clusterConfig) {
 	}
 	fmt.Fprintf(out, "index: %d one-copy puts of %d B, %s requests of %d, %d in flight, in %.2fs: %.0f block entries/s",
 		r.puts, cfg.IndexBlockSize, r.via, r.batch, cfg.IndexConcurrency, r.dur.Seconds(), r.perSec())
+	if r.cpu.err == nil {
+		fmt.Fprintf(out, "; CPU: nodes %.2fs, ctxbench %.2fs", r.cpu.nodes.Seconds(), r.cpu.bench.Seconds())
+	}
 	if r.leader != "" {
 		fmt.Fprintf(out, "; leader %s's commit index advanced %d", r.leader, r.logEntries)
 		if r.haveBatch {
@@ -326,6 +349,12 @@ func (r *indexResult) print(out io.Writer) {
 }
 
 func (r *indexResult) printLog(out io.Writer, prefix string) {
+	if r.cpu.err == nil {
+		// CPU per entry: the nodes' (all three processes together) and
+		// the client's, during the timed run only.
+		fmt.Fprintf(out, "%snode_cpu_us_per_entry=%.1f\n", prefix, float64(r.cpu.nodes.Microseconds())/float64(r.puts))
+		fmt.Fprintf(out, "%sbench_cpu_us_per_entry=%.1f\n", prefix, float64(r.cpu.bench.Microseconds())/float64(r.puts))
+	}
 	if r.leader == "" {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -165,5 +166,47 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 	// warm-up's and the index phase's sample).
 	if v := vals["verified_reads"]; v < 2*blocks*rounds {
 		t.Errorf("verified_reads = %v, want at least %d", v, 2*blocks*rounds)
+	}
+}
+
+func TestParseProcStatCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		want       time.Duration
+		bad        bool
+	}{
+		{"plain", "4242 (ctxd) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 31 0 0 20 0 12 0 100 0 0", 2810 * time.Millisecond, false},
+		{"name with spaces and parens", "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 5 0 0", 100 * time.Millisecond, false},
+		{"no name", "7 a R 1 7 7 0 -1 0 0 0 0 0 7 3", 0, true},
+		{"too short", "7 (x) R 1 2 3", 0, true},
+		{"not a number", "7 (x) R 1 7 7 0 -1 0 0 0 0 0 x 3 0 0", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseProcStatCPU(tc.line)
+			if (err != nil) != tc.bad || got != tc.want {
+				t.Fatalf("parseProcStatCPU = %v, %v; want %v (error: %v)", got, err, tc.want, tc.bad)
+			}
+		})
+	}
+}
+
+// This process's own CPU time, read through /proc, grows with work done.
+func TestProcCPUOfSelf(t *testing.T) {
+	before, err := procCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for x := uint64(1); ; x = x*6364136223846793005 + 1 {
+		after, err := procCPU(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after > before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time stayed at %v for 30 s of spinning (x=%d)", after, x)
+		}
 	}
 }
