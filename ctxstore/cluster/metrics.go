@@ -30,6 +30,10 @@ type metrics struct {
 	rebalInflight, rebalLastScan       prometheus.Gauge
 	relookups                          prometheus.Counter
 	cleanupByKey                       prometheus.Counter
+	// putPhase times a put's (or a batch put's) two halves; putShards and
+	// putCommit are its two series.
+	putPhase             *prometheus.HistogramVec
+	putShards, putCommit prometheus.Observer
 
 	reg  prometheus.Registerer
 	list []prometheus.Collector
@@ -83,11 +87,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Reads that failed on the placement they looked up and were retried on the block's newer index entry (a shard moved meanwhile)."}),
 		cleanupByKey: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_shard_cleanup_by_key_total",
 			Help: "Shard deletes after an index change sent by key, not conditioned on the version's checksum (an erasure shard whose block could not be read)."}),
+		putPhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ctxtier_cluster_put_phase_seconds",
+			Help:    "Wall-clock seconds of the two halves of a put or batch put this node coordinated: writing the shards (phase=shards) and committing the index entries through Raft, forwarding included (phase=commit).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"phase"}),
 		reg: reg,
 	}
+	m.putShards, m.putCommit = m.putPhase.WithLabelValues("shards"), m.putPhase.WithLabelValues("commit")
 	m.readLocal, m.readRemote, m.readDecoded = m.reads.WithLabelValues("local"), m.reads.WithLabelValues("remote"), m.reads.WithLabelValues("decoded")
 	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan,
-		m.rebalPending, m.rebalDeferred, m.rebalMoved, m.rebalBytes, m.rebalInflight, m.rebalLastScan, m.relookups, m.cleanupByKey}
+		m.rebalPending, m.rebalDeferred, m.rebalMoved, m.rebalBytes, m.rebalInflight, m.rebalLastScan, m.relookups, m.cleanupByKey, m.putPhase}
 	if reg == nil {
 		return m, nil
 	}

@@ -43,11 +43,15 @@ type pendingPut struct {
 // returns once the entry is committed. The same bytes again succeed; other
 // bytes are block.ErrConflict and change nothing.
 func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	start := time.Now()
 	p, err := b.writePut(ctx, key, data, sum, opts)
 	if err != nil || p == nil {
 		return err
 	}
+	written := time.Now()
+	b.met.putShards.Observe(written.Sub(start).Seconds())
 	res, err := b.propose(ctx, p.op)
+	b.met.putCommit.Observe(time.Since(written).Seconds())
 	if err != nil {
 		// The outcome may be unknown: the shards stay, since the entry may
 		// have committed (repair and drops keep the index honest).
@@ -71,6 +75,7 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 	// other bytes: a conflict), not a race with its first occurrence.
 	seen := make(map[block.Key]bool, len(items))
 	var again []int
+	start := time.Now()
 	for i, it := range items {
 		if k := it.Key.Block(); seen[k] {
 			again = append(again, i)
@@ -94,7 +99,10 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 		}
 	}
 	if len(ops) > 0 {
+		written := time.Now()
+		b.met.putShards.Observe(written.Sub(start).Seconds())
 		res, err := b.propose(ctx, ops...)
+		b.met.putCommit.Observe(time.Since(written).Seconds())
 		for j, i := range at {
 			if err != nil {
 				errs[i] = err // shards stay: the outcome may be unknown (see Put)

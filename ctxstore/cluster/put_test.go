@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
@@ -39,6 +42,7 @@ func TestPutBatchIsOneProposal(t *testing.T) {
 			tc.fwd.mu.Lock()
 			forwarded := tc.fwd.n
 			tc.fwd.mu.Unlock()
+			shards0, commits0 := putPhases(t, w.backend)
 			for i, err := range w.store.PutBatch(ctx, items) {
 				if err != nil {
 					t.Fatalf("item %d via %s: %v", i, w.id, err)
@@ -49,6 +53,10 @@ func TestPutBatchIsOneProposal(t *testing.T) {
 			tc.fwd.mu.Unlock()
 			if want := map[bool]int{true: 0, false: 1}[w.node.IsLeader()]; calls != want {
 				t.Fatalf("%d forwarded calls for one batch via %s, want %d", calls, w.id, want)
+			}
+			// The batch is timed once per half, not once per block.
+			if shards, commits := putPhases(t, w.backend); shards != shards0+1 || commits != commits0+1 {
+				t.Fatalf("put phase samples went from %d/%d to %d/%d for one batch, want one more of each", shards0, commits0, shards, commits)
 			}
 			var gen uint64
 			for _, it := range items {
@@ -84,4 +92,18 @@ func TestPutBatchIsOneProposal(t *testing.T) {
 			mustGet(t, w.store, clash.Key, items[1].Data)
 		})
 	}
+}
+
+// putPhases returns how many shard-write and commit times b has observed
+// (ctxtier_cluster_put_phase_seconds).
+func putPhases(t *testing.T, b *Backend) (shards, commits uint64) {
+	t.Helper()
+	count := func(o prometheus.Observer) uint64 {
+		var m dto.Metric
+		if err := o.(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	return count(b.met.putShards), count(b.met.putCommit)
 }
