@@ -41,6 +41,44 @@ type indexResult struct {
 	// cpu is the CPU time the nodes and ctxbench used during the run
 	// (cpu.err set when it could not be read: not --start).
 	cpu cpuSample
+	// phases is the nodes' put-phase times over the run (the deltas of
+	// ctxtier_cluster_put_phase_seconds summed over the nodes); ok is
+	// false when a node does not export it.
+	phases putPhases
+}
+
+// putPhases sums the two halves of the puts (or batch puts) the nodes
+// coordinated: shard writes and index commits, seconds and counts.
+type putPhases struct {
+	shards, commit float64
+	n              float64
+	ok             bool
+}
+
+// readPutPhases reads ctxtier_cluster_put_phase_seconds from every node.
+func (b *clusterBench) readPutPhases(ctx context.Context) putPhases {
+	p := putPhases{ok: true}
+	for _, a := range b.addrs {
+		text, err := fetchMetrics(ctx, a)
+		if err != nil {
+			return putPhases{}
+		}
+		shards, ok1 := promSamples(text, "ctxtier_cluster_put_phase_seconds_sum", `phase="shards"`)
+		commit, ok2 := promSamples(text, "ctxtier_cluster_put_phase_seconds_sum", `phase="commit"`)
+		n, ok3 := promSamples(text, "ctxtier_cluster_put_phase_seconds_count", `phase="commit"`)
+		if !ok1 || !ok2 || !ok3 {
+			return putPhases{}
+		}
+		p.shards, p.commit, p.n = p.shards+shards, p.commit+commit, p.n+n
+	}
+	return p
+}
+
+func (p putPhases) minus(q putPhases) putPhases {
+	if !p.ok || !q.ok {
+		return putPhases{}
+	}
+	return putPhases{shards: p.shards - q.shards, commit: p.commit - q.commit, n: p.n - q.n, ok: true}
 }
 
 // leaderSnap is the leader's Raft progress at one moment.
@@ -132,6 +170,7 @@ func (b *clusterBench) indexRun(ctx context.Context, ns *benchNS, n, batch int) 
 		via = "native"
 	}
 	before, berr := b.snapLeader(ctx)
+	phases0 := b.readPutPhases(ctx)
 	cpu0 := b.cpu.sample()
 	var cpu1 cpuSample
 	var d time.Duration
@@ -157,7 +196,8 @@ func (b *clusterBench) indexRun(ctx context.Context, ns *benchNS, n, batch int) 
 		return nil, fmt.Errorf("index phase: put: %w", err)
 	}
 	after, aerr := b.snapLeader(ctx)
-	res := &indexResult{puts: len(hashes), dur: d, batch: batch, via: via, cpu: cpu1}
+	res := &indexResult{puts: len(hashes), dur: d, batch: batch, via: via, cpu: cpu1,
+		phases: b.readPutPhases(ctx).minus(phases0)}
 	if res.cpu.err = errors.Join(cpu0.err, cpu1.err); res.cpu.err == nil {
 		res.cpu.nodes, res.cpu.bench = cpu1.nodes-cpu0.nodes, cpu1.bench-cpu0.bench
 	}
@@ -324,6 +364,9 @@ func (r *indexResult) describe(out io.Writer, cfg clusterConfig) {
 	if r.cpu.err == nil {
 		fmt.Fprintf(out, "; CPU: nodes %.2fs, ctxbench %.2fs", r.cpu.nodes.Seconds(), r.cpu.bench.Seconds())
 	}
+	if ph := r.phases; ph.ok && ph.n > 0 {
+		fmt.Fprintf(out, "; per request: shard writes %.1f ms, index commit %.1f ms (means over %.0f)", ph.shards/ph.n*1e3, ph.commit/ph.n*1e3, ph.n)
+	}
 	if r.leader != "" {
 		fmt.Fprintf(out, "; leader %s's commit index advanced %d", r.leader, r.logEntries)
 		if r.haveBatch {
@@ -354,6 +397,12 @@ func (r *indexResult) printLog(out io.Writer, prefix string) {
 		// the client's, during the timed run only.
 		fmt.Fprintf(out, "%snode_cpu_us_per_entry=%.1f\n", prefix, float64(r.cpu.nodes.Microseconds())/float64(r.puts))
 		fmt.Fprintf(out, "%sbench_cpu_us_per_entry=%.1f\n", prefix, float64(r.cpu.bench.Microseconds())/float64(r.puts))
+	}
+	if ph := r.phases; ph.ok && ph.n > 0 {
+		// Mean wall-clock time of each half of a request's put on the
+		// node that took it: where a batch waits.
+		fmt.Fprintf(out, "%sput_shards_ms_mean=%.2f\n", prefix, ph.shards/ph.n*1e3)
+		fmt.Fprintf(out, "%sput_commit_ms_mean=%.2f\n", prefix, ph.commit/ph.n*1e3)
 	}
 	if r.leader == "" {
 		return
