@@ -21,12 +21,16 @@ func TestParseClusterFlags(t *testing.T) {
 	if c, err := parseClusterFlags(strings.Fields("--index-batch 64 --native-addrs 127.0.0.1:3,127.0.0.1:4"), io.Discard); err != nil || c.IndexBatch != 64 || len(c.NativeAddrs) != 2 {
 		t.Fatalf("--index-batch 64: %+v %v", c, err)
 	}
+	if c, err := parseClusterFlags(strings.Fields("--start --profile /tmp/p --profile-seconds 3"), io.Discard); err != nil || c.Profile != "/tmp/p" || c.ProfileSeconds != 3 {
+		t.Fatalf("--profile: %+v %v", c, err)
+	}
 	if c, err := parseClusterFlags([]string{"--read", "local"}, io.Discard); err != nil || c.Read != "local" {
 		t.Fatalf("--read local: %+v %v", c, err)
 	}
 	for _, bad := range []string{"--addrs ,", "--blocks 0", "--rounds 0", "--concurrency 0", "--index-concurrency 2000",
 		"--block-size 4", "--index-block-size 1", "--index-blocks -1", "--dram-capacity lots", "--read strong", "--read-ops -1", "--read-concurrency 0", "extra",
-		"--index-batch 0", "--index-batch 5000", "--index-batch 2 --native-addrs ,"} {
+		"--index-batch 0", "--index-batch 5000", "--index-batch 2 --native-addrs ,",
+		"--profile /tmp/p", "--start --profile /tmp/p --profile-seconds 0", "--start --profile-seconds 601"} {
 		if _, err := parseClusterFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -103,7 +107,8 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 		t.Fatalf("building ctxd: %v\n%s", err, out)
 	}
 	const blocks, rounds = 12, 2
-	cfg, err := parseClusterFlags(strings.Fields("--start --ctxd "+bin+" --dram-capacity 64MiB --block-size 64KiB --blocks 12 --rounds 2 --concurrency 3 --index-blocks 320 --index-batch 16 --index-concurrency 16 --read-ops 400 --read-concurrency 8"), io.Discard)
+	profDir := t.TempDir()
+	cfg, err := parseClusterFlags(strings.Fields("--start --ctxd "+bin+" --dram-capacity 64MiB --block-size 64KiB --blocks 12 --rounds 2 --concurrency 3 --index-blocks 320 --index-batch 16 --index-concurrency 16 --read-ops 400 --read-concurrency 8 --profile "+profDir+" --profile-seconds 1"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +166,27 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 	}
 	if v := vals["index_batch"]; v != 16 {
 		t.Errorf("index_batch = %v, want 16", v)
+	}
+	// The nodes' put halves are timed (real durations: above zero), and
+	// CPU per entry is read for both runs (10 ms ticks: a short run may
+	// read zero, never less).
+	for _, k := range []string{"index_put_shards_ms_mean", "index_put_commit_ms_mean", "index_batch1_put_shards_ms_mean", "index_batch1_put_commit_ms_mean"} {
+		if v, ok := vals[k]; !ok || v <= 0 {
+			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)
+		}
+	}
+	for _, k := range []string{"index_node_cpu_us_per_entry", "index_bench_cpu_us_per_entry", "index_batch1_node_cpu_us_per_entry", "index_batch1_bench_cpu_us_per_entry"} {
+		if v, ok := vals[k]; !ok || v < 0 {
+			t.Errorf("%s = %v (present %v), want a value >= 0", k, v, ok)
+		}
+	}
+	// --profile left a CPU profile (gzip-compressed protobuf) per node
+	// and of ctxbench.
+	for _, name := range []string{"n1", "n2", "n3", "ctxbench"} {
+		b, err := os.ReadFile(filepath.Join(profDir, name+".pprof"))
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("profile %s: %d bytes, err %v: want a gzip-compressed pprof profile", name, len(b), err)
+		}
 	}
 	// Every round's gets in both namespaces were verified (plus the
 	// warm-up's and the index phase's sample).
