@@ -51,6 +51,28 @@ type decoder struct {
 	// and over, and each repeat then shares one string instead of
 	// allocating its own.
 	last *[2]string
+	// shardArena, when set, is where shards() carves placements from: an
+	// index batch's placements then share a few allocations instead of
+	// one each (see shardArena).
+	shardArena *shardArena
+}
+
+// shardArena hands out placements of one decoded index command from
+// shared chunks. Each placement is capped at its own length, so appending
+// to one never writes into another's.
+type shardArena struct {
+	free []Shard
+	// chunk is the size of a new chunk (at least what is asked for).
+	chunk int
+}
+
+func (a *shardArena) take(n int) []Shard {
+	if len(a.free) < n {
+		a.free = make([]Shard, max(n, a.chunk))
+	}
+	out := a.free[:n:n]
+	a.free = a.free[n:]
+	return out
 }
 
 func (d *decoder) fail(format string, a ...any) {

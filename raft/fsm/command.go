@@ -326,6 +326,13 @@ func EncodeCredential(c CredentialCommand) []byte {
 // or version this package does not know is ErrUnknownCommand, with
 // c.IgnoreUnknown telling whether the sender allowed skipping it.
 func DecodeCommand(b []byte) (c Command, err error) {
+	return decodeCommand(b, true)
+}
+
+// decodeCommand is DecodeCommand; with arena, an index command's
+// placements come from shared chunks (shardArena) rather than one
+// allocation each (the benchmark compares both).
+func decodeCommand(b []byte, arena bool) (c Command, err error) {
 	d := decoder{b: b}
 	first := d.u8()
 	c.Type = CommandType(first &^ FlagIgnoreUnknown)
@@ -344,6 +351,11 @@ func DecodeCommand(b []byte) (c Command, err error) {
 	case CmdIndex:
 		d.last = new([2]string)
 		n := d.count(2)
+		if arena {
+			// A chunk holds one shard per op (at most 512): one copy's
+			// placement; placements of more shards take more chunks.
+			d.shardArena = &shardArena{chunk: min(max(n, 16), 512)}
+		}
 		c.Ops = make([]Op, 0, n)
 		for i := 0; i < n && d.err == nil; i++ {
 			c.Ops = append(c.Ops, d.op())
@@ -415,7 +427,7 @@ func (d *decoder) op() Op {
 		d.fail("index op kind %d flagged ignore-unknown", kind)
 		return Op{}
 	}
-	b := decoder{b: body, last: d.last}
+	b := decoder{b: body, last: d.last, shardArena: d.shardArena}
 	o := Op{Kind: kind, Key: b.key()}
 	switch kind {
 	case OpPut:
@@ -478,7 +490,12 @@ func (d *decoder) shards() []Shard {
 	if n == 0 {
 		return nil
 	}
-	out := make([]Shard, n)
+	var out []Shard
+	if d.shardArena != nil {
+		out = d.shardArena.take(n)
+	} else {
+		out = make([]Shard, n)
+	}
 	for i := range out {
 		out[i].NodeID = d.cachedStr(1)
 		v := d.uvarint()

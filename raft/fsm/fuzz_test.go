@@ -45,8 +45,14 @@ func FuzzDecodeCommand(f *testing.F) {
 	// A native batch of 64 blocks as the cluster backend commits it: one
 	// CmdIndex of 64 puts (one copy each, spread over three nodes).
 	f.Add(sizeBatches(64, 64)[0])
+	f.Add(replicaBatches(64, 64, 3)[0])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
+		// Placements from shared chunks decode to exactly what one
+		// allocation per placement gives.
+		if each, err2 := decodeCommand(b, false); (err == nil) != (err2 == nil) || err == nil && !reflect.DeepEqual(c, each) {
+			t.Fatalf("decoded with shared placement chunks: %+v, %v; one allocation each: %+v, %v", c, err, each, err2)
+		}
 		fsm := New(nil)
 		_ = fsm.Apply(&hraft.Log{Index: 1, Type: hraft.LogCommand, Data: b})
 		if err != nil {
