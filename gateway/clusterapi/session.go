@@ -201,7 +201,11 @@ func (f *SessionFanout) EndSession(ctx context.Context, ns string, session uint6
 	}
 	wg.Wait()
 	f.calls.WithLabelValues("skipped").Add(float64(res.Skipped))
-	f.log.Info("session ended on the cluster", "namespace", ns, "session", session,
+	level := slog.LevelInfo
+	if res.Asked+res.Skipped == 0 {
+		level = slog.LevelDebug // a single node: nobody else to tell
+	}
+	f.log.Log(ctx, level, "session ended on the cluster", "namespace", ns, "session", session,
 		"asked", res.Asked, "acked", res.Acked, "skipped", res.Skipped, "released", res.Released)
 	return res
 }
