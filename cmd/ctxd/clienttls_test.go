@@ -152,6 +152,37 @@ func TestClusterClientTLS(t *testing.T) {
 			t.Fatalf("%s anonymous s3 over TLS: %d %s", nd.id, resp.StatusCode, body)
 		}
 	}
+	// A session ended through the follower is ended on the other two
+	// members over https (the fan-out's internal calls): they acknowledge
+	// and release their replicas, so their own end of it releases none.
+	sk := block.NewKey("r3", 2)
+	if err := h3.Put(ctx, sk, want, block.PutOptions{Reuse: block.ReuseSession, Retain: 10 * time.Minute, Session: 31}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h3.EndSession(ctx, "r3", 31); err != nil || n != 1 {
+		t.Fatalf("https session end through %s: %d %v", follower.id, n, err)
+	}
+	mc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: ctls}}
+	resp, err := mc.Get("https://" + follower.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range []string{`ctxtier_session_end_members_total{result="acked"} 2`, "ctxtier_session_end_peer_released_blocks_total 2"} {
+		if !bytes.Contains(metrics, []byte("\n"+line+"\n")) {
+			t.Fatalf("%s's metrics lack %q", follower.id, line)
+		}
+	}
+	for _, nd := range nodes {
+		if nd == follower {
+			continue
+		}
+		r, err := clusterapi.NewClient(nd.http, clusterapi.WithToken(testSecret), clusterapi.WithTLS(ctls)).EndSession(ctx, "r3", 31)
+		if err != nil || r.Released != 0 {
+			t.Fatalf("%s after the fan-out: %+v %v", nd.id, r, err)
+		}
+	}
 	// A client that does not trust the CA is refused.
 	untrusting := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret), clusterapi.WithTLS(&tls.Config{MinVersion: tls.VersionTLS13}))
 	if _, err := untrusting.Status(ctx); !errors.Is(err, block.ErrUnavailable) || !strings.Contains(err.Error(), "certificate") {

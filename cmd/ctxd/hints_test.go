@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
@@ -17,8 +21,10 @@ import (
 // TestCtxdAgentHints starts real ctxd processes with a 16 MiB DRAM tier and
 // no NVMe tier (an eviction drops the block) and puts 1 MiB blocks, none
 // read before the end, in this order: 4 blocks hinted reuse=session with a
-// 10-minute retain window (2 over the native protocol, 2 over HTTP with
-// X-Ctxtier-Reuse/X-Ctxtier-Retain) interleaved with 4 comparable unhinted
+// 10-minute retain window (1 over the native protocol, 1 over HTTP with
+// X-Ctxtier-Reuse/X-Ctxtier-Retain, 2 over S3 with minio-go's PutObject and
+// the same hints as user metadata x-amz-meta-ctx-reuse/-retain/-session)
+// interleaved with 4 comparable unhinted
 // peers of the same age; 8 unhinted blocks (the DRAM tier is then full); 4
 // blocks hinted reuse=never (reasoning tokens); a tail of 6 unhinted
 // blocks. That is 10 MiB or so more than fits. Under the default policy
@@ -27,7 +33,9 @@ import (
 // although they are newer than the 8 unhinted blocks before them: they go
 // first. Under window-nohints (the control) the same puts evict the oldest
 // blocks: session blocks and peers alike, while the reuse=never blocks
-// stay. Every block read back must have the bytes put.
+// stay. Every block read back must have the bytes put. Under window, the
+// S3 blocks' session id reached the tier too: END_SESSION of that session
+// releases exactly those 2 blocks.
 func TestCtxdAgentHints(t *testing.T) {
 	const bs = 1 << 20
 	const pairs, fill, never, tail = 4, 8, 4, 6
@@ -56,7 +64,9 @@ func TestCtxdAgentHints(t *testing.T) {
 		{"window-nohints", []string{"--dram-policy", "window-nohints"}, false},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
-			p := startCtxd(t, append([]string{"--dram-capacity", "16MiB", "--nvme-dir", "off"}, tc.args...)...)
+			dir := t.TempDir()
+			admin := adminKeyFor(t, dir)
+			p := startCtxd(t, append([]string{"--data-dir", dir, "--dram-capacity", "16MiB", "--nvme-dir", "off"}, tc.args...)...)
 			if got := readyRecord(t, p)["dram_policy"]; got != tc.policy {
 				t.Fatalf("ready log dram_policy = %v, want %s", got, tc.policy)
 			}
@@ -76,11 +86,17 @@ func TestCtxdAgentHints(t *testing.T) {
 				}
 			}
 			retain := block.PutOptions{Reuse: block.ReuseSession, Retain: 10 * time.Minute}
+			mc := s3Client(t, p.S3, admin)
+			const s3Session = 77
 			for i := range pairs {
-				if i%2 == 0 {
+				switch i {
+				case 0:
 					put(session(i), retain)
-				} else {
+				case 1:
 					httpPutHinted(ctx, t, p.HTTP, key(session(i)), payload(session(i)), "session", "600")
+				default:
+					s3PutHinted(ctx, t, mc, key(session(i)), payload(session(i)),
+						map[string]string{"ctx-reuse": "session", "ctx-retain": "10m", "ctx-session": fmt.Sprint(s3Session)})
 				}
 				put(peer(i), block.PutOptions{})
 			}
@@ -128,14 +144,25 @@ func TestCtxdAgentHints(t *testing.T) {
 			if !resident[tailIdx(tail-1)] {
 				t.Error("the newest block is gone")
 			}
+			if tc.hinted {
+				n, err := c.EndSession(ctx, "default", s3Session)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n != pairs-2 {
+					t.Errorf("END_SESSION of the S3 puts' session released %d blocks, want %d", n, pairs-2)
+				}
+			}
 		})
 	}
 }
 
-// TestCtxdAgentHintsRejected: invalid hints are InvalidArgument over both
-// protocols, and store nothing.
+// TestCtxdAgentHintsRejected: invalid hints are InvalidArgument over the
+// native protocol, HTTP and S3 (user metadata), and store nothing.
 func TestCtxdAgentHintsRejected(t *testing.T) {
-	p := startCtxd(t, "--dram-capacity", "16MiB", "--nvme-dir", "off")
+	dir := t.TempDir()
+	admin := adminKeyFor(t, dir)
+	p := startCtxd(t, "--data-dir", dir, "--dram-capacity", "16MiB", "--nvme-dir", "off")
 	ctx := withTimeout(t, time.Minute)
 	k := block.NewKey("default", 77)
 	for _, hdr := range []map[string]string{
@@ -155,6 +182,22 @@ func TestCtxdAgentHintsRejected(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get(httpwire.HeaderErrorCode) != "InvalidArgument" {
 			t.Fatalf("%v: %d %s", hdr, resp.StatusCode, resp.Header.Get(httpwire.HeaderErrorCode))
 		}
+	}
+	mc := s3Client(t, p.S3, admin)
+	for _, meta := range []map[string]string{
+		{"ctx-reuse": "always"},
+		{"ctx-retain": "soon"},
+		{"ctx-retain": "-5s"},
+		{"ctx-session": "0"},
+		{"ctx-session": "abc"},
+		{"ctx-reuse": "never", "ctx-retain": "30"},
+	} {
+		_, err := mc.PutObject(ctx, "default", block.FormatHash(k.Hash), bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{UserMetadata: meta})
+		resp := minio.ToErrorResponse(err)
+		if err == nil || resp.Code != "InvalidArgument" || resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("S3 put with %v: %v (code %q)", meta, err, resp.Code)
+		}
+		t.Logf("S3 put with %v: %s", meta, resp.Message)
 	}
 	hcfg := client.HTTPDefaultConfig()
 	hcfg.BaseURL = "http://" + p.HTTP
@@ -324,5 +367,26 @@ func TestCtxdReadRetainAndSessionEnd(t *testing.T) {
 				t.Error("the newest block is gone")
 			}
 		})
+	}
+}
+
+// s3Client is a minio-go client of ctxd's S3 endpoint with key.
+func s3Client(t *testing.T, addr string, key credential.Credential) *minio.Client {
+	t.Helper()
+	mc, err := minio.New(addr, &minio.Options{Creds: credentials.NewStaticV4(key.AccessKeyID, key.Secret, ""),
+		Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mc
+}
+
+// s3PutHinted puts a block as an object of its namespace's bucket with
+// meta as user metadata (minio-go sends x-amz-meta-<name>).
+func s3PutHinted(ctx context.Context, t *testing.T, mc *minio.Client, k block.Key, data []byte, meta map[string]string) {
+	t.Helper()
+	if _, err := mc.PutObject(ctx, k.Namespace, block.FormatHash(k.Hash), bytes.NewReader(data), int64(len(data)),
+		minio.PutObjectOptions{UserMetadata: meta}); err != nil {
+		t.Fatalf("S3 put %s: %v", k, err)
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -79,5 +81,95 @@ func TestCtxdRouteNative(t *testing.T) {
 	defer peer.Close()
 	if _, err := peer.Route(ctx, router.Query{BlockHashes: []uint64{11}}); !errors.Is(err, block.ErrInvalidArgument) {
 		t.Fatalf("peer listener answered ROUTE: %v", err)
+	}
+}
+
+// TestCtxdRouteRetain: a ROUTE query's read hint re-arms the prefix the
+// tier holds. ctxd runs with a 16 MiB DRAM tier and no NVMe tier; 4
+// unhinted 1 MiB "prefix" blocks are put interleaved with 4 unhinted peers
+// of the same age, then two route queries carry a 10-minute retain window
+// over the prefix (one over the native protocol, one over HTTP's
+// hints.retain) and must report it held; then 20 MiB of unhinted blocks
+// follow. Under the default policy (window, which honours hints) the
+// prefix must survive and the peers be gone; under window-nohints (the
+// control) the prefix is gone like its peers.
+func TestCtxdRouteRetain(t *testing.T) {
+	const bs = 1 << 20
+	const prefix, fill = 4, 20
+	payload := func(i int) []byte { return bytes.Repeat([]byte{byte(i*37 + 1)}, bs) }
+	hash := func(i int) uint64 { return uint64(7000 + i) }
+	for _, tc := range []struct {
+		policy string
+		args   []string
+		hinted bool
+	}{
+		{"window", nil, true},
+		{"window-nohints", []string{"--dram-policy", "window-nohints"}, false},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			p := startCtxd(t, append([]string{"--dram-capacity", "16MiB", "--nvme-dir", "off"}, tc.args...)...)
+			ctx := withTimeout(t, 3*time.Minute)
+			c, err := client.Dial(ctx, p.Native, client.DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if !c.SessionsAccepted() {
+				t.Fatal("ctxd did not accept agent sessions (read hints)")
+			}
+			put := func(i int) {
+				t.Helper()
+				if err := c.Put(ctx, block.NewKey("default", hash(i)), payload(i)); err != nil {
+					t.Fatalf("put %d: %v", i, err)
+				}
+			}
+			for i := range prefix {
+				put(i)          // prefix block
+				put(prefix + i) // its peer
+			}
+			res, err := c.Route(ctx, router.Query{BlockHashes: []uint64{hash(0), hash(1)}, Hints: router.Hints{Retain: 10 * time.Minute}})
+			if err != nil || res.TierDepth != 2 {
+				t.Fatalf("native route with a read hint: %+v, %v", res, err)
+			}
+			body := fmt.Sprintf(`{"namespace":"default","block_hashes":[%d,%d],"hints":{"retain":"10m"}}`, hash(2), hash(3))
+			resp, err := http.Post("http://"+p.HTTP+"/v1/route/query", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var viaHTTP router.Result
+			err = json.NewDecoder(resp.Body).Decode(&viaHTTP)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || viaHTTP.TierDepth != 2 {
+				t.Fatalf("HTTP route with hints.retain: %d %+v %v", resp.StatusCode, viaHTTP, err)
+			}
+			for i := range fill {
+				put(2*prefix + i)
+			}
+			resident := make([]bool, 2*prefix+fill)
+			for i := range resident {
+				got, err := c.Get(ctx, block.NewKey("default", hash(i)))
+				switch {
+				case err == nil:
+					if !bytes.Equal(got, payload(i)) {
+						t.Fatalf("block %d: wrong bytes", i)
+					}
+					resident[i] = true
+				case !errors.Is(err, block.ErrNotFound):
+					t.Fatalf("get %d: %v", i, err)
+				}
+			}
+			t.Logf("%s: resident %v", tc.policy, resident)
+			for i := range prefix {
+				if resident[i] != tc.hinted {
+					t.Errorf("prefix block %d resident %v, want %v", i, resident[i], tc.hinted)
+				}
+				if resident[prefix+i] {
+					t.Errorf("peer %d of a prefix block is resident", i)
+				}
+			}
+			if !resident[len(resident)-1] {
+				t.Error("the newest block is gone")
+			}
+		})
 	}
 }

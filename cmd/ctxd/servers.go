@@ -75,9 +75,19 @@ func (n *node) openServers(context.Context) (err error) {
 	clusterExtra := func() any {
 		return map[string]any{"repair": parts.backend.RepairStatus(), "restore": parts.backend.RestoreStatus(), "rebalance": parts.backend.RebalanceStatus()}
 	}
+	// A session ended through this node is ended on every other live
+	// member too (their replicas and shards), over the cluster API; a
+	// member asked that way releases on its own tier stack only.
+	fcfg := clusterapi.DefaultSessionFanoutConfig()
+	fcfg.NodeID = cfg.NodeID
+	fanout, err := clusterapi.NewSessionFanout(fcfg, parts.node.Members, n.reg, n.log, clusterOpts(cfg, n.tls, n.secret)...)
+	if err != nil {
+		return err
+	}
+	parts.backend.SetSessionPeers(fanout)
 	clusterH := clusterapi.Handler(parts.node, parts.backend, clusterExtra, n.log,
 		append(clusterOpts(cfg, n.tls, n.secret), clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(n.replicatedKeys),
-			clusterapi.WithTraffic(store.Traffic().Snapshot))...)
+			clusterapi.WithTraffic(store.Traffic().Snapshot), clusterapi.WithSessions(n.local.ReleaseSession))...)
 	n.httpSrv.MountOwnAuth("/v1/cluster/", clusterH)
 
 	if n.ingest, err = kvevent.New(kvevent.DefaultConfig(), rt, n.reg, n.log); err != nil {

@@ -68,6 +68,8 @@ type Backend struct {
 	restoreMu sync.Mutex
 	restore   RestoreStatus
 	restored  atomic.Bool
+	// sessions ends agent sessions on the other members (session.go).
+	sessions atomic.Pointer[sessionPeersRef]
 	// restoreApplied is the applied index the last restore pass covered
 	// (only the restore goroutine touches it); started is when New ran.
 	restoreApplied uint64
@@ -740,17 +742,6 @@ func (b *Backend) List(_ context.Context, ns, prefix, after string, limit int) (
 		out = out[:limit]
 	}
 	return out, nil
-}
-
-// ReleaseSession implements block.SessionReleaser on this node's own tier
-// stack only: the copies other nodes hold keep their retain windows until
-// those lapse (docs/protocol.md, OpEndSession).
-func (b *Backend) ReleaseSession(ctx context.Context, ns string, session uint64) (int, error) {
-	r, ok := b.local.(block.SessionReleaser)
-	if !ok {
-		return 0, nil
-	}
-	return r.ReleaseSession(ctx, ns, session)
 }
 
 // Retain re-arms the retain window of this node's own copy of key (a

@@ -60,6 +60,8 @@ type (
 const (
 	MemberAlive    = fsm.MemberAlive
 	MemberDraining = fsm.MemberDraining
+	MemberDead     = fsm.MemberDead
+	MemberLeft     = fsm.MemberLeft
 )
 
 // ErrNotLeader is the error of a change only the leader can make, made on

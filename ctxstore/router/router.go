@@ -251,6 +251,11 @@ func (r *Router) Route(ctx context.Context, q Query) (Result, error) {
 	if q.Hints.PinTTL < 0 || q.Hints.ExpectedOutputTokens < 0 {
 		return Result{}, fmt.Errorf("%w: negative hint", block.ErrInvalidArgument)
 	}
+	if q.Hints.Retain != 0 {
+		if err := block.ValidateRetain(q.Hints.Retain); err != nil {
+			return Result{}, err
+		}
+	}
 	temp := r.cfg.Temperature
 	if q.Temperature != nil {
 		temp = *q.Temperature
@@ -286,7 +291,12 @@ func (r *Router) Route(ctx context.Context, q Query) (Result, error) {
 		}
 	}
 	if r.deps.Tier != nil && len(keys) > 0 {
-		d, err := r.deps.Tier.Lookup(ctx, keys)
+		lctx := ctx
+		if q.Hints.Retain > 0 {
+			// The read hint re-arms the prefix the lookup finds.
+			lctx = block.WithRetain(ctx, q.Hints.Retain)
+		}
+		d, err := r.deps.Tier.Lookup(lctx, keys)
 		if err != nil {
 			// The tier is one source among several: route without it.
 			res.TierError = err.Error()

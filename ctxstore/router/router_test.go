@@ -16,9 +16,12 @@ type fakeTier struct {
 	have   map[uint64]bool
 	pinned map[uint64]time.Duration
 	err    error
+	// retains is the read retain window (block.RetainFrom) of each Lookup.
+	retains []time.Duration
 }
 
-func (f *fakeTier) Lookup(_ context.Context, keys []block.Key) (int, error) {
+func (f *fakeTier) Lookup(ctx context.Context, keys []block.Key) (int, error) {
+	f.retains = append(f.retains, block.RetainFrom(ctx))
 	if f.err != nil {
 		return 0, f.err
 	}
@@ -198,11 +201,13 @@ func TestRouteRejects(t *testing.T) {
 	ctx := context.Background()
 	neg := -1.0
 	for name, q := range map[string]Query{
-		"bad namespace": {Namespace: "Bad NS"},
-		"priority":      {Namespace: "m", Hints: Hints{Priority: 9}},
-		"negative ttl":  {Namespace: "m", Hints: Hints{PinTTL: -time.Second}},
-		"temperature":   {Namespace: "m", Temperature: &neg},
-		"too many":      {Namespace: "m", BlockHashes: make([]uint64, 1<<17)},
+		"bad namespace":            {Namespace: "Bad NS"},
+		"priority":                 {Namespace: "m", Hints: Hints{Priority: 9}},
+		"negative ttl":             {Namespace: "m", Hints: Hints{PinTTL: -time.Second}},
+		"negative retain":          {Namespace: "m", Hints: Hints{Retain: -time.Second}},
+		"retain above the maximum": {Namespace: "m", Hints: Hints{Retain: block.MaxRetain + time.Millisecond}},
+		"temperature":              {Namespace: "m", Temperature: &neg},
+		"too many":                 {Namespace: "m", BlockHashes: make([]uint64, 1<<17)},
 	} {
 		if _, err := r.Route(ctx, q); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -280,5 +285,31 @@ func TestRouteListsCheapestAndPricesExactly(t *testing.T) {
 	}
 	if res.Recommended != res.Workers[0].Worker || *res.Cost != res.Workers[0].Cost {
 		t.Fatalf("recommended %s %+v, cheapest %+v", res.Recommended, res.Cost, res.Workers[0])
+	}
+}
+
+// TestRouteRetain: a query's read hint (Hints.Retain) travels with the
+// tier lookup that finds the prefix ctxtier holds (the store re-arms what
+// it finds, as for LOOKUP); a query without it looks up without one.
+func TestRouteRetain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		retain time.Duration
+	}{
+		{"none", 0},
+		{"tool call", 20 * time.Second},
+		{"maximum", block.MaxRetain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tier := &fakeTier{have: map[uint64]bool{1: true, 2: true}, pinned: map[uint64]time.Duration{}}
+			r := newRouter(t, tier)
+			res, err := r.Route(context.Background(), Query{Namespace: "m", BlockHashes: []uint64{1, 2, 3}, Hints: Hints{Retain: tc.retain}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.TierDepth != 2 || len(tier.retains) != 1 || tier.retains[0] != tc.retain {
+				t.Fatalf("tier depth %d, lookups with retain %v; want 2 and [%v]", res.TierDepth, tier.retains, tc.retain)
+			}
+		})
 	}
 }

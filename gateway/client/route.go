@@ -18,6 +18,9 @@ import (
 // scheme. The result's Namespace is q's; its Hashes are not sent back (nil).
 // A server without a router answers block.ErrInvalidArgument; a namespace
 // outside the access key's scope, block.ErrPermissionDenied.
+// q.Hints.Retain (a read hint) re-arms the prefix the tier holds; it is
+// sent only to a server that accepted agent sessions (SessionsAccepted),
+// and dropped otherwise, as reads drop theirs.
 func (c *Client) Route(ctx context.Context, q query.Query) (query.Result, error) {
 	if q.Namespace == "" {
 		q.Namespace = block.DefaultNamespace
@@ -30,13 +33,23 @@ func (c *Client) Route(ctx context.Context, q query.Query) (query.Result, error)
 	case int64(q.Hints.ExpectedOutputTokens) > math.MaxUint32 || int64(q.MaxWorkers) > math.MaxUint32:
 		return query.Result{}, fmt.Errorf("%w: expected_output_tokens or max_workers above %d", block.ErrInvalidArgument, uint32(math.MaxUint32))
 	}
-	n := wire.RouteQueryLen(q)
-	if int64(n)+wire.HeaderSize > int64(c.limits.MaxFrameSize) {
-		return query.Result{}, fmt.Errorf("%w: a route query of %d bytes exceeds the server's maximum frame size %d", block.ErrTooLarge, n+wire.HeaderSize, c.limits.MaxFrameSize)
+	if q.Hints.Retain != 0 {
+		if err := block.ValidateRetain(q.Hints.Retain); err != nil {
+			return query.Result{}, err
+		}
 	}
 	nc, err := c.conn(ctx)
 	if err != nil {
 		return query.Result{}, err
+	}
+	if !nc.sessions {
+		// A server older than agent sessions: the query goes without
+		// its read hint, as reads do.
+		q.Hints.Retain = 0
+	}
+	n := wire.RouteQueryLen(q)
+	if int64(n)+wire.HeaderSize > int64(c.limits.MaxFrameSize) {
+		return query.Result{}, fmt.Errorf("%w: a route query of %d bytes exceeds the server's maximum frame size %d", block.ErrTooLarge, n+wire.HeaderSize, c.limits.MaxFrameSize)
 	}
 	head := make([]byte, wire.HeaderSize, wire.HeaderSize+n)
 	head = wire.AppendRouteQuery(head, q)
@@ -44,7 +57,7 @@ func (c *Client) Route(ctx context.Context, q query.Query) (query.Result, error)
 	if len(head) > flushThreshold {
 		segs = net.Buffers{head} // written as is, not copied into the gather buffer
 	}
-	cl := &call{op: wire.OpRoute}
+	cl := &call{op: wire.OpRoute, flags: wire.RouteFrameFlags(q)}
 	if err := nc.start(cl, head, segs, 0); err != nil {
 		return query.Result{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/router/query"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 	"github.com/ctxtier/ctxtier/tiers/policy"
@@ -125,6 +126,11 @@ func TestAgentSessionsToServerWithoutThem(t *testing.T) {
 	}
 	if r := mt.Retains(); len(r) != 0 {
 		t.Fatalf("the old server saw read hints %v", r)
+	}
+	// A route query goes without its read hint (this server has no
+	// router: it answers InvalidArgument, not a malformed frame).
+	if _, err := c.Route(ctx, query.Query{BlockHashes: []uint64{5}, Hints: query.Hints{Retain: time.Minute}}); !errors.Is(err, block.ErrInvalidArgument) {
+		t.Fatalf("route with a read hint on an old server: %v", err)
 	}
 	if _, err := c.EndSession(ctx, "default", 7); !errors.Is(err, ErrSessionsUnsupported) {
 		t.Fatalf("end session on an old server: %v", err)

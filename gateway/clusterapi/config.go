@@ -64,6 +64,10 @@ type Config struct {
 	// served on PathTraffic (always behind the token) for the other
 	// members' consoles.
 	Traffic func() []ctxstore.TrafficCount
+	// Sessions, when set, releases an agent session on this node's own
+	// tier stack: served on PathSessionEnd (behind the token when there
+	// is one) for the member where the session ended.
+	Sessions SessionReleaser
 	// LeaderWait bounds how long a member of a configuration that knows no
 	// leader holds a request it must forward before answering 503.
 	LeaderWait time.Duration

@@ -85,6 +85,7 @@ func Handler(node cluster.Membership, fwd ForwardTarget, status func() any, log 
 	h.keyRoute("POST "+PathKeysRevoke, h.revokeKey)
 	h.route("POST "+PathDrain, true, h.drain)
 	h.route("GET "+PathTraffic, true, h.traffic)
+	h.route("POST "+PathSessionEnd, true, h.sessionEnd)
 	h.route("/v1/cluster/", false, func(_ http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no cluster endpoint %s %s", block.ErrNotFound, r.Method, r.URL.Path)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 )
 
@@ -64,7 +65,36 @@ type QueryRequest struct {
 		Priority             uint8         `json:"priority"`
 		ExpectedOutputTokens int           `json:"expected_output_tokens"`
 		CacheControl         *CacheControl `json:"cache_control"`
+		// Retain is a read hint: "30s" or 30 (seconds), as the HTTP
+		// API's X-Ctxtier-Retain on a read; the prefix the tier holds is
+		// re-armed for that long (router.Hints.Retain).
+		Retain json.RawMessage `json:"retain"`
 	} `json:"hints"`
+}
+
+// parseRetain reads hints.retain: a JSON string or number, parsed by the
+// HTTP API's X-Ctxtier-Retain parser; absent or null is none, and a
+// window that is not positive is InvalidArgument.
+func parseRetain(raw json.RawMessage) (time.Duration, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		var n json.Number
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return 0, fmt.Errorf("%w: hints.retain %s must be seconds or a duration like \"30s\"", block.ErrInvalidArgument, raw)
+		}
+		s = n.String()
+	}
+	d, err := httpwire.ParseRetain(s)
+	if err == nil {
+		err = block.ValidateRetain(d)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("hints.retain: %w", err)
+	}
+	return d, nil
 }
 
 // CacheControl is an agent's cache_control hint: {"type": "ephemeral",
@@ -114,10 +144,15 @@ func (h *handler) query(w http.ResponseWriter, req *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	retain, err := parseRetain(q.Hints.Retain)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	rq := router.Query{
 		Namespace: q.Namespace, TokenIDs: q.TokenIDs, Temperature: q.Temperature,
 		MaxWorkers: q.MaxWorkers, Commit: q.Commit,
-		Hints: router.Hints{Priority: q.Hints.Priority, ExpectedOutputTokens: q.Hints.ExpectedOutputTokens, PinTTL: ttl},
+		Hints: router.Hints{Priority: q.Hints.Priority, ExpectedOutputTokens: q.Hints.ExpectedOutputTokens, PinTTL: ttl, Retain: retain},
 	}
 	if len(q.BlockHashes) > 0 {
 		rq.BlockHashes = make([]uint64, len(q.BlockHashes))

@@ -1,13 +1,16 @@
 package routing
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 )
@@ -116,5 +119,70 @@ func TestHTTPErrors(t *testing.T) {
 		if code != tc.status || res["code"] != tc.code || res["message"] == "" {
 			t.Errorf("%s %s: %d %v", tc.path, tc.body, code, res)
 		}
+	}
+}
+
+// retainTier is a router.TierIndex that holds every block and records the
+// read retain window of each lookup.
+type retainTier struct{ got []time.Duration }
+
+func (f *retainTier) Lookup(ctx context.Context, keys []block.Key) (int, error) {
+	f.got = append(f.got, block.RetainFrom(ctx))
+	return len(keys), nil
+}
+
+// TestHTTPQueryRetain: hints.retain (a duration string or seconds) reaches
+// the router's tier lookup; a bad or non-positive one is InvalidArgument
+// and looks nothing up.
+func TestHTTPQueryRetain(t *testing.T) {
+	for _, tc := range []struct {
+		retain string // the JSON value; "" leaves the field out
+		status int
+		want   time.Duration
+	}{
+		{"", 200, 0},
+		{"null", 200, 0},
+		{`"30s"`, 200, 30 * time.Second},
+		{`"2m"`, 200, 2 * time.Minute},
+		{"45", 200, 45 * time.Second},
+		{`"45"`, 200, 45 * time.Second},
+		{`"0"`, 400, 0},
+		{"0", 400, 0},
+		{`"-5s"`, 400, 0},
+		{`"soon"`, 400, 0},
+		{"1.5", 400, 0},
+		{"true", 400, 0},
+		{`"100000h"`, 400, 0},
+	} {
+		t.Run(tc.retain, func(t *testing.T) {
+			tier := &retainTier{}
+			r, err := router.New(router.DefaultConfig(), router.Deps{Tier: tier})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := kvevent.New(kvevent.DefaultConfig(), r, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(Handler("/v1/route", r, in, nil))
+			defer srv.Close()
+			hints := `{}`
+			if tc.retain != "" {
+				hints = `{"retain":` + tc.retain + `}`
+			}
+			code, res := post(t, srv, "/v1/route/query", `{"namespace":"m","block_hashes":[1,2],"hints":`+hints+`}`)
+			if code != tc.status {
+				t.Fatalf("%d %v, want %d", code, res, tc.status)
+			}
+			if tc.status != 200 {
+				if res["code"] != "InvalidArgument" || len(tier.got) != 0 {
+					t.Fatalf("%v, %d lookups", res, len(tier.got))
+				}
+				return
+			}
+			if len(tier.got) != 1 || tier.got[0] != tc.want || res["tier_depth"] != 2.0 {
+				t.Fatalf("lookups with retain %v, tier_depth %v; want [%v] and 2", tier.got, res["tier_depth"], tc.want)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
 // maxKeyLen is S3's object key limit; longer keys are KeyTooLongError.
@@ -30,6 +31,10 @@ const (
 	hdrPutPriority  = metaPrefix + "Priority"    // PutObject hint
 	hdrChecksumMode = "X-Amz-Checksum-Mode"
 )
+
+// hintHeaders are PutObject's agent hints as user metadata: the HTTP API's
+// X-Ctxtier-Reuse, -Retain and -Session, parsed by the same code.
+var hintHeaders = httpwire.HintHeaders{Reuse: metaPrefix + "Reuse", Retain: metaPrefix + "Retain", Session: metaPrefix + "Session"}
 
 // objectKey parses the request's object key into a block key. A key that is
 // not a block name ("<16 lowercase hex>[.<part>]") is 400 InvalidArgument
@@ -230,6 +235,9 @@ func (s *Server) putObject(q *request) error {
 			return newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "%s must be a number of seconds", hdrPinSeconds)
 		}
 		opts.PinTTL = time.Duration(p) * time.Second
+	}
+	if err := httpwire.ParseHints(q.r.Header, hintHeaders, &opts); err != nil {
+		return newErr("InvalidArgument", http.StatusBadRequest, err, "%v", err)
 	}
 	limit := min(s.cfg.MaxObjectSize, ns.MaxBlockSize)
 	// The body is read only within the node's in-flight budget (a body of

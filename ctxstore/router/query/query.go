@@ -18,6 +18,11 @@ type Hints struct {
 	// PinTTL (cache_control) pins the prefix ctxtier holds for this long, so
 	// it survives a tool call.
 	PinTTL time.Duration
+	// Retain is a read hint: the harness will send this context again
+	// within it (a tool call is running). The prefix ctxtier holds (what
+	// TierDepth reports) has its retain window re-armed to end this long
+	// after the query, as a GET or LOOKUP with a read hint does. 0: none.
+	Retain time.Duration
 }
 
 // Query is a routing query: a namespace plus block hashes or token ids.

@@ -274,28 +274,50 @@ func ParsePutOptions(h HeaderGetter) (block.PutOptions, error) {
 		}
 		o.Parent, o.HasParent = p, true
 	}
-	if v, ok := headerValue(h, HeaderReuse); ok {
+	return o, ParseHints(h, PutHintHeaders, &o)
+}
+
+// HintHeaders names the headers that carry a put's agent hints: the HTTP
+// API's own (PutHintHeaders), or the S3 endpoint's user metadata.
+type HintHeaders struct {
+	// Reuse: never, session or shared (block.ParseReuse).
+	Reuse string
+	// Retain: the retain window, whole seconds or a Go duration.
+	Retain string
+	// Session: the agent session id, decimal, 1 and up.
+	Session string
+}
+
+// PutHintHeaders are the HTTP API's hint headers.
+var PutHintHeaders = HintHeaders{Reuse: HeaderReuse, Retain: HeaderRetain, Session: HeaderSession}
+
+// ParseHints reads the agent hints of a put from the headers names gives
+// into o (absent ones leave their fields unset) and checks them together
+// (block.PutOptions.ValidateHints). Errors wrap block.ErrInvalidArgument
+// and name the header.
+func ParseHints(h HeaderGetter, names HintHeaders, o *block.PutOptions) error {
+	if v, ok := headerValue(h, names.Reuse); ok {
 		r, err := block.ParseReuse(v)
 		if err != nil || r == block.ReuseUnknown {
-			return o, fmt.Errorf("%w: %s %q must be never, session or shared", block.ErrInvalidArgument, HeaderReuse, v)
+			return fmt.Errorf("%w: %s %q must be never, session or shared", block.ErrInvalidArgument, names.Reuse, v)
 		}
 		o.Reuse = r
 	}
-	if v, ok := headerValue(h, HeaderRetain); ok {
-		d, err := ParseRetain(v)
+	if v, ok := headerValue(h, names.Retain); ok {
+		d, err := parseDuration(names.Retain, v, block.MaxRetain)
 		if err != nil {
-			return o, err
+			return err
 		}
 		o.Retain = d
 	}
-	if v, ok := headerValue(h, HeaderSession); ok {
+	if v, ok := headerValue(h, names.Session); ok {
 		id, err := ParseSession(v)
 		if err != nil {
-			return o, err
+			return fmt.Errorf("%s: %w", names.Session, err)
 		}
 		o.Session = id
 	}
-	return o, o.ValidateHints()
+	return o.ValidateHints()
 }
 
 // ParseSession parses an agent session id: a decimal u64, not 0.

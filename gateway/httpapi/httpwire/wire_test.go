@@ -257,3 +257,44 @@ func TestReadBatchGet(t *testing.T) {
 		t.Fatalf("part 2: %+v", parts[2])
 	}
 }
+
+// TestParseHintsNamed reads the agent hints from whichever headers names
+// gives (the S3 endpoint's user metadata) exactly as from the HTTP API's,
+// ignores the other set, and names the header at fault in every error.
+func TestParseHintsNamed(t *testing.T) {
+	meta := HintHeaders{Reuse: "X-Amz-Meta-Ctx-Reuse", Retain: "X-Amz-Meta-Ctx-Retain", Session: "X-Amz-Meta-Ctx-Session"}
+	for _, tc := range []struct {
+		name    string
+		h       http.Header
+		want    block.PutOptions
+		badName string // the header an error must name; "" when valid
+	}{
+		{"none", http.Header{}, block.PutOptions{}, ""},
+		{"all", http.Header{meta.Reuse: {"session"}, meta.Retain: {"90"}, meta.Session: {"42"}},
+			block.PutOptions{Reuse: block.ReuseSession, Retain: 90 * time.Second, Session: 42}, ""},
+		{"duration and shared", http.Header{meta.Reuse: {"shared"}, meta.Retain: {"2m30s"}},
+			block.PutOptions{Reuse: block.ReuseShared, Retain: 150 * time.Second}, ""},
+		{"the HTTP API's headers are not these", http.Header{HeaderReuse: {"never"}, HeaderSession: {"9"}}, block.PutOptions{}, ""},
+		{"bad reuse", http.Header{meta.Reuse: {"always"}}, block.PutOptions{}, meta.Reuse},
+		{"empty reuse", http.Header{meta.Reuse: {""}}, block.PutOptions{}, meta.Reuse},
+		{"bad retain", http.Header{meta.Retain: {"soon"}}, block.PutOptions{}, meta.Retain},
+		{"retain above the maximum", http.Header{meta.Retain: {"100000h"}}, block.PutOptions{}, meta.Retain},
+		{"session 0", http.Header{meta.Session: {"0"}}, block.PutOptions{}, meta.Session},
+		{"session not a number", http.Header{meta.Session: {"s1"}}, block.PutOptions{}, meta.Session},
+		{"retain on never", http.Header{meta.Reuse: {"never"}, meta.Retain: {"30"}}, block.PutOptions{}, "retain window"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var o block.PutOptions
+			err := ParseHints(tc.h, meta, &o)
+			if tc.badName != "" {
+				if !errors.Is(err, block.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.badName) {
+					t.Fatalf("error %v, want InvalidArgument naming %s", err, tc.badName)
+				}
+				return
+			}
+			if err != nil || o != tc.want {
+				t.Fatalf("ParseHints = %+v, %v; want %+v", o, err, tc.want)
+			}
+		})
+	}
+}

@@ -117,6 +117,9 @@ func fuzzSeeds(f *testing.F) {
 	sessPut = AppendPutItem(sessPut, block.NewKey("default", 3), block.Checksum(d), uint32(len(d)), so)
 	sessPut = append(AppendPutSession(AppendPutHints(sessPut, so), so.Session), d...)
 	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(sessPut)), Op: OpPut, Flags: FlagPutHints | FlagPutSession, Count: 1}), sessPut...))
+	hintedRoute := query.Query{Namespace: "default", BlockHashes: []uint64{1, 2}, Hints: query.Hints{Retain: 30 * time.Second}}
+	hr := AppendRouteQuery(nil, hintedRoute)
+	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(hr)), Op: OpRoute, Flags: RouteFrameFlags(hintedRoute)}), hr...))
 	end := AppendEndSession(nil, "default", 77)
 	f.Add(append(AppendHeader(nil, Header{Length: uint32(len(end)), Op: OpEndSession}), end...))
 	f.Add([]byte{})
@@ -282,6 +285,40 @@ func FuzzDecodeRouteQuery(f *testing.F) {
 		}
 		if len(q.BlockHashes) > 0 && q.TokenIDs != nil {
 			t.Fatalf("both hashes and token ids: %+v", q)
+		}
+		if re := AppendRouteQuery(nil, q); !bytes.Equal(re, b) {
+			t.Fatalf("re-encoded query differs:\n got %x\nwant %x", re, b)
+		}
+	})
+}
+
+// FuzzDecodeRouteQueryReadHint is FuzzDecodeRouteQuery for bodies read
+// with FlagReadHints: an accepted query has a retain window in
+// (0, block.MaxRetain] and re-encodes, record included, to exactly the
+// bytes it came from.
+func FuzzDecodeRouteQueryReadHint(f *testing.F) {
+	hashes, tokens := routeSeeds()
+	for _, q := range []query.Query{
+		{Namespace: "default", BlockHashes: []uint64{1, 2, 3}, Hints: query.Hints{Retain: time.Minute, PinTTL: time.Second}},
+		{Namespace: "t", TokenIDs: []uint32{4}, Hints: query.Hints{Retain: time.Millisecond}},
+	} {
+		f.Add(AppendRouteQuery(nil, q))
+	}
+	f.Add(hashes)
+	f.Add(tokens)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		q, err := DecodeRouteQueryFlags(b, FlagReadHints)
+		if err != nil {
+			if c := errcode.Of(err); c != errcode.MalformedFrame && c != errcode.InvalidArgument {
+				t.Fatalf("error %v maps to %v", err, c)
+			}
+			return
+		}
+		if block.ValidateRetain(q.Hints.Retain) != nil || q.Hints.Retain%time.Millisecond != 0 {
+			t.Fatalf("accepted retain window %v", q.Hints.Retain)
+		}
+		if RouteFrameFlags(q) != FlagReadHints {
+			t.Fatalf("a hinted query would go without the flag: %+v", q)
 		}
 		if re := AppendRouteQuery(nil, q); !bytes.Equal(re, b) {
 			t.Fatalf("re-encoded query differs:\n got %x\nwant %x", re, b)

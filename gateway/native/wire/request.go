@@ -28,7 +28,8 @@ type Request struct {
 	Route *query.Query
 	// DescribeFlags are a DESCRIBE's optional flags (describe.go).
 	DescribeFlags uint32
-	// Retain is a GET's or LOOKUP's read hint (FlagReadHints), 0 without.
+	// Retain is a GET's, LOOKUP's or ROUTE's read hint (FlagReadHints), 0
+	// without (a ROUTE's is Route.Hints.Retain too).
 	Retain time.Duration
 	// Session is an END_SESSION's session id.
 	Session uint64
@@ -75,12 +76,13 @@ func DecodeRequest(h Header, body []byte, lim Limits) (*Request, error) {
 		if h.Count != 0 {
 			return req, fmt.Errorf("%w: a route request has count 0 in its header (%d)", errcode.ErrMalformedFrame, h.Count)
 		}
-		q, err := DecodeRouteQuery(body)
+		q, err := DecodeRouteQueryFlags(body, h.Flags)
 		req.Namespace = q.Namespace
 		if err != nil {
 			return req, err
 		}
 		req.Route = &q
+		req.Retain = q.Hints.Retain
 		return req, nil
 	}
 	if h.Count > lim.MaxBatch {

@@ -67,11 +67,27 @@ func RouteQueryLen(q query.Query) int {
 	if tokens {
 		size = 4
 	}
-	return 1 + len(q.Namespace) + RouteQuerySize + n*size
+	hint := 0
+	if q.Hints.Retain > 0 {
+		hint = ReadHintsSize
+	}
+	return 1 + len(q.Namespace) + hint + RouteQuerySize + n*size
 }
 
-// AppendRouteQuery appends a ROUTE request body: the namespace, the query's
-// fields, and its block hashes or token ids. Negative hints and max_workers
+// RouteFrameFlags are the frame flags a ROUTE request of q is sent with:
+// FlagReadHints when it carries a read hint (q.Hints.Retain), as
+// AppendRouteQuery encodes it.
+func RouteFrameFlags(q query.Query) uint8 {
+	if q.Hints.Retain > 0 {
+		return FlagReadHints
+	}
+	return 0
+}
+
+// AppendRouteQuery appends a ROUTE request body: the namespace, the read
+// hint record when q.Hints.Retain is positive (the frame then carries
+// FlagReadHints: RouteFrameFlags), the query's fields, and its block
+// hashes or token ids. Negative hints and max_workers
 // encode as 0, values above u32 saturate, and a positive pin TTL below a
 // millisecond rounds up to 1 ms; callers check what they send (the Go
 // client refuses negative hints).
@@ -90,6 +106,9 @@ func AppendRouteQuery(b []byte, q query.Query) []byte {
 		f |= RouteTokenIDs
 	}
 	b = AppendNamespace(b, q.Namespace)
+	if q.Hints.Retain > 0 {
+		b = AppendReadHints(b, q.Hints.Retain)
+	}
 	b = append(b, f, q.Hints.Priority, 0, 0)
 	b = le.AppendUint32(b, sat32(int64(q.MaxWorkers)))
 	b = le.AppendUint64(b, temp)
@@ -133,6 +152,14 @@ func sat32(v int64) uint32 {
 // DecodeHeader bounded by the frame size; the router applies its own
 // max_query_blocks (block.ErrTooLarge).
 func DecodeRouteQuery(body []byte) (query.Query, error) {
+	return DecodeRouteQueryFlags(body, 0)
+}
+
+// DecodeRouteQueryFlags is DecodeRouteQuery for a frame with flags: with
+// FlagReadHints the namespace is followed by a read hint record (a
+// retain window of 0 or non-zero reserved bytes are
+// block.ErrInvalidArgument), which goes to q.Hints.Retain.
+func DecodeRouteQueryFlags(body []byte, flags uint8) (query.Query, error) {
 	var q query.Query
 	if len(body) < 1 || len(body) < 1+int(body[0]) {
 		return q, fmt.Errorf("%w: route body too short for the namespace", errcode.ErrMalformedFrame)
@@ -140,6 +167,14 @@ func DecodeRouteQuery(body []byte) (query.Query, error) {
 	n := int(body[0])
 	q.Namespace = string(body[1 : 1+n])
 	b := body[1+n:]
+	if flags&FlagReadHints != 0 {
+		var req Request
+		var err error
+		if b, err = req.decodeReadHints(b); err != nil {
+			return q, err
+		}
+		q.Hints.Retain = req.Retain
+	}
 	if len(b) < RouteQuerySize {
 		return q, fmt.Errorf("%w: route body has %d bytes after the namespace, the query needs %d", errcode.ErrMalformedFrame, len(b), RouteQuerySize)
 	}

@@ -28,6 +28,8 @@ func TestRouteQueryRoundTrip(t *testing.T) {
 		{"empty tokens", query.Query{Namespace: "t", TokenIDs: []uint32{}}},
 		{"no items", query.Query{Namespace: "default"}},
 		{"negative zero temperature", query.Query{Namespace: "default", Temperature: ptr(math.Copysign(0, -1))}},
+		{"read hint", query.Query{Namespace: "agent", BlockHashes: []uint64{5, 6}, Hints: query.Hints{Retain: 20 * time.Second}}},
+		{"read hint, tokens and pin", query.Query{Namespace: "t", TokenIDs: []uint32{9}, Hints: query.Hints{Retain: MaxRetainMillis(), PinTTL: time.Minute}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,7 +37,7 @@ func TestRouteQueryRoundTrip(t *testing.T) {
 			if len(b) != RouteQueryLen(tc.q) {
 				t.Fatalf("encoded %d bytes, RouteQueryLen says %d", len(b), RouteQueryLen(tc.q))
 			}
-			got, err := DecodeRouteQuery(b)
+			got, err := DecodeRouteQueryFlags(b, RouteFrameFlags(tc.q))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +48,7 @@ func TestRouteQueryRoundTrip(t *testing.T) {
 				t.Fatalf("re-encoded differs:\n%x\n%x", re, b)
 			}
 			// Through DecodeRequest, as the server reads it.
-			req, err := DecodeRequest(Header{Length: uint32(len(b)), Op: OpRoute}, b, testLimits)
+			req, err := DecodeRequest(Header{Length: uint32(len(b)), Op: OpRoute, Flags: RouteFrameFlags(tc.q)}, b, testLimits)
 			if err != nil || req.Namespace != tc.q.Namespace || !reflect.DeepEqual(*req.Route, tc.q) {
 				t.Fatalf("DecodeRequest: %+v, %v", req, err)
 			}
@@ -199,5 +201,40 @@ func TestRouteResultRejects(t *testing.T) {
 func TestOpRouteNamed(t *testing.T) {
 	if OpRoute != 10 || !OpRoute.Known() || OpRoute.String() != "route" || Op(13).Known() {
 		t.Fatalf("OpRoute %d known %v %q; op 13 known %v", OpRoute, OpRoute.Known(), OpRoute, Op(13).Known())
+	}
+}
+
+// MaxRetainMillis is the largest retain window the read hint record holds.
+func MaxRetainMillis() time.Duration { return block.MaxRetain }
+
+// TestRouteQueryReadHint: with FlagReadHints a ROUTE body has the read hint
+// record after its namespace; a zero window or non-zero reserved bytes are
+// InvalidArgument, a body too short for the record or a record without the
+// flag (bytes the query does not expect) MalformedFrame.
+func TestRouteQueryReadHint(t *testing.T) {
+	q := query.Query{Namespace: "ns", BlockHashes: []uint64{1, 2}, Hints: query.Hints{Retain: 3 * time.Second}}
+	good := AppendRouteQuery(nil, q)
+	rec := 1 + 2 // the record starts after the namespace
+	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	for _, tc := range []struct {
+		name  string
+		body  []byte
+		flags uint8
+		want  error
+	}{
+		{"good", good, FlagReadHints, nil},
+		{"zero window", mod(func(b []byte) []byte { clear(b[rec : rec+4]); return b }), FlagReadHints, block.ErrInvalidArgument},
+		{"reserved", mod(func(b []byte) []byte { b[rec+5] = 1; return b }), FlagReadHints, block.ErrInvalidArgument},
+		{"short for the record", good[:rec+ReadHintsSize-1], FlagReadHints, errcode.ErrMalformedFrame},
+		{"record without the flag", good, 0, errcode.ErrMalformedFrame},
+		// The fixed part's first 8 bytes read as a record of window 0.
+		{"flag without the record", AppendRouteQuery(nil, query.Query{Namespace: "ns", BlockHashes: []uint64{1, 2}}), FlagReadHints, block.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := DecodeRequest(Header{Length: uint32(len(tc.body)), Op: OpRoute, Flags: tc.flags}, tc.body, testLimits)
+			if !errors.Is(err, tc.want) || (tc.want == nil && (req.Route.Hints.Retain != q.Hints.Retain || req.Retain != q.Hints.Retain)) {
+				t.Fatalf("got %v (%+v), want %v", err, req.Route, tc.want)
+			}
+		})
 	}
 }

@@ -10,11 +10,11 @@ import (
 
 // The agent-session hints (hello flag HelloAgentSessions):
 //
-//   - a GET or LOOKUP with FlagReadHints carries, right after its
+//   - a GET, LOOKUP or ROUTE with FlagReadHints carries, right after its
 //     namespace, a ReadHintsSize record: u32 retain window in milliseconds
 //     (1 and up) and four reserved zero bytes. Every block the request
-//     touches has its retain window re-armed to end that long after the
-//     read.
+//     touches (ROUTE: the prefix the tier holds) has its retain window
+//     re-armed to end that long after the read.
 //   - a PUT with FlagPutHints and FlagPutSession carries a
 //     PutSessionHintsSize record per item: the PutHintsSize record, then
 //     a u64 session id (0: none).
@@ -30,8 +30,8 @@ const PutSessionHintsSize = PutHintsSize + 8
 
 // checkSessionFlags refuses the session flags where they mean nothing.
 func checkSessionFlags(h Header) error {
-	if h.Flags&FlagReadHints != 0 && h.Op != OpGet && h.Op != OpLookup {
-		return fmt.Errorf("%w: the read-hints flag on a %s request (only get and lookup)", errcode.ErrMalformedFrame, h.Op)
+	if h.Flags&FlagReadHints != 0 && h.Op != OpGet && h.Op != OpLookup && h.Op != OpRoute {
+		return fmt.Errorf("%w: the read-hints flag on a %s request (only get, lookup and route)", errcode.ErrMalformedFrame, h.Op)
 	}
 	if h.Flags&FlagPutSession != 0 && (h.Op != OpPut || h.Flags&FlagPutHints == 0) {
 		return fmt.Errorf("%w: the put-session flag on a %s request (only put, with the put-hints flag)", errcode.ErrMalformedFrame, h.Op)

@@ -139,7 +139,7 @@ const (
 	// HelloPutHints (an older server closes the connection on an unknown
 	// frame flag).
 	FlagPutHints uint8 = 1 << 3
-	// FlagReadHints marks a GET or LOOKUP whose namespace is followed by
+	// FlagReadHints marks a GET, LOOKUP or ROUTE whose namespace is followed by
 	// a ReadHintsSize record: the caller's retain window (sessionhints.go).
 	// Sent only where the hello reply echoed HelloAgentSessions.
 	FlagReadHints uint8 = 1 << 4
