@@ -393,9 +393,12 @@ func withTimeout(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// eventually polls cond for up to 30 s: generous, as under -race beside
+// other test binaries on 2 cores an election or a repair pass can take
+// several seconds; a healthy run meets every condition far sooner.
 func (tc *testCluster) eventually(what string, cond func() bool) {
 	tc.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if cond() {
 			return
@@ -405,14 +408,24 @@ func (tc *testCluster) eventually(what string, cond func() bool) {
 	tc.t.Fatalf("timed out waiting for %s", what)
 }
 
+// leader returns the node that leads, waiting up to 30 s for one: under
+// load a stalled heartbeat can start an election at any moment, and a
+// test that asks in between must not fail for it.
 func (tc *testCluster) leader() *testNode {
-	for _, tn := range tc.nodes {
-		if tn.node.IsLeader() {
-			return tn
+	tc.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, tn := range tc.nodes {
+			if tn.node.IsLeader() {
+				return tn
+			}
 		}
+		if time.Now().After(deadline) {
+			tc.t.Fatal("no leader")
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	tc.t.Fatal("no leader")
-	return nil
 }
 
 func (tc *testCluster) follower() *testNode {
