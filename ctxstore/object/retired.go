@@ -93,14 +93,16 @@ func (s *Store) recordRetire(ctx context.Context, n block.Namespace, segs []Segm
 }
 
 // dueRetire appends to ids the id of the record (key, value) when it is a
-// retire record due at now with grace wait, as long as ids holds fewer than
-// retireBatch; it reports whether key was a retire record.
+// retire record due at now with grace wait, or one that does not decode
+// (garbage under the reserved key: deleted, so it cannot keep a bucket
+// from being deleted), as long as ids holds fewer than retireBatch; it
+// reports whether key was a retire record's.
 func dueRetire(key, value []byte, now time.Time, wait time.Duration, ids *[]string) bool {
 	id, ok := retireID(key)
 	if !ok {
 		return false
 	}
-	if at, _, err := decodeRetire(value); err == nil && !at.Add(wait).After(now) && len(*ids) < retireBatch {
+	if at, _, err := decodeRetire(value); (err != nil || !at.Add(wait).After(now)) && len(*ids) < retireBatch {
 		*ids = append(*ids, id)
 	}
 	return true

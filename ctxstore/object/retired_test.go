@@ -272,6 +272,10 @@ func TestSweepBeforeBucketDeletion(t *testing.T) {
 	if got := len(retireRecords(t, s)); got != 3 {
 		t.Fatalf("%d retire records pending, want 3", got)
 	}
+	// Garbage under a retire record's key goes too.
+	if _, err := s.Set(ctx, "obj", retireKey("junk"), []byte("not a retire record"), SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.blocks.DeleteNamespace(ctx, "obj"); !errors.Is(err, block.ErrNamespaceNotEmpty) {
 		t.Fatalf("deleting the namespace with retirements pending: %v, want not empty", err)
 	}
