@@ -41,7 +41,7 @@ func testObjectConfig(grace time.Duration) Config {
 
 // newBlockStore builds a block store with an object namespace "obj" over a
 // real DRAM tier.
-func newBlockStore(t *testing.T) *ctxstore.Store {
+func newBlockStore(t testing.TB) *ctxstore.Store {
 	t.Helper()
 	cat, err := ctxstore.OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
 	if err != nil {

@@ -327,3 +327,41 @@ func FuzzDecodeRetire(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReplaceRetire times replacing a 1 MiB object (one data block)
+// with the old version's blocks deleted at once (RetireGrace 0, the
+// baseline) and with a retire record written instead (the deferred path),
+// alternating the two in one run, and reports deferred/immediate as
+// "ratio". The sweep that empties the deferred store runs off the clock.
+func BenchmarkReplaceRetire(b *testing.B) {
+	stores := make([]*Store, 2)
+	for i, grace := range []time.Duration{0, time.Hour} {
+		var err error
+		if stores[i], err = New(testObjectConfig(grace), newBlockStore(b)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	body := pattern(1<<20, 5)
+	var took [2]time.Duration
+	b.ResetTimer()
+	for n := 0; b.Loop(); n++ {
+		for i, s := range stores {
+			start := time.Now()
+			if _, err := s.PutObject(ctx, "obj", []byte("k"), bytes.NewReader(body), PutObjectOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			took[i] += time.Since(start)
+		}
+		if n%32 == 31 {
+			b.StopTimer()
+			if _, err := stores[1].SweepUploads(ctx, "obj", 0); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	if took[0] > 0 {
+		b.ReportMetric(float64(took[1])/float64(took[0]), "ratio")
+	}
+}
