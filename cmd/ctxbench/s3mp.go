@@ -78,6 +78,9 @@ func runS3Multipart(ctx context.Context, args []string) error {
 	key := credential.Credential{AccessKeyID: "CTXBENCH000000000001", Secret: "bench-secret-bench-secret-bench-secret-0", Namespaces: []string{"*"}}
 	scfg := s3api.DefaultConfig()
 	scfg.MaxObjectSize = 8 << 20
+	// Each round replaces the one object and nothing streams the old one:
+	// delete its blocks at once, so the DRAM sized above holds every round.
+	scfg.RetireGrace = 0
 	srv, err := s3api.New(scfg, store, credential.Static{key.AccessKeyID: key}, nil, log)
 	if err != nil {
 		return err

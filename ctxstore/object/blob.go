@@ -28,15 +28,18 @@ import (
 //
 // Replacing an object writes the new data blocks first, then the new
 // manifest as the key's next generation (slots.go), then deletes the old
-// manifest and its data blocks: the writer whose delete removed a manifest
-// retires its blocks, so racing writers free each old version exactly
-// once. A reader that looks the object up sees the old or the new
-// manifest, never a miss. WriteRange leases the first Config.Parallel data
-// blocks before it writes a byte, so an object of up to that many chunks
-// is read whole or fails with ErrObjectChanged before its first byte (the
-// S3 layer then opens the key again); a reader already streaming a larger
-// old version when its blocks are retired fails mid-body (the S3 layer
-// aborts the response) rather than return bytes of two versions.
+// manifest and retires its data blocks: the writer whose delete removed a
+// manifest retires its blocks, so racing writers free each old version
+// exactly once. Retiring records them and a sweep deletes them after
+// Config.RetireGrace (retired.go). A reader that looks the object up sees
+// the old or the new manifest, never a miss. WriteRange leases the first
+// Config.Parallel data blocks before it writes a byte, so an object of up
+// to that many chunks is read whole or fails with ErrObjectChanged before
+// its first byte (the S3 layer then opens the key again); a reader
+// streaming a larger old version is served whole while it takes less than
+// the grace, and one that takes longer (or any, with RetireGrace 0) fails
+// mid-body (the S3 layer aborts the response) rather than return bytes of
+// two versions.
 
 var (
 	// ErrPreconditionFailed: a conditional write's or read's condition
@@ -173,7 +176,7 @@ func (s *Store) swapManifest(ctx context.Context, n block.Namespace, key []byte,
 	value := m.encode()
 	retire := func(old []byte) {
 		if om, err := decodeManifest(old); err == nil {
-			s.retire(context.WithoutCancel(ctx), n.Name, unshared(om.Segments, m.Segments))
+			s.retireLater(context.WithoutCancel(ctx), n, unshared(om.Segments, m.Segments))
 		}
 	}
 	ok, err := s.replace(ctx, n, key, func(cur *record) ([]byte, time.Time, bool, error) {
@@ -298,15 +301,20 @@ func (s *Store) writeSegment(ctx context.Context, n block.Namespace, body io.Rea
 	return seg, sum.Sum(nil), nil
 }
 
-// retire deletes the data blocks of segs (best effort: a block already gone
-// is fine; another failure is logged by the caller's tiers and the block
-// is left to the namespace's TTL or eviction).
-func (s *Store) retire(ctx context.Context, ns string, segs []Segment) {
+// retire deletes the data blocks of segs now (a block already gone is
+// fine). It tries every block and returns the first other failure; callers
+// that do not keep a record of segs (retired.go) leave such a block to the
+// namespace's TTL or eviction.
+func (s *Store) retire(ctx context.Context, ns string, segs []Segment) error {
+	var first error
 	for _, g := range segs {
 		for i := range g.Blocks() {
-			_ = s.blocks.Delete(ctx, dataKey(ns, g.Version, i))
+			if err := s.blocks.Delete(ctx, dataKey(ns, g.Version, i)); err != nil && !errors.Is(err, block.ErrNotFound) && first == nil {
+				first = err
+			}
 		}
 	}
+	return first
 }
 
 // manifest reads key's manifest.
@@ -508,7 +516,7 @@ func (s *Store) DeleteObject(ctx context.Context, ns string, key []byte) error {
 	}
 	_, err = s.deleteKey(ctx, n, key, func(old []byte) {
 		if om, err := decodeManifest(old); err == nil {
-			s.retire(context.WithoutCancel(ctx), n.Name, om.Segments)
+			s.retireLater(context.WithoutCancel(ctx), n, om.Segments)
 		}
 	})
 	return err

@@ -20,8 +20,28 @@ import (
 )
 
 // newObjectStore builds a Store with an object namespace "obj" over a real
-// DRAM tier, cutting objects into 1 MiB chunks.
+// DRAM tier, cutting objects into 1 MiB chunks and retiring replaced
+// objects' blocks at once (retired_test.go covers RetireGrace).
 func newObjectStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := New(testObjectConfig(0), newBlockStore(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// testObjectConfig is the tests' object configuration: 1 MiB chunks.
+func testObjectConfig(grace time.Duration) Config {
+	oc := DefaultConfig()
+	oc.ChunkSize = 1 << 20
+	oc.RetireGrace = grace
+	return oc
+}
+
+// newBlockStore builds a block store with an object namespace "obj" over a
+// real DRAM tier.
+func newBlockStore(t testing.TB) *ctxstore.Store {
 	t.Helper()
 	cat, err := ctxstore.OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
 	if err != nil {
@@ -44,13 +64,7 @@ func newObjectStore(t *testing.T) *Store {
 	if err := bs.CreateNamespace(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	oc := DefaultConfig()
-	oc.ChunkSize = 1 << 20
-	s, err := New(oc, bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return bs
 }
 
 func pattern(n int, seed byte) []byte {

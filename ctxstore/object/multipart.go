@@ -360,10 +360,22 @@ func (s *Store) ListUploads(ctx context.Context, ns, prefix string) ([]Upload, e
 // uploads in progress whose keys start with prefix, sorted as ListUploads
 // says, and the completion records (upload id → when it completed).
 func (s *Store) scanUploads(ctx context.Context, ns, prefix string) ([]Upload, map[string]time.Time, error) {
+	out, done, _, err := s.scanRecords(ctx, ns, prefix, -1)
+	return out, done, err
+}
+
+// scanRecords is scanUploads that also gathers (up to retireBatch) the ids
+// of the retire records due with grace wait (none when wait is negative).
+func (s *Store) scanRecords(ctx context.Context, ns, prefix string, wait time.Duration) ([]Upload, map[string]time.Time, []string, error) {
 	var out []Upload
+	var retired []string
 	done := map[string]time.Time{}
 	pre := uploadKey("")
+	now := s.now()
 	err := s.walk(ctx, ns, func(key, value []byte) error {
+		if wait >= 0 && dueRetire(key, value, now, wait, &retired) {
+			return nil
+		}
 		if id, ok := doneID(key); ok {
 			if _, m, err := decodeDone(value); err == nil {
 				done[id] = m.Modified
@@ -385,20 +397,26 @@ func (s *Store) scanUploads(ctx context.Context, ns, prefix string) ([]Upload, m
 		}
 		return a.Initiated.Compare(b.Initiated)
 	})
-	return out, done, err
+	return out, done, retired, err
 }
 
 // SweepUploads aborts the uploads of namespace ns begun more than ttl ago
 // and returns how many it aborted; it also deletes the records of uploads
 // completed more than Config.CompletedTTL (or ttl, when shorter: 0 before
-// a bucket is deleted) ago.
+// a bucket is deleted) ago, and the data blocks of replaced and deleted
+// objects retired more than Config.RetireGrace (or ttl, when shorter) ago
+// with their retire records (retired.go).
 func (s *Store) SweepUploads(ctx context.Context, ns string, ttl time.Duration) (int, error) {
 	n, err := s.objectNamespace(ns, nil)
 	if err != nil {
 		return 0, err
 	}
-	ups, finished, err := s.scanUploads(ctx, ns, "")
+	wait := min(ttl, s.cfg.RetireGrace)
+	ups, finished, retired, err := s.scanRecords(ctx, ns, "", wait)
 	if err != nil {
+		return 0, err
+	}
+	if _, err := s.sweepRetired(ctx, n, retired, wait); err != nil {
 		return 0, err
 	}
 	if err := s.sweepDone(ctx, n, finished, min(ttl, s.cfg.CompletedTTL)); err != nil {

@@ -40,13 +40,18 @@ type Config struct {
 	// CompletedTTL is how long a completed multipart upload is remembered,
 	// so that completing it again answers the same success (completed.go).
 	CompletedTTL time.Duration
+	// RetireGrace is how long a replaced or deleted object's data blocks
+	// outlive it, so that a GET already streaming the old version is served
+	// whole; a retire record keeps them until SweepUploads deletes them
+	// (retired.go). 0 deletes them at once.
+	RetireGrace time.Duration
 }
 
 // DefaultConfig returns the defaults: keys up to 64 KiB, 8 replace rounds,
 // 8 MiB chunks, 4 in flight per stream, completed uploads remembered 10
-// minutes.
+// minutes, replaced objects' blocks kept 2 minutes.
 func DefaultConfig() Config {
-	return Config{MaxKeyLen: 64 << 10, ReplaceAttempts: 8, ChunkSize: 8 << 20, Parallel: 4, CompletedTTL: 10 * time.Minute}
+	return Config{MaxKeyLen: 64 << 10, ReplaceAttempts: 8, ChunkSize: 8 << 20, Parallel: 4, CompletedTTL: 10 * time.Minute, RetireGrace: 2 * time.Minute}
 }
 
 // Validate checks the configuration; errors wrap block.ErrInvalidArgument.
@@ -64,6 +69,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: object config: Parallel %d out of range 1..64", block.ErrInvalidArgument, c.Parallel)
 	case c.CompletedTTL < 0:
 		return fmt.Errorf("%w: object config: CompletedTTL %v is negative", block.ErrInvalidArgument, c.CompletedTTL)
+	case c.RetireGrace < 0:
+		return fmt.Errorf("%w: object config: RetireGrace %v is negative", block.ErrInvalidArgument, c.RetireGrace)
 	}
 	return nil
 }

@@ -347,7 +347,9 @@ func (s *Server) listUploads(q *request) error {
 }
 
 // sweepUploads aborts, in every object namespace, the uploads begun more
-// than Config.UploadTTL ago, every Config.UploadSweepEvery until ctx ends.
+// than Config.UploadTTL ago, and deletes the data blocks of objects
+// replaced or deleted more than Config.RetireGrace ago, every
+// Config.UploadSweepEvery until ctx ends.
 func (s *Server) sweepUploads(ctx context.Context) {
 	t := time.NewTicker(s.cfg.UploadSweepEvery)
 	defer t.Stop()

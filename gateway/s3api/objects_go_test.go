@@ -95,25 +95,37 @@ func TestMinioObjects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Removing every object left no block behind but the records of the
-	// completed uploads (remembered for object.Config.CompletedTTL, so a
-	// repeated completion answers the same): no manifest, no data block of
-	// any version or part. The sweep a bucket deletion runs removes them.
+	// Removing every object left no manifest behind, only the records of
+	// the completed uploads (remembered for object.Config.CompletedTTL, so a
+	// repeated completion answers the same) and the retire records of the
+	// replaced and removed versions with their data blocks (kept for
+	// Config.RetireGrace, so a GET streaming them is served whole). The
+	// sweep a bucket deletion runs removes them all.
 	ups, _ := e.srv.objs.ListUploads(ctx, "mobj", "")
-	infos, err := e.store.List(ctx, "mobj", "", "", 10)
+	infos, err := e.store.List(ctx, "mobj", "", "", 100000)
 	if err != nil || len(ups) != 0 {
 		t.Fatalf("uploads %v left, %v", ups, err)
 	}
+	retires := 0
 	for _, in := range infos {
+		if in.Key.HasPart {
+			continue // a data block: gone after the sweep below
+		}
 		ref, err := e.store.Get(ctx, in.Key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rec := string(ref.Data)
 		ref.Release()
-		if !strings.Contains(rec, "\x00done\x00") {
+		switch {
+		case strings.Contains(rec, "\x00retire\x00"):
+			retires++
+		case !strings.Contains(rec, "\x00done\x00"):
 			t.Fatalf("block %v left in the bucket: %q", in.Key, rec)
 		}
+	}
+	if retires == 0 {
+		t.Fatal("no retire record pending after the objects were removed")
 	}
 	if _, err := e.srv.objs.SweepUploads(ctx, "mobj", 0); err != nil {
 		t.Fatal(err)

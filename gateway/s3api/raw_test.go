@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -105,6 +106,7 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.MaxClockSkew = 0 },
 		func(c *Config) { c.MaxKeys = 0 },
 		func(c *Config) { c.MaxXMLBody = 1 },
+		func(c *Config) { c.RetireGrace = -time.Second },
 	} {
 		c := DefaultConfig()
 		mut(&c)

@@ -69,6 +69,11 @@ type Config struct {
 	// aborted, with their parts, every UploadSweepEvery.
 	UploadTTL        time.Duration
 	UploadSweepEvery time.Duration
+	// RetireGrace is how long a replaced or deleted object's data blocks
+	// are kept, so a GET already streaming the old version gets it whole;
+	// the upload sweep deletes them after it (object.Config.RetireGrace).
+	// 0 deletes them at once.
+	RetireGrace time.Duration
 	// Domains are the base domains of virtual-hosted-style requests: a
 	// request whose Host (port aside) is "<bucket>.<domain>" addresses that
 	// bucket, and its whole path is the object key. Any other Host is path
@@ -93,6 +98,7 @@ func DefaultConfig() Config {
 		ChunkSize:         8 << 20,
 		UploadTTL:         24 * time.Hour,
 		UploadSweepEvery:  time.Minute,
+		RetireGrace:       2 * time.Minute,
 	}
 }
 
@@ -120,6 +126,8 @@ func (c Config) Validate() error {
 		return bad("chunk size %d out of range 1..%d", c.ChunkSize, block.HardMaxBlockSize)
 	case c.UploadTTL <= 0 || c.UploadSweepEvery <= 0:
 		return bad("upload TTL and sweep interval must be positive")
+	case c.RetireGrace < 0:
+		return bad("retire grace %v is negative", c.RetireGrace)
 	}
 	for _, d := range c.Domains {
 		if err := validDomain(d); err != nil {
@@ -201,6 +209,7 @@ func New(cfg Config, store *ctxstore.Store, keys credential.Lookuper, m *metrics
 	ocfg.MaxKeyLen = 2 * maxKeyLen // S3 keys, and the reserved keys of uploads and parts
 	ocfg.ChunkSize = min(cfg.ChunkSize, cfg.MaxObjectSize)
 	ocfg.MaxBlockSize = cfg.MaxObjectSize
+	ocfg.RetireGrace = cfg.RetireGrace
 	// S3's racing PUTs of one key all succeed (the last wins): let each
 	// retry the manifest swap until it lands rather than give up.
 	ocfg.ReplaceAttempts = 1000
