@@ -379,9 +379,17 @@ func TestClusterRebalanceOnJoin(t *testing.T) {
 
 	acked.checkShares(ctx, t, all, 0.05, map[string]bool{"n1": true, "n2": true, "n3": true})
 	acked.readAll(ctx, t, all)
-	// A stable membership: nothing more to move.
-	if s, err := ctxctlRebalance(t, ctxctl, n4.http); err != nil || s.Pending != 0 || s.MovedShards != last.MovedShards {
+	// A stable membership: nothing more to move. The counters are the
+	// leader's: after a leader change (an election under load) the new
+	// leader reports its own, and it must have had nothing to run.
+	s, err := ctxctlRebalance(t, ctxctl, n4.http)
+	sameRun := s.MovedShards == last.MovedShards
+	newLeaderIdle := s.MovedShards == 0 && s.RunStarted.IsZero()
+	if err != nil || s.Pending != 0 || !sameRun && !newLeaderIdle {
 		t.Fatalf("after the rebalance: %+v, %v", s, err)
+	}
+	if !sameRun {
+		t.Logf("the leader changed after the rebalance; the new one found nothing to move")
 	}
 }
 
