@@ -19,7 +19,11 @@ import (
 // through other nodes stay local (ask for linearizable reads for those).
 
 // ownWriteWait bounds how long a miss waits for this node's own writes.
-const ownWriteWait = time.Second
+// An election between the leader's commit and this node learning of it
+// can take seconds under load (CI saw a follower miss its own acknowledged
+// put after waiting 1 s); only a miss with an own write not applied yet
+// waits, and such a miss is then most likely that write.
+const ownWriteWait = 5 * time.Second
 
 // noteOwnWrite raises the watermark to the largest index in res.
 func (b *Backend) noteOwnWrite(res []fsm.OpResult) {
