@@ -280,14 +280,7 @@ func TestCtxdReadRetainAndSessionEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := startCtxd(t, append([]string{"--dram-capacity", "16MiB", "--nvme-dir", "off"}, tc.args...)...)
 			ctx := withTimeout(t, 3*time.Minute)
-			c, err := client.Dial(ctx, p.Native, client.DefaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if !c.SessionsAccepted() {
-				t.Fatal("ctxd did not accept agent sessions")
-			}
+			c := dialSessions(ctx, t, p.Native)
 			put := func(i int, o block.PutOptions) {
 				t.Helper()
 				if err := c.PutWithOptions(ctx, key(i), payload(i), o); err != nil {
@@ -389,4 +382,20 @@ func s3PutHinted(ctx context.Context, t *testing.T, mc *minio.Client, k block.Ke
 		minio.PutObjectOptions{UserMetadata: meta}); err != nil {
 		t.Fatalf("S3 put %s: %v", k, err)
 	}
+}
+
+// dialSessions dials ctxd's native port and fails t unless the server
+// accepted agent sessions (read hints, session ids, END_SESSION). The
+// client is closed when t ends.
+func dialSessions(ctx context.Context, t *testing.T, addr string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(ctx, addr, client.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if !c.SessionsAccepted() {
+		t.Fatal("ctxd did not accept agent sessions")
+	}
+	return c
 }

@@ -109,14 +109,7 @@ func TestCtxdRouteRetain(t *testing.T) {
 		t.Run(tc.policy, func(t *testing.T) {
 			p := startCtxd(t, append([]string{"--dram-capacity", "16MiB", "--nvme-dir", "off"}, tc.args...)...)
 			ctx := withTimeout(t, 3*time.Minute)
-			c, err := client.Dial(ctx, p.Native, client.DefaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if !c.SessionsAccepted() {
-				t.Fatal("ctxd did not accept agent sessions (read hints)")
-			}
+			c := dialSessions(ctx, t, p.Native)
 			put := func(i int) {
 				t.Helper()
 				if err := c.Put(ctx, block.NewKey("default", hash(i)), payload(i)); err != nil {
