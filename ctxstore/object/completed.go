@@ -71,7 +71,7 @@ func (s *Store) completed(ctx context.Context, n block.Namespace, id string) (st
 	if !validUploadID(id) {
 		return "", Meta{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
 	}
-	v, err := s.GetIn(ctx, n, doneKey(id))
+	v, err := s.getIn(ctx, n, doneKey(id))
 	if errors.Is(err, block.ErrNotFound) {
 		return "", Meta{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
 	}

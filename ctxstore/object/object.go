@@ -163,10 +163,33 @@ func (s *Store) namespace(ns string, key []byte) (block.Namespace, error) {
 	return s.blocks.Namespace(ns)
 }
 
+// kvNamespace is namespace for the key-value calls (Get, Set, Delete,
+// SetExpiry: what the RESP server uses), which may not name an object
+// namespace's own records (see checkKVKey).
+func (s *Store) kvNamespace(ns string, key []byte) (block.Namespace, error) {
+	n, err := s.namespace(ns, key)
+	if err != nil {
+		return n, err
+	}
+	return n, checkKVKey(n, key)
+}
+
+// checkKVKey refuses, in an object namespace, a key that starts with NUL:
+// there those keys are the S3 side's records (uploads, parts, completions,
+// retirements naming the data blocks a sweep deletes), so a RESP client
+// whose database maps to the bucket could otherwise read them or forge one
+// and have another object's blocks deleted.
+func checkKVKey(n block.Namespace, key []byte) error {
+	if n.IsObject() && bytes.HasPrefix(key, []byte(reservedPrefix)) {
+		return fmt.Errorf("%w: keys starting with NUL are reserved in object namespace %q", block.ErrInvalidKey, n.Name)
+	}
+	return nil
+}
+
 // Get returns key's value, or block.ErrNotFound when it is absent or expired
 // (or its slots hold other keys).
 func (s *Store) Get(ctx context.Context, ns string, key []byte) (*Value, error) {
-	n, err := s.namespace(ns, key)
+	n, err := s.kvNamespace(ns, key)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +206,15 @@ func (s *Store) GetIn(ctx context.Context, n block.Namespace, key []byte) (*Valu
 	if len(key) > s.cfg.MaxKeyLen {
 		return nil, fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", block.ErrInvalidKey, len(key), s.cfg.MaxKeyLen)
 	}
+	if err := checkKVKey(n, key); err != nil {
+		return nil, err
+	}
+	return s.getIn(ctx, n, key)
+}
+
+// getIn reads key in n, reserved keys included (the object side's own
+// records).
+func (s *Store) getIn(ctx context.Context, n block.Namespace, key []byte) (*Value, error) {
 	p, err := s.readPair(ctx, s.slotKeys(n, key))
 	if err != nil {
 		return nil, err
@@ -231,7 +263,7 @@ type SetOptions struct {
 // block.ErrTooLarge; a key whose slots hold another live key is
 // ErrKeyCollision. See the package comment for what replacing means.
 func (s *Store) Set(ctx context.Context, ns string, key, value []byte, opts SetOptions) (bool, error) {
-	n, err := s.namespace(ns, key)
+	n, err := s.kvNamespace(ns, key)
 	if err != nil {
 		return false, err
 	}
@@ -263,7 +295,7 @@ func (s *Store) Set(ctx context.Context, ns string, key, value []byte, opts SetO
 // The lower generation goes first (see deleteKey), and an expired record of
 // key is removed too.
 func (s *Store) Delete(ctx context.Context, ns string, key []byte) (bool, error) {
-	n, err := s.namespace(ns, key)
+	n, err := s.kvNamespace(ns, key)
 	if err != nil {
 		return false, err
 	}
@@ -274,7 +306,7 @@ func (s *Store) Delete(ctx context.Context, ns string, key []byte) (bool, error)
 // key held a live value. An at not after now deletes the key. Like Set, it
 // writes the key's next record (see the package comment).
 func (s *Store) SetExpiry(ctx context.Context, ns string, key []byte, at time.Time) (bool, error) {
-	n, err := s.namespace(ns, key)
+	n, err := s.kvNamespace(ns, key)
 	if err != nil {
 		return false, err
 	}
@@ -293,7 +325,8 @@ func (s *Store) SetExpiry(ctx context.Context, ns string, key []byte, at time.Ti
 }
 
 // Scan lists up to count slots of namespace ns from cursor (0 to start) and
-// returns the live keys among them (each key's winning record, read with
+// returns the live keys among them (not, in an object namespace, its own
+// records: see checkKVKey) (each key's winning record, read with
 // the other slot of its pair, so a key in the middle of a replace is
 // returned once) for which match (nil: all) is true, and
 // the cursor to continue from (0 when the namespace is done). Like Redis's
@@ -306,12 +339,19 @@ func (s *Store) Scan(ctx context.Context, ns string, cursor uint64, count int, m
 	if cursor > 0 {
 		after = pastSlot(cursor - 1)
 	}
+	n, err := s.blocks.Namespace(ns)
+	if err != nil {
+		return nil, 0, err
+	}
 	infos, err := s.blocks.List(ctx, ns, "", after, count)
 	if err != nil {
 		return nil, 0, err
 	}
 	var keys [][]byte
 	lastRead, err := s.eachWinner(ctx, ns, infos, s.now(), func(r record) error {
+		if checkKVKey(n, r.key) != nil {
+			return nil // an object namespace's own record
+		}
 		if match == nil || match(r.key) {
 			keys = append(keys, bytes.Clone(r.key))
 		}

@@ -139,7 +139,7 @@ func (s *Store) sweepRetired(ctx context.Context, n block.Namespace, ids []strin
 // one record (every node sweeps) and a sweep stopped between the two steps
 // are harmless: the record outlives its blocks, never the reverse.
 func (s *Store) retireNow(ctx context.Context, n block.Namespace, id string) error {
-	v, err := s.GetIn(ctx, n, retireKey(id))
+	v, err := s.getIn(ctx, n, retireKey(id))
 	if errors.Is(err, block.ErrNotFound) {
 		return nil // another sweep took it
 	}
