@@ -41,6 +41,6 @@ for line in open(sys.argv[1]):
 PY
 then
 	echo "resp-deps: pip install -r python/requirements-resp.txt (lmcache pulls torch: several GiB)"
-	"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-resp.txt
+	"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir -r python/requirements-resp.txt
 fi
 "$VENV/bin/python" -c 'import redis, lmcache, awscrt; print("resp-deps: redis-py", redis.__version__, ", lmcache and awscrt", awscrt.__version__, "ready in '"$VENV"'")'
