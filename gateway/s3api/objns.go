@@ -246,6 +246,16 @@ func (s *Server) getObjectNS(q *request) error {
 			maps.Copy(h, base)
 			continue
 		}
+		if err != nil && !lw.sent {
+			// Nothing sent yet (a data block is gone for good, e.g. evicted
+			// from the last tier): answer the error, not a 200 whose body
+			// ends at once.
+			h := q.w.Header()
+			clear(h)
+			maps.Copy(h, base)
+			q.status = 0
+			return err
+		}
 		if !lw.sent {
 			q.w.WriteHeader(status)
 		}
