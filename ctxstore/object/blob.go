@@ -68,6 +68,10 @@ type PutObjectOptions struct {
 	Limit int64
 	// Headers are kept and returned with the object.
 	Headers []Header
+	// Hints are the object's agent hints (hints.go): only Reuse, Retain and
+	// Session are read; every data block and the manifest are put with
+	// them. Invalid hints are block.ErrInvalidArgument and store nothing.
+	Hints block.PutOptions
 }
 
 // objectNamespace returns ns when it is an object namespace and key may name
@@ -121,10 +125,14 @@ func (s *Store) PutObject(ctx context.Context, ns string, key []byte, body io.Re
 	if bytes.HasPrefix(key, []byte(reservedPrefix)) {
 		return Meta{}, fmt.Errorf("%w: object keys cannot start with NUL", block.ErrInvalidKey)
 	}
+	hints, err := agentHints(opts.Hints)
+	if err != nil {
+		return Meta{}, err
+	}
 	if err := s.checkPut(ctx, n, key, opts); err != nil {
 		return Meta{}, err
 	}
-	seg, sum, err := s.writeSegment(ctx, n, body, opts.Limit)
+	seg, sum, err := s.writeSegment(ctx, n, body, opts.Limit, hints)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -132,7 +140,7 @@ func (s *Store) PutObject(ctx context.Context, ns string, key []byte, body io.Re
 	if seg.Size > 0 {
 		m.Segments = []Segment{seg}
 	}
-	if err := s.swapManifest(ctx, n, key, m, opts.IfAbsent, opts.IfMatch); err != nil {
+	if err := s.swapManifest(ctx, n, key, m, opts.IfAbsent, opts.IfMatch, hints); err != nil {
 		s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
 		return Meta{}, err
 	}
@@ -169,17 +177,17 @@ func etagMatches(want, tag string) bool {
 }
 
 // swapManifest writes m as key's record (the key's next generation, see
-// replace), retiring the data blocks of the manifest it replaces. ifAbsent
-// and ifMatch are checked against the record it replaces, in the same
-// round: of racing conditional writers exactly one wins.
-func (s *Store) swapManifest(ctx context.Context, n block.Namespace, key []byte, m manifest, ifAbsent bool, ifMatch string) error {
+// replace) with agent hints hints, retiring the data blocks of the manifest
+// it replaces. ifAbsent and ifMatch are checked against the record it
+// replaces, in the same round: of racing conditional writers exactly one wins.
+func (s *Store) swapManifest(ctx context.Context, n block.Namespace, key []byte, m manifest, ifAbsent bool, ifMatch string, hints block.PutOptions) error {
 	value := m.encode()
 	retire := func(old []byte) {
 		if om, err := decodeManifest(old); err == nil {
 			s.retireLater(context.WithoutCancel(ctx), n, unshared(om.Segments, m.Segments))
 		}
 	}
-	ok, err := s.replace(ctx, n, key, func(cur *record) ([]byte, time.Time, bool, error) {
+	ok, err := s.replaceHinted(ctx, n, key, hints, func(cur *record) ([]byte, time.Time, bool, error) {
 		switch {
 		case cur != nil && ifAbsent:
 			return nil, time.Time{}, false, nil
@@ -220,9 +228,10 @@ func unshared(old, cur []Segment) []Segment {
 	return out
 }
 
-// writeSegment streams body into the data blocks of a new segment and
-// returns it with the MD5 of its bytes. On error it deletes what it wrote.
-func (s *Store) writeSegment(ctx context.Context, n block.Namespace, body io.Reader, limit int64) (Segment, []byte, error) {
+// writeSegment streams body into the data blocks of a new segment, put
+// with agent hints hints, and returns it with the MD5 of its bytes. On
+// error it deletes what it wrote.
+func (s *Store) writeSegment(ctx context.Context, n block.Namespace, body io.Reader, limit int64, hints block.PutOptions) (Segment, []byte, error) {
 	chunk := s.chunkSize(n)
 	seg := Segment{Version: rand.Uint64(), Chunk: chunk}
 	sum := md5.New()
@@ -278,7 +287,7 @@ func (s *Store) writeSegment(ctx context.Context, n block.Namespace, body io.Rea
 			wg.Add(1)
 			go func(i int, data []byte) {
 				defer wg.Done()
-				if err := s.blocks.Put(ctx, dataKey(n.Name, seg.Version, i), data, block.PutOptions{}); err != nil {
+				if err := s.blocks.Put(ctx, dataKey(n.Name, seg.Version, i), data, withHints(hints, time.Time{})); err != nil {
 					fail(err)
 				}
 				sem <- data[:cap(data)]

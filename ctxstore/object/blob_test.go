@@ -41,7 +41,11 @@ func testObjectConfig(grace time.Duration) Config {
 
 // newBlockStore builds a block store with an object namespace "obj" over a
 // real DRAM tier.
-func newBlockStore(t testing.TB) *ctxstore.Store {
+func newBlockStore(t testing.TB) *ctxstore.Store { return newBlockStoreOver(t, nil) }
+
+// newBlockStoreOver is newBlockStore with the DRAM tier seen through wrap
+// (nil: as it is), e.g. a tier that records puts.
+func newBlockStoreOver(t testing.TB, wrap func(block.Storage) block.Storage) *ctxstore.Store {
 	t.Helper()
 	cat, err := ctxstore.OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
 	if err != nil {
@@ -55,7 +59,11 @@ func newBlockStore(t testing.TB) *ctxstore.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tier.Close() })
-	bs, err := ctxstore.New(ctxstore.DefaultConfig(), cat, tier, slog.New(slog.DiscardHandler))
+	var storage block.Storage = tier
+	if wrap != nil {
+		storage = wrap(tier)
+	}
+	bs, err := ctxstore.New(ctxstore.DefaultConfig(), cat, storage, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +269,7 @@ func TestListObjectsSortedWithoutUploads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.CreateUpload(ctx, "obj", []byte("b/3"), nil); err != nil {
+	if _, err := s.CreateUpload(ctx, "obj", []byte("b/3"), nil, block.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -290,7 +298,7 @@ func TestListObjectsSortedWithoutUploads(t *testing.T) {
 func TestMultipartUpload(t *testing.T) {
 	s := newObjectStore(t)
 	ctx := context.Background()
-	u, err := s.CreateUpload(ctx, "obj", []byte("big"), []Header{{"Content-Type", "x/y"}})
+	u, err := s.CreateUpload(ctx, "obj", []byte("big"), []Header{{"Content-Type", "x/y"}}, block.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +359,7 @@ func TestMultipartUpload(t *testing.T) {
 		t.Fatalf("part of a completed upload: %v", err)
 	}
 	// An abandoned upload is swept once past its TTL, with its parts.
-	u2, _ := s.CreateUpload(ctx, "obj", []byte("gone"), nil)
+	u2, _ := s.CreateUpload(ctx, "obj", []byte("gone"), nil, block.PutOptions{})
 	if _, err := s.UploadPart(ctx, "obj", u2.ID, 1, bytes.NewReader(pattern(2<<20, 5)), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -403,10 +411,21 @@ func FuzzDecodeManifest(f *testing.F) {
 func FuzzDecodeUpload(f *testing.F) {
 	f.Add(Upload{Key: "a/b", Initiated: time.Unix(5, 0), Headers: []Header{{"x-amz-meta-a", "b"}}}.encode())
 	f.Add([]byte("CTXU\x01"))
+	f.Add(Upload{Key: "k", Initiated: time.Unix(7, 0), Hints: block.PutOptions{Reuse: block.ReuseSession, Retain: time.Minute, Session: 9}}.encode())
+	f.Add([]byte("CTXU\x02\x01k\x00\x00\x01\x80\x01\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		u, err := decodeUpload("0123456789abcdef", b)
 		if err != nil {
 			return
+		}
+		if err := u.Hints.ValidateHints(); err != nil {
+			t.Fatalf("accepted invalid hints %+v: %v", u.Hints, err)
+		}
+		if u.Hints.Priority != 0 || u.Hints.PinTTL != 0 || !u.Hints.Expires.IsZero() {
+			t.Fatalf("decoded more than hints: %+v", u.Hints)
+		}
+		if hinted := string(b[:5]) == uploadMagicHints; hinted != u.Hints.HasHints() {
+			t.Fatalf("format %q decoded hints %+v", b[:5], u.Hints)
 		}
 		u2, err := decodeUpload(u.ID, u.encode())
 		if err != nil || fmt.Sprint(u2) != fmt.Sprint(u) {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
 // TestCompleteAgain: completing an upload again answers the first
@@ -25,7 +27,7 @@ func TestCompleteAgain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newObjectStore(t)
 			ctx := context.Background()
-			u, err := s.CreateUpload(ctx, "obj", []byte("k"), nil)
+			u, err := s.CreateUpload(ctx, "obj", []byte("k"), nil, block.PutOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -52,6 +52,9 @@ type Upload struct {
 	Key       string
 	Initiated time.Time
 	Headers   []Header
+	// Hints are the upload's agent hints (hints.go): the parts' data blocks
+	// and the completed object's manifest are put with them.
+	Hints block.PutOptions
 }
 
 // Part is an uploaded part.
@@ -60,7 +63,13 @@ type Part struct {
 	Meta
 }
 
-const uploadMagic = "CTXU\x01"
+// Upload record formats: uploadMagicHints is followed by the same fields
+// as uploadMagic, then the hints. An upload without hints is written in
+// the first format, which nodes that predate hints read too.
+const (
+	uploadMagic      = "CTXU\x01"
+	uploadMagicHints = "CTXU\x02"
+)
 
 func uploadKey(id string) []byte { return []byte(reservedPrefix + "upload\x00" + id) }
 
@@ -69,25 +78,36 @@ func partKey(id string, n int) []byte {
 }
 
 func (u Upload) encode() []byte {
-	b := appendStr([]byte(uploadMagic), u.Key)
+	magic := uploadMagic
+	if u.Hints.HasHints() {
+		magic = uploadMagicHints
+	}
+	b := appendStr([]byte(magic), u.Key)
 	b = binary.AppendVarint(b, u.Initiated.UnixNano())
 	b = binary.AppendUvarint(b, uint64(len(u.Headers)))
 	for _, h := range u.Headers {
 		b = appendStr(appendStr(b, h.Name), h.Value)
 	}
+	if u.Hints.HasHints() {
+		b = appendHints(b, u.Hints)
+	}
 	return b
 }
 
 func decodeUpload(id string, b []byte) (Upload, error) {
-	if len(b) < len(uploadMagic) || string(b[:len(uploadMagic)]) != uploadMagic {
+	if len(b) < len(uploadMagic) || (string(b[:len(uploadMagic)]) != uploadMagic && string(b[:len(uploadMagic)]) != uploadMagicHints) {
 		return Upload{}, fmt.Errorf("%w: record is not an upload", block.ErrInvalidArgument)
 	}
+	hinted := string(b[:len(uploadMagic)]) == uploadMagicHints
 	r := &reader{b: b[len(uploadMagic):]}
 	u := Upload{ID: id, Key: r.str("key")}
 	u.Initiated = time.Unix(0, r.varint("time")).UTC()
 	nh := r.uvarint("header count", maxHeaders)
 	for i := uint64(0); i < nh && r.err == nil; i++ {
 		u.Headers = append(u.Headers, Header{Name: r.str("header name"), Value: r.str("header value")})
+	}
+	if hinted {
+		u.Hints = readHints(r)
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes")
@@ -106,13 +126,18 @@ func validUploadID(id string) bool {
 }
 
 // CreateUpload begins a multipart upload of key with the given headers and
-// returns it.
-func (s *Store) CreateUpload(ctx context.Context, ns string, key []byte, headers []Header) (Upload, error) {
+// agent hints (only hints' Reuse, Retain and Session are kept; invalid ones
+// are block.ErrInvalidArgument and create nothing) and returns it.
+func (s *Store) CreateUpload(ctx context.Context, ns string, key []byte, headers []Header, hints block.PutOptions) (Upload, error) {
 	n, err := s.objectNamespace(ns, key)
 	if err != nil {
 		return Upload{}, err
 	}
-	u := Upload{ID: fmt.Sprintf("%016x", rand.Uint64()), Key: string(key), Initiated: s.now().UTC(), Headers: headers}
+	h, err := agentHints(hints)
+	if err != nil {
+		return Upload{}, err
+	}
+	u := Upload{ID: fmt.Sprintf("%016x", rand.Uint64()), Key: string(key), Initiated: s.now().UTC(), Headers: headers, Hints: h}
 	value := u.encode()
 	if ok, err := s.replace(ctx, n, uploadKey(u.ID), func(cur *record) ([]byte, time.Time, bool, error) {
 		return value, time.Time{}, cur == nil, nil
@@ -165,17 +190,18 @@ func (s *Store) UploadPart(ctx context.Context, ns, id string, num int, body io.
 	if num < 1 || num > MaxParts {
 		return Meta{}, fmt.Errorf("%w: part number %d outside 1..%d", block.ErrInvalidArgument, num, MaxParts)
 	}
-	if _, err := s.upload(ctx, n, id); err != nil {
+	u, err := s.upload(ctx, n, id)
+	if err != nil {
 		return Meta{}, err
 	}
-	seg, sum, err := s.writeSegment(ctx, n, body, limit)
+	seg, sum, err := s.writeSegment(ctx, n, body, limit, u.Hints)
 	if err != nil {
 		return Meta{}, err
 	}
 	// Even an empty part keeps its (blockless) segment: an object's
 	// segments map one to one onto its parts (Object.PartRange).
 	m := manifest{Meta: Meta{Size: seg.Size, ETag: `"` + hex.EncodeToString(sum) + `"`, Modified: s.now().UTC()}, Segments: []Segment{seg}}
-	if err := s.swapManifest(ctx, n, partKey(id, num), m, false, ""); err != nil {
+	if err := s.swapManifest(ctx, n, partKey(id, num), m, false, "", block.PutOptions{}); err != nil {
 		s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
 		return Meta{}, err
 	}
@@ -295,7 +321,7 @@ func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []Comple
 		used[c.Number] = true
 	}
 	obj.ETag = fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(sums.Sum(nil)), len(list))
-	if err := s.swapManifest(ctx, n, []byte(u.Key), obj, ifAbsent, ""); err != nil {
+	if err := s.swapManifest(ctx, n, []byte(u.Key), obj, ifAbsent, "", u.Hints); err != nil {
 		return Meta{}, err
 	}
 	// The object owns the listed parts' blocks now: drop their records

@@ -221,6 +221,12 @@ type decision func(cur *record) (value []byte, expires time.Time, write bool, er
 // unless its record is the key's winning one, starts over at the
 // linearizable level. A plain SET thus costs no leader round trip.
 func (s *Store) replace(ctx context.Context, n block.Namespace, key []byte, decide decision, retired func(value []byte), strict bool) (bool, error) {
+	return s.replaceHinted(ctx, n, key, block.PutOptions{}, decide, retired, strict)
+}
+
+// replaceHinted is replace putting the record with agent hints hints
+// (an S3 object's manifest, hints.go).
+func (s *Store) replaceHinted(ctx context.Context, n block.Namespace, key []byte, hints block.PutOptions, decide decision, retired func(value []byte), strict bool) (bool, error) {
 	k := s.slotKeys(n, key)
 	lin := ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable)
 	bg := context.WithoutCancel(ctx)
@@ -261,7 +267,7 @@ func (s *Store) replace(ctx context.Context, n block.Namespace, key []byte, deci
 			target, gen = 1-c, p[c].rec.gen+1
 		}
 		rec := encodeRecord(key, value, expires, gen)
-		err = s.blocks.Put(ctx, k[target], rec, block.PutOptions{Expires: expires})
+		err = s.blocks.Put(ctx, k[target], rec, withHints(hints, expires))
 		if errors.Is(err, block.ErrConflict) {
 			p.release()
 			continue // another writer took the slot: read again

@@ -355,7 +355,7 @@ func TestScanDuringASwapReturnsTheKeyOnce(t *testing.T) {
 func TestRacingCompletionsOfOneUploadKeepTheParts(t *testing.T) {
 	s := newObjectStore(t)
 	ctx := context.Background()
-	u, err := s.CreateUpload(ctx, "obj", []byte("raced"), nil)
+	u, err := s.CreateUpload(ctx, "obj", []byte("raced"), nil, block.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

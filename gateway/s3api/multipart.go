@@ -34,7 +34,11 @@ func (s *Server) createUpload(q *request) error {
 	if err != nil {
 		return err
 	}
-	u, err := s.objs.CreateUpload(q.r.Context(), q.bucket, key, hdrs)
+	hints, err := objectHints(q.r.Header)
+	if err != nil {
+		return err
+	}
+	u, err := s.objs.CreateUpload(q.r.Context(), q.bucket, key, hdrs, hints)
 	if err != nil {
 		return err
 	}

@@ -236,9 +236,11 @@ func (s *Server) putObject(q *request) error {
 		}
 		opts.PinTTL = time.Duration(p) * time.Second
 	}
-	if err := httpwire.ParseHints(q.r.Header, hintHeaders, &opts); err != nil {
-		return newErr("InvalidArgument", http.StatusBadRequest, err, "%v", err)
+	hints, err := objectHints(q.r.Header)
+	if err != nil {
+		return err
 	}
+	opts.Reuse, opts.Retain, opts.Session = hints.Reuse, hints.Retain, hints.Session
 	limit := min(s.cfg.MaxObjectSize, ns.MaxBlockSize)
 	// The body is read only within the node's in-flight budget (a body of
 	// unknown length takes the limit).

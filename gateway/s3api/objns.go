@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/object"
+	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
 // Object namespaces (block.KindObject: every bucket created through S3):
@@ -94,6 +95,19 @@ func objectHeaders(h http.Header) ([]object.Header, error) {
 		return nil, newErr("MetadataTooLarge", http.StatusBadRequest, block.ErrTooLarge, "Your metadata headers exceed the maximum allowed metadata size")
 	}
 	return out, nil
+}
+
+// objectHints reads the agent hints of an object namespace's PutObject or
+// CreateMultipartUpload from its user metadata (hintHeaders, the same
+// parser as a block namespace's PutObject and the HTTP API); they are kept
+// as user metadata too (objectHeaders). An invalid one is 400
+// InvalidArgument naming the header.
+func objectHints(h http.Header) (block.PutOptions, error) {
+	var o block.PutOptions
+	if err := httpwire.ParseHints(h, hintHeaders, &o); err != nil {
+		return o, newErr("InvalidArgument", http.StatusBadRequest, err, "%v", err)
+	}
+	return o, nil
 }
 
 // setMetaHeaders writes an object's metadata into a response.
@@ -232,6 +246,16 @@ func (s *Server) getObjectNS(q *request) error {
 			maps.Copy(h, base)
 			continue
 		}
+		if err != nil && !lw.sent {
+			// Nothing sent yet (a data block is gone for good, e.g. evicted
+			// from the last tier): answer the error, not a 200 whose body
+			// ends at once.
+			h := q.w.Header()
+			clear(h)
+			maps.Copy(h, base)
+			q.status = 0
+			return err
+		}
 		if !lw.sent {
 			q.w.WriteHeader(status)
 		}
@@ -287,11 +311,15 @@ func (s *Server) putObjectNS(q *request) error {
 	if err != nil {
 		return err
 	}
+	hints, err := objectHints(q.r.Header)
+	if err != nil {
+		return err
+	}
 	body, err := s.streamBody(q, s.cfg.MaxPutSize)
 	if err != nil {
 		return err
 	}
-	m, err := s.objs.PutObject(q.r.Context(), q.bucket, key, body, object.PutObjectOptions{IfAbsent: ifAbsent, IfMatch: ifMatch, Limit: s.cfg.MaxPutSize, Headers: hdrs})
+	m, err := s.objs.PutObject(q.r.Context(), q.bucket, key, body, object.PutObjectOptions{IfAbsent: ifAbsent, IfMatch: ifMatch, Limit: s.cfg.MaxPutSize, Headers: hdrs, Hints: hints})
 	if err != nil {
 		return err
 	}

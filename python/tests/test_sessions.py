@@ -73,6 +73,11 @@ def test_a_session_end_releases_its_own_blocks_first(start_ctxd):
     lambda c: c.lookup("default", [1], retain="30"),
     lambda c: c.get_into("default", [1], [bytearray(4)], retain=float("nan")),
     lambda c: c.get("default", 1, retain=50 * 86400),
+    lambda c: c.route("default", [1], retain=0),
+    lambda c: c.route("default", [1], retain=-5),
+    lambda c: c.route("default", [1], retain="30s"),
+    lambda c: c.route("default", [1], retain=float("nan")),
+    lambda c: c.route("default", [1], retain=50 * 86400),
     lambda c: c.put("default", 1, b"x", session=0),
     lambda c: c.put("default", 1, b"x", session=1 << 64),
     lambda c: c.put("default", 1, b"x", session=True),
@@ -84,6 +89,33 @@ def test_bad_values_are_invalid_argument(ctxd, call):
         with pytest.raises(errors.InvalidArgument):
             call(c)
         assert c.exists("default", 1) is False
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("retain,kept", [(600, True), (None, False)])
+def test_a_route_read_hint_keeps_the_prefix_through_a_flood(start_ctxd, retain, kept):
+    # 16 MiB of DRAM, no NVMe (the Go TestCtxdRouteRetain's setup): 4 prefix
+    # blocks put interleaved with 4 unhinted peers of the same age; a route
+    # query over the prefix with a 10-minute read hint (retain=600) finds it
+    # held and re-arms it, so 20 MiB of puts after it evict the peers and not
+    # the prefix. The same query without the hint (the control) leaves the
+    # prefix to be evicted with its peers.
+    p = start_ctxd("--dram-capacity", "16MiB", "--nvme-dir", "off")
+    c = ctxtier.Client(p.addr)
+    try:
+        assert c.sessions_accepted
+        prefix, peers = [rh() for _ in range(4)], [rh() for _ in range(4)]
+        for i in range(4):
+            c.put("default", prefix[i], blk(i))
+            c.put("default", peers[i], blk(10 + i))
+        r = c.route("default", prefix, retain=retain)
+        assert r.tier_depth == 4
+        for i in range(20):
+            c.put("default", rh(), blk(20 + i))
+        got = c.get_many("default", prefix + peers)
+        assert got[:4] == ([blk(i) for i in range(4)] if kept else [None] * 4)
+        assert got[4:] == [None] * 4
     finally:
         c.close()
 
@@ -123,6 +155,9 @@ def test_a_server_without_sessions_gets_no_session_records():
         if h.op == wire.OP_LOOKUP:
             s.sendall(wire.encode_frame(h.op, h.id, 0, b"\x00\x00\x00\x00", flags=wire.FLAG_RESPONSE))
             return
+        if h.op == wire.OP_ROUTE:
+            s.sendall(wire.encode_frame(h.op, h.id, 0, wire.encode_route_result(wire.RouteResult()), flags=wire.FLAG_RESPONSE))
+            return
         s.sendall(wire.encode_frame(h.op, h.id, h.count, wire.encode_status(1) * h.count, flags=wire.FLAG_RESPONSE))
 
     srv = FakeServer(answer, hello=hello)
@@ -133,11 +168,13 @@ def test_a_server_without_sessions_gets_no_session_records():
         c.put_many("default", [(7, b"x")], reuse="session", retain=30, session=9)
         assert c.get_many("default", [7], retain=30) == [None]
         assert c.lookup("default", [7], retain=30) == 0
+        assert c.route("default", [7], retain=30).tier_depth == 0
         ns = len(wire.encode_namespace("default"))
         assert srv.state["ops"] == [
             (wire.OP_PUT, wire.FLAG_PUT_HINTS, ns + wire.PUT_ITEM_SIZE + wire.PUT_HINTS_SIZE + 1),
             (wire.OP_GET, 0, ns + wire.KEY_SIZE),
             (wire.OP_LOOKUP, 0, ns + wire.KEY_SIZE),
+            (wire.OP_ROUTE, 0, len(wire.encode_route_query("default", [7]))),
         ]
         with pytest.raises(NotImplementedError):
             c.end_session("default", 9)

@@ -44,7 +44,9 @@ def encode_request(r: dict) -> bytes:
     elif op == wire.OP_ROUTE:
         q = r["route"]
         body = wire.encode_route_query(r["namespace"], q["block_hashes"], q["token_ids"], q["commit"], q["temperature"],
-                                       q["priority"], q["max_workers"], q["expected_output_tokens"], q["pin_ttl_ms"])
+                                       q["priority"], q["max_workers"], q["expected_output_tokens"], q["pin_ttl_ms"],
+                                       r.get("retain_ms", 0))
+        assert wire.route_frame_flags(r.get("retain_ms", 0)) == r["flags"]
     elif op == wire.OP_PUT:
         body = wire.encode_namespace(r["namespace"])
         for it in r["items"]:
@@ -151,7 +153,7 @@ def _client_call(c: ctxtier.Client, r: dict):
         q = r["route"]
         c.route(ns, q["block_hashes"], q["token_ids"], commit=q["commit"], temperature=q["temperature"],
                 priority=q["priority"], max_workers=q["max_workers"],
-                expected_output_tokens=q["expected_output_tokens"], pin_ttl=q["pin_ttl_ms"] / 1000)
+                expected_output_tokens=q["expected_output_tokens"], pin_ttl=q["pin_ttl_ms"] / 1000, retain=retain)
 
 
 CLIENT_PATH = [p for p in cases("request")

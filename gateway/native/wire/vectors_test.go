@@ -66,7 +66,7 @@ type vecRequest struct {
 	Keys      []vecKey  `json:"keys"`
 	Items     []vecPut  `json:"items"`
 	Route     *vecRoute `json:"route"`
-	// RetainMs is a GET's or LOOKUP's read hint (FlagReadHints), Session
+	// RetainMs is a GET's, LOOKUP's or ROUTE's read hint (FlagReadHints), Session
 	// an END_SESSION's id.
 	RetainMs uint32 `json:"retain_ms,omitempty"`
 	Session  uint64 `json:"session,omitempty"`
@@ -230,6 +230,8 @@ func sharedVectors() []vector {
 				Priority: 3, MaxWorkers: 4, ExpectedOutputTokens: 256, PinTTLMs: 30000}}},
 		{Name: "route tokens", Kind: "request", Request: &vecRequest{Op: uint8(OpRoute), ID: 16, Namespace: "default",
 			Route: &vecRoute{TokenIDs: []uint32{1, 2, 3, 0xffffffff}}}},
+		{Name: "route with a read hint", Kind: "request", Request: &vecRequest{Op: uint8(OpRoute), Flags: FlagReadHints, ID: 20, Namespace: "agent",
+			RetainMs: 600000, Route: &vecRoute{BlockHashes: []uint64{7, 8, 9}, Priority: 2}}},
 		{Name: "put statuses", Kind: "response", Response: &vecResponse{Op: uint8(OpPut), ID: 7,
 			Items: []vecItem{{}, {Code: uint16(errcode.Conflict), Message: "block exists with different content"}}}},
 		{Name: "get data and a miss", Kind: "response", Response: &vecResponse{Op: uint8(OpGet), ID: 8,
@@ -316,6 +318,10 @@ func encodeRequest(t *testing.T, r *vecRequest) []byte {
 		q := query.Query{Namespace: r.Namespace, BlockHashes: r.Route.BlockHashes, TokenIDs: r.Route.TokenIDs, Temperature: r.Route.Temperature,
 			Hints:      query.Hints{Priority: r.Route.Priority, ExpectedOutputTokens: r.Route.ExpectedOutputTokens, PinTTL: time.Duration(r.Route.PinTTLMs) * time.Millisecond},
 			MaxWorkers: r.Route.MaxWorkers, Commit: r.Route.Commit}
+		q.Hints.Retain = time.Duration(r.RetainMs) * time.Millisecond
+		if RouteFrameFlags(q) != r.Flags {
+			t.Fatalf("route %+v: frame flags %#x, case says %#x", q, RouteFrameFlags(q), r.Flags)
+		}
 		body = AppendRouteQuery(nil, q)
 	case OpPut:
 		body = AppendNamespace(nil, r.Namespace)

@@ -615,11 +615,17 @@ class Client(DirectReads):
               token_ids: Optional[Iterable[int]] = None, *, commit: bool = False,
               temperature: Optional[float] = None, priority: int = 0, max_workers: int = 0,
               expected_output_tokens: int = 0, pin_ttl: Optional[float] = None,
-              timeout: Optional[float] = None) -> wire.RouteResult:
+              retain: Optional[float] = None, timeout: Optional[float] = None) -> wire.RouteResult:
         """Ask ctxd's KV-aware router which worker should take a request (the ROUTE opcode).
 
         Give block_hashes (the namespace's chained hashes, prefix order) or
         token_ids (the server hashes whole blocks with the namespace's scheme).
+        retain (seconds) is the read hint, as on :meth:`get`: the harness
+        will send this context again within it, so the prefix the tier holds
+        (the result's tier_depth) has its retain window re-armed. Like the
+        reads' hint it is checked here (a positive number of seconds up to
+        about 49.7 days, else InvalidArgument) and sent only to a server
+        that accepted agent sessions (:attr:`sessions_accepted`).
         """
         if not 0 <= priority <= 7:
             raise errors.InvalidArgument(f"priority {priority} out of range 0..7")
@@ -632,11 +638,17 @@ class Client(DirectReads):
         if toks is not None and any(not 0 <= t <= 0xFFFFFFFF for t in toks):
             raise errors.InvalidArgument("token ids are unsigned 32-bit integers")
         ms = _ttl_ms(pin_ttl)
-        body = wire.encode_route_query(namespace, hs, toks, commit, temperature, priority, max_workers,
-                                       expected_output_tokens, ms)
-        if len(body) + wire.HEADER_SIZE > self.limits.max_frame_size:
-            raise errors.TooLarge(f"a route query of {len(body) + wire.HEADER_SIZE} bytes exceeds the server's "
-                                  f"maximum frame size {self.limits.max_frame_size}")
-        (r,) = self._call(lambda c: [(wire.OP_ROUTE, 0, 0, [body], None)], timeout)
+        rms = wire.retain_ms(retain)
+
+        def build(c):
+            r_ms = rms if c.sessions else 0  # an older server: the query goes without its read hint
+            body = wire.encode_route_query(namespace, hs, toks, commit, temperature, priority, max_workers,
+                                           expected_output_tokens, ms, r_ms)
+            if len(body) + wire.HEADER_SIZE > self.limits.max_frame_size:
+                raise errors.TooLarge(f"a route query of {len(body) + wire.HEADER_SIZE} bytes exceeds the server's "
+                                      f"maximum frame size {self.limits.max_frame_size}")
+            return [(wire.OP_ROUTE, wire.route_frame_flags(r_ms), 0, [body], None)]
+
+        (r,) = self._call(build, timeout)
         self._raise_request(r)
         return r.route

@@ -57,7 +57,7 @@ FLAG_RESPONSE = 1 << 0
 FLAG_LINEARIZABLE = 1 << 1
 FLAG_VERIFY_AT_REST = 1 << 2
 FLAG_PUT_HINTS = 1 << 3  # PUT only: a hint record follows each item header
-FLAG_READ_HINTS = 1 << 4  # GET, LOOKUP: a read hint record follows the namespace
+FLAG_READ_HINTS = 1 << 4  # GET, LOOKUP, ROUTE: a read hint record follows the namespace
 FLAG_PUT_SESSION = 1 << 5  # PUT, with FLAG_PUT_HINTS: each hint record ends with a u64 session id
 _FLAGS_KNOWN = (FLAG_RESPONSE | FLAG_LINEARIZABLE | FLAG_VERIFY_AT_REST | FLAG_PUT_HINTS | FLAG_READ_HINTS
                 | FLAG_PUT_SESSION)
@@ -664,8 +664,12 @@ def _sat32(v: int) -> int:
 
 def encode_route_query(ns: str, block_hashes=None, token_ids=None, commit: bool = False,
                        temperature: Optional[float] = None, priority: int = 0, max_workers: int = 0,
-                       expected_output_tokens: int = 0, pin_ttl_ms: int = 0) -> bytes:
-    """A ROUTE request body. Hashes win when both are given, as in the Go codec."""
+                       expected_output_tokens: int = 0, pin_ttl_ms: int = 0, retain_ms: int = 0) -> bytes:
+    """A ROUTE request body. Hashes win when both are given, as in the Go codec.
+
+    retain_ms > 0 adds the read hint record after the namespace; the frame
+    then carries FLAG_READ_HINTS (route_frame_flags).
+    """
     tokens = not block_hashes and token_ids is not None
     f = 0
     if commit:
@@ -677,9 +681,15 @@ def encode_route_query(ns: str, block_hashes=None, token_ids=None, commit: bool 
     if tokens:
         f |= ROUTE_TOKEN_IDS
     items = list(token_ids) if tokens else list(block_hashes or [])
-    head = encode_namespace(ns) + _ROUTE_Q.pack(f, priority, 0, _sat32(max_workers), temp,
+    hint = encode_read_hints(retain_ms) if retain_ms > 0 else b""
+    head = encode_namespace(ns) + hint + _ROUTE_Q.pack(f, priority, 0, _sat32(max_workers), temp,
                                                 _sat32(expected_output_tokens), _sat32(pin_ttl_ms), len(items))
     return head + struct.pack(f"<{len(items)}{'I' if tokens else 'Q'}", *items)
+
+
+def route_frame_flags(retain_ms: int) -> int:
+    """The frame flags of a ROUTE request: FLAG_READ_HINTS when it carries a read hint."""
+    return FLAG_READ_HINTS if retain_ms > 0 else 0
 
 
 def _cost(b, off: int) -> Cost:
