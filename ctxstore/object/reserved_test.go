@@ -22,7 +22,7 @@ func TestKeyValueCallsCannotReachObjectRecords(t *testing.T) {
 	if _, err := s.PutObject(ctx, "obj", []byte("model.bin"), strings.NewReader("weights"), PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	up, err := s.CreateUpload(ctx, "obj", []byte("big.bin"), nil)
+	up, err := s.CreateUpload(ctx, "obj", []byte("big.bin"), nil, block.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
