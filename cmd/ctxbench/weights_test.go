@@ -20,11 +20,14 @@ func TestParseWeightsFlags(t *testing.T) {
 	if err != nil || c.Size != 64<<20 || c.Files != 3 || c.Pullers != 2 || c.Parallel != 3 || c.ChunkSize != 8<<20 || c.DataShards != 2 || c.ParityShards != 1 {
 		t.Fatalf("%+v %v", c, err)
 	}
-	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 {
+	if c, err := parseWeightsFlags(strings.Fields("--start --profile /tmp/p --profile-seconds 9"), io.Discard); err != nil || c.Profile != "/tmp/p" || c.ProfileSeconds != 9 {
+		t.Fatalf("profile: %+v %v", c, err)
+	}
+	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}
 	for _, bad := range []string{"", "--start --size lots", "--start --size 1MiB --files 2", "--start --files 0", "--start --pullers 0",
-		"--start --parallel 0", "--start --chunk-size 1MiB", "--start --data-shards 2 --parity-shards 2", "--start --dram-capacity x", "--start extra"} {
+		"--start --parallel 0", "--start --chunk-size 1MiB", "--start --data-shards 2 --parity-shards 2", "--start --dram-capacity x", "--start extra", "--start --profile-seconds 0"} {
 		if _, err := parseWeightsFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
