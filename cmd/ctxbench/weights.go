@@ -124,6 +124,8 @@ type weightsResult struct {
 	// cpuNodes and cpuBench are the CPU time (user + system) the three
 	// nodes and ctxbench (the pullers) used during the tier pull.
 	cpuNodes, cpuBench time.Duration
+	// cpuRaw is ctxbench's CPU time (both ends) in the raw TCP phase.
+	cpuRaw time.Duration
 }
 
 // The weights namespace and the model the bench pushes.
@@ -284,9 +286,15 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	fmt.Fprintf(progress, "weights: %d workers through the tier: last complete after %v\n", cfg.Pullers, res.tier.Round(time.Millisecond))
 
 	// The same bytes over raw loopback TCP, same number of streams.
+	raw0 := cpu.sample()
 	if res.raw, err = rawTCP(ctx, res.size*int64(cfg.Pullers), cfg.Pullers*cfg.Parallel, int(cfg.ChunkSize)); err != nil {
 		return err
 	}
+	raw1 := cpu.sample()
+	if err := errors.Join(raw0.err, raw1.err); err != nil {
+		return err
+	}
+	res.cpuRaw = raw1.bench - raw0.bench
 	fmt.Fprintf(progress, "weights: raw loopback TCP, %d streams: %v\n", cfg.Pullers*cfg.Parallel, res.raw.Round(time.Millisecond))
 
 	// Each worker reading the checkpoint from versitygw directly.
@@ -349,13 +357,13 @@ func (r *weightsResult) print(out io.Writer, cfg weightsConfig) {
 		"tier_gb_s=%.3f raw_tcp_gb_s=%.3f ratio_vs_raw_tcp=%.3f "+
 		"lower_tier_bytes_per_served_byte=%.3f lower_tier_bytes_per_checkpoint_byte=%.3f lower_tier_bytes=%s (nvme=%s s3=%s; %v) promotions=%.0f shared_reads=%.0f "+
 		"last_complete_s=%.2f versitygw_last_complete_s=%.2f speedup_vs_versitygw=%.3f push_gb_s=%.3f "+
-		"node_cpu_s_per_gb=%.3f puller_cpu_s_per_gb=%.3f\n",
+		"node_cpu_s_per_gb=%.3f puller_cpu_s_per_gb=%.3f raw_tcp_cpu_s_per_gb=%.3f\n",
 		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards,
 		gbs(r.tier), gbs(r.raw), r.raw.Seconds()/r.tier.Seconds(),
 		r.lowerBytes/r.served, r.lowerBytes/float64(r.size), block.FormatSize(int64(r.lowerBytes)), block.FormatSize(int64(r.nvmeReads)), block.FormatSize(int64(r.s3Reads)), r.lowerByNode,
 		r.promotions, r.shared,
 		r.tier.Seconds(), r.vgw.Seconds(), r.vgw.Seconds()/r.tier.Seconds(), float64(r.size)/r.push.Seconds()/1e9,
-		r.cpuNodes.Seconds()/(r.served/1e9), r.cpuBench.Seconds()/(r.served/1e9))
+		r.cpuNodes.Seconds()/(r.served/1e9), r.cpuBench.Seconds()/(r.served/1e9), r.cpuRaw.Seconds()/(r.served/1e9))
 }
 
 // lowerTierCounters are one node's counters of reads below DRAM.
