@@ -122,7 +122,8 @@ func TestWeightsBenchAgainstRealCluster(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building ctxd: %v\n%s", err, out)
 	}
-	cfg, err := parseWeightsFlags(strings.Fields("--start --ctxd "+bin+" --versitygw "+vgw+" --size 64MiB --dram-capacity 16MiB --nvme-capacity 1GiB --chunk-size 8MiB --pullers 4 --parallel 2"), io.Discard)
+	prof := t.TempDir()
+	cfg, err := parseWeightsFlags(strings.Fields("--start --ctxd "+bin+" --versitygw "+vgw+" --size 64MiB --dram-capacity 16MiB --nvme-capacity 1GiB --chunk-size 8MiB --pullers 4 --parallel 2 --profile "+prof+" --profile-seconds 1"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +146,18 @@ func TestWeightsBenchAgainstRealCluster(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"tier_gb_s", "raw_tcp_gb_s", "ratio_vs_raw_tcp", "lower_tier_bytes_per_served_byte", "lower_tier_bytes_per_checkpoint_byte",
-		"last_complete_s", "versitygw_last_complete_s", "speedup_vs_versitygw", "push_gb_s", "promotions"} {
+		"last_complete_s", "versitygw_last_complete_s", "speedup_vs_versitygw", "push_gb_s", "promotions",
+		"node_cpu_s_per_gb", "puller_cpu_s_per_gb", "raw_tcp_cpu_s_per_gb"} {
 		if v, ok := vals[k]; !ok || v <= 0 {
 			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)
+		}
+	}
+	// --profile: a CPU profile of every node and of the pullers, each a
+	// gzipped pprof file.
+	for _, name := range []string{"n1", "n2", "n3", "ctxbench"} {
+		b, err := os.ReadFile(filepath.Join(prof, name+".pprof"))
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("profile %s: %d bytes, err %v: want a gzipped pprof profile", name, len(b), err)
 		}
 	}
 }
