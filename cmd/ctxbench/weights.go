@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/internal/freeport"
 	"github.com/ctxtier/ctxtier/internal/weights"
 )
 
@@ -37,6 +38,11 @@ type weightsConfig struct {
 	// Dir holds the checkpoint, the versitygw bucket and the nodes' data
 	// (default: the system's temporary directory).
 	Dir string
+	// Profile is a directory for CPU profiles of every node and of
+	// ctxbench (the pullers), ProfileSeconds long, taken from the start of
+	// the tier pull (nodeProfiler).
+	Profile        string
+	ProfileSeconds int
 }
 
 func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
@@ -57,6 +63,8 @@ func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
 	fs.IntVar(&c.DataShards, "data-shards", 1, "erasure code of the weights namespace: data shards")
 	fs.IntVar(&c.ParityShards, "parity-shards", 0, "erasure code of the weights namespace: parity shards")
 	fs.StringVar(&c.Dir, "dir", "", "directory for the checkpoint, versitygw's bucket and the nodes' data (default: $TMPDIR)")
+	fs.StringVar(&c.Profile, "profile", "", "start the nodes with --pprof-listen and write CPU profiles of every node (n1.pprof...) and of ctxbench, the pullers (ctxbench.pprof), taken from the start of the tier pull, to this directory")
+	fs.IntVar(&c.ProfileSeconds, "profile-seconds", 5, "length of the --profile CPU profiles (keep it under the tier pull's duration)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -88,6 +96,8 @@ func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
 		return c, errors.New("--parallel must be in 1..64")
 	case c.DataShards < 1 || c.ParityShards < 0 || c.DataShards+c.ParityShards > 3:
 		return c, errors.New("--data-shards + --parity-shards must be in 1..3 (three nodes)")
+	case c.ProfileSeconds < 1 || c.ProfileSeconds > 600:
+		return c, errors.New("--profile-seconds must be in 1..600")
 	}
 	wc := weights.DefaultConfig()
 	wc.ChunkSize = c.ChunkSize
@@ -111,6 +121,11 @@ type weightsResult struct {
 	promotions, shared    float64
 	nvmeReads, s3Reads    float64
 	workerTier, workerVGW []time.Duration
+	// cpuNodes and cpuBench are the CPU time (user + system) the three
+	// nodes and ctxbench (the pullers) used during the tier pull.
+	cpuNodes, cpuBench time.Duration
+	// cpuRaw is ctxbench's CPU time (both ends) in the raw TCP phase.
+	cpuRaw time.Duration
 }
 
 // The weights namespace and the model the bench pushes.
@@ -153,9 +168,16 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	if err != nil {
 		return err
 	}
+	var prof *nodeProfiler
+	if cfg.Profile != "" {
+		if err := os.MkdirAll(cfg.Profile, 0o755); err != nil {
+			return err
+		}
+		prof = &nodeProfiler{dir: cfg.Profile, seconds: cfg.ProfileSeconds}
+	}
 	lc, err := startLocalClusterWith(ctx, clusterOptions{
 		Ctxd: cfg.Ctxd, Nodes: 3, DRAM: cfg.DRAMCapacity, S3: true, Dir: root,
-		Prepare: func(_ int, data string) ([]string, error) {
+		Prepare: func(i int, data string) ([]string, error) {
 			for _, f := range []string{credential.FileName, credential.NodeKeyFile} {
 				b, err := os.ReadFile(filepath.Join(seed, f))
 				if err != nil {
@@ -165,7 +187,17 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 					return nil, err
 				}
 			}
-			return []string{"--nvme-capacity", cfg.NVMeCapacity}, nil
+			extra := []string{"--nvme-capacity", cfg.NVMeCapacity}
+			if prof != nil {
+				addr, err := freeport.Pick()
+				if err != nil {
+					return nil, err
+				}
+				prof.ids = append(prof.ids, fmt.Sprintf("n%d", i+1))
+				prof.addrs = append(prof.addrs, addr)
+				extra = append(extra, "--pprof-listen", addr)
+			}
+			return extra, nil
 		},
 	}, progress)
 	if err != nil {
@@ -220,7 +252,21 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 		}
 		cfgs[i] = tierCfg(eps)
 	}
+	cpu := &cpuMeter{}
+	for _, nd := range lc.nodes {
+		cpu.pids = append(cpu.pids, nd.cmd.Process.Pid)
+	}
+	cpu0 := cpu.sample()
+	waitProf := prof.start(ctx, progress)
 	if res.tier, res.workerTier, err = pullAll(ctx, cfgs, res.size); err != nil {
+		return err
+	}
+	cpu1 := cpu.sample()
+	if err := errors.Join(cpu0.err, cpu1.err); err != nil {
+		return err
+	}
+	res.cpuNodes, res.cpuBench = cpu1.nodes-cpu0.nodes, cpu1.bench-cpu0.bench
+	if err := waitProf(); err != nil {
 		return err
 	}
 	after, err := lowerTierSnapshot(ctx, lc)
@@ -240,9 +286,15 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	fmt.Fprintf(progress, "weights: %d workers through the tier: last complete after %v\n", cfg.Pullers, res.tier.Round(time.Millisecond))
 
 	// The same bytes over raw loopback TCP, same number of streams.
+	raw0 := cpu.sample()
 	if res.raw, err = rawTCP(ctx, res.size*int64(cfg.Pullers), cfg.Pullers*cfg.Parallel, int(cfg.ChunkSize)); err != nil {
 		return err
 	}
+	raw1 := cpu.sample()
+	if err := errors.Join(raw0.err, raw1.err); err != nil {
+		return err
+	}
+	res.cpuRaw = raw1.bench - raw0.bench
 	fmt.Fprintf(progress, "weights: raw loopback TCP, %d streams: %v\n", cfg.Pullers*cfg.Parallel, res.raw.Round(time.Millisecond))
 
 	// Each worker reading the checkpoint from versitygw directly.
@@ -304,12 +356,14 @@ func (r *weightsResult) print(out io.Writer, cfg weightsConfig) {
 	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d "+
 		"tier_gb_s=%.3f raw_tcp_gb_s=%.3f ratio_vs_raw_tcp=%.3f "+
 		"lower_tier_bytes_per_served_byte=%.3f lower_tier_bytes_per_checkpoint_byte=%.3f lower_tier_bytes=%s (nvme=%s s3=%s; %v) promotions=%.0f shared_reads=%.0f "+
-		"last_complete_s=%.2f versitygw_last_complete_s=%.2f speedup_vs_versitygw=%.3f push_gb_s=%.3f\n",
+		"last_complete_s=%.2f versitygw_last_complete_s=%.2f speedup_vs_versitygw=%.3f push_gb_s=%.3f "+
+		"node_cpu_s_per_gb=%.3f puller_cpu_s_per_gb=%.3f raw_tcp_cpu_s_per_gb=%.3f\n",
 		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards,
 		gbs(r.tier), gbs(r.raw), r.raw.Seconds()/r.tier.Seconds(),
 		r.lowerBytes/r.served, r.lowerBytes/float64(r.size), block.FormatSize(int64(r.lowerBytes)), block.FormatSize(int64(r.nvmeReads)), block.FormatSize(int64(r.s3Reads)), r.lowerByNode,
 		r.promotions, r.shared,
-		r.tier.Seconds(), r.vgw.Seconds(), r.vgw.Seconds()/r.tier.Seconds(), float64(r.size)/r.push.Seconds()/1e9)
+		r.tier.Seconds(), r.vgw.Seconds(), r.vgw.Seconds()/r.tier.Seconds(), float64(r.size)/r.push.Seconds()/1e9,
+		r.cpuNodes.Seconds()/(r.served/1e9), r.cpuBench.Seconds()/(r.served/1e9), r.cpuRaw.Seconds()/(r.served/1e9))
 }
 
 // lowerTierCounters are one node's counters of reads below DRAM.

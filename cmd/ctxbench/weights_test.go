@@ -20,11 +20,14 @@ func TestParseWeightsFlags(t *testing.T) {
 	if err != nil || c.Size != 64<<20 || c.Files != 3 || c.Pullers != 2 || c.Parallel != 3 || c.ChunkSize != 8<<20 || c.DataShards != 2 || c.ParityShards != 1 {
 		t.Fatalf("%+v %v", c, err)
 	}
-	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 {
+	if c, err := parseWeightsFlags(strings.Fields("--start --profile /tmp/p --profile-seconds 9"), io.Discard); err != nil || c.Profile != "/tmp/p" || c.ProfileSeconds != 9 {
+		t.Fatalf("profile: %+v %v", c, err)
+	}
+	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}
 	for _, bad := range []string{"", "--start --size lots", "--start --size 1MiB --files 2", "--start --files 0", "--start --pullers 0",
-		"--start --parallel 0", "--start --chunk-size 1MiB", "--start --data-shards 2 --parity-shards 2", "--start --dram-capacity x", "--start extra"} {
+		"--start --parallel 0", "--start --chunk-size 1MiB", "--start --data-shards 2 --parity-shards 2", "--start --dram-capacity x", "--start extra", "--start --profile-seconds 0"} {
 		if _, err := parseWeightsFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -119,7 +122,8 @@ func TestWeightsBenchAgainstRealCluster(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building ctxd: %v\n%s", err, out)
 	}
-	cfg, err := parseWeightsFlags(strings.Fields("--start --ctxd "+bin+" --versitygw "+vgw+" --size 64MiB --dram-capacity 16MiB --nvme-capacity 1GiB --chunk-size 8MiB --pullers 4 --parallel 2"), io.Discard)
+	prof := t.TempDir()
+	cfg, err := parseWeightsFlags(strings.Fields("--start --ctxd "+bin+" --versitygw "+vgw+" --size 64MiB --dram-capacity 16MiB --nvme-capacity 1GiB --chunk-size 8MiB --pullers 4 --parallel 2 --profile "+prof+" --profile-seconds 1"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +146,18 @@ func TestWeightsBenchAgainstRealCluster(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"tier_gb_s", "raw_tcp_gb_s", "ratio_vs_raw_tcp", "lower_tier_bytes_per_served_byte", "lower_tier_bytes_per_checkpoint_byte",
-		"last_complete_s", "versitygw_last_complete_s", "speedup_vs_versitygw", "push_gb_s", "promotions"} {
+		"last_complete_s", "versitygw_last_complete_s", "speedup_vs_versitygw", "push_gb_s", "promotions",
+		"node_cpu_s_per_gb", "puller_cpu_s_per_gb", "raw_tcp_cpu_s_per_gb"} {
 		if v, ok := vals[k]; !ok || v <= 0 {
 			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)
+		}
+	}
+	// --profile: a CPU profile of every node and of the pullers, each a
+	// gzipped pprof file.
+	for _, name := range []string{"n1", "n2", "n3", "ctxbench"} {
+		b, err := os.ReadFile(filepath.Join(prof, name+".pprof"))
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("profile %s: %d bytes, err %v: want a gzipped pprof profile", name, len(b), err)
 		}
 	}
 }

@@ -337,8 +337,10 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 		launched++
 		pending++
 		go func() {
-			data, err := b.fetch(fctx, s.NodeID, key)
-			if err == nil && (int64(len(data)) != e.Size || block.Checksum(data) != e.Sum) {
+			// The bytes were checked against sum as they arrived; sum
+			// equal to the index's is the same check as summing them here.
+			data, sum, err := b.fetchSum(fctx, s.NodeID, key)
+			if err == nil && (int64(len(data)) != e.Size || sum != e.Sum) {
 				err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
 			}
 			answers <- answer{data, err}
@@ -393,19 +395,28 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 // (decoded, or handed on as a replica's bytes), so the tier must verify it
 // whatever the reader declared (block.WithReaderVerify).
 func (b *Backend) fetch(ctx context.Context, nodeID string, sk block.Key) ([]byte, error) {
+	d, _, err := b.fetchSum(ctx, nodeID, sk)
+	return d, err
+}
+
+// fetchSum is fetch that also returns the bytes' CRC-32C, the one they were
+// verified against on the way (by this node's tier for a local read, by
+// the peer client as they arrived for a remote one): a caller comparing it
+// with the index's sum checks the bytes without summing them again.
+func (b *Backend) fetchSum(ctx context.Context, nodeID string, sk block.Key) ([]byte, uint32, error) {
 	ctx, cancel := context.WithTimeout(block.WithoutReaderVerify(ctx), b.cfg.ShardTimeout)
 	defer cancel()
 	if nodeID == b.cfg.NodeID {
 		ref, err := b.local.Get(ctx, sk)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		defer ref.Release()
-		return slices.Clone(ref.Data), nil
+		return slices.Clone(ref.Data), ref.Sum, nil
 	}
 	m, ok := b.node.FSM().Member(nodeID)
 	if !ok {
-		return nil, fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
+		return nil, 0, fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
 	}
 	return b.peers.GetShard(ctx, m, sk)
 }

@@ -121,9 +121,11 @@ func (c Config) suspectAfter() time.Duration {
 // the whole block under its own key.
 type Peers interface {
 	PutShard(ctx context.Context, m fsm.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error
-	// GetShard returns the shard's bytes, verified against the checksum the
-	// peer stored with them.
-	GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, error)
+	// GetShard returns the shard's bytes and their CRC-32C: the checksum
+	// the peer stored with them, which the bytes were verified against (so
+	// comparing it with an expected sum checks the bytes without a second
+	// pass over them).
+	GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, uint32, error)
 	DeleteShard(ctx context.Context, m fsm.Member, key block.Key) error
 	// DeleteShardIf deletes the shard only while m holds the bytes whose
 	// CRC-32C is sum (block.ErrNotFound, changing nothing, otherwise): a

@@ -145,24 +145,28 @@ func (p *fakePeers) setStalled(id string, v bool) {
 	p.mu.Unlock()
 }
 
-func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, error) {
+// GetShard returns the bytes with the CRC-32C of the bytes themselves, as
+// the real client returns the sum it verified them against as they arrived
+// (so a corrupted copy still fails the caller's comparison with the index).
+func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, uint32, error) {
 	p.mu.Lock()
 	stalled := p.stalled[m.ID]
 	p.mu.Unlock()
 	if stalled {
 		<-ctx.Done()
-		return nil, fmt.Errorf("%w: %s did not answer: %v", block.ErrUnavailable, m.ID, ctx.Err())
+		return nil, 0, fmt.Errorf("%w: %s did not answer: %v", block.ErrUnavailable, m.ID, ctx.Err())
 	}
 	t, err := p.tier(m)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ref, err := t.Get(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer ref.Release()
-	return slices.Clone(ref.Data), nil
+	d := slices.Clone(ref.Data)
+	return d, block.Checksum(d), nil
 }
 
 func (p *fakePeers) DeleteShard(ctx context.Context, m fsm.Member, key block.Key) error {

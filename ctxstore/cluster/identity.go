@@ -52,7 +52,7 @@ func (b *Backend) verified(ctx context.Context, id string) bool {
 	if !ok {
 		return false
 	}
-	d, err := b.peers.GetShard(ctx, m, identityKey)
+	d, _, err := b.peers.GetShard(ctx, m, identityKey)
 	return err == nil && string(d) == m.ID
 }
 

@@ -274,6 +274,29 @@ func (c *Client) Get(ctx context.Context, key block.Key) ([]byte, error) {
 	return out[0], errs[0]
 }
 
+// GetSum fetches one block like Get and also returns its CRC-32C: the
+// checksum the server recorded at put time, which the received bytes were
+// checked against as they arrived (see getVerified). A caller that needs
+// the block to match a known checksum compares the returned one instead of
+// summing the bytes a second time.
+func (c *Client) GetSum(ctx context.Context, key block.Key) ([]byte, uint32, error) {
+	var (
+		data []byte
+		sum  uint32
+	)
+	errs, err := c.getVerified(ctx, []block.Key{key}, nil, func(_ int, it *wire.ItemResult) error {
+		data, sum = it.Data, it.Sum
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if errs[0] != nil {
+		return nil, 0, errs[0]
+	}
+	return data, sum, nil
+}
+
 // GetInto fetches one block straight from the socket into buf and returns
 // its size. A block larger than buf is block.ErrTooLarge (its bytes are
 // read past; the connection stays usable).

@@ -70,6 +70,10 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("Get: err %v, equal %v", err, bytes.Equal(got, data))
 			}
+			got, sum, err := c.GetSum(ctx, tc.key)
+			if err != nil || !bytes.Equal(got, data) || sum != block.Checksum(data) {
+				t.Fatalf("GetSum: err %v, equal %v, sum %08x want %08x", err, bytes.Equal(got, data), sum, block.Checksum(data))
+			}
 			buf := make([]byte, tc.size+10)
 			n, err := c.GetInto(ctx, tc.key, buf)
 			if err != nil || n != tc.size || !bytes.Equal(buf[:n], data) {
@@ -101,6 +105,7 @@ func TestErrors(t *testing.T) {
 		want error
 	}{
 		{"get missing", func() error { _, err := c.Get(ctx, block.NewKey("default", 7)); return err }, block.ErrNotFound},
+		{"get missing with sum", func() error { _, _, err := c.GetSum(ctx, block.NewKey("default", 7)); return err }, block.ErrNotFound},
 		{"conflicting re-put", func() error { return c.Put(ctx, k, []byte("world")) }, block.ErrConflict},
 		{"unknown namespace", func() error { return c.Put(ctx, block.NewKey("nope", 1), []byte("x")) }, block.ErrUnknownNamespace},
 		{"unknown namespace get", func() error { _, err := c.Get(ctx, block.NewKey("nope", 1)); return err }, block.ErrUnknownNamespace},

@@ -154,15 +154,16 @@ func (p *Peers) PutShard(ctx context.Context, m cluster.Member, key block.Key, d
 	return p.done(m, c, c.PutWithOptions(ctx, key, data, opts))
 }
 
-// GetShard reads a shard from m; the client verifies the bytes against the
-// checksum m stored with them.
-func (p *Peers) GetShard(ctx context.Context, m cluster.Member, key block.Key) ([]byte, error) {
+// GetShard reads a shard from m and returns it with its CRC-32C; the client
+// verified the bytes against that checksum, the one m stored with them, as
+// they arrived.
+func (p *Peers) GetShard(ctx context.Context, m cluster.Member, key block.Key) ([]byte, uint32, error) {
 	c, err := p.client(ctx, m)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	d, err := c.Get(ctx, key)
-	return d, p.done(m, c, err)
+	d, sum, err := c.GetSum(ctx, key)
+	return d, sum, p.done(m, c, err)
 }
 
 // DeleteShard removes a shard from m.

@@ -90,9 +90,9 @@ func TestShardRoundTrip(t *testing.T) {
 		if !stack.Contains(k) {
 			t.Fatalf("%v not in the peer's tiers", k)
 		}
-		got, err := p.GetShard(ctx, m, k)
-		if err != nil || string(got) != string(d) {
-			t.Fatalf("get %v: %q %v", k, got, err)
+		got, sum, err := p.GetShard(ctx, m, k)
+		if err != nil || string(got) != string(d) || sum != block.Checksum(d) {
+			t.Fatalf("get %v: %q %08x %v", k, got, sum, err)
 		}
 		if err := p.PinShard(ctx, m, k, time.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -107,7 +107,7 @@ func TestShardRoundTrip(t *testing.T) {
 	if err := p.DeleteShard(ctx, m, whole.WithShard(0)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.GetShard(ctx, m, whole.WithShard(0)); !errors.Is(err, block.ErrNotFound) {
+	if _, _, err := p.GetShard(ctx, m, whole.WithShard(0)); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("deleted shard: %v", err)
 	}
 	if !stack.Contains(whole) || !stack.Contains(whole.WithShard(2)) {
@@ -171,7 +171,7 @@ func TestShardTLS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := p.GetShard(ctx, m, k)
+			got, _, err := p.GetShard(ctx, m, k)
 			if err != nil || string(got) != string(d) || !stack.Contains(k) {
 				t.Fatalf("get over tls: %q %v", got, err)
 			}
