@@ -329,8 +329,10 @@ func (t *Tier) unindexLocked(h uint32) {
 
 func (t *Tier) releaseLocked(h uint32) {
 	e := &t.entries[h]
-	if e.spliced {
-		// See markSpliced. If the punch fails the pages may be rewritten
+	if e.spliced && !t.closed {
+		// See markSpliced. After Close the memory file is gone and t.fd
+		// may already number another file of the process, which a punch
+		// would zero. If the punch fails the pages may be rewritten
 		// under a socket still sending them; the client's end-to-end CRC-32C
 		// catches that and reads again, so it is logged, not fatal.
 		off, n := int64(e.page)*PageSize, int64(e.pages)*PageSize

@@ -3,6 +3,7 @@ package dram
 import (
 	"bytes"
 	"context"
+	"os"
 	"testing"
 	"unsafe"
 
@@ -95,5 +96,56 @@ func TestGetAllocatesOnlyTheRef(t *testing.T) {
 	ref.Release() // a second Release must not end another lease
 	if _, err := tr.Get(ctx, key(1)); err == nil {
 		t.Fatal("the deleted block is still readable after its lease ended")
+	}
+}
+
+// TestLeaseEndingAfterCloseTouchesNoOtherFile checks that a lease on a block
+// sent with sendfile that ends after Close does not punch pages out of the
+// file its old descriptor number now names: Close closed the memory file, so
+// the number may have been reused by any other open file of the process.
+func TestLeaseEndingAfterCloseTouchesNoOtherFile(t *testing.T) {
+	tr := newTier(t, 1<<20)
+	data := payload(9, 3*PageSize+17)
+	if err := put(t, tr, key(9), data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := tr.Get(context.Background(), key(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldFD, off, ok := ref.FileRange() // marks the pages as sent
+	if !ok {
+		t.Fatal("a DRAM ref has no file range")
+	}
+	if err := tr.Delete(context.Background(), key(9)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Another file takes the old descriptor number, as the next open of
+	// the process would.
+	other, err := os.CreateTemp(t.TempDir(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	content := bytes.Repeat([]byte{0xA5}, int(off)+len(data)+PageSize)
+	if _, err := other.Write(content); err != nil {
+		t.Fatal(err)
+	}
+	if int(other.Fd()) != oldFD { // the open did not reuse the number itself
+		if err := unix.Dup2(int(other.Fd()), oldFD); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(oldFD)
+	}
+	ref.Release() // the last lease on the deleted block
+	got := make([]byte, len(content))
+	if _, err := unix.Pread(int(other.Fd()), got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, content) {
+		t.Fatalf("the file now under the old descriptor number lost %d bytes to a punch", len(content)-bytes.Count(got, []byte{0xA5}))
 	}
 }
