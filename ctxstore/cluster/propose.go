@@ -38,7 +38,7 @@ func DecodeResults(b []byte, want int) ([]fsm.OpResult, error) {
 		return nil, bad("unknown version")
 	}
 	b = b[1:]
-	n, k := binary.Uvarint(b)
+	n, k := shortestUvarint(b)
 	if k <= 0 || n != uint64(want) {
 		return nil, bad(fmt.Sprintf("count %d, want %d", n, want))
 	}
@@ -49,7 +49,7 @@ func DecodeResults(b []byte, want int) ([]fsm.OpResult, error) {
 			return nil, bad("truncated")
 		}
 		out[i].Status = fsm.Status(b[0])
-		g, k := binary.Uvarint(b[1:])
+		g, k := shortestUvarint(b[1:])
 		if k <= 0 {
 			return nil, bad("bad generation")
 		}
@@ -60,6 +60,20 @@ func DecodeResults(b []byte, want int) ([]fsm.OpResult, error) {
 		return nil, bad("trailing bytes")
 	}
 	return out, nil
+}
+
+// shortestUvarint is binary.Uvarint that also refuses (k = 0) a value not
+// written in its shortest form, as EncodeResults writes it: one answer has
+// one encoding.
+func shortestUvarint(b []byte) (uint64, int) {
+	v, k := binary.Uvarint(b)
+	if k > 0 {
+		var min [binary.MaxVarintLen64]byte
+		if k != binary.PutUvarint(min[:], v) {
+			return 0, 0
+		}
+	}
+	return v, k
 }
 
 // HandleForwarded runs on the leader: req is an index command (fsm.EncodeIndex)
