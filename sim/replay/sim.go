@@ -383,15 +383,19 @@ func (s *sim) estimate(w *pworker, p *preq, tierDepth int) float64 {
 		hd = w.cache.prefix(p.hashes)
 	}
 	var sec float64
-	tokens := 0
-	for j := hd; j < len(p.hashes); j++ {
-		if j < tierDepth {
+	prefix, tokens := 0, 0
+	for j := range p.hashes {
+		switch {
+		case j < hd:
+			prefix += p.tokens[j]
+		case j < tierDepth:
 			sec += float64(p.full[j]) / s.cfg.TierBytesPerSec
-		} else {
+			prefix += p.tokens[j]
+		default:
 			tokens += p.tokens[j]
 		}
 	}
-	return sec + s.cfg.prefillSeconds(tokens)
+	return sec + s.cfg.prefillSeconds(prefix, tokens)
 }
 
 // start begins w's next queued request at time t: HBM prefix, tier lookup
@@ -452,7 +456,7 @@ func (s *sim) start(ctx context.Context, c *cluster, wi int, t float64) error {
 		}
 	}
 	rec.ComputeTokens = computeTokens
-	rec.Compute = s.cfg.prefillSeconds(computeTokens)
+	rec.Compute = s.cfg.prefillSeconds(rec.HBMTokens+rec.TierTokens, computeTokens)
 	dur := rec.Lookup + rec.Fetch + rec.FetchModeled + rec.Compute
 	w.busy, w.busyUntil, w.cur, w.putFrom = true, t+dur, i, putFrom
 	s.push(event{t: t + dur, kind: evDone, c: c, w: wi})

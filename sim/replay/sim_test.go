@@ -28,6 +28,7 @@ func testConfig() Config {
 	cfg.DecodeWorkers = 1
 	cfg.PrefillTokensPerSec = 100 // one 4-token block: 40 ms
 	cfg.PrefillPassSeconds = 0
+	cfg.Attention = false // linear costs keep the hand-computed TTFTs simple; attention_test.go covers the term
 	cfg.HBMBlocks = 100
 	cfg.TierBytesPerSec = 1e6
 	cfg.HandoffBytesPerSec = 1e6
@@ -328,6 +329,10 @@ func TestSliceAndValidate(t *testing.T) {
 		"hbm":        func(c *Config) { c.HBMBlocks = -1 },
 		"decode mem": func(c *Config) { c.DecodeKVTokens = 0 },
 		"pass":       func(c *Config) { c.PrefillPassSeconds = -1 },
+		"layers":     func(c *Config) { c.ModelLayers = 0 },
+		"dim":        func(c *Config) { c.ModelDim = -1 },
+		"params":     func(c *Config) { c.ModelParams = math.NaN() },
+		"ref":        func(c *Config) { c.AttentionRefTokens = 0 },
 	} {
 		c := DefaultConfig()
 		mut(&c)
