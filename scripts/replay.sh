@@ -3,6 +3,8 @@
 #
 #   scripts/replay.sh --trace ../shared/traces/conversation_trace.jsonl [ctxbench replay flags...]
 #
+# After the replay it prints ctxd's DRAM eviction and residency counters to stderr.
+#
 # Environment:
 #   CTXD_BIN       ctxd binary to run (default: built from ./cmd/ctxd)
 #   CTXBENCH_BIN   ctxbench binary (default: built from ./cmd/ctxbench)
@@ -74,3 +76,6 @@ if [[ "${USE_ROUTER:-0}" == 1 ]]; then
 fi
 echo "replay.sh: ctxd $CTXD_BIN on $HTTP_ADDR, DRAM $DRAM_CAPACITY" >&2
 "$CTXBENCH_BIN" replay --tier-url "http://$HTTP_ADDR" "${extra[@]}" "$@"
+# What the DRAM tier evicted during the replay (0 when the trace's blocks fit).
+echo "replay.sh: ctxd's tier counters after the replay:" >&2
+curl -fsS "http://$HTTP_ADDR/metrics" | grep -E '^ctxtier_tier_(evictions_total|evicted_bytes_total|resident_bytes)' >&2 || true
