@@ -147,6 +147,10 @@ type Tier struct {
 	clock   policy.Clocked     // the policy, when its order depends on time
 	ns      map[string]*nsAcct // per-namespace accounts (quota.go)
 	closed  bool
+	// busy counts the work on arena bytes done outside mu (a put's copy,
+	// a read's check, a demotion): entered under mu while not closed,
+	// left when done; Close waits for it before unmapping (close.go).
+	busy sync.WaitGroup
 
 	st stats
 }
@@ -259,27 +263,6 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	return t, nil
 }
 
-// Close unmaps the arena. Outstanding Refs must have been released.
-func (t *Tier) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil
-	}
-	t.closed = true
-	err := unix.Munmap(t.mem)
-	t.mem, t.arena, t.vers = nil, nil, nil
-	if cerr := t.file.Close(); err == nil {
-		err = cerr
-	}
-	if t.cfg.MemFile != "" {
-		if rerr := os.Remove(t.cfg.MemFile); err == nil && !errors.Is(rerr, os.ErrNotExist) {
-			err = rerr
-		}
-	}
-	return err
-}
-
 // MemFile is the path a co-located process can open to map the arena.
 func (t *Tier) MemFile() string { return t.path }
 
@@ -383,22 +366,31 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 		t.mu.Unlock()
 		return err
 	}
+	// A quota eviction may have released the lock and let Close in.
+	if !t.enterLocked() {
+		t.mu.Unlock()
+		return block.ErrClosed
+	}
 	// A concurrent put of the same key may have won while a demotion had the lock released.
 	if h, ok := t.index[key]; ok {
 		t.freePagesLocked(page, pages)
 		t.unchargeLocked(key.Namespace, size)
 		err := t.samePutLocked(h, data, sum, pinUntil)
 		t.mu.Unlock()
+		t.busy.Done()
 		return err
 	}
+	off := int64(page) * PageSize
+	dst := t.arena[off : off+size]
 	t.mu.Unlock()
 
-	// Copy outside the lock: the pages are ours and invisible until indexed.
+	// Copy outside the lock: the pages are ours and invisible until indexed,
+	// and the gate keeps Close from unmapping them meanwhile.
 	// The at-rest fingerprint is taken from the caller's bytes, which the
 	// store verified against their CRC, so a fault during the copy is caught
 	// on the first read.
-	off := int64(page) * PageSize
-	copy(t.arena[off:off+size], data)
+	copy(dst, data)
+	t.busy.Done()
 	fp := xxh3.Hash(data)
 
 	t.mu.Lock()
@@ -504,15 +496,20 @@ func (t *Tier) get(key block.Key, verify bool, retain time.Duration) (*block.Ref
 	}
 	t.nsTouchLocked(h)
 	data, sum, fp, off := t.bytesOf(e), e.sum, e.fp, int64(e.page)*PageSize
-	t.mu.Unlock()
-
 	if !verify {
+		t.mu.Unlock()
 		t.st.hits.Add(1)
 		t.st.readerVerified.Add(1)
 		return t.fileRef(data, sum, h, off), nil
 	}
-	// Verify outside the lock; the lease keeps the bytes in place.
-	if got := xxh3.Hash(data); got != fp {
+	t.busy.Add(1) // enterLocked: closed was checked above, under this hold of mu
+	t.mu.Unlock()
+
+	// Verify outside the lock; the lease keeps the bytes in place, the gate
+	// keeps them mapped.
+	got := xxh3.Hash(data)
+	t.busy.Done()
+	if got != fp {
 		t.st.corruptions.Add(1)
 		t.st.misses.Add(1)
 		t.log.Error("dram block failed its checksum; dropped", "key", key.String(), "want", fp, "got", got)
@@ -595,13 +592,18 @@ func (t *Tier) Descriptor(_ context.Context, key block.Key) (Descriptor, func(),
 	if err != nil {
 		return Descriptor{}, nil, err
 	}
-	off := int64(0)
-	if len(ref.Data) > 0 {
-		off = int64(uintptr(unsafe.Pointer(&ref.Data[0])) - uintptr(unsafe.Pointer(&t.arena[0])))
-	}
-	// The lease keeps the block (and so its first page's word) in place.
+	_, off, _ := ref.FileRange()
+	// The lease keeps the block (and so its first page's word) in place;
+	// the lock keeps Close from unmapping the word while it is read.
 	page := uint32(off / PageSize)
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		ref.Release()
+		return Descriptor{}, nil, block.ErrClosed
+	}
 	v := atomic.LoadUint64(&t.vers[page])
+	t.mu.Unlock()
 	return Descriptor{MemFile: t.path, Offset: off, Length: int64(len(ref.Data)), Sum: ref.Sum,
 		Version: v, VersionOffset: t.versionOffset(page)}, ref.Release, nil
 }
@@ -766,10 +768,11 @@ func (t *Tier) Run(ctx context.Context) {
 // Stats returns a snapshot of the counters.
 func (t *Tier) Stats() Stats {
 	t.mu.Lock()
+	capacity := int64(t.alloc.npages) * PageSize
 	allocated := int64(t.alloc.npages-t.alloc.freePages) * PageSize
 	t.mu.Unlock()
 	return Stats{
-		Capacity:       int64(len(t.arena)),
+		Capacity:       capacity,
 		ResidentBytes:  t.st.residentBytes.Load(),
 		AllocatedB:     allocated,
 		Blocks:         t.st.blocks.Load(),

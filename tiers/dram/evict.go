@@ -48,6 +48,11 @@ func (t *Tier) reserveLocked(ctx context.Context, key block.Key, size int64) (ui
 // Demote (t.mu is released and retaken meanwhile).
 func (t *Tier) evictLocked(ctx context.Context, h uint32, now int64) {
 	e := &t.entries[h]
+	if t.closed {
+		// Close is unmapping the arena: nothing can be demoted from it
+		// now. The callers' loops see closed and give up.
+		return
+	}
 	t.st.evictions.Add(1)
 	t.st.evictedBytes.Add(uint64(e.size))
 	if t.cfg.Demote == nil || e.clean || e.never {
@@ -63,8 +68,10 @@ func (t *Tier) evictLocked(ctx context.Context, h uint32, now int64) {
 	t.policy.Remove(policy.Handle(h))
 	e.tracked = false
 	key, data, sum, info := e.key, t.bytesOf(e), e.sum, t.infoLocked(e, now)
+	t.busy.Add(1) // enterLocked: closed was checked above, under this hold of mu
 	t.mu.Unlock()
 	t.cfg.Demote(ctx, key, data, sum, info)
+	t.busy.Done()
 	t.mu.Lock()
 	e = &t.entries[h]
 	gone := e.live && t.index[key] == h
