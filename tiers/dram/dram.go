@@ -592,16 +592,21 @@ func (t *Tier) Descriptor(_ context.Context, key block.Key) (Descriptor, func(),
 	if err != nil {
 		return Descriptor{}, nil, err
 	}
-	_, off, _ := ref.FileRange()
 	// The lease keeps the block (and so its first page's word) in place;
-	// the lock keeps Close from unmapping the word while it is read.
-	page := uint32(off / PageSize)
+	// the lock keeps Close from unmapping the arena and the word while they
+	// are read. (Not ref.FileRange: that marks the pages as sent with
+	// sendfile, and they would be punched out of the file when freed.)
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
 		ref.Release()
 		return Descriptor{}, nil, block.ErrClosed
 	}
+	off := int64(0)
+	if len(ref.Data) > 0 {
+		off = int64(uintptr(unsafe.Pointer(&ref.Data[0])) - uintptr(unsafe.Pointer(&t.arena[0])))
+	}
+	page := uint32(off / PageSize)
 	v := atomic.LoadUint64(&t.vers[page])
 	t.mu.Unlock()
 	return Descriptor{MemFile: t.path, Offset: off, Length: int64(len(ref.Data)), Sum: ref.Sum,

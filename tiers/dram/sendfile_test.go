@@ -149,3 +149,32 @@ func TestLeaseEndingAfterCloseTouchesNoOtherFile(t *testing.T) {
 		t.Fatalf("the file now under the old descriptor number lost %d bytes to a punch", len(content)-bytes.Count(got, []byte{0xA5}))
 	}
 }
+
+// TestDescriptorDoesNotMarkPagesSent checks that taking a descriptor (a
+// co-located reader copies the bytes itself) does not count as a sendfile:
+// the block's pages are freed in place, not punched out of the memory file.
+func TestDescriptorDoesNotMarkPagesSent(t *testing.T) {
+	tr := newTier(t, 1<<20)
+	data := payload(11, 3*PageSize+17)
+	if err := put(t, tr, key(11), data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d, release, err := tr.Descriptor(context.Background(), key(11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	if _, err := unix.Pread(tr.fd, got, d.Offset); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the descriptor's range does not hold the block (err %v)", err)
+	}
+	release()
+	if err := tr.Delete(context.Background(), key(11)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Pread(tr.fd, got, d.Offset); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Count(got, []byte{0}) == len(got) {
+		t.Fatal("a descriptor read punched the block's pages out of the memory file when it was freed")
+	}
+}
