@@ -18,6 +18,18 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
+// hintPolicies are the two DRAM policies the agent-hint tests compare:
+// the default, whose eviction order the hints change, and the same policy
+// with hints ignored (the control, where hinted blocks go like the rest).
+var hintPolicies = []struct {
+	policy string
+	args   []string
+	hinted bool // the hints order evictions
+}{
+	{"window", nil, true},
+	{"window-nohints", []string{"--dram-policy", "window-nohints"}, false},
+}
+
 // TestCtxdAgentHints starts real ctxd processes with a 16 MiB DRAM tier and
 // no NVMe tier (an eviction drops the block) and puts 1 MiB blocks, none
 // read before the end, in this order: 4 blocks hinted reuse=session with a
@@ -55,14 +67,7 @@ func TestCtxdAgentHints(t *testing.T) {
 	neverIdx := func(i int) int { return 2*pairs + fill + i }
 	tailIdx := func(i int) int { return 2*pairs + fill + never + i }
 	total := tailIdx(tail)
-	for _, tc := range []struct {
-		policy string
-		args   []string
-		hinted bool // the hints order evictions
-	}{
-		{"window", nil, true},
-		{"window-nohints", []string{"--dram-policy", "window-nohints"}, false},
-	} {
+	for _, tc := range hintPolicies {
 		t.Run(tc.policy, func(t *testing.T) {
 			dir := t.TempDir()
 			admin := adminKeyFor(t, dir)

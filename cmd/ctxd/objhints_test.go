@@ -40,14 +40,7 @@ func TestCtxdObjectHints(t *testing.T) {
 	hints := func(session int) map[string]string {
 		return map[string]string{"ctx-reuse": "session", "ctx-retain": "10m", "ctx-session": fmt.Sprint(session)}
 	}
-	for _, tc := range []struct {
-		policy string
-		args   []string
-		hinted bool
-	}{
-		{"window", nil, true},
-		{"window-nohints", []string{"--dram-policy", "window-nohints"}, false},
-	} {
+	for _, tc := range hintPolicies {
 		t.Run(tc.policy, func(t *testing.T) {
 			dir := t.TempDir()
 			admin := adminKeyFor(t, dir)

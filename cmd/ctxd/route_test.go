@@ -98,14 +98,7 @@ func TestCtxdRouteRetain(t *testing.T) {
 	const prefix, fill = 4, 20
 	payload := func(i int) []byte { return bytes.Repeat([]byte{byte(i*37 + 1)}, bs) }
 	hash := func(i int) uint64 { return uint64(7000 + i) }
-	for _, tc := range []struct {
-		policy string
-		args   []string
-		hinted bool
-	}{
-		{"window", nil, true},
-		{"window-nohints", []string{"--dram-policy", "window-nohints"}, false},
-	} {
+	for _, tc := range hintPolicies {
 		t.Run(tc.policy, func(t *testing.T) {
 			p := startCtxd(t, append([]string{"--dram-capacity", "16MiB", "--nvme-dir", "off"}, tc.args...)...)
 			ctx := withTimeout(t, 3*time.Minute)
