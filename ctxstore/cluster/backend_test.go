@@ -225,6 +225,11 @@ func TestRepairAfterMemberDies(t *testing.T) {
 		}
 		return true
 	})
+	// The counters move after the placement commits (repairPass counts a
+	// task once repairOne returns), so the last one may lag the FSM.
+	tc.eventually("the repair counters to count the last task", func() bool {
+		return leader.backend.RepairStatus().RepairedShards >= uint64(held)
+	})
 	st := leader.backend.RepairStatus()
 	if !st.Active || st.RepairedShards != uint64(held) || st.RepairedBytes == 0 {
 		t.Fatalf("repair status %+v, want %d shards repaired", st, held)
