@@ -235,6 +235,11 @@ func (p *clusterParts) ready() error {
 	if _, ok := p.node.FSM().Member(p.node.ID()); !ok {
 		return fmt.Errorf("%w: this node's member record is not committed yet", block.ErrUnavailable)
 	}
+	if !p.backend.SelfRegistered() {
+		// Until then other members write this node's shards to the
+		// addresses of its previous start (ctxstore/cluster, restore.go).
+		return fmt.Errorf("%w: this node's member record does not carry this start's addresses yet", block.ErrUnavailable)
+	}
 	if !p.backend.Restored() {
 		// A restarted node first rebuilds the shards the index places on it
 		// that its tiers lost (ctxstore/cluster, restore.go).

@@ -52,6 +52,12 @@ type fakePeers struct {
 	// beforeDelete, when set, runs before each shard delete reaches its
 	// member (outside the lock): a test's hook inside a cleanup.
 	beforeDelete func(id string, key block.Key)
+	// addrs, where it names a member, is the only data address that member
+	// answers at (a process that restarted on another port): a call to any
+	// other address is refused. onStale, when set, runs (outside the lock)
+	// before a shard write to such an address is refused.
+	addrs   map[string]string
+	onStale func(id string)
 }
 
 // gate holds every shard write to id until the returned func is called.
@@ -78,6 +84,9 @@ func (p *fakePeers) tier(m fsm.Member) (*tiers.Manager, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++
+	if a, ok := p.addrs[m.ID]; ok && a != m.DataAddr {
+		return nil, fmt.Errorf("%w: dial %s: connection refused (%s listens at %s now)", block.ErrUnavailable, m.DataAddr, m.ID, a)
+	}
 	if p.down[m.ID] {
 		return nil, fmt.Errorf("%w: %s is down", block.ErrUnavailable, m.ID)
 	}
@@ -95,6 +104,13 @@ func (p *fakePeers) setDown(id string, down bool) {
 }
 
 func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	p.mu.Lock()
+	a, moved := p.addrs[m.ID]
+	hook := p.onStale
+	p.mu.Unlock()
+	if moved && a != m.DataAddr && hook != nil {
+		hook(m.ID)
+	}
 	t, err := p.tier(m)
 	if err != nil {
 		return err
@@ -215,13 +231,22 @@ type fakeForwarder struct {
 	mu       sync.Mutex
 	backends map[string]*Backend
 	n        int
+	// refuse, when set, fails the requests it returns an error for (a
+	// leader that cannot be reached for them).
+	refuse func(req []byte) error
 }
 
 func (f *fakeForwarder) Forward(ctx context.Context, leader fsm.Member, req []byte) ([]byte, error) {
 	f.mu.Lock()
 	b := f.backends[leader.ID]
 	f.n++
+	refuse := f.refuse
 	f.mu.Unlock()
+	if refuse != nil {
+		if err := refuse(req); err != nil {
+			return nil, err
+		}
+	}
 	if b == nil {
 		return nil, fmt.Errorf("%w: no backend %s", block.ErrUnavailable, leader.ID)
 	}

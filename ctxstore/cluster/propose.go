@@ -177,17 +177,18 @@ func (b *Backend) registerLoop() {
 	defer b.wg.Done()
 	self := b.cfg.Self
 	self.ID, self.State = b.cfg.NodeID, fsm.MemberAlive
+	backoff := 20 * time.Millisecond
 	for {
-		cur, ok := b.node.FSM().Member(self.ID)
-		same := ok && cur.RaftAddr == self.RaftAddr && cur.DataAddr == self.DataAddr && cur.HTTPAddr == self.HTTPAddr && cur.Zone == self.Zone && cur.Capacity == self.Capacity
 		wait := 5 * time.Second
-		if !same {
+		if !b.SelfRegistered() {
 			ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
 			err := b.register(ctx, self)
 			cancel()
 			if err != nil {
+				// Readiness waits for the record (SelfRegistered): retry
+				// soon, the first tries often find no leader known yet.
 				b.log.Debug("registering this node's member record", "err", err)
-				wait = 200 * time.Millisecond
+				wait, backoff = backoff, min(backoff*2, 200*time.Millisecond)
 			} else {
 				b.log.Info("member record registered", "data", self.DataAddr, "http", self.HTTPAddr)
 				continue
@@ -199,6 +200,25 @@ func (b *Backend) registerLoop() {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// SelfRegistered reports whether the index's record of this node carries
+// this start's addresses, zone and capacity (Config.Self; a Backend without
+// one only needs a record). Until it does, other members send this node's
+// shards to the addresses of its previous start: a node that restarted on
+// another port would refuse every shard write meant for it, and puts would
+// be acknowledged without its shard. Restore, and so readiness, waits for
+// it.
+func (b *Backend) SelfRegistered() bool {
+	cur, ok := b.node.FSM().Member(b.cfg.NodeID)
+	if !ok {
+		return false
+	}
+	self := b.cfg.Self
+	if self.RaftAddr == "" {
+		return true
+	}
+	return cur.RaftAddr == self.RaftAddr && cur.DataAddr == self.DataAddr && cur.HTTPAddr == self.HTTPAddr && cur.Zone == self.Zone && cur.Capacity == self.Capacity
 }
 
 func (b *Backend) register(ctx context.Context, self fsm.Member) error {

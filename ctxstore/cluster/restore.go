@@ -87,9 +87,13 @@ func (b *Backend) restoreLoop() {
 		return true
 	}
 	// 1. The member record must be committed (by the join, or by
-	// registerLoop) before an incarnation can be recorded for it.
+	// registerLoop) before an incarnation can be recorded for it, and with
+	// this start's addresses: until then shard writes meant for this node
+	// go to its previous start's address and fail, so puts commit without
+	// its shard. A node reported ready (restored) while that lasts would let
+	// an operator restart the next holder of such a block.
 	for {
-		if _, ok := b.node.FSM().Member(b.cfg.NodeID); ok {
+		if b.SelfRegistered() {
 			break
 		}
 		select {

@@ -151,7 +151,18 @@ func (b *Backend) writeShard(ctx context.Context, nodeID string, sk block.Key, d
 		if !ok {
 			return fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
 		}
-		return b.peers.PutShard(ctx, m, sk, data, sum, o)
+		err := b.peers.PutShard(ctx, m, sk, data, sum, o)
+		if err != nil {
+			// A member that restarted on another address registers it a
+			// moment after it serves: when its record changed while this
+			// write failed at the old address, write once more to the new
+			// one rather than leave the put short of this shard.
+			if cur, ok := b.node.FSM().Member(nodeID); ok && cur.DataAddr != m.DataAddr {
+				b.log.Debug("shard write failed at a member's old address; writing to its new one", "node", nodeID, "old", m.DataAddr, "new", cur.DataAddr, "err", err)
+				return b.peers.PutShard(ctx, cur, sk, data, sum, o)
+			}
+		}
+		return err
 	}
 	return put()
 }
