@@ -25,6 +25,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
+	"github.com/ctxtier/ctxtier/internal/httpdrain"
 	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
@@ -147,6 +148,8 @@ type Server struct {
 	ready   func() error
 	mux     *http.ServeMux
 	srv     *http.Server
+	// drain counts the handlers in flight, for Shutdown.
+	drain httpdrain.Tracker
 	// keys and sigv4 authenticate requests (WithAuth); nil keys: off.
 	keys  credential.Lookuper
 	sigv4 *s3auth.Verifier
@@ -178,7 +181,7 @@ func New(cfg Config, store *ctxstore.Store, reg *prometheus.Registry, log *slog.
 	s.routes()
 	s.srv = &http.Server{
 		Addr:              cfg.Addr,
-		Handler:           s.mux,
+		Handler:           s.drain.Wrap(s.mux),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -272,9 +275,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		case <-ctx.Done():
 			sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 			defer cancel()
-			if err := s.srv.Shutdown(sctx); err != nil {
+			if err := s.drain.Shutdown(sctx, s.srv, httpdrain.DefaultGrace); err != nil {
 				s.log.Warn("http api shutdown", "err", err)
-				_ = s.srv.Close()
 			}
 		case <-done:
 		}
@@ -287,8 +289,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests
-// until ctx ends.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+// until ctx ends; then it closes the connections and waits (up to
+// httpdrain.DefaultGrace) for their handlers to return, so that none still
+// holds a tier lease when the tiers close.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.drain.Shutdown(ctx, s.srv, httpdrain.DefaultGrace)
+}
 
 // handlerFunc serves one operation; a returned error becomes the JSON error
 // response, unless the response was already started (errStarted).

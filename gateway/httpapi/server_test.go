@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -222,5 +223,53 @@ func TestMethodNotAllowed(t *testing.T) {
 	e := newEnv(t, nil)
 	if st, _, _ := e.do("PATCH", "/v1/namespaces/default/blocks/"+h1, nil, nil); st != http.StatusMethodNotAllowed {
 		t.Fatalf("PATCH: %d", st)
+	}
+}
+
+// TestShutdownWaitsForAStuckGet: a GET whose client stops reading keeps its
+// handler (and, on ctxd, its DRAM lease) in a blocked write. Shutdown gives
+// up the graceful stop at its deadline, closes the connection, and returns
+// only once the handler has returned.
+func TestShutdownWaitsForAStuckGet(t *testing.T) {
+	cat, _ := ctxstore.OpenFileCatalog("")
+	st, _ := ctxstore.New(ctxstore.DefaultConfig(), cat, newFakeTier(), nil)
+	s := New(DefaultConfig(), st, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(context.Background(), ln)
+	data := make([]byte, 32<<20) // more than the socket buffers hold
+	key := block.NewKey(block.DefaultNamespace, 0x51)
+	if err := st.Put(context.Background(), key, data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "GET /v1/namespaces/default/blocks/%016x HTTP/1.1\r\nHost: x\r\n\r\n", key.Hash); err != nil {
+		t.Fatal(err)
+	}
+	// The client never reads: wait until the handler is blocked writing.
+	deadline := time.Now().Add(30 * time.Second)
+	for s.drain.Running() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the GET's handler never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if s.drain.Running() != 1 {
+		t.Fatalf("%d handlers running, want the stuck GET's", s.drain.Running())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want the graceful stop's deadline", err)
+	}
+	if n := s.drain.Running(); n != 0 {
+		t.Fatalf("Shutdown returned with %d handlers still running", n)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/s3auth"
+	"github.com/ctxtier/ctxtier/internal/httpdrain"
 	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
@@ -186,6 +187,8 @@ type Server struct {
 
 	mu  sync.Mutex
 	srv *http.Server
+	// drain counts the handlers in flight, for Shutdown.
+	drain httpdrain.Tracker
 }
 
 // New builds a server over store, authenticating against keys. m may be nil.
@@ -227,7 +230,7 @@ func (s *Server) Verifier() *s3auth.Verifier { return s.verify }
 // after a clean shutdown.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           s,
+		Handler:           s.drain.Wrap(s),
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
@@ -250,7 +253,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if err := s.drain.Shutdown(sctx, srv, httpdrain.DefaultGrace); err != nil {
+			s.log.Warn("s3 api shutdown", "err", err)
+		}
 	})
 	defer stop()
 	err := srv.Serve(ln)
@@ -260,7 +265,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Shutdown stops accepting requests and waits for those in flight.
+// Shutdown stops accepting requests and waits for those in flight until ctx
+// ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	srv := s.srv
@@ -268,7 +274,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if srv == nil {
 		return nil
 	}
-	return srv.Shutdown(ctx)
+	// Then the connections close and their handlers are waited for (up to
+	// httpdrain.DefaultGrace): none may hold a tier lease once the tiers
+	// close.
+	return s.drain.Shutdown(ctx, srv, httpdrain.DefaultGrace)
 }
 
 // request is one request's routing and accounting state.
