@@ -128,24 +128,29 @@ func TestResponseAfterWriteDeadlinePassed(t *testing.T) {
 	cfg := native.DefaultConfig()
 	cfg.MaxBlockSize = 8 << 20
 	cfg.MaxResponseSize = 16 << 20
-	cfg.WriteTimeout = 300 * time.Millisecond
+	// The deadline must pass between requests, so the test sleeps past it
+	// four times; it must also be long enough for an 8 MiB response to a
+	// reader on a loaded machine under -race (at 300 ms, two of five rounds
+	// of a loaded race run were cut off mid-response).
+	const writeTimeout = 1500 * time.Millisecond
+	cfg.WriteTimeout = writeTimeout
 	srv := startServer(t, cfg)
 	r, _ := dialRaw(t, srv.Addr, wire.Version)
-	r.nc.SetDeadline(time.Now().Add(60 * time.Second))
+	r.nc.SetDeadline(time.Now().Add(120 * time.Second))
 	keys, data := putBlocks(t, r, 1, 8<<20)
-	for i := range 3 {
+	for i := range 2 {
 		// More than the socket takes at once: the writer finishes it,
-		// with a write deadline 300 ms ahead.
+		// with a write deadline writeTimeout ahead.
 		r.send(frame(wire.OpGet, uint64(10+i), 1, keyBody("default", keys[0])))
 		if resp := r.recv(); resp.Header.ID != uint64(10+i) || resp.Items[0].Code != errcode.OK || !bytes.Equal(resp.Items[0].Data, data[0]) {
 			t.Fatalf("get %d: not the block", i)
 		}
-		time.Sleep(400 * time.Millisecond) // the deadline passes
+		time.Sleep(writeTimeout + 100*time.Millisecond) // the deadline passes
 		r.send(frame(wire.OpExists, uint64(20+i), 1, keyBody("default", keys[0])))
 		if resp := r.recv(); resp.Header.ID != uint64(20+i) || resp.Header.Code != errcode.OK || !resp.Items[0].Present {
 			t.Fatalf("exists %d: %+v", i, resp)
 		}
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(writeTimeout + 100*time.Millisecond)
 		r.send(frame(wire.OpGet, uint64(30+i), 1, keyBody("default", keys[0])))
 		if resp := r.recv(); resp.Header.ID != uint64(30+i) || resp.Items[0].Code != errcode.OK || !bytes.Equal(resp.Items[0].Data, data[0]) {
 			t.Fatalf("get %d after the deadline: not the block", i)
