@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/prefill"
@@ -183,5 +184,39 @@ func TestCostConfigValidate(t *testing.T) {
 	bad.DecodeBlockSeconds = -1
 	if bad.Validate() == nil {
 		t.Fatal("negative decode cost accepted")
+	}
+}
+
+// BenchmarkPrice prices a 2,000-block request (32k tokens of 16) with a
+// device prefix, host and disk blocks and a deeper tier prefix, under the
+// linear prefill model (the baseline) and the attention model, alternating
+// batches of 1,000 prices in the same run, and reports the attention
+// model's time per price as a ratio of the linear one's.
+func BenchmarkPrice(b *testing.B) {
+	in := CostInput{Blocks: 2000, BlockTokens: 16, Depth: [NumMedia]int{100, 300, 600}, Tier: 1500}
+	linear := DefaultCostConfig()
+	linear.Prefill.Attention = false
+	att := DefaultCostConfig()
+	const batch = 1000
+	var sink float64
+	var tl, ta time.Duration
+	for range b.N {
+		start := time.Now()
+		for range batch {
+			sink += linear.Price(in).Seconds
+		}
+		tl += time.Since(start)
+		start = time.Now()
+		for range batch {
+			sink += att.Price(in).Seconds
+		}
+		ta += time.Since(start)
+	}
+	n := float64(b.N * batch)
+	b.ReportMetric(float64(tl.Nanoseconds())/n, "linear-ns/price")
+	b.ReportMetric(float64(ta.Nanoseconds())/n, "attention-ns/price")
+	b.ReportMetric(float64(ta)/float64(tl), "attention/linear")
+	if sink == 0 {
+		b.Fatal("no cost computed")
 	}
 }
