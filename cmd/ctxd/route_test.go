@@ -21,6 +21,22 @@ import (
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
 )
 
+// postOK posts a JSON body to ctxd's HTTP API at addr and returns the
+// response body, failing the test unless the status is 200.
+func postOK(t *testing.T, addr, path, body string) []byte {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+	}
+	return b
+}
+
 // TestCtxdRouteNative: ctxd answers routing queries on its native listener
 // (ROUTE) exactly as on HTTP, and not on its peer listener.
 func TestCtxdRouteNative(t *testing.T) {
@@ -35,19 +51,7 @@ func TestCtxdRouteNative(t *testing.T) {
 	if err := c.Put(ctx, block.NewKey("default", 11), []byte("kv block 11")); err != nil {
 		t.Fatal(err)
 	}
-	post := func(path, body string) []byte {
-		t.Helper()
-		resp, err := http.Post("http://"+p.HTTP+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
-		}
-		return b
-	}
+	post := func(path, body string) []byte { t.Helper(); return postOK(t, p.HTTP, path, body) }
 	post("/v1/route/events", `{"namespace":"default","worker":"vllm-0","events":[
 		{"type":"BlockStored","block_hashes":[11,12,13],"parent_block_hash":null,"medium":"GPU"}]}`)
 	post("/v1/route/events", `{"namespace":"default","worker":"vllm-1","events":[
@@ -179,19 +183,7 @@ func TestCtxdRouteModel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := startCtxd(t, "--dram-capacity", "64MiB", "--route-model", tc.model)
-			post := func(path, body string) []byte {
-				t.Helper()
-				resp, err := http.Post("http://"+p.HTTP+path, "application/json", strings.NewReader(body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
-				}
-				return b
-			}
+			post := func(path, body string) []byte { t.Helper(); return postOK(t, p.HTTP, path, body) }
 			post("/v1/route/events", `{"namespace":"default","worker":"vllm-0","events":[
 				{"type":"BlockStored","block_hashes":[11],"parent_block_hash":null,"medium":"GPU"}]}`)
 			var res router.Result
