@@ -54,13 +54,13 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayArgs, error) {
 	fs.Int64Var(&c.BytesScale, "bytes-scale", c.BytesScale, "send each block at 1/N of its size; the cost model accounts the rest at --tier-bandwidth")
 	fs.IntVar(&c.PrefillWorkers, "prefill-workers", c.PrefillWorkers, "simulated prefill workers")
 	fs.IntVar(&c.DecodeWorkers, "decode-workers", c.DecodeWorkers, "simulated decode workers")
-	fs.Float64Var(&c.PrefillTokensPerSec, "prefill-tokens-per-sec", c.PrefillTokensPerSec, "prefill throughput of one worker (with --attention: on an --attention-ref-tokens prompt)")
-	fs.BoolVar(&c.Attention, "attention", c.Attention, "add the attention term to the prefill cost (false: linear in computed tokens, for comparison)")
-	fs.IntVar(&c.ModelLayers, "model-layers", c.ModelLayers, "model layers, for the attention term")
-	fs.IntVar(&c.ModelDim, "model-dim", c.ModelDim, "model attention width (query heads x head dim), for the attention term")
-	fs.Float64Var(&c.ModelParams, "model-params", c.ModelParams, "model non-embedding parameters, for the linear part of the attention model")
-	fs.IntVar(&c.AttentionRefTokens, "attention-ref-tokens", c.AttentionRefTokens, "prompt length at which the attention model runs at --prefill-tokens-per-sec")
-	fs.Float64Var(&c.PrefillPassSeconds, "prefill-pass-seconds", c.PrefillPassSeconds, "fixed cost of one prefill forward pass")
+	fs.Float64Var(&c.Prefill.TokensPerSec, "prefill-tokens-per-sec", c.Prefill.TokensPerSec, "prefill throughput of one worker (with --attention: on an --attention-ref-tokens prompt)")
+	fs.BoolVar(&c.Prefill.Attention, "attention", c.Prefill.Attention, "add the attention term to the prefill cost (false: linear in computed tokens, for comparison)")
+	fs.IntVar(&c.Prefill.Layers, "model-layers", c.Prefill.Layers, "model layers, for the attention term")
+	fs.IntVar(&c.Prefill.Dim, "model-dim", c.Prefill.Dim, "model attention width (query heads x head dim), for the attention term")
+	fs.Float64Var(&c.Prefill.Params, "model-params", c.Prefill.Params, "model non-embedding parameters, for the linear part of the attention model")
+	fs.IntVar(&c.Prefill.RefTokens, "attention-ref-tokens", c.Prefill.RefTokens, "prompt length at which the attention model runs at --prefill-tokens-per-sec")
+	fs.Float64Var(&c.Prefill.PassSeconds, "prefill-pass-seconds", c.Prefill.PassSeconds, "fixed cost of one prefill forward pass")
 	fs.IntVar(&c.HBMBlocks, "hbm-blocks", c.HBMBlocks, "HBM prefix-cache capacity of one prefill worker, in blocks")
 	fs.Float64Var(&c.TierBytesPerSec, "tier-bandwidth", c.TierBytesPerSec, "worker-to-ctxtier bytes/s for the bytes a scaled run does not send")
 	fs.BoolVar(&c.PutOverlap, "put-overlap", c.PutOverlap, "overlap the modelled put transfer with the prefill compute (layer-wise offload)")
@@ -280,7 +280,7 @@ func printReplayTable(w io.Writer, out *replayOutput) {
 	rep := out.Report
 	c := rep.Config
 	fmt.Fprintf(w, "trace %s: %d requests over %.0f s; %d prefill + %d decode workers, %.0f prefill tok/s (%s), HBM %d blocks/worker, %d B/token KV, wire 1/%d\n",
-		out.Trace, rep.Requests, rep.TraceSeconds, c.PrefillWorkers, c.DecodeWorkers, c.PrefillTokensPerSec, prefillModel(c), c.HBMBlocks, c.KVBytesPerToken, c.BytesScale)
+		out.Trace, rep.Requests, rep.TraceSeconds, c.PrefillWorkers, c.DecodeWorkers, c.Prefill.TokensPerSec, prefillModel(c), c.HBMBlocks, c.KVBytesPerToken, c.BytesScale)
 	fmt.Fprintf(w, "%-16s %8s %8s %8s %8s %9s %9s %9s %9s %9s %9s %10s %10s\n",
 		"policy", "hit blk", "hit tok", "hbm blk", "tier blk", "TTFT mean", "p50", "p90", "p99", "vs none", "E2E p50", "fetched", "put")
 	for _, p := range rep.Policies {
@@ -305,8 +305,8 @@ func printReplayTable(w io.Writer, out *replayOutput) {
 
 // prefillModel names the prefill cost model of c for the report.
 func prefillModel(c replay.Config) string {
-	if !c.Attention {
+	if !c.Prefill.Attention {
 		return "linear, no attention term"
 	}
-	return fmt.Sprintf("at %d tokens; attention term on, %d layers x %d wide", c.AttentionRefTokens, c.ModelLayers, c.ModelDim)
+	return fmt.Sprintf("at %d tokens; attention term on, %d layers x %d wide", c.Prefill.RefTokens, c.Prefill.Layers, c.Prefill.Dim)
 }

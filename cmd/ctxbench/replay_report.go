@@ -25,7 +25,7 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f2f2
 	fmt.Fprintf(&b, "<h1>Trace replay: %s</h1>\n", html.EscapeString(out.Trace))
 	c := rep.Config
 	fmt.Fprintf(&b, `<p class="note">%d requests over %.0f s of trace; %d prefill and %d decode workers; prefill %.0f tokens/s per worker (%s); HBM prefix cache %d blocks per worker; %d tokens per block, %s per block (%d B/token); blocks sent at 1/%d of their size, the rest accounted at %.3g B/s. Command: <code>%s</code>. Wall time %.1f s.</p>`,
-		rep.Requests, rep.TraceSeconds, c.PrefillWorkers, c.DecodeWorkers, c.PrefillTokensPerSec, html.EscapeString(prefillModel(c)), c.HBMBlocks,
+		rep.Requests, rep.TraceSeconds, c.PrefillWorkers, c.DecodeWorkers, c.Prefill.TokensPerSec, html.EscapeString(prefillModel(c)), c.HBMBlocks,
 		c.BlockTokens, block.FormatSize(int64(c.BlockTokens)*c.KVBytesPerToken), c.KVBytesPerToken, c.BytesScale,
 		c.TierBytesPerSec, html.EscapeString(out.Command), out.WallSec)
 	b.WriteString("<h2>Time to first token</h2>\n")

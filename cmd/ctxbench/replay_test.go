@@ -35,12 +35,12 @@ func TestParseReplayArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.cfg.KeySalt != 16 || len(a.cfg.Policies) != 2 || !a.cfg.PutOverlap || !a.cfg.Attention {
+	if a.cfg.KeySalt != 16 || len(a.cfg.Policies) != 2 || !a.cfg.PutOverlap || !a.cfg.Prefill.Attention {
 		t.Fatalf("parsed %+v", a.cfg)
 	}
 	a, err = parseReplayArgs([]string{"--trace", "x", "--attention=false", "--model-layers", "0"}, io.Discard)
-	if err != nil || a.cfg.Attention {
-		t.Fatalf("--attention=false: attention %v, err %v (model shape is unused without the term)", a.cfg.Attention, err)
+	if err != nil || a.cfg.Prefill.Attention {
+		t.Fatalf("--attention=false: attention %v, err %v (model shape is unused without the term)", a.cfg.Prefill.Attention, err)
 	}
 	if _, err := parseReplayArgs([]string{"--trace", "x", "--model-layers", "0"}, io.Discard); err == nil {
 		t.Fatal("zero model layers accepted with the attention term on")

@@ -17,6 +17,7 @@ import (
 	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
+	"github.com/ctxtier/ctxtier/ctxstore/prefill"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
@@ -54,8 +55,11 @@ type Config struct {
 	S3Domain       string // comma-separated virtual-host base domains of the S3 endpoint
 	Auth           string
 	KVSubscribe    string
-	LogLevel       string
-	LogFormat      string
+	// RouteModel is the router's prefill model (prefill.Parse: key=value
+	// settings over Llama-3.1-8B's defaults; empty: the defaults).
+	RouteModel string
+	LogLevel   string
+	LogFormat  string
 	// RESPListen is the Redis-protocol endpoint (empty: off);
 	// RESPDatabases names the namespace of each SELECT index.
 	RESPListen    string
@@ -170,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if c.NVMeAdmit != "all" && c.NVMeAdmit != "tinylfu" {
 		errs = append(errs, fmt.Errorf("nvme-admission %q: want all or tinylfu", c.NVMeAdmit))
+	}
+	if _, err := prefill.Parse(c.RouteModel); err != nil {
+		errs = append(errs, fmt.Errorf("route-model: %w", err))
 	}
 	if _, err := parseSubscriptions(c.KVSubscribe); err != nil {
 		errs = append(errs, err)
@@ -312,6 +319,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.RESPDatabases, "resp-databases", c.RESPDatabases, "namespaces of the RESP endpoint's databases, ','-separated: the first is database 0 (every connection's start), the next is SELECT 1, ...")
 	fs.StringVar(&c.Auth, "auth", c.Auth, "block-API authentication: off (anyone who reaches the ports may read and write every namespace) or required (S3 access keys from ctxctl keys, scoped to namespaces)")
 	fs.StringVar(&c.KVSubscribe, "kv-subscribe", c.KVSubscribe, "engine KV-event streams to subscribe to, ';'-separated, each 'ns=NS,worker=ID,endpoint=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T]'")
+	fs.StringVar(&c.RouteModel, "route-model", c.RouteModel, "the router's prefill cost model, ','-separated key=value over Llama-3.1-8B's defaults: tokens_per_sec (on a ref_tokens prompt), ref_tokens, pass_seconds, attention (true/false), layers, dim, params (e.g. layers=80,dim=8192,params=70e9,tokens_per_sec=3000)")
 	fs.StringVar(&c.S3Endpoint, "s3-endpoint", c.S3Endpoint, "S3 server host:port of the S3 tier under NVMe (empty disables the tier)")
 	fs.StringVar(&c.S3Bucket, "s3-bucket", c.S3Bucket, "bucket of the S3 tier (created if missing)")
 	fs.StringVar(&c.S3Prefix, "s3-prefix", c.S3Prefix, "object name prefix of the S3 tier; each node writes under PREFIX/NODE-ID/, so nodes can share a bucket")

@@ -83,6 +83,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"bad s3 domain in env", nil, map[string]string{"CTXD_S3_DOMAIN": "ok.example,Bad_Domain"}, "s3-domain"},
 		{"bad resp database", []string{"--resp-databases", "default,Bad_Name"}, nil, "resp-databases"},
 		{"empty resp database", []string{"--resp-databases", "default,,kv"}, nil, "database 1"},
+		{"unknown route model key", []string{"--route-model", "heads=8"}, nil, "route-model"},
+		{"bad route model in env", nil, map[string]string{"CTXD_ROUTE_MODEL": "layers=0"}, "route-model"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

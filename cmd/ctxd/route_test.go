@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"path/filepath"
 	"reflect"
@@ -14,10 +15,27 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/prefill"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
 )
+
+// postOK posts a JSON body to ctxd's HTTP API at addr and returns the
+// response body, failing the test unless the status is 200.
+func postOK(t *testing.T, addr, path, body string) []byte {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+	}
+	return b
+}
 
 // TestCtxdRouteNative: ctxd answers routing queries on its native listener
 // (ROUTE) exactly as on HTTP, and not on its peer listener.
@@ -33,19 +51,7 @@ func TestCtxdRouteNative(t *testing.T) {
 	if err := c.Put(ctx, block.NewKey("default", 11), []byte("kv block 11")); err != nil {
 		t.Fatal(err)
 	}
-	post := func(path, body string) []byte {
-		t.Helper()
-		resp, err := http.Post("http://"+p.HTTP+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
-		}
-		return b
-	}
+	post := func(path, body string) []byte { t.Helper(); return postOK(t, p.HTTP, path, body) }
 	post("/v1/route/events", `{"namespace":"default","worker":"vllm-0","events":[
 		{"type":"BlockStored","block_hashes":[11,12,13],"parent_block_hash":null,"medium":"GPU"}]}`)
 	post("/v1/route/events", `{"namespace":"default","worker":"vllm-1","events":[
@@ -155,6 +161,42 @@ func TestCtxdRouteRetain(t *testing.T) {
 			}
 			if !resident[len(resident)-1] {
 				t.Error("the newest block is gone")
+			}
+		})
+	}
+}
+
+// TestCtxdRouteModel: --route-model sets the prefill model the router
+// prices recompute with. A worker holds the first of four blocks on its
+// device; the other three are recomputed after it, which costs, by hand:
+// linear at 1000 tokens/s, 3 x BT / 1000 s; with the default model
+// (Llama-3.1-8B, attention on) prefill.DefaultConfig's ComputeSeconds(BT,
+// 3 BT), where BT is the namespace's block size.
+func TestCtxdRouteModel(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		model string
+		want  func(bt int) float64
+	}{
+		{"default attention model", "", func(bt int) float64 { return prefill.DefaultConfig().ComputeSeconds(bt, 3*bt) }},
+		{"linear", "attention=false,tokens_per_sec=1000", func(bt int) float64 { return 3 * float64(bt) / 1000 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startCtxd(t, "--dram-capacity", "64MiB", "--route-model", tc.model)
+			post := func(path, body string) []byte { t.Helper(); return postOK(t, p.HTTP, path, body) }
+			post("/v1/route/events", `{"namespace":"default","worker":"vllm-0","events":[
+				{"type":"BlockStored","block_hashes":[11],"parent_block_hash":null,"medium":"GPU"}]}`)
+			var res router.Result
+			if err := json.Unmarshal(post("/v1/route/query", `{"namespace":"default","block_hashes":[11,12,13,14]}`), &res); err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Workers) != 1 || res.Workers[0].Device != 1 || res.BlockTokens < 1 {
+				t.Fatalf("result %+v", res)
+			}
+			c := res.Workers[0].Cost
+			want := tc.want(res.BlockTokens)
+			if c.RecomputeBlocks != 3 || math.Abs(c.RecomputeSec-want) > 1e-9*want {
+				t.Fatalf("cost %+v, want 3 blocks recomputed in %.12g s (%d-token blocks)", c, want, res.BlockTokens)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -11,6 +12,7 @@ import (
 	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/object"
+	"github.com/ctxtier/ctxtier/ctxstore/prefill"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/gateway/httpapi"
@@ -45,7 +47,11 @@ func (n *node) openServers(context.Context) (err error) {
 	// HTTP (/v1/route/query) and on the native listener (ROUTE); the peer
 	// listener does not serve it.
 	store := n.store
-	rt, err := router.New(router.DefaultConfig(), router.Deps{
+	rcfg := router.DefaultConfig()
+	if rcfg.Cost.Prefill, err = prefill.Parse(cfg.RouteModel); err != nil {
+		return fmt.Errorf("route-model: %w", err)
+	}
+	rt, err := router.New(rcfg, router.Deps{
 		Tier: store, Pinner: store, Namespaces: store, Log: n.log,
 		Hash: func(ns block.Namespace, t []uint32) ([]uint64, error) { return ns.ChainHashes(t) },
 	})

@@ -2,6 +2,8 @@ package router
 
 import (
 	"fmt"
+
+	"github.com/ctxtier/ctxtier/ctxstore/prefill"
 	"math"
 	"math/rand/v2"
 
@@ -9,13 +11,19 @@ import (
 )
 
 // CostConfig prices a request on a worker, in estimated seconds until its
-// prefill is done: blocks to recompute at the prefill rate, blocks to load
-// from the worker's host memory or disk, blocks to fetch from ctxtier, and the
-// work already queued on the worker. Each block not on the device takes the
-// cheaper of loading it and recomputing it.
+// prefill is done: blocks to recompute, blocks to load from the worker's
+// host memory or disk, blocks to fetch from ctxtier, and the work already
+// queued on the worker. Each block not on the device takes the cheaper of
+// loading it and recomputing it. Recomputing block j (0-based) costs
+// Prefill.ComputeSeconds(j x block tokens, block tokens): with the
+// attention term a block deep in a long prompt costs more to recompute
+// than one near its head, so deep blocks are fetched where the head's are
+// recomputed. The pass's fixed cost (Prefill.PassSeconds) is the same on
+// every worker and is left out.
 type CostConfig struct {
-	// PrefillTokensPerSec is a worker's prefill throughput.
-	PrefillTokensPerSec float64
+	// Prefill is the prefill cost model, shared with the replay
+	// (sim/replay): throughput, and the model shape for the attention term.
+	Prefill prefill.Config
 	// BlockBytes is the KV bytes of one block (all layers), to price transfers.
 	BlockBytes int64
 	// FetchBytesPerSec is the initial tier-to-worker bandwidth; the router
@@ -33,17 +41,18 @@ type CostConfig struct {
 	TrustStale bool
 }
 
-// DefaultCostConfig describes a mid-size model on one H100-class worker:
-// 10k prefill tokens/s, 2 MiB blocks, 10 GB/s from the tier, 25 GB/s host to
-// device, 5 GB/s disk.
+// DefaultCostConfig describes Llama-3.1-8B on one H100-class worker:
+// prefill.DefaultConfig (25k tokens/s on a 12,000-token prompt, attention
+// term on), 2 MiB blocks (16 tokens of 128 KiB of KV), 10 GB/s from the
+// tier, 25 GB/s host to device, 5 GB/s disk.
 func DefaultCostConfig() CostConfig {
 	return CostConfig{
-		PrefillTokensPerSec: 10_000,
-		BlockBytes:          2 << 20,
-		FetchBytesPerSec:    10e9,
-		HostBytesPerSec:     25e9,
-		DiskBytesPerSec:     5e9,
-		DecodeBlockSeconds:  0.0005,
+		Prefill:            prefill.DefaultConfig(),
+		BlockBytes:         2 << 20,
+		FetchBytesPerSec:   10e9,
+		HostBytesPerSec:    25e9,
+		DiskBytesPerSec:    5e9,
+		DecodeBlockSeconds: 0.0005,
 	}
 }
 
@@ -55,8 +64,10 @@ func (c CostConfig) Validate() error {
 		}
 		return nil
 	}
+	if err := c.Prefill.Validate(); err != nil {
+		return fmt.Errorf("%w: router cost: %w", block.ErrInvalidArgument, err)
+	}
 	for _, e := range []error{
-		pos("prefill_tokens_per_sec", c.PrefillTokensPerSec),
 		pos("block_bytes", float64(c.BlockBytes)),
 		pos("fetch_bytes_per_sec", c.FetchBytesPerSec),
 		pos("host_bytes_per_sec", c.HostBytesPerSec),
@@ -103,7 +114,7 @@ func (c CostConfig) Price(in CostInput) Cost {
 		fetchBps = c.FetchBytesPerSec
 	}
 	bb := float64(c.BlockBytes)
-	recompute := bt / c.PrefillTokensPerSec // seconds per block
+	bti := int(bt)
 	perBlock := [NumMedia]float64{0, bb / c.HostBytesPerSec, bb / c.DiskBytesPerSec}
 	fetch := bb / fetchBps
 
@@ -117,32 +128,34 @@ func (c CostConfig) Price(in CostInput) Cost {
 		}
 		// Each block takes the cheapest way in: load from the local medium,
 		// fetch from the tier where the tier holds it too, or recompute.
-		inTier := max(0, min(d[l], tier)-prev)
-		p := min(perBlock[l], recompute)
+		inTier := max(prev, min(d[l], tier))
 		out.LocalBlocks += k
-		out.LoadSec += float64(inTier)*min(p, fetch) + float64(k-inTier)*p
+		out.LoadSec += c.Prefill.BlockSeconds(prev, inTier, bti, min(perBlock[l], fetch)) +
+			c.Prefill.BlockSeconds(inTier, d[l], bti, perBlock[l])
 		prev = d[l]
 	}
 	local := d[Disk]
 	if tier > local {
-		k := tier - local
-		if fetch < recompute {
-			out.FetchBlocks = k
-			out.FetchSec = float64(k) * fetch
-		} else {
-			out.RecomputeBlocks += k
-			out.RecomputeSec += float64(k) * recompute
-		}
+		// The leading blocks cheaper to recompute than to fetch are
+		// recomputed, the rest fetched.
+		r := c.Prefill.Split(local, tier, bti, fetch)
+		out.RecomputeBlocks += r
+		out.RecomputeSec += c.Prefill.ComputeSeconds(local*bti, r*bti)
+		out.FetchBlocks = tier - local - r
+		out.FetchSec = float64(out.FetchBlocks) * fetch
 	}
-	rest := n - max(local, tier)
+	from := max(local, tier)
+	rest := n - from
 	out.RecomputeBlocks += rest
-	out.RecomputeSec += float64(rest) * recompute
-	out.QueueSec = c.queueSec(in.Load, recompute)
+	out.RecomputeSec += c.Prefill.ComputeSeconds(from*bti, rest*bti)
+	out.QueueSec = c.queueSec(in.Load, bt/c.Prefill.TokensPerSec)
 	out.Seconds = out.RecomputeSec + out.LoadSec + out.FetchSec + out.QueueSec
 	return out
 }
 
 // queueSec prices a worker's queued work; recompute is seconds per block.
+// Queued blocks' positions are unknown, so they are priced at the model's
+// calibrated rate (Prefill.TokensPerSec).
 func (c CostConfig) queueSec(l Load, recompute float64) float64 {
 	return float64(max(l.PrefillBlocks, 0))*recompute + float64(max(l.DecodeBlocks, 0))*c.DecodeBlockSeconds
 }

@@ -375,7 +375,7 @@ func (r *Router) score(idx *Index, res *Result, hashes []uint64, temp float64, q
 	// Workers with the same depths (most often none, or the same shared
 	// prefix) differ only by their queue: price the rest once per distinct
 	// depths, in the order Price adds them, so the result is the same.
-	recompute := float64(max(res.BlockTokens, 1)) / r.cfg.Cost.PrefillTokensPerSec
+	recompute := float64(max(res.BlockTokens, 1)) / r.cfg.Cost.Prefill.TokensPerSec
 	type memo struct {
 		depth [NumMedia]int
 		stale bool

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"github.com/ctxtier/ctxtier/ctxstore/prefill"
 	"math"
 	"strings"
 
@@ -88,31 +89,11 @@ type Config struct {
 	// PrefillWorkers and DecodeWorkers are the simulated workers.
 	PrefillWorkers int
 	DecodeWorkers  int
-	// PrefillTokensPerSec is one prefill worker's throughput on a prompt of
-	// AttentionRefTokens tokens computed from an empty cache (see
-	// docs/replay.md for the default's source). Without the attention term
-	// it is the rate of every computed token; with it, it calibrates the
-	// term: the total cost at the reference length is this rate.
-	PrefillTokensPerSec float64
-	// Attention adds the attention term to the prefill cost: n new tokens
-	// after a cached prefix of p tokens cost 4 x ModelLayers x ModelDim x
-	// n x (p + n/2) FLOPs beyond the linear part (docs/replay.md derives it),
-	// so recomputing a long prefix costs more per token than a short one.
-	Attention bool
-	// ModelLayers, ModelDim and ModelParams are the model's shape: layers,
-	// attention width (query heads x head dim) and non-embedding parameter
-	// count. They split the prefill cost into its linear (2 x ModelParams
-	// FLOPs per token) and attention parts. Used only with Attention.
-	ModelLayers int
-	ModelDim    int
-	ModelParams float64
-	// AttentionRefTokens is the prompt length at which the attention model's
-	// total cost equals PrefillTokensPerSec. Used only with Attention.
-	AttentionRefTokens int
-	// PrefillPassSeconds is the fixed cost of one prefill forward pass (the
-	// weights are read once whatever the token count); a prompt found whole
-	// in cache still pays it to compute its last token's logits.
-	PrefillPassSeconds float64
+	// Prefill is the prefill cost model (ctxstore/prefill): throughput,
+	// fixed cost per pass and, with its Attention term, the model shape.
+	// The router of the routed policies prices recompute with the same
+	// model (NewLocalRouter), so both use one formula.
+	Prefill prefill.Config
 	// HBMBlocks bounds each prefill worker's HBM prefix cache, in blocks.
 	HBMBlocks int
 	// TierBytesPerSec accounts the block bytes a scaled run does not send,
@@ -162,13 +143,7 @@ func DefaultConfig() Config {
 		BytesScale:            1024,
 		PrefillWorkers:        4,
 		DecodeWorkers:         4,
-		PrefillTokensPerSec:   25_000,
-		PrefillPassSeconds:    0.005,
-		Attention:             true,
-		ModelLayers:           32,
-		ModelDim:              4096,
-		ModelParams:           8.0e9,
-		AttentionRefTokens:    12_000,
+		Prefill:               prefill.DefaultConfig(),
 		HBMBlocks:             hbmBytes / (512 * kvPerToken),
 		TierBytesPerSec:       50e9,
 		HandoffBytesPerSec:    25e9,
@@ -190,6 +165,9 @@ func (c Config) Validate() error {
 	if err := block.ValidNamespaceName(c.Namespace); err != nil {
 		return err
 	}
+	if err := c.Prefill.Validate(); err != nil {
+		return fmt.Errorf("%w: replay: %w", block.ErrInvalidArgument, err)
+	}
 	switch {
 	case c.BlockTokens < 1:
 		return bad("block tokens %d must be positive", c.BlockTokens)
@@ -199,16 +177,6 @@ func (c Config) Validate() error {
 		return bad("bytes scale %d must be at least 1", c.BytesScale)
 	case c.PrefillWorkers < 1 || c.DecodeWorkers < 1:
 		return bad("prefill and decode workers must be at least 1")
-	case !posf(c.PrefillTokensPerSec):
-		return bad("prefill tokens/s %v must be positive", c.PrefillTokensPerSec)
-	case c.PrefillPassSeconds < 0 || math.IsNaN(c.PrefillPassSeconds) || math.IsInf(c.PrefillPassSeconds, 0):
-		return bad("prefill pass seconds %v must not be negative", c.PrefillPassSeconds)
-	case c.Attention && (c.ModelLayers < 1 || c.ModelDim < 1):
-		return bad("model layers %d and dim %d must be positive", c.ModelLayers, c.ModelDim)
-	case c.Attention && !posf(c.ModelParams):
-		return bad("model params %v must be positive", c.ModelParams)
-	case c.Attention && c.AttentionRefTokens < 1:
-		return bad("attention reference tokens %d must be positive", c.AttentionRefTokens)
 	case c.HBMBlocks < 0:
 		return bad("HBM blocks %d must not be negative", c.HBMBlocks)
 	case !posf(c.TierBytesPerSec) || !posf(c.HandoffBytesPerSec):
@@ -246,36 +214,4 @@ func (c Config) blockFullBytes(tokens int) int64 { return int64(tokens) * c.KVBy
 func (c Config) blockWireBytes(full int64) int64 {
 	w := (full + c.BytesScale - 1) / c.BytesScale
 	return max(w, blockHeader)
-}
-
-// prefillFLOPsPerSec is the effective compute rate of a prefill worker
-// with the attention term: the rate at which a prompt of AttentionRefTokens
-// tokens from an empty cache, 2 x ModelParams FLOPs per token plus its
-// attention, runs at PrefillTokensPerSec.
-func (c Config) prefillFLOPsPerSec() float64 {
-	ref := float64(c.AttentionRefTokens)
-	return c.PrefillTokensPerSec * (2*c.ModelParams + attentionFLOPs(c.ModelLayers, c.ModelDim, 0, c.AttentionRefTokens)/ref)
-}
-
-// attentionFLOPs is the attention score and value FLOPs of n new tokens
-// after a cached prefix of p tokens: new token i (0-based) attends to
-// p+i+1 positions, costing 2 x dim FLOPs each for QK^T and again for the
-// weighted sum of V, in each of layers layers. Summed over i and rounded
-// to the continuous form: 4 x layers x dim x n x (p + n/2).
-func attentionFLOPs(layers, dim, p, n int) float64 {
-	fn := float64(n)
-	return 4 * float64(layers) * float64(dim) * fn * (float64(p) + fn/2)
-}
-
-// prefillSeconds is the modelled time of a prefill pass computing n tokens
-// after a cached prefix of p tokens: the pass's fixed cost plus, without
-// the attention term, n at the prefill rate; with it, the linear FLOPs
-// (2 x ModelParams per token) and the attention FLOPs at the effective
-// compute rate.
-func (c Config) prefillSeconds(p, n int) float64 {
-	if !c.Attention {
-		return c.PrefillPassSeconds + float64(n)/c.PrefillTokensPerSec
-	}
-	flops := 2*c.ModelParams*float64(n) + attentionFLOPs(c.ModelLayers, c.ModelDim, p, n)
-	return c.PrefillPassSeconds + flops/c.prefillFLOPsPerSec()
 }

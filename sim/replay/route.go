@@ -42,13 +42,14 @@ func (t tierLookup) Lookup(ctx context.Context, keys []block.Key) (int, error) {
 	return t.c.Lookup(ctx, keys)
 }
 
-// NewLocalRouter returns a router whose cost model matches cfg: prefill at
-// cfg.PrefillTokensPerSec, full-size blocks, the tier at cfg.TierBytesPerSec.
+// NewLocalRouter returns a router whose cost model matches cfg: prefill by
+// cfg.Prefill (the model the simulated workers are charged with), full-size
+// blocks, the tier at cfg.TierBytesPerSec.
 // With tier set, queries also ask ctxtier for its prefix depth (a real
 // Lookup); without it the router knows only the workers' HBM.
 func NewLocalRouter(cfg Config, ns string, tier TierClient) (*LocalRouter, error) {
 	rc := router.DefaultConfig()
-	rc.Cost.PrefillTokensPerSec = cfg.PrefillTokensPerSec
+	rc.Cost.Prefill = cfg.Prefill
 	rc.Cost.BlockBytes = cfg.blockFullBytes(cfg.BlockTokens)
 	rc.Cost.FetchBytesPerSec = cfg.TierBytesPerSec
 	rc.Cost.DecodeBlockSeconds = 0 // prefill workers are not decoding

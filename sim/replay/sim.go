@@ -345,7 +345,7 @@ func (s *sim) arrive(ctx context.Context, c *cluster, i int, t float64) error {
 	} else {
 		// Exact loads as of now, in the router's units (blocks of prefill).
 		for _, w := range c.workers {
-			l := router.Load{PrefillBlocks: int64(math.Round(w.backlog(t) * s.cfg.PrefillTokensPerSec / float64(s.cfg.BlockTokens)))}
+			l := router.Load{PrefillBlocks: int64(math.Round(w.backlog(t) * s.cfg.Prefill.TokensPerSec / float64(s.cfg.BlockTokens)))}
 			if err := c.rc.ReportLoad(ctx, w.name, l); err != nil {
 				return fmt.Errorf("report load: %w", err)
 			}
@@ -395,7 +395,7 @@ func (s *sim) estimate(w *pworker, p *preq, tierDepth int) float64 {
 			tokens += p.tokens[j]
 		}
 	}
-	return sec + s.cfg.prefillSeconds(prefix, tokens)
+	return sec + s.cfg.Prefill.Seconds(prefix, tokens)
 }
 
 // start begins w's next queued request at time t: HBM prefix, tier lookup
@@ -456,7 +456,7 @@ func (s *sim) start(ctx context.Context, c *cluster, wi int, t float64) error {
 		}
 	}
 	rec.ComputeTokens = computeTokens
-	rec.Compute = s.cfg.prefillSeconds(rec.HBMTokens+rec.TierTokens, computeTokens)
+	rec.Compute = s.cfg.Prefill.Seconds(rec.HBMTokens+rec.TierTokens, computeTokens)
 	dur := rec.Lookup + rec.Fetch + rec.FetchModeled + rec.Compute
 	w.busy, w.busyUntil, w.cur, w.putFrom = true, t+dur, i, putFrom
 	s.push(event{t: t + dur, kind: evDone, c: c, w: wi})

@@ -26,9 +26,9 @@ func testConfig() Config {
 	cfg.BytesScale = 10
 	cfg.PrefillWorkers = 2
 	cfg.DecodeWorkers = 1
-	cfg.PrefillTokensPerSec = 100 // one 4-token block: 40 ms
-	cfg.PrefillPassSeconds = 0
-	cfg.Attention = false // linear costs keep the hand-computed TTFTs simple; attention_test.go covers the term
+	cfg.Prefill.TokensPerSec = 100 // one 4-token block: 40 ms
+	cfg.Prefill.PassSeconds = 0
+	cfg.Prefill.Attention = false // linear costs keep the hand-computed TTFTs simple; attention_test.go covers the term
 	cfg.HBMBlocks = 100
 	cfg.TierBytesPerSec = 1e6
 	cfg.HandoffBytesPerSec = 1e6
@@ -321,18 +321,18 @@ func TestSliceAndValidate(t *testing.T) {
 		"namespace":  func(c *Config) { c.Namespace = "Bad Name" },
 		"scale":      func(c *Config) { c.BytesScale = 0 },
 		"workers":    func(c *Config) { c.PrefillWorkers = 0 },
-		"rate":       func(c *Config) { c.PrefillTokensPerSec = math.Inf(1) },
+		"rate":       func(c *Config) { c.Prefill.TokensPerSec = math.Inf(1) },
 		"speed":      func(c *Config) { c.Speed = -1 },
 		"policy":     func(c *Config) { c.Policies = []Policy{"lru"} },
 		"duplicate":  func(c *Config) { c.Policies = []Policy{NoCache, NoCache} },
 		"no policy":  func(c *Config) { c.Policies = nil },
 		"hbm":        func(c *Config) { c.HBMBlocks = -1 },
 		"decode mem": func(c *Config) { c.DecodeKVTokens = 0 },
-		"pass":       func(c *Config) { c.PrefillPassSeconds = -1 },
-		"layers":     func(c *Config) { c.ModelLayers = 0 },
-		"dim":        func(c *Config) { c.ModelDim = -1 },
-		"params":     func(c *Config) { c.ModelParams = math.NaN() },
-		"ref":        func(c *Config) { c.AttentionRefTokens = 0 },
+		"pass":       func(c *Config) { c.Prefill.PassSeconds = -1 },
+		"layers":     func(c *Config) { c.Prefill.Layers = 0 },
+		"dim":        func(c *Config) { c.Prefill.Dim = -1 },
+		"params":     func(c *Config) { c.Prefill.Params = math.NaN() },
+		"ref":        func(c *Config) { c.Prefill.RefTokens = 0 },
 	} {
 		c := DefaultConfig()
 		mut(&c)
@@ -434,7 +434,7 @@ func TestCDFPoints(t *testing.T) {
 func TestPrefillPassCostIsPaidOncePerRequest(t *testing.T) {
 	cfg := testConfig()
 	cfg.PrefillWorkers = 1
-	cfg.PrefillPassSeconds = 0.005
+	cfg.Prefill.PassSeconds = 0.005
 	cfg.Policies = []Policy{HBMRoundRobin}
 	rep := run(t, cfg, nil, []trace.Request{req(0, 8, 1, 1, 2), req(1000, 8, 1, 1, 2)})
 	recs := rep.Policies[0].Records
