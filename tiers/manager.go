@@ -240,6 +240,10 @@ func (m *Manager) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 		}
 		return m.dram.PutClean(ctx, key, data, sum, opts, true)
 	}
+	// Immutability across tiers: a key only the lower tier holds must not
+	// get other bytes in DRAM. For a new key this Stat is a miss that the
+	// NVMe tier answers from its in-memory presence filter, without an
+	// index read (tiers/nvme presence.go).
 	if !m.dram.Contains(key) {
 		if info, err := m.lower.Stat(ctx, key); err == nil {
 			if info.Size != int64(len(data)) || info.Sum != sum {
