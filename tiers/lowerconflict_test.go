@@ -84,3 +84,27 @@ func TestPutChecksTheRealNVMeTierCheaply(t *testing.T) {
 		})
 	}
 }
+
+// loadingLower is a lower tier whose index is still loading: Contains
+// misses every block (as an S3 tier's does before its rebuild), Stat finds
+// them.
+type loadingLower struct{ *memLower }
+
+func (loadingLower) Contains(block.Key) bool { return false }
+func (loadingLower) IndexLoaded() bool       { return false }
+
+// TestPutAsksStatWhileTheLowerIndexLoads: before the lower tier's index is
+// loaded, Put does not trust its Contains: a block only the lower tier
+// holds still makes a put of other bytes a conflict.
+func TestPutAsksStatWhileTheLowerIndexLoads(t *testing.T) {
+	low := loadingLower{newMemLower()}
+	low.blocks[k(7)] = data(7)
+	m := newManager(t, low, 4)
+	other := data(8)
+	if err := m.Put(context.Background(), k(7), other, block.Checksum(other), block.PutOptions{}); !errors.Is(err, block.ErrConflict) {
+		t.Fatalf("put over a block the loading lower tier holds: %v, want a conflict", err)
+	}
+	if m.DRAM().Contains(k(7)) {
+		t.Fatal("the conflicting bytes reached DRAM")
+	}
+}
