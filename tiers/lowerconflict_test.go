@@ -19,13 +19,7 @@ import (
 // entry (the filter's skip count rises by one per put).
 func TestPutChecksTheRealNVMeTierCheaply(t *testing.T) {
 	ctx := context.Background()
-	ncfg := nvme.DefaultConfig()
-	ncfg.Dir = t.TempDir()
-	ncfg.SegmentSize = 1 << 20
-	ncfg.Capacity = 4 << 20
-	ncfg.MaxBlockSize = 256 << 10
-	ncfg.Index = nvme.IndexConfig{MemTableSize: 1 << 20, NumMemtables: 1, BlockCacheSize: 1 << 20, IndexCacheSize: 1 << 20}
-	low, err := nvme.New(ncfg, slog.New(slog.DiscardHandler))
+	low, err := nvme.New(smallNVMe(t, 4<<20), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,4 +101,16 @@ func TestPutAsksStatWhileTheLowerIndexLoads(t *testing.T) {
 	if m.DRAM().Contains(k(7)) {
 		t.Fatal("the conflicting bytes reached DRAM")
 	}
+}
+
+// smallNVMe is a test NVMe tier's configuration: 1 MiB segments,
+// capacity bytes in all, blocks up to 256 KiB, an index of about 4 MiB.
+func smallNVMe(t *testing.T, capacity int64) nvme.Config {
+	c := nvme.DefaultConfig()
+	c.Dir = t.TempDir()
+	c.SegmentSize = 1 << 20
+	c.Capacity = capacity
+	c.MaxBlockSize = 256 << 10
+	c.Index = nvme.IndexConfig{MemTableSize: 1 << 20, NumMemtables: 1, BlockCacheSize: 1 << 20, IndexCacheSize: 1 << 20}
+	return c
 }

@@ -67,16 +67,23 @@ func startPeer(t *testing.T, srvTLS *tls.Config) (*tiers.Manager, string) {
 	return stack, ln.Addr().String()
 }
 
-func TestShardRoundTrip(t *testing.T) {
+// peerFixture starts a plain peer listener and returns its tiers, a client
+// side with member "n2" at its address, and a 10 s context.
+func peerFixture(t *testing.T) (*tiers.Manager, *Peers, context.Context, fsm.Member) {
+	t.Helper()
 	stack, addr := startPeer(t, nil)
 	p, err := New(DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m := fsm.Member{ID: "n2", DataAddr: addr}
+	t.Cleanup(cancel)
+	return stack, p, ctx, fsm.Member{ID: "n2", DataAddr: addr}
+}
+
+func TestShardRoundTrip(t *testing.T) {
+	stack, p, ctx, m := peerFixture(t)
 	if err := p.Healthy(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -235,15 +242,7 @@ func TestIdentityCheckedOnEveryConnection(t *testing.T) {
 // DeleteShardIf over the real peer listener (DELETE_IF) deletes a shard
 // only while the peer holds the bytes named by their checksum.
 func TestDeleteShardIf(t *testing.T) {
-	stack, addr := startPeer(t, nil)
-	p, err := New(DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m := fsm.Member{ID: "n2", DataAddr: addr}
+	stack, p, ctx, m := peerFixture(t)
 	k := block.NewKey(block.DefaultNamespace, 77).WithShard(1)
 	d := []byte("the newer version's shard")
 	if err := p.PutShard(ctx, m, k, d, block.Checksum(d), block.PutOptions{}); err != nil {
@@ -270,19 +269,12 @@ func TestDeleteShardIf(t *testing.T) {
 }
 
 // TestPutShardsReportsEachShard: one PutShards to a real peer listener
-// stores every good shard (whole blocks and erasure shards) and reports exactly the bad ones: a shard whose key holds
-// other bytes (conflict) and one whose checksum is wrong; a member that
-// does not answer fails every shard with ErrUnavailable.
+// stores every good shard (whole blocks and erasure shards) and reports
+// exactly the bad ones: a shard whose key holds other bytes (conflict) and
+// one whose checksum is wrong; a member that does not answer fails every
+// shard with ErrUnavailable.
 func TestPutShardsReportsEachShard(t *testing.T) {
-	stack, addr := startPeer(t, nil)
-	p, err := New(DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m := fsm.Member{ID: "n2", DataAddr: addr}
+	stack, p, ctx, m := peerFixture(t)
 	taken := block.NewKey(block.DefaultNamespace, 7)
 	old := []byte("bytes already stored")
 	if err := p.PutShard(ctx, m, taken, old, block.Checksum(old), block.PutOptions{}); err != nil {
