@@ -240,7 +240,14 @@ func (m *Manager) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 		}
 		return m.dram.PutClean(ctx, key, data, sum, opts, true)
 	}
-	if !m.dram.Contains(key) {
+	// Immutability across tiers: a key only the lower tier holds must not
+	// get other bytes in DRAM. A new key is ruled out by the lower tier's
+	// Contains, which the NVMe tier answers from its in-memory presence
+	// filter (tiers/nvme presence.go) without an index read or the
+	// formatted error of a Stat miss; Stat then runs only for keys below.
+	// Until the lower tiers' indexes are loaded Contains may miss a block
+	// they hold, so Stat decides alone.
+	if !m.dram.Contains(key) && (!m.IndexLoaded() || m.lower.Contains(key)) {
 		if info, err := m.lower.Stat(ctx, key); err == nil {
 			if info.Size != int64(len(data)) || info.Sum != sum {
 				return fmt.Errorf("%w: %s: the lower tier holds %d bytes, crc32c %08x; put has %d bytes, crc32c %08x",

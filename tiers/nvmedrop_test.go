@@ -58,12 +58,7 @@ func TestOnDropWithRealNVMeEviction(t *testing.T) {
 			var mu sync.Mutex
 			drops := map[block.Key]int{}
 			var m *Manager
-			ncfg := nvme.DefaultConfig()
-			ncfg.Dir = t.TempDir()
-			ncfg.SegmentSize = 1 << 20
-			ncfg.Capacity = 3 << 20
-			ncfg.MaxBlockSize = 256 << 10
-			ncfg.Index = nvme.IndexConfig{MemTableSize: 1 << 20, NumMemtables: 1, BlockCacheSize: 1 << 20, IndexCacheSize: 1 << 20}
+			ncfg := smallNVMe(t, 3<<20)
 			ncfg.OnEvict = func(key block.Key, data []byte, sum uint32) { m.LowerEvicted(key, data, sum) }
 			low, err := nvme.New(ncfg, slog.New(slog.DiscardHandler))
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/erasure"
 	"github.com/ctxtier/ctxtier/raft/fsm"
@@ -103,48 +104,60 @@ func TestNotRestoredBeforeNewAddressRegistered(t *testing.T) {
 	})
 }
 
-// TestShardWriteFollowsNewAddress: a shard write refused at a member's old
-// address, while the member's new record commits, is written again at the
-// new one, so the put keeps every shard.
+// TestShardWriteFollowsNewAddress: shard writes refused at a member's old
+// address, while the member's new record commits, are written again at the
+// new one, so the puts keep every shard: a lone write (writeShard) and a
+// batch's writes to one member (putShardsTo, one PutShards request).
 func TestShardWriteFollowsNewAddress(t *testing.T) {
-	tc := newTestCluster(t, 3, func(c *Config) { c.DeadAfter = time.Hour })
-	tc.createNS("rs", 2, 1)
-	ld := tc.leader()
-	tn := tc.followerOf()
-	newAddr := tn.id + ":20002"
-	self := tc.member(tn)
-	self.DataAddr = newAddr
-	self.State = fsm.MemberAlive
-	var once sync.Once
-	var setErr error
-	tc.peers.mu.Lock()
-	tc.peers.addrs = map[string]string{tn.id: newAddr}
-	tc.peers.onStale = func(id string) {
-		once.Do(func() {
-			// The new record commits while the write at the old address fails.
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			setErr = ld.node.SetMember(ctx, self)
+	for _, n := range []int{1, 8} {
+		t.Run(fmt.Sprintf("%d blocks", n), func(t *testing.T) {
+			tc := newTestCluster(t, 3, func(c *Config) { c.DeadAfter = time.Hour })
+			tc.createNS("rs", 2, 1)
+			ld := tc.leader()
+			tn := tc.followerOf()
+			newAddr := tn.id + ":20002"
+			self := tc.member(tn)
+			self.DataAddr = newAddr
+			self.State = fsm.MemberAlive
+			var once sync.Once
+			var setErr error
+			tc.peers.mu.Lock()
+			tc.peers.addrs = map[string]string{tn.id: newAddr}
+			tc.peers.onStale = func(id string) {
+				once.Do(func() {
+					// The new record commits while the write at the old
+					// address fails.
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					setErr = ld.node.SetMember(ctx, self)
+				})
+			}
+			tc.peers.mu.Unlock()
+			ctx := withTimeout(t, 20*time.Second)
+			items := make([]ctxstore.PutItem, n)
+			for i := range items {
+				items[i] = ctxstore.PutItem{Key: block.NewKey("rs", uint64(7+i)), Data: payload(7+i, 30_000)}
+			}
+			for i, err := range ld.store.PutBatch(ctx, items) {
+				if err != nil {
+					t.Fatalf("item %d: %v", i, err)
+				}
+			}
+			if setErr != nil {
+				t.Fatal(setErr)
+			}
+			for _, it := range items {
+				e, _ := ld.node.FSM().Lookup(it.Key)
+				if len(e.Placement) != 3 || !placedOnNode(e.Placement, tn.id) {
+					t.Fatalf("%v: placement %v: want 3 shards, one on %s at its new address", it.Key, e.Placement, tn.id)
+				}
+				if !tn.tiers.Contains(shardKey(it.Key, mustCode(t, ld, "rs"), shardOn(e.Placement, tn.id))) {
+					t.Fatalf("%s does not hold the shard of %v the index places on it", tn.id, it.Key)
+				}
+				mustGet(t, ld.store, it.Key, it.Data)
+			}
 		})
 	}
-	tc.peers.mu.Unlock()
-	ctx := withTimeout(t, 20*time.Second)
-	k := block.NewKey("rs", 7)
-	data := payload(7, 30_000)
-	if err := ld.store.Put(ctx, k, data, block.PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if setErr != nil {
-		t.Fatal(setErr)
-	}
-	e, _ := ld.node.FSM().Lookup(k)
-	if len(e.Placement) != 3 || !placedOnNode(e.Placement, tn.id) {
-		t.Fatalf("placement %v: want 3 shards, one on %s at its new address", e.Placement, tn.id)
-	}
-	if !tn.tiers.Contains(shardKey(k, mustCode(t, ld, "rs"), shardOn(e.Placement, tn.id))) {
-		t.Fatalf("%s does not hold the shard the index places on it", tn.id)
-	}
-	mustGet(t, ld.store, k, data)
 }
 
 func placedOnNode(place []fsm.Shard, id string) bool {

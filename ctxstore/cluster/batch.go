@@ -92,7 +92,7 @@ func (b *Backend) DeleteBatch(ctx context.Context, keys []block.Key) []error {
 				errs[i] = fmt.Errorf("%w: %s: index says %s", res[j].Err(), key, res[j].Status)
 			}
 		}
-		b.eachBounded(gone, func(i int) {
+		eachBounded(gone, batchCleaners, func(i int) {
 			key := keys[i].Block()
 			if c, err := b.code(key.Namespace); err == nil {
 				b.cleanup(key, c, entries[i].Placement, nil, b.entryVersion(ctx, key, entries[i], c))
@@ -128,7 +128,7 @@ func (b *Backend) PinBatch(ctx context.Context, keys []block.Key, until time.Tim
 				pinned = append(pinned, i)
 			}
 		}
-		b.eachBounded(pinned, func(i int) { b.pinShards(ctx, keys[i].Block(), until) })
+		eachBounded(pinned, batchCleaners, func(i int) { b.pinShards(ctx, keys[i].Block(), until) })
 	}
 	for _, i := range again {
 		errs[i] = b.Pin(ctx, keys[i], until)
@@ -136,9 +136,9 @@ func (b *Backend) PinBatch(ctx context.Context, keys []block.Key, until time.Tim
 	return errs
 }
 
-// eachBounded runs fn for every index, batchCleaners at a time.
-func (b *Backend) eachBounded(idx []int, fn func(int)) {
-	sem := make(chan struct{}, batchCleaners)
+// eachBounded runs fn for every index, limit at a time, and waits for all.
+func eachBounded(idx []int, limit int, fn func(int)) {
+	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for _, i := range idx {
 		sem <- struct{}{}

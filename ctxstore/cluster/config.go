@@ -42,7 +42,8 @@ type Config struct {
 	RepairInterval time.Duration
 	// RepairBytesPerSec bounds the shard bytes repair writes per second.
 	RepairBytesPerSec int64
-	// ShardTimeout bounds one shard read or write to a peer.
+	// ShardTimeout bounds one shard read or write to a peer, and one
+	// batch of shard writes to a peer (Peers.PutShards).
 	ShardTimeout time.Duration
 	// ProposeTimeout bounds committing an index change, retries and leader
 	// changes included, and likewise a linearizable read's sync (read.go).
@@ -121,6 +122,10 @@ func (c Config) suspectAfter() time.Duration {
 // the whole block under its own key.
 type Peers interface {
 	PutShard(ctx context.Context, m fsm.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error
+	// PutShards stores several shards on m in one request (gateway/peer:
+	// one pipelined native batch put) and returns one error per shard, in
+	// order: each shard succeeds or fails on its own, as PutShard would.
+	PutShards(ctx context.Context, m fsm.Member, shards []ShardPut) []error
 	// GetShard returns the shard's bytes and their CRC-32C: the checksum
 	// the peer stored with them, which the bytes were verified against (so
 	// comparing it with an expected sum checks the bytes without a second
@@ -134,6 +139,15 @@ type Peers interface {
 	PinShard(ctx context.Context, m fsm.Member, key block.Key, until time.Time) error
 	// Healthy returns nil when the member answers.
 	Healthy(ctx context.Context, m fsm.Member) error
+}
+
+// ShardPut is one shard of a Peers.PutShards request; Sum is the CRC-32C
+// of Data (Opts.Sum is ignored).
+type ShardPut struct {
+	Key  block.Key
+	Data []byte
+	Sum  uint32
+	Opts block.PutOptions
 }
 
 // Forwarder carries an encoded proposal to the leader (gateway/clusterapi

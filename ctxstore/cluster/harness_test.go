@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -46,6 +47,9 @@ type fakePeers struct {
 	// gated counts the writes held at a gate now; gatedMax the most at once.
 	gated, gatedMax int
 	calls           int
+	// puts counts PutShard requests by member, batches PutShards requests
+	// and batched the shards those carried.
+	puts, batches, batched map[string]int
 	// afterPut, when set, runs after each shard write that landed (outside
 	// the lock): a test's hook between a write and its commit.
 	afterPut func(id string, key block.Key)
@@ -104,6 +108,40 @@ func (p *fakePeers) setDown(id string, down bool) {
 }
 
 func (p *fakePeers) PutShard(ctx context.Context, m fsm.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	p.mu.Lock()
+	if p.puts == nil {
+		p.puts = map[string]int{}
+	}
+	p.puts[m.ID]++
+	p.mu.Unlock()
+	return p.putOne(ctx, m, key, data, sum, opts)
+}
+
+// PutShards is one request: each shard is stored (or refused) on its own,
+// as the real transport's batch frame does.
+func (p *fakePeers) PutShards(ctx context.Context, m fsm.Member, shards []ShardPut) []error {
+	p.mu.Lock()
+	if p.batches == nil {
+		p.batches, p.batched = map[string]int{}, map[string]int{}
+	}
+	p.batches[m.ID]++
+	p.batched[m.ID] += len(shards)
+	p.mu.Unlock()
+	errs := make([]error, len(shards))
+	for i, s := range shards {
+		errs[i] = p.putOne(ctx, m, s.Key, s.Data, s.Sum, s.Opts)
+	}
+	return errs
+}
+
+// requests returns copies of the put request counters.
+func (p *fakePeers) requests() (puts, batches, batched map[string]int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.puts), maps.Clone(p.batches), maps.Clone(p.batched)
+}
+
+func (p *fakePeers) putOne(ctx context.Context, m fsm.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
 	p.mu.Lock()
 	a, moved := p.addrs[m.ID]
 	hook := p.onStale

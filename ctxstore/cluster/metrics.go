@@ -17,6 +17,7 @@ type metrics struct {
 	shardErrors                        prometheus.Counter
 	reconstructions                    prometheus.Counter
 	shardsWritten                      prometheus.Counter
+	shardBatches                       prometheus.Counter
 	drops                              prometheus.Counter
 	memberChanges                      *prometheus.CounterVec
 	ownWriteWaits                      prometheus.Counter
@@ -55,6 +56,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Reads that needed parity because a data shard was missing or bad."}),
 		shardsWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_shards_written_total",
 			Help: "Shards written by puts."}),
+		shardBatches: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_shard_batches_total",
+			Help: "Requests that carried several of a put's (or a batch put's) shards to one member at once."}),
 		drops: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_drop_updates_total",
 			Help: "Index updates proposed because this node's tiers dropped a shard under capacity pressure."}),
 		memberChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctxtier_cluster_member_state_changes_total",
@@ -94,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.putShards, m.putCommit = m.putPhase.WithLabelValues("shards"), m.putPhase.WithLabelValues("commit")
 	m.readLocal, m.readRemote, m.readDecoded = m.reads.WithLabelValues("local"), m.reads.WithLabelValues("remote"), m.reads.WithLabelValues("decoded")
-	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan,
+	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.shardErrors, m.reconstructions, m.shardsWritten, m.shardBatches, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan,
 		m.rebalPending, m.rebalDeferred, m.rebalMoved, m.rebalBytes, m.rebalInflight, m.rebalLastScan, m.relookups, m.cleanupByKey, m.putPhase}
 	if reg == nil {
 		return m, nil

@@ -14,15 +14,16 @@ import (
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
-// A put has two halves: writing the block's shards (writePut), then
-// committing its index entry and settling the outcome (settle). Put does
-// both for one block; PutBatch writes a batch's shards in parallel and
+// A put has two halves: writing the block's shards (writePut: planPut,
+// the writes, finishPut), then committing its index entry and settling the
+// outcome (settle). Put does both for one block; PutBatch plans a batch's
+// blocks, writes all of their shards at once (one request per member) and
 // commits all of its entries as one Raft proposal.
 
 var _ ctxstore.BatchPutter = (*Backend)(nil)
 
-// batchWriters bounds the blocks of one PutBatch whose shards are written
-// at the same time.
+// batchWriters bounds the blocks of one PutBatch planned (or finished:
+// spares, cleanups) at the same time.
 const batchWriters = 64
 
 // pendingPut is a put whose shards are written and whose index entry is
@@ -60,22 +61,20 @@ func (b *Backend) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 	return b.settle(ctx, p, res[0])
 }
 
-// PutBatch puts every item as Put does, writing the shards of up to
-// batchWriters blocks at once, and commits the index entries of all the
-// blocks whose shards were written in one proposal (one Raft log entry,
+// PutBatch puts every item as Put does and commits the index entries of all
+// the blocks whose shards were written in one proposal (one Raft log entry,
 // or one forwarded call to the leader), so a batch of N blocks costs one
-// commit, not N.
+// commit, not N. The shards of all the blocks go out together, those bound
+// for one member in one request (sendShards), so it costs each member one
+// request, not N.
 func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []error {
 	errs := make([]error, len(items))
-	pend := make([]*pendingPut, len(items))
-	sem := make(chan struct{}, batchWriters)
-	var wg sync.WaitGroup
+	plans := make([]*putPlan, len(items))
 	// A key met again later in the batch is put after the batch commits,
 	// so its outcome is the one in-order puts give (the same bytes: done;
 	// other bytes: a conflict), not a race with its first occurrence.
 	seen := make(map[block.Key]bool, len(items))
-	var again []int
-	start := time.Now()
+	var first, again []int
 	for i, it := range items {
 		if k := it.Key.Block(); seen[k] {
 			again = append(again, i)
@@ -83,13 +82,23 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 		} else {
 			seen[k] = true
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			pend[i], errs[i] = b.writePut(ctx, it.Key, it.Data, it.Sum, it.Opts)
-		})
+		first = append(first, i)
 	}
-	wg.Wait()
+	start := time.Now()
+	eachBounded(first, batchWriters, func(i int) {
+		plans[i], errs[i] = b.planPut(ctx, items[i].Key, items[i].Data, items[i].Sum, items[i].Opts)
+	})
+	var planned []int
+	for _, i := range first {
+		if plans[i] != nil {
+			planned = append(planned, i)
+		}
+	}
+	written := b.writePlans(ctx, plans, planned)
+	pend := make([]*pendingPut, len(items))
+	eachBounded(planned, batchWriters, func(i int) {
+		pend[i], errs[i] = b.finishPut(ctx, plans[i], written[i].ok, written[i].first)
+	})
 	ops := make([]fsm.Op, 0, len(items))
 	at := make([]int, 0, len(items))
 	for i, p := range pend {
@@ -117,10 +126,78 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 	return errs
 }
 
+// putPlan is a put whose block is encoded and placed, its shards not yet
+// written.
+type putPlan struct {
+	key      block.Key
+	data     []byte
+	sum      uint32
+	opts     block.PutOptions
+	c        *erasure.Code
+	shards   [][]byte
+	place    []fsm.Shard
+	now      time.Time
+	pinUntil time.Time
+}
+
+// enough is how many shards the put waits for before it stops waiting for
+// stragglers (writeShards).
+func (pl *putPlan) enough() int {
+	n := len(pl.place)
+	return max(writeQuorum(pl.c, n), redundantWrites(pl.c, n))
+}
+
+// wroteShards is what writing one plan's shards gave: the placement
+// entries written and the first failure.
+type wroteShards struct {
+	ok    []fsm.Shard
+	first error
+}
+
+// writePlans writes the shards of plans[i] for every i in idx at once
+// (sendShards: one request per member for all of them) and returns each
+// block's outcome, by the same rule as writeShards: a block stops waiting
+// stragglerGrace after its enough'th shard.
+func (b *Backend) writePlans(ctx context.Context, plans []*putPlan, idx []int) []wroteShards {
+	out := make([]wroteShards, len(plans))
+	if len(idx) == 0 {
+		return out
+	}
+	var writes []shardWrite
+	results := make([]chan shardResult, len(plans))
+	for _, i := range idx {
+		pl := plans[i]
+		results[i] = make(chan shardResult, len(pl.place))
+		writes = appendShardWrites(writes, i, pl.key, pl.c, pl.shards, pl.place, pl.opts)
+	}
+	b.sendShards(ctx, writes, func(w *shardWrite, err error) {
+		results[w.blk] <- shardResult{w.i, err}
+	})
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Go(func() {
+			out[i].ok, out[i].first = collectShards(results[i], plans[i].place, plans[i].enough())
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // writePut writes key's shards and returns the index operation to commit.
 // It returns (nil, nil) when the index already holds the same block, and
 // an error (having deleted what it wrote) when too few shards were written.
 func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) (*pendingPut, error) {
+	pl, err := b.planPut(ctx, key, data, sum, opts)
+	if err != nil || pl == nil {
+		return nil, err
+	}
+	written, firstErr := b.writeShards(ctx, pl.key, pl.c, pl.shards, pl.place, pl.opts, pl.enough())
+	return b.finishPut(ctx, pl, written, firstErr)
+}
+
+// planPut encodes and places key's block. It returns (nil, nil) when the
+// index already holds the same block.
+func (b *Backend) planPut(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) (*putPlan, error) {
 	key = key.Block()
 	for {
 		e, ok := b.node.FSM().Lookup(key)
@@ -160,20 +237,27 @@ func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum 
 	for i := range place {
 		place[i] = fsm.Shard{NodeID: picked[i%len(picked)].ID, Index: uint16(i)}
 	}
-	now := time.Now()
-	var pinUntil time.Time
+	pl := &putPlan{key: key, data: data, sum: sum, opts: opts, c: c, shards: shards, place: place, now: time.Now()}
 	if opts.PinTTL > 0 {
-		pinUntil = now.Add(opts.PinTTL)
+		pl.pinUntil = pl.now.Add(opts.PinTTL)
 	}
+	return pl, nil
+}
+
+// finishPut takes a plan whose shards were written (written, the first
+// failure firstErr): it places failed shards on spare members, then returns
+// the index operation to commit, or an error (having deleted what it wrote)
+// when too few shards were written.
+func (b *Backend) finishPut(ctx context.Context, pl *putPlan, written []fsm.Shard, firstErr error) (*pendingPut, error) {
+	key, c, n, sum := pl.key, pl.c, len(pl.place), pl.sum
 	quorum := writeQuorum(c, n)
-	written, firstErr := b.writeShards(ctx, key, c, shards, place, opts, max(quorum, redundantWrites(c, n)))
 	if len(written) < n && !errors.Is(firstErr, block.ErrConflict) {
 		// A member that does not take its shard (dead, not yet suspect):
 		// place the shard on a spare member instead.
-		written = b.writeSpares(ctx, key, c, shards, place, written, opts)
+		written = b.writeSpares(ctx, key, c, pl.shards, pl.place, written, pl.opts)
 	}
 	if len(written) < quorum || len(written) < c.K {
-		b.cleanup(key, c, written, nil, shardVersion(c, sum, shards))
+		b.cleanup(key, c, written, nil, shardVersion(c, sum, pl.shards))
 		if errors.Is(firstErr, block.ErrConflict) {
 			return nil, fmt.Errorf("%w: %s: %v", block.ErrConflict, key, firstErr)
 		}
@@ -192,8 +276,8 @@ func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum 
 	if len(written) < n {
 		b.log.Debug("put short of shards; repair adds the rest", "key", key.String(), "written", fmt.Sprint(written), "shards", n, "err", firstErr)
 	}
-	op := fsm.PutOp(key, fsm.Entry{Size: int64(len(data)), Sum: sum, Placement: written, Created: now, PinUntil: pinUntil})
-	return &pendingPut{key: key, c: c, written: written, op: op, data: data, opts: opts}, nil
+	op := fsm.PutOp(key, fsm.Entry{Size: int64(len(pl.data)), Sum: sum, Placement: written, Created: pl.now, PinUntil: pl.pinUntil})
+	return &pendingPut{key: key, c: c, written: written, op: op, data: pl.data, opts: pl.opts}, nil
 }
 
 // version is the version p wrote (its shards' CRCs; erasure shards are

@@ -81,20 +81,23 @@ func (b *Backend) writeSpares(ctx context.Context, key block.Key, c *erasure.Cod
 	return append(written, ok...)
 }
 
-// writeShards writes shards[p.Index] to each placement entry in parallel and
-// returns the entries that succeeded: all of them, or those done within
-// stragglerGrace of the enough'th success.
+// writeShards writes shards[p.Index] to each placement entry in parallel
+// (shards bound for one member in one request: sendShards) and returns the
+// entries that succeeded: all of them, or those done within stragglerGrace
+// of the enough'th success.
 func (b *Backend) writeShards(ctx context.Context, key block.Key, c *erasure.Code, shards [][]byte, place []fsm.Shard, opts block.PutOptions, enough int) ([]fsm.Shard, error) {
-	type result struct {
-		i   int
-		err error
-	}
-	results := make(chan result, len(place))
-	for i, p := range place {
-		go func() {
-			results <- result{i, b.writeShard(ctx, p.NodeID, shardKey(key, c, int(p.Index)), shards[p.Index], opts)}
-		}()
-	}
+	results := make(chan shardResult, len(place))
+	b.sendShards(ctx, appendShardWrites(nil, 0, key, c, shards, place, opts), func(w *shardWrite, err error) {
+		results <- shardResult{w.i, err}
+	})
+	return collectShards(results, place, enough)
+}
+
+// collectShards gathers the outcomes of a block's writes to place from
+// results (one per entry, buffered so that late ones never block) and
+// returns the entries that succeeded: all of them, or those done within
+// stragglerGrace of the enough'th success; first is the first failure.
+func collectShards(results <-chan shardResult, place []fsm.Shard, enough int) (ok []fsm.Shard, first error) {
 	errs := make([]error, len(place))
 	done := make([]bool, len(place))
 	var grace <-chan time.Time
@@ -118,8 +121,6 @@ collect:
 			errs[i] = fmt.Errorf("%w: still writing %v after the other shards were written", block.ErrUnavailable, stragglerGrace)
 		}
 	}
-	var ok []fsm.Shard
-	var first error
 	for i, err := range errs {
 		if err == nil {
 			ok = append(ok, place[i])
@@ -136,33 +137,24 @@ collect:
 func (b *Backend) writeShard(ctx context.Context, nodeID string, sk block.Key, data []byte, opts block.PutOptions) error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
 	defer cancel()
-	sum := block.Checksum(data)
-	if sk.Shard == 0 {
-		sum = opts.Sum // the whole block: the caller verified it already
+	o := shardOpts(sk, data, opts)
+	if nodeID == b.cfg.NodeID {
+		return b.local.Put(ctx, sk, data, o.Sum, o)
 	}
-	o := opts
-	o.Sum, o.HasSum = sum, true
-	o.HasParent, o.Parent = false, 0
-	put := func() error {
-		if nodeID == b.cfg.NodeID {
-			return b.local.Put(ctx, sk, data, sum, o)
-		}
-		m, ok := b.node.FSM().Member(nodeID)
-		if !ok {
-			return fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
-		}
-		err := b.peers.PutShard(ctx, m, sk, data, sum, o)
-		if err != nil {
-			// A member that restarted on another address registers it a
-			// moment after it serves: when its record changed while this
-			// write failed at the old address, write once more to the new
-			// one rather than leave the put short of this shard.
-			if cur, ok := b.node.FSM().Member(nodeID); ok && cur.DataAddr != m.DataAddr {
-				b.log.Debug("shard write failed at a member's old address; writing to its new one", "node", nodeID, "old", m.DataAddr, "new", cur.DataAddr, "err", err)
-				return b.peers.PutShard(ctx, cur, sk, data, sum, o)
-			}
-		}
-		return err
+	m, ok := b.node.FSM().Member(nodeID)
+	if !ok {
+		return fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
 	}
-	return put()
+	err := b.peers.PutShard(ctx, m, sk, data, o.Sum, o)
+	if err != nil {
+		// A member that restarted on another address registers it a
+		// moment after it serves: when its record changed while this
+		// write failed at the old address, write once more to the new
+		// one rather than leave the put short of this shard.
+		if cur, ok := b.node.FSM().Member(nodeID); ok && cur.DataAddr != m.DataAddr {
+			b.log.Debug("shard write failed at a member's old address; writing to its new one", "node", nodeID, "old", m.DataAddr, "new", cur.DataAddr, "err", err)
+			return b.peers.PutShard(ctx, cur, sk, data, o.Sum, o)
+		}
+	}
+	return err
 }

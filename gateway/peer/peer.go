@@ -154,6 +154,32 @@ func (p *Peers) PutShard(ctx context.Context, m cluster.Member, key block.Key, d
 	return p.done(m, c, c.PutWithOptions(ctx, key, data, opts))
 }
 
+// PutShards stores shards on m with one client.PutBatch: one pipelined
+// batch put frame per namespace run (as many as the server's limits ask),
+// on one pooled connection, instead of a frame and a round trip per shard.
+// errs[i] is shard i's own outcome; a frame that got no answer (a broken
+// connection) fails its shards and drops the pooled client, as PutShard's
+// failure would.
+func (p *Peers) PutShards(ctx context.Context, m cluster.Member, shards []cluster.ShardPut) []error {
+	errs := make([]error, len(shards))
+	c, err := p.client(ctx, m)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	items := make([]client.PutItem, len(shards))
+	for i, s := range shards {
+		o := s.Opts
+		o.Sum, o.HasSum = s.Sum, true
+		items[i] = client.PutItem{Key: s.Key, Data: s.Data, Opts: o}
+	}
+	errs, err = c.PutBatch(ctx, items)
+	p.done(m, c, err)
+	return errs
+}
+
 // GetShard reads a shard from m and returns it with its CRC-32C; the client
 // verified the bytes against that checksum, the one m stored with them, as
 // they arrived.

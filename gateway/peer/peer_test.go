@@ -67,16 +67,23 @@ func startPeer(t *testing.T, srvTLS *tls.Config) (*tiers.Manager, string) {
 	return stack, ln.Addr().String()
 }
 
-func TestShardRoundTrip(t *testing.T) {
+// peerFixture starts a plain peer listener and returns its tiers, a client
+// side with member "n2" at its address, and a 10 s context.
+func peerFixture(t *testing.T) (*tiers.Manager, *Peers, context.Context, fsm.Member) {
+	t.Helper()
 	stack, addr := startPeer(t, nil)
 	p, err := New(DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m := fsm.Member{ID: "n2", DataAddr: addr}
+	t.Cleanup(cancel)
+	return stack, p, ctx, fsm.Member{ID: "n2", DataAddr: addr}
+}
+
+func TestShardRoundTrip(t *testing.T) {
+	stack, p, ctx, m := peerFixture(t)
 	if err := p.Healthy(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -235,15 +242,7 @@ func TestIdentityCheckedOnEveryConnection(t *testing.T) {
 // DeleteShardIf over the real peer listener (DELETE_IF) deletes a shard
 // only while the peer holds the bytes named by their checksum.
 func TestDeleteShardIf(t *testing.T) {
-	stack, addr := startPeer(t, nil)
-	p, err := New(DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m := fsm.Member{ID: "n2", DataAddr: addr}
+	stack, p, ctx, m := peerFixture(t)
 	k := block.NewKey(block.DefaultNamespace, 77).WithShard(1)
 	d := []byte("the newer version's shard")
 	if err := p.PutShard(ctx, m, k, d, block.Checksum(d), block.PutOptions{}); err != nil {
@@ -265,6 +264,69 @@ func TestDeleteShardIf(t *testing.T) {
 		}
 		if stack.Contains(k) != st.kept {
 			t.Fatalf("%s: shard present %v, want %v", st.name, stack.Contains(k), st.kept)
+		}
+	}
+}
+
+// TestPutShardsReportsEachShard: one PutShards to a real peer listener
+// stores every good shard (whole blocks and erasure shards) and reports
+// exactly the bad ones: a shard whose key holds other bytes (conflict) and
+// one whose checksum is wrong; a member that does not answer fails every
+// shard with ErrUnavailable.
+func TestPutShardsReportsEachShard(t *testing.T) {
+	stack, p, ctx, m := peerFixture(t)
+	taken := block.NewKey(block.DefaultNamespace, 7)
+	old := []byte("bytes already stored")
+	if err := p.PutShard(ctx, m, taken, old, block.Checksum(old), block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var shards []cluster.ShardPut
+	want := map[int]error{}
+	for i := range 40 {
+		k := block.NewKey(block.DefaultNamespace, uint64(100+i))
+		if i%3 == 1 {
+			k = k.WithShard(i % 4)
+		}
+		d := []byte(strings.Repeat(string(rune('a'+i%26)), 100+i))
+		s := cluster.ShardPut{Key: k, Data: d, Sum: block.Checksum(d)}
+		switch i {
+		case 11:
+			s.Key = taken
+			want[i] = block.ErrConflict
+		case 23:
+			s.Sum ^= 1
+			want[i] = block.ErrChecksum
+		}
+		shards = append(shards, s)
+	}
+	errs := p.PutShards(ctx, m, shards)
+	if len(errs) != len(shards) {
+		t.Fatalf("%d results for %d shards", len(errs), len(shards))
+	}
+	for i, s := range shards {
+		if w := want[i]; w != nil {
+			if !errors.Is(errs[i], w) {
+				t.Fatalf("shard %d: %v, want %v", i, errs[i], w)
+			}
+			continue
+		}
+		if errs[i] != nil {
+			t.Fatalf("shard %d (%v): %v", i, s.Key, errs[i])
+		}
+		got, sum, err := p.GetShard(ctx, m, s.Key)
+		if err != nil || string(got) != string(s.Data) || sum != s.Sum {
+			t.Fatalf("shard %d read back: %v", i, err)
+		}
+	}
+	if got, _, err := p.GetShard(ctx, m, taken); err != nil || string(got) != string(old) {
+		t.Fatalf("the conflicting shard changed the stored one: %q %v", got, err)
+	}
+	if stack.Contains(shards[23].Key) {
+		t.Fatal("a shard with a wrong checksum was stored")
+	}
+	for i, err := range p.PutShards(ctx, fsm.Member{ID: "gone", DataAddr: "127.0.0.1:1"}, shards[:3]) {
+		if !errors.Is(err, block.ErrUnavailable) {
+			t.Fatalf("dead member, shard %d: %v", i, err)
 		}
 	}
 }

@@ -22,11 +22,16 @@ func (t *Tier) keyLock(k block.Key) func() {
 }
 
 // lookup reads key's index entry.
+// A key the presence filter rules out is a miss without an index read.
 func (t *Tier) lookup(k block.Key) (entry, bool, error) {
+	ik := indexKey(k)
+	if t.present.absent(ik) {
+		return entry{}, false, nil
+	}
 	var e entry
 	found := false
 	err := t.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(indexKey(k))
+		it, err := txn.Get(ik)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
 		}
@@ -71,13 +76,19 @@ func (t *Tier) commitNew(k block.Key, e entry, old *entry) (bool, error) {
 	}
 	h.nextGen = max(h.nextGen, e.gen+1)
 	t.mu.Unlock()
+	ik := indexKey(k)
+	if old == nil {
+		t.present.add(ik) // before the key can be found (presence.go)
+	}
 	err := t.indexWrite(func(txn *badger.Txn) error {
-		if err := txn.Set(indexKey(k), e.encode()); err != nil {
+		if err := txn.Set(ik, e.encode()); err != nil {
 			return err
 		}
 		return txn.Set(headKey, h.encode())
 	})
 	if err != nil {
+		// The count stays: a commit that failed late may still have made
+		// the key present, and a count too many only costs index reads.
 		return false, fmt.Errorf("nvme: index commit %s: %w", k, err)
 	}
 	t.mu.Lock()
@@ -126,9 +137,11 @@ func (t *Tier) dropIf(k block.Key, e entry, cond func(cur entry) bool) (bool, er
 	if err != nil || !ok || !sameExtent(cur, e) || (cond != nil && !cond(cur)) {
 		return false, err
 	}
-	if err := t.indexWrite(func(txn *badger.Txn) error { return txn.Delete(indexKey(k)) }); err != nil {
+	ik := indexKey(k)
+	if err := t.indexWrite(func(txn *badger.Txn) error { return txn.Delete(ik) }); err != nil {
 		return false, fmt.Errorf("nvme: index delete %s: %w", k, err)
 	}
+	t.present.remove(ik) // after the key is gone (presence.go)
 	t.unaccount(k, cur)
 	return true, nil
 }

@@ -78,6 +78,11 @@ type Config struct {
 	// Quota, when set, is a namespace's byte quota in this tier (0 or less:
 	// none); see quota.go. It must be cheap and must not call into the tier.
 	Quota func(ns string) int64
+	// PresenceSlots sizes the in-memory filter that answers a lookup of a
+	// key the index does not hold without reading the index (presence.go):
+	// a power of two, 4 bytes each; 0 turns it off. About as many slots as
+	// blocks the tier holds keeps most misses off the index.
+	PresenceSlots int
 }
 
 // IndexConfig bounds the badger index's memory. Its resident memory is about
@@ -91,8 +96,8 @@ type IndexConfig struct {
 }
 
 // DefaultConfig returns 16 GiB of capacity in 256 MiB segments under Dir
-// "ctxtier-nvme", 64 MiB blocks, leases of 30 s, and an index bounded to
-// about 80 MiB.
+// "ctxtier-nvme", 64 MiB blocks, leases of 30 s, an index bounded to about
+// 80 MiB, and a presence filter of 2^21 slots (8 MiB).
 func DefaultConfig() Config {
 	return Config{
 		Dir:          "ctxtier-nvme",
@@ -100,6 +105,8 @@ func DefaultConfig() Config {
 		SegmentSize:  256 << 20,
 		MaxBlockSize: block.DefaultMaxBlockSize,
 		LeaseTTL:     30 * time.Second,
+		// 16 GiB of 64 KiB blocks is 256 Ki blocks: an eighth of the slots.
+		PresenceSlots: 1 << 21,
 		Index: IndexConfig{
 			MemTableSize:   16 << 20,
 			NumMemtables:   2,
@@ -133,6 +140,8 @@ func (c Config) Validate() error {
 		return bad("index cache sizes must not be negative")
 	case c.MinFree < 0:
 		return bad("min free %d must not be negative", c.MinFree)
+	case c.PresenceSlots < 0 || c.PresenceSlots > 1<<28 || c.PresenceSlots&(c.PresenceSlots-1) != 0:
+		return bad("presence slots %d must be 0 or a power of two up to 2^28", c.PresenceSlots)
 	}
 	return nil
 }
@@ -158,6 +167,8 @@ type Tier struct {
 	commitMu sync.Mutex
 	// keyMu stripes serialise read-modify-writes of one key's index entry.
 	keyMu [stripes]sync.Mutex
+	// present filters lookups of keys the index does not hold (nil: off).
+	present *presence
 
 	mu       sync.Mutex
 	segs     map[uint64]*segment
@@ -237,6 +248,7 @@ type Stats struct {
 	Leases         uint64 // descriptor leases granted
 	QuotaEvictions uint64 // blocks evicted to keep their namespace within its quota
 	QuotaRefused   uint64 // puts refused with block.ErrQuotaExceeded
+	PresenceSkips  uint64 // lookups of absent keys answered without reading the index
 	DirectIO       bool
 }
 
@@ -287,6 +299,7 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 		inflight:  make(map[block.Key]chan struct{}),
 		nsBytes:   map[string]int64{},
 		nsPending: map[string]int64{},
+		present:   newPresence(cfg.PresenceSlots),
 		readLat: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "ctxtier_tier_read_seconds", Help: "Latency of reads from the tier.",
 			ConstLabels: prometheus.Labels{"tier": "nvme"}, Buckets: buckets,
@@ -448,6 +461,7 @@ func (t *Tier) Stats() Stats {
 		IndexRefused:   t.st.indexRefused.Load(),
 		ReadBytes:      t.st.readBytes.Load(),
 		WriteBytes:     t.st.writeBytes.Load(),
+		PresenceSkips:  t.present.skipped(),
 		Leases:         t.st.leases.Load(),
 		QuotaEvictions: t.st.quotaEvictions.Load(),
 		QuotaRefused:   t.st.quotaRefused.Load(),

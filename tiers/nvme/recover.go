@@ -200,6 +200,7 @@ func (t *Tier) checkIndex(sizes map[uint64]int64, rep *Recovery) (uint64, error)
 				drop = append(drop, item.KeyCopy(nil))
 				continue
 			}
+			t.present.add(item.Key()) // the raw index key: what lookup hashes
 			s.live += e.extent()
 			s.liveCount++
 			t.nsAddLocked(k.Namespace, e.length) // New: no one else runs yet
@@ -288,6 +289,9 @@ func (t *Tier) scanTail(s *segment, start, size int64, maxGen *uint64, rep *Reco
 		if !present || cur.gen < h.Gen {
 			// New, or a newer extent of an indexed key (a re-put, or a
 			// relocated copy, whose index commit was lost).
+			if !present {
+				t.present.add(indexKey(h.Key))
+			}
 			if err := t.indexWrite(func(txn *badger.Txn) error { return txn.Set(indexKey(h.Key), e.encode()) }); err != nil {
 				return 0, fmt.Errorf("nvme: reindex %s: %w", h.Key, err)
 			}

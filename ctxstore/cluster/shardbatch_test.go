@@ -1,0 +1,228 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+)
+
+// TestPutBatchSendsOneRequestPerMember: a batch put's shards bound for one
+// remote member travel as one PutShards request carrying all of them (a
+// member that gets a single shard gets one PutShard), for replicas and
+// erasure codes, and every block reads back through every node.
+func TestPutBatchSendsOneRequestPerMember(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	tests := []struct {
+		name string
+		k, m int
+		n    int // blocks in the batch
+	}{
+		{"one copy", 1, 0, 32},
+		{"three replicas", 1, 2, 32},
+		{"RS(2,1)", 2, 1, 32},
+		{"RS(4,2), two shards per member", 4, 2, 16},
+		{"one block, three replicas", 1, 2, 1},
+	}
+	for ti, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := fmt.Sprintf("req%d", ti)
+			tc.createNS(ns, tt.k, tt.m)
+			ctx := withTimeout(t, 30*time.Second)
+			w := tc.leader()
+			items := make([]ctxstore.PutItem, tt.n)
+			for i := range items {
+				items[i] = ctxstore.PutItem{Key: block.NewKey(ns, uint64(i)), Data: payload(ti*100+i, 2000+i)}
+			}
+			puts0, batches0, batched0 := tc.peers.requests()
+			for i, err := range w.store.PutBatch(ctx, items) {
+				if err != nil {
+					t.Fatalf("item %d: %v", i, err)
+				}
+			}
+			puts, batches, batched := tc.peers.requests()
+			want := map[string]int{} // shards per remote member
+			for _, it := range items {
+				e, ok := w.node.FSM().Lookup(it.Key)
+				if !ok {
+					t.Fatalf("%v not in the writer's index", it.Key)
+				}
+				if len(e.Placement) != min(tt.k+tt.m, 3) && tt.k == 1 || tt.k > 1 && len(e.Placement) != tt.k+tt.m {
+					t.Fatalf("%v: placement %v is short", it.Key, e.Placement)
+				}
+				for _, s := range e.Placement {
+					if s.NodeID != w.id {
+						want[s.NodeID]++
+					}
+				}
+			}
+			for _, n := range tc.nodes {
+				if n == w {
+					continue
+				}
+				gotPuts, gotBatches, gotBatched := puts[n.id]-puts0[n.id], batches[n.id]-batches0[n.id], batched[n.id]-batched0[n.id]
+				switch want[n.id] {
+				case 0:
+					if gotPuts+gotBatches != 0 {
+						t.Fatalf("%s holds none of the batch, yet got %d puts and %d batches", n.id, gotPuts, gotBatches)
+					}
+				case 1:
+					if gotPuts != 1 || gotBatches != 0 {
+						t.Fatalf("%s holds one shard: got %d puts and %d batches, want 1 and 0", n.id, gotPuts, gotBatches)
+					}
+				default:
+					if gotPuts != 0 || gotBatches != 1 || gotBatched != want[n.id] {
+						t.Fatalf("%s holds %d shards: got %d puts, %d batches of %d shards; want one batch of them all",
+							n.id, want[n.id], gotPuts, gotBatches, gotBatched)
+					}
+				}
+			}
+			for _, it := range items {
+				tc.waitEntry(it.Key)
+				for _, r := range tc.nodes {
+					mustGet(t, r.store, it.Key, it.Data)
+				}
+			}
+		})
+	}
+}
+
+// TestPutBatchWithAFailingMember: one member refuses its shards (down, full
+// disk, or other bytes already under one block's key) while the batch's
+// other destinations take theirs: every put is acknowledged, the other
+// members hold every shard, and only the refused shards are missing from
+// the committed placements.
+func TestPutBatchWithAFailingMember(t *testing.T) {
+	tests := []struct {
+		name string
+		fail func(tc *testCluster, bad *testNode, items []ctxstore.PutItem)
+		// refused reports whether bad refused item i's shard.
+		refused func(i int) bool
+	}{
+		{"down", func(tc *testCluster, bad *testNode, _ []ctxstore.PutItem) { tc.peers.setDown(bad.id, true) },
+			func(int) bool { return true }},
+		{"full", func(tc *testCluster, bad *testNode, _ []ctxstore.PutItem) {
+			tc.peers.mu.Lock()
+			tc.peers.full = map[string]bool{bad.id: true}
+			tc.peers.mu.Unlock()
+		}, func(int) bool { return true }},
+		{"other bytes under one key", func(tc *testCluster, bad *testNode, items []ctxstore.PutItem) {
+			other := payload(999, 500)
+			if err := bad.tiers.Put(withTimeout(tc.t, 5*time.Second), items[5].Key, other, block.Checksum(other), block.PutOptions{}); err != nil {
+				tc.t.Fatal(err)
+			}
+		}, func(i int) bool { return i == 5 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := newTestCluster(t, 3, func(c *Config) { c.DeadAfter = time.Hour })
+			tc.createNS("rep", 1, 2)
+			w := tc.leader()
+			var bad *testNode
+			for _, n := range tc.nodes {
+				if n != w {
+					bad = n
+				}
+			}
+			items := make([]ctxstore.PutItem, 24)
+			for i := range items {
+				items[i] = ctxstore.PutItem{Key: block.NewKey("rep", uint64(i)), Data: payload(i, 3000+i)}
+			}
+			tt.fail(tc, bad, items)
+			_, batches0, _ := tc.peers.requests()
+			ctx := withTimeout(t, 30*time.Second)
+			for i, err := range w.store.PutBatch(ctx, items) {
+				if err != nil {
+					t.Fatalf("item %d with %s failing: %v", i, bad.id, err)
+				}
+			}
+			if _, batches, _ := tc.peers.requests(); batches[bad.id]-batches0[bad.id] != 1 {
+				t.Fatalf("%d batch requests to %s, want 1", batches[bad.id]-batches0[bad.id], bad.id)
+			}
+			for i, it := range items {
+				e, ok := w.node.FSM().Lookup(it.Key)
+				if !ok {
+					t.Fatalf("%v not committed", it.Key)
+				}
+				onBad := false
+				holders := map[string]bool{}
+				for _, s := range e.Placement {
+					holders[s.NodeID] = true
+					onBad = onBad || s.NodeID == bad.id
+				}
+				if onBad == tt.refused(i) {
+					t.Fatalf("item %d: placement %v; %s refused it: %v", i, e.Placement, bad.id, tt.refused(i))
+				}
+				for _, n := range tc.nodes {
+					if n != bad && (!holders[n.id] || !n.tiers.Contains(it.Key)) {
+						t.Fatalf("item %d: %s does not hold its shard (placement %v)", i, n.id, e.Placement)
+					}
+				}
+				mustGet(t, w.store, it.Key, it.Data)
+			}
+		})
+	}
+}
+
+// TestSendShardsReportsEachWrite: sendShards reports every write once, with
+// exactly the failures of the member that is down, while the shards for
+// this node and for a live member are stored.
+func TestSendShardsReportsEachWrite(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.DeadAfter = time.Hour })
+	w := tc.leader()
+	var down, up *testNode
+	for _, n := range tc.nodes {
+		switch {
+		case n == w:
+		case down == nil:
+			down = n
+		default:
+			up = n
+		}
+	}
+	tc.peers.setDown(down.id, true)
+	var writes []shardWrite
+	for i := range 23 {
+		to := []*testNode{w, down, up}[i%3]
+		d := payload(i, 1000+i)
+		writes = append(writes, shardWrite{blk: i, node: to.id, key: block.NewKey(block.DefaultNamespace, uint64(i)), data: d,
+			opts: block.PutOptions{Sum: block.Checksum(d), HasSum: true}})
+	}
+	var mu sync.Mutex
+	got := map[int][]error{}
+	var wg sync.WaitGroup
+	wg.Add(len(writes))
+	w.backend.sendShards(withTimeout(t, 20*time.Second), writes, func(sw *shardWrite, err error) {
+		mu.Lock()
+		got[sw.blk] = append(got[sw.blk], err)
+		mu.Unlock()
+		wg.Done()
+	})
+	wg.Wait()
+	for i, sw := range writes {
+		errs := got[i]
+		if len(errs) != 1 {
+			t.Fatalf("write %d reported %d times", i, len(errs))
+		}
+		holder := tc.byID(sw.node)
+		if sw.node == down.id {
+			if !errors.Is(errs[0], block.ErrUnavailable) {
+				t.Fatalf("write %d to the down member: %v", i, errs[0])
+			}
+			if holder.tiers.Contains(sw.key) {
+				t.Fatalf("write %d landed on the down member", i)
+			}
+			continue
+		}
+		if errs[0] != nil {
+			t.Fatalf("write %d to %s: %v", i, sw.node, errs[0])
+		}
+		if !holder.tiers.Contains(sw.key) {
+			t.Fatalf("write %d reported written, not in %s's tiers", i, sw.node)
+		}
+	}
+}
