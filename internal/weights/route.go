@@ -3,6 +3,7 @@ package weights
 import (
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -187,30 +188,46 @@ func (c *Client) routeFile(ctx context.Context, name string, size int64) *route 
 		return nil
 	}
 	var rt route
-	for off := int64(0); off < size; {
+	for off, done := int64(0), false; !done; {
 		_, ep := c.client()
 		loc, err := c.locations(ctx, int(ep), name, off, s3api.MaxLocationBlocks)
-		if err != nil || loc.Size != size {
+		if err != nil {
 			return nil
 		}
-		for _, b := range loc.Blocks {
-			if b.Offset != off || b.Length < 1 || b.Offset+b.Length > size {
-				return nil
-			}
-			rt.pieces = append(rt.pieces, piece{b.Offset, b.Offset + b.Length, holderEndpoint(nodes, b)})
-			off = b.Offset + b.Length
+		if off, done, err = rt.add(loc, off, size, nodes); err != nil {
+			return nil // an answer that does not describe the file: do not route by it
 		}
-		if !loc.Truncated {
-			break
-		}
-		if loc.NextOffset == nil || *loc.NextOffset != off {
-			return nil
-		}
-	}
-	if len(rt.pieces) == 0 || rt.pieces[len(rt.pieces)-1].end != size {
-		return nil
 	}
 	return &rt
+}
+
+// errBadLocations: a GetObjectLocations answer that does not describe the
+// object asked about (routing is then skipped, not trusted).
+var errBadLocations = errors.New("weights: block locations do not describe the object")
+
+// add appends the blocks of loc, one page of an object of size bytes
+// asked from offset off, and returns where the next page starts, or done
+// once the pieces tile [0, size). An answer whose blocks do not continue
+// exactly at off, leave the object, or page without progress is
+// errBadLocations.
+func (r *route) add(loc *s3api.Locations, off, size int64, nodes map[string]int) (next int64, done bool, err error) {
+	if loc.Size != size || len(loc.Blocks) == 0 {
+		return off, false, fmt.Errorf("%w: %d blocks of a %d-byte object, want some of %d bytes", errBadLocations, len(loc.Blocks), loc.Size, size)
+	}
+	for _, b := range loc.Blocks {
+		if b.Offset != off || b.Length < 1 || b.Length > size-off {
+			return off, false, fmt.Errorf("%w: block %d+%d at %d of %d", errBadLocations, b.Offset, b.Length, off, size)
+		}
+		r.pieces = append(r.pieces, piece{off, off + b.Length, holderEndpoint(nodes, b)})
+		off += b.Length
+	}
+	switch {
+	case off == size && !loc.Truncated:
+		return off, true, nil
+	case off < size && loc.Truncated && loc.NextOffset != nil && *loc.NextOffset == off:
+		return off, false, nil
+	}
+	return off, false, fmt.Errorf("%w: page ends at %d of %d (truncated %v)", errBadLocations, off, size, loc.Truncated)
 }
 
 // holderEndpoint picks the endpoint of b's first alive holder of a data

@@ -1,6 +1,8 @@
 package weights
 
 import (
+	"encoding/xml"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -72,4 +74,73 @@ func TestHolderEndpoint(t *testing.T) {
 			t.Errorf("%s: endpoint %d, want %d", tt.name, got, tt.want)
 		}
 	}
+}
+
+// FuzzLocations decodes arbitrary GetObjectLocations answers the way a
+// pull does (XML, then route.add page by page for an object of the
+// answer's asked size): an answer is either refused or yields pieces that
+// tile [0, size) exactly with endpoints in range, and every chunk cut on
+// them is tiled by its spans.
+func FuzzLocations(f *testing.F) {
+	page := func(size int64, blocks string, truncated bool, next string) string {
+		return fmt.Sprintf("<ObjectLocations><Node>n1</Node><Size>%d</Size><ETag>\"e\"</ETag>%s<IsTruncated>%v</IsTruncated>%s</ObjectLocations>", size, blocks, truncated, next)
+	}
+	blk := func(off, n int64, node string) string {
+		return fmt.Sprintf("<Block><Offset>%d</Offset><Length>%d</Length><DataShards>1</DataShards><Holder><Node>%s</Node><Shard>0</Shard><State>alive</State></Holder></Block>", off, n, node)
+	}
+	f.Add([]byte(page(20, blk(0, 8, "n1")+blk(8, 8, "n2")+blk(16, 4, "n3"), false, "")), int64(20), int64(16))
+	f.Add([]byte(page(20, blk(0, 8, "n2"), true, "<NextOffset>8</NextOffset>")), int64(20), int64(5))
+	f.Add([]byte(page(20, "", true, "<NextOffset>0</NextOffset>")), int64(20), int64(5))
+	f.Add([]byte(page(20, blk(0, 9223372036854775807, "n1")+blk(-1, 21, "n2"), false, "")), int64(20), int64(7))
+	f.Add([]byte("<ObjectLocations><Size>x</Size>"), int64(1), int64(1))
+	nodes := map[string]int{"n1": 0, "n2": 1, "n3": 2}
+	f.Fuzz(func(t *testing.T, body []byte, size, chunk int64) {
+		if size < 1 || size > 1<<40 || chunk < 1 {
+			return
+		}
+		var loc s3api.Locations
+		if xml.Unmarshal(body, &loc) != nil {
+			return
+		}
+		var rt route
+		// The same answer for every page: a server that repeats itself
+		// must be refused, not loop.
+		off, done := int64(0), false
+		for pages := 0; !done; pages++ {
+			var err error
+			if off, done, err = rt.add(&loc, off, size, nodes); err != nil {
+				if !errors.Is(err, errBadLocations) {
+					t.Fatalf("error %v is not errBadLocations", err)
+				}
+				return
+			}
+			if pages > 1000 {
+				t.Fatalf("answer pages without end (at %d of %d)", off, size)
+			}
+		}
+		var at int64
+		for _, p := range rt.pieces {
+			if p.off != at || p.end <= p.off || p.ep < -1 || p.ep > 2 {
+				t.Fatalf("piece %+v at %d", p, at)
+			}
+			at = p.end
+		}
+		if at != size {
+			t.Fatalf("pieces end at %d, want %d", at, size)
+		}
+		for off := int64(0); off < size && off < 64*chunk; off += chunk {
+			n := min(chunk, size-off)
+			got := rt.spans(off, n)
+			end := off
+			for _, s := range got {
+				if s.off != end || s.n < 1 {
+					t.Fatalf("span %+v at %d", s, end)
+				}
+				end += s.n
+			}
+			if end != off+n {
+				t.Fatalf("spans of [%d, %d) end at %d", off, off+n, end)
+			}
+		}
+	})
 }
