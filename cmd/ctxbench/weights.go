@@ -35,6 +35,10 @@ type weightsConfig struct {
 	NVMeCapacity string
 	DataShards   int
 	ParityShards int
+	// Route sends each worker's ranged GETs to the nodes holding their
+	// blocks (weights.Config.Route); off, every GET goes through the
+	// worker's first node.
+	Route bool
 	// Dir holds the checkpoint, the versitygw bucket and the nodes' data
 	// (default: the system's temporary directory).
 	Dir string
@@ -62,6 +66,7 @@ func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
 	fs.StringVar(&c.NVMeCapacity, "nvme-capacity", "12GiB", "--nvme-capacity of each node (its segment files live in the run's directory)")
 	fs.IntVar(&c.DataShards, "data-shards", 1, "erasure code of the weights namespace: data shards")
 	fs.IntVar(&c.ParityShards, "parity-shards", 0, "erasure code of the weights namespace: parity shards")
+	fs.BoolVar(&c.Route, "route", true, "send each ranged GET to the node that holds its blocks (GetObjectLocations); false: every GET through the worker's own node, which reads the blocks it does not hold from their holders")
 	fs.StringVar(&c.Dir, "dir", "", "directory for the checkpoint, versitygw's bucket and the nodes' data (default: $TMPDIR)")
 	fs.StringVar(&c.Profile, "profile", "", "start the nodes with --pprof-listen and write CPU profiles of every node (n1.pprof...) and of ctxbench, the pullers (ctxbench.pprof), taken from the start of the tier pull, to this directory")
 	fs.IntVar(&c.ProfileSeconds, "profile-seconds", 5, "length of the --profile CPU profiles (keep it under the tier pull's duration)")
@@ -113,14 +118,18 @@ func runWeights(ctx context.Context, args []string) error {
 
 // weightsResult is what one run measured.
 type weightsResult struct {
-	size                  int64
-	push                  time.Duration
-	tier, raw, vgw        time.Duration // to the last worker's complete checkpoint
-	lowerBytes, served    float64
-	lowerByNode           []string
-	promotions, shared    float64
-	nvmeReads, s3Reads    float64
-	workerTier, workerVGW []time.Duration
+	size               int64
+	push               time.Duration
+	tier, raw, vgw     time.Duration // to the last worker's complete checkpoint
+	lowerBytes, served float64
+	// readLocal, readRemote and readDecoded are the bytes of the blocks
+	// the nodes served from their own tiers, fetched from a peer, and
+	// decoded from erasure shards (ctxtier_cluster_read_bytes_total).
+	readLocal, readRemote, readDecoded float64
+	lowerByNode                        []string
+	promotions, shared                 float64
+	nvmeReads, s3Reads                 float64
+	workerTier, workerVGW              []time.Duration
 	// cpuNodes and cpuBench are the CPU time (user + system) the three
 	// nodes and ctxbench (the pullers) used during the tier pull.
 	cpuNodes, cpuBench time.Duration
@@ -222,7 +231,7 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	tierCfg := func(endpoints []string) weights.Config {
 		wc := weights.DefaultConfig()
 		wc.Endpoints, wc.AccessKey, wc.Secret = endpoints, key.AccessKeyID, key.Secret
-		wc.Namespace, wc.ChunkSize, wc.Parallel = weightsNS, cfg.ChunkSize, cfg.Parallel
+		wc.Namespace, wc.ChunkSize, wc.Parallel, wc.Route = weightsNS, cfg.ChunkSize, cfg.Parallel, cfg.Route
 		return wc
 	}
 	vgwCfg := tierCfg([]string{vgw.addr})
@@ -237,6 +246,15 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	fmt.Fprintf(progress, "weights: pushed to the tier in %v (%.2f GB/s)\n", res.push.Round(time.Millisecond), float64(res.size)/res.push.Seconds()/1e9)
 	if err := push(ctx, vgwCfg, ckpt); err != nil {
 		return fmt.Errorf("versitygw: %w", err)
+	}
+
+	// Every node serves the manifest (written last) before the workers
+	// start: a worker's first read goes to its own node, and routing asks
+	// every node which member it is through it.
+	for _, nd := range lc.nodes {
+		if err := waitManifest(ctx, tierCfg([]string{nd.s3})); err != nil {
+			return fmt.Errorf("%s: %w", nd.id, err)
+		}
 	}
 
 	// The workers, through the tier: worker i starts at node i mod 3.
@@ -280,6 +298,9 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 		res.s3Reads += d.s3
 		res.promotions += d.promotions
 		res.shared += d.shared
+		res.readLocal += d.local
+		res.readRemote += d.remote
+		res.readDecoded += d.decoded
 		res.lowerByNode = append(res.lowerByNode, fmt.Sprintf("%s=%s", lc.nodes[i].id, block.FormatSize(int64(d.nvme+d.s3))))
 	}
 	res.lowerBytes = res.nvmeReads + res.s3Reads
@@ -318,6 +339,29 @@ func push(ctx context.Context, wc weights.Config, dir string) error {
 	return err
 }
 
+// waitManifest waits (30 s at most) until the endpoint of wc serves the
+// model's manifest: a node's index may be a moment behind the leader's
+// after a push.
+func waitManifest(ctx context.Context, wc weights.Config) error {
+	c, err := weights.New(wc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := c.Manifest(ctx, weightsModel)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("manifest of %s: %w", weightsModel, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // pullAll starts one Stream per config at once (every chunk verified
 // against the manifest's SHA-256, the bytes then dropped) and returns the
 // time until the last one completed and each one's time.
@@ -353,26 +397,32 @@ func pullAll(ctx context.Context, cfgs []weights.Config, size int64) (time.Durat
 
 func (r *weightsResult) print(out io.Writer, cfg weightsConfig) {
 	gbs := func(d time.Duration) float64 { return r.served / d.Seconds() / 1e9 }
-	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d "+
+	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d route=%v "+
 		"tier_gb_s=%.3f raw_tcp_gb_s=%.3f ratio_vs_raw_tcp=%.3f "+
 		"lower_tier_bytes_per_served_byte=%.3f lower_tier_bytes_per_checkpoint_byte=%.3f lower_tier_bytes=%s (nvme=%s s3=%s; %v) promotions=%.0f shared_reads=%.0f "+
 		"last_complete_s=%.2f versitygw_last_complete_s=%.2f speedup_vs_versitygw=%.3f push_gb_s=%.3f "+
-		"node_cpu_s_per_gb=%.3f puller_cpu_s_per_gb=%.3f raw_tcp_cpu_s_per_gb=%.3f\n",
-		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards,
+		"node_cpu_s_per_gb=%.3f puller_cpu_s_per_gb=%.3f raw_tcp_cpu_s_per_gb=%.3f "+
+		"local_read_share=%.3f peer_read_bytes_per_served_byte=%.3f\n",
+		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards, cfg.Route,
 		gbs(r.tier), gbs(r.raw), r.raw.Seconds()/r.tier.Seconds(),
 		r.lowerBytes/r.served, r.lowerBytes/float64(r.size), block.FormatSize(int64(r.lowerBytes)), block.FormatSize(int64(r.nvmeReads)), block.FormatSize(int64(r.s3Reads)), r.lowerByNode,
 		r.promotions, r.shared,
 		r.tier.Seconds(), r.vgw.Seconds(), r.vgw.Seconds()/r.tier.Seconds(), float64(r.size)/r.push.Seconds()/1e9,
-		r.cpuNodes.Seconds()/(r.served/1e9), r.cpuBench.Seconds()/(r.served/1e9), r.cpuRaw.Seconds()/(r.served/1e9))
+		r.cpuNodes.Seconds()/(r.served/1e9), r.cpuBench.Seconds()/(r.served/1e9), r.cpuRaw.Seconds()/(r.served/1e9),
+		r.readLocal/max(1, r.readLocal+r.readRemote+r.readDecoded), (r.readRemote+r.readDecoded)/r.served)
 }
 
-// lowerTierCounters are one node's counters of reads below DRAM.
+// lowerTierCounters are one node's counters of reads below DRAM, and of
+// the bytes of the blocks it served by path (its own tiers, a peer,
+// decoded).
 type lowerTierCounters struct {
 	nvme, s3, promotions, shared float64
+	local, remote, decoded       float64
 }
 
 func (a lowerTierCounters) minus(b lowerTierCounters) lowerTierCounters {
-	return lowerTierCounters{a.nvme - b.nvme, a.s3 - b.s3, a.promotions - b.promotions, a.shared - b.shared}
+	return lowerTierCounters{a.nvme - b.nvme, a.s3 - b.s3, a.promotions - b.promotions, a.shared - b.shared,
+		a.local - b.local, a.remote - b.remote, a.decoded - b.decoded}
 }
 
 // lowerTierSnapshot reads every node's /metrics: bytes its NVMe and S3
@@ -392,6 +442,14 @@ func lowerTierSnapshot(ctx context.Context, lc *localCluster) ([]lowerTierCounte
 		out[i].s3, _ = promSamples(text, "ctxtier_tier_read_bytes_total", `tier="s3"`) // no S3 tier: none
 		out[i].promotions, _ = promSamples(text, "ctxtier_tiers_promotions_total", "")
 		out[i].shared, _ = promSamples(text, "ctxtier_tiers_shared_reads_total", "")
+		for _, c := range []struct {
+			v    *float64
+			path string
+		}{{&out[i].local, "local"}, {&out[i].remote, "remote"}, {&out[i].decoded, "decoded"}} {
+			if *c.v, ok = promSamples(text, "ctxtier_cluster_read_bytes_total", `path="`+c.path+`"`); !ok {
+				return nil, fmt.Errorf("%s: no ctxtier_cluster_read_bytes_total{path=%q} in /metrics", nd.id, c.path)
+			}
+		}
 	}
 	return out, nil
 }

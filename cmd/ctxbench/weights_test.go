@@ -23,7 +23,10 @@ func TestParseWeightsFlags(t *testing.T) {
 	if c, err := parseWeightsFlags(strings.Fields("--start --profile /tmp/p --profile-seconds 9"), io.Discard); err != nil || c.Profile != "/tmp/p" || c.ProfileSeconds != 9 {
 		t.Fatalf("profile: %+v %v", c, err)
 	}
-	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" {
+	if c, err := parseWeightsFlags(strings.Fields("--start --route=false"), io.Discard); err != nil || c.Route {
+		t.Fatalf("--route=false: %+v %v", c, err)
+	}
+	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" || !c.Route {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}
 	for _, bad := range []string{"", "--start --size lots", "--start --size 1MiB --files 2", "--start --files 0", "--start --pullers 0",
@@ -147,10 +150,16 @@ func TestWeightsBenchAgainstRealCluster(t *testing.T) {
 	}
 	for _, k := range []string{"tier_gb_s", "raw_tcp_gb_s", "ratio_vs_raw_tcp", "lower_tier_bytes_per_served_byte", "lower_tier_bytes_per_checkpoint_byte",
 		"last_complete_s", "versitygw_last_complete_s", "speedup_vs_versitygw", "push_gb_s", "promotions",
-		"node_cpu_s_per_gb", "puller_cpu_s_per_gb", "raw_tcp_cpu_s_per_gb"} {
+		"node_cpu_s_per_gb", "puller_cpu_s_per_gb", "raw_tcp_cpu_s_per_gb", "local_read_share"} {
 		if v, ok := vals[k]; !ok || v <= 0 {
 			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)
 		}
+	}
+	// --route (the default): each ranged GET goes to the holder of its
+	// one-copy blocks, so the nodes serve the data from their own tiers;
+	// only manifest records (KiB) may come from peers.
+	if v := vals["local_read_share"]; v < 0.9 || !strings.Contains(out.String(), " route=true ") {
+		t.Errorf("routed run: local_read_share=%v, want >= 0.9 (peer_read_bytes_per_served_byte=%v)", v, vals["peer_read_bytes_per_served_byte"])
 	}
 	// --profile: a CPU profile of every node and of the pullers, each a
 	// gzipped pprof file.

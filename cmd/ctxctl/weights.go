@@ -27,7 +27,9 @@ Moves a model checkpoint between a directory and the tier's S3 endpoint
 object namespace --namespace (default weights, created on first push), and
 a manifest of sizes and SHA-256s. A pull verifies every chunk, skips files
 already complete, and resumes a file left by an interrupted pull (FILE.ctxpart)
-from its verified chunks. Credentials: --access-key and --secret (or
+from its verified chunks. With several endpoints a pull sends each ranged GET
+to the listed node that holds its blocks (--route=false: all through the first
+that works). Credentials: --access-key and --secret (or
 CTXTIER_ACCESS_KEY / CTXTIER_SECRET), an S3 key from ctxctl keys create.`
 
 // weightsFlags parses the flags shared by push and pull, after the
@@ -46,6 +48,7 @@ func weightsFlags(action string, args []string, errOut io.Writer) (cfg weights.C
 	chunkMiB := fs.Int64("chunk-mib", cfg.ChunkSize>>20, "chunk (part, ranged GET, resume unit) size in MiB")
 	fs.IntVar(&cfg.Parallel, "parallel", cfg.Parallel, "chunks in flight at once")
 	fs.IntVar(&cfg.Retries, "retries", cfg.Retries, "retries of a failed chunk GET")
+	fs.BoolVar(&cfg.Route, "route", cfg.Route, "pull: send each ranged GET to the node holding its blocks (of those listed in --s3), the others being the fallback")
 	fs.BoolVar(&progress, "progress", true, "print a progress line to stderr")
 	if action == "push" {
 		fs.StringVar(&name, "name", "", "MODEL: the checkpoint's name in the tier")

@@ -14,8 +14,11 @@ func TestWeightsFlags(t *testing.T) {
 		t.Fatalf("push flags: %+v %q %v %v %v", cfg, name, prog, rest, err)
 	}
 	cfg, _, prog, rest, err = weightsFlags("pull", strings.Fields("llama/7b /models/llama --namespace ckpts"), io.Discard)
-	if err != nil || !prog || len(rest) != 2 || rest[1] != "/models/llama" || cfg.Namespace != "ckpts" {
+	if err != nil || !prog || len(rest) != 2 || rest[1] != "/models/llama" || cfg.Namespace != "ckpts" || !cfg.Route {
 		t.Fatalf("pull flags: %+v %v %v", cfg, rest, err)
+	}
+	if cfg, _, _, _, err = weightsFlags("pull", strings.Fields("llama/7b /models/llama --route=false"), io.Discard); err != nil || cfg.Route {
+		t.Fatalf("pull --route=false: %+v %v", cfg, err)
 	}
 	bad := []struct{ action, args string }{
 		{"push", "dir"},                       // no --name

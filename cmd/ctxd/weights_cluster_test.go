@@ -56,51 +56,12 @@ func adminKeyFor(t *testing.T, dirs ...string) credential.Credential {
 // bytes (SHA-256 of every file).
 func TestWeightsPullSurvivesNodeKill(t *testing.T) {
 	ctx := withTimeout(t, 5*time.Minute)
-	nodes := make([]*testNode, 3)
-	var joins, dirs []string
-	for i := range nodes {
-		nodes[i] = &testNode{id: fmt.Sprintf("n%d", i+1), http: freeAddr(t), raft: freeAddr(t), dataDir: t.TempDir()}
-		// A long --dead-after: the kill is survived by degraded reads, not
-		// by a repair that finished first.
-		nodes[i].extra = []string{"--dead-after", "10m"}
-		joins = append(joins, nodes[i].http)
-		dirs = append(dirs, nodes[i].dataDir)
-	}
-	key := adminKeyFor(t, dirs...)
-	join := strings.Join(joins, ",")
-	for _, nd := range nodes {
-		nd.p = startCtxd(t, nd.args(join)...)
-	}
-	waitFor(t, 30*time.Second, "a leader", func() bool { _, ok := leaderOf(t, nodes); return ok })
-	hc := httpClient(t, nodes[0].p.HTTP)
-	waitFor(t, 30*time.Second, "the weights namespace", func() bool {
-		_, err := hc.CreateNamespace(ctx, block.Namespace{Name: "weights", Kind: block.KindObject, DataShards: 2, ParityShards: 1})
-		return err == nil
-	})
-
+	// A long --dead-after: the kill is survived by degraded reads, not by
+	// a repair that finished first.
+	nodes, key := startWeightsCluster(ctx, t, 2, 1, "--dead-after", "10m")
 	src := t.TempDir()
-	files := map[string]int{"model-00001-of-00002.safetensors": 64<<20 + 4099, "model-00002-of-00002.safetensors": 40 << 20, "config.json": 777}
-	r := rand.New(rand.NewPCG(7, 8))
-	want := map[string][32]byte{}
-	for p, n := range files {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		if err := os.WriteFile(filepath.Join(src, p), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		want[p] = sha256.Sum256(b)
-	}
-	cfg := func(eps ...*testNode) weights.Config {
-		c := weights.DefaultConfig()
-		c.Endpoints = nil
-		for _, nd := range eps {
-			c.Endpoints = append(c.Endpoints, nd.p.S3)
-		}
-		c.AccessKey, c.Secret, c.ChunkSize, c.Parallel = key.AccessKeyID, key.Secret, 8<<20, 2
-		return c
-	}
+	files, want := writeWeightsCheckpoint(t, src)
+	cfg := func(eps ...*testNode) weights.Config { return weightsConfig(key, eps...) }
 	pusher, err := weights.New(cfg(nodes[0]))
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +137,76 @@ func TestWeightsPullSurvivesNodeKill(t *testing.T) {
 	if st.FilesFetched != 3 {
 		t.Errorf("pull stats %+v: want 3 files fetched", st)
 	}
+	checkPulled(t, dst, want)
+	if d := reconstructions() - before; d < 1 {
+		t.Errorf("no degraded read on the surviving nodes (reconstructions +%v): the dead node's shards were not needed", d)
+	} else {
+		t.Logf("pulled %d MiB across the kill of node 3 after %d MiB; %v blocks decoded from parity", st.BytesFetched>>20, atKill>>20, d)
+	}
+}
+
+// startWeightsCluster starts a 3-node cluster of real ctxd processes
+// (extra flags on each) sharing one admin S3 key, and creates the object
+// namespace "weights" with the erasure code (k, m).
+func startWeightsCluster(ctx context.Context, t *testing.T, k, m int, extra ...string) ([]*testNode, credential.Credential) {
+	t.Helper()
+	nodes := make([]*testNode, 3)
+	var joins, dirs []string
+	for i := range nodes {
+		nodes[i] = &testNode{id: fmt.Sprintf("n%d", i+1), http: freeAddr(t), raft: freeAddr(t), dataDir: t.TempDir()}
+		nodes[i].extra = extra
+		joins = append(joins, nodes[i].http)
+		dirs = append(dirs, nodes[i].dataDir)
+	}
+	key := adminKeyFor(t, dirs...)
+	join := strings.Join(joins, ",")
+	for _, nd := range nodes {
+		nd.p = startCtxd(t, nd.args(join)...)
+	}
+	waitFor(t, 30*time.Second, "a leader", func() bool { _, ok := leaderOf(t, nodes); return ok })
+	hc := httpClient(t, nodes[0].p.HTTP)
+	waitFor(t, 30*time.Second, "the weights namespace", func() bool {
+		_, err := hc.CreateNamespace(ctx, block.Namespace{Name: "weights", Kind: block.KindObject, DataShards: k, ParityShards: m})
+		return err == nil
+	})
+	return nodes, key
+}
+
+// writeWeightsCheckpoint writes two safetensors-sized files of random bytes
+// and a small one into src, and returns their sizes and SHA-256s.
+func writeWeightsCheckpoint(t *testing.T, src string) (map[string]int, map[string][32]byte) {
+	t.Helper()
+	files := map[string]int{"model-00001-of-00002.safetensors": 64<<20 + 4099, "model-00002-of-00002.safetensors": 40 << 20, "config.json": 777}
+	r := rand.New(rand.NewPCG(7, 8))
+	want := map[string][32]byte{}
+	for p, n := range files {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(src, p), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[p] = sha256.Sum256(b)
+	}
+	return files, want
+}
+
+// weightsConfig is a weights client configuration for the S3 endpoints of
+// eps, in that order: 8 MiB chunks, 2 in parallel.
+func weightsConfig(key credential.Credential, eps ...*testNode) weights.Config {
+	c := weights.DefaultConfig()
+	c.Endpoints = nil
+	for _, nd := range eps {
+		c.Endpoints = append(c.Endpoints, nd.p.S3)
+	}
+	c.AccessKey, c.Secret, c.ChunkSize, c.Parallel = key.AccessKeyID, key.Secret, 8<<20, 2
+	return c
+}
+
+// checkPulled compares every pulled file's SHA-256 with the pushed one's.
+func checkPulled(t *testing.T, dst string, want map[string][32]byte) {
+	t.Helper()
 	for p, sum := range want {
 		b, err := os.ReadFile(filepath.Join(dst, p))
 		if err != nil {
@@ -185,9 +216,88 @@ func TestWeightsPullSurvivesNodeKill(t *testing.T) {
 			t.Errorf("%s: SHA-256 of the pulled file differs from the pushed one", p)
 		}
 	}
-	if d := reconstructions() - before; d < 1 {
-		t.Errorf("no degraded read on the surviving nodes (reconstructions +%v): the dead node's shards were not needed", d)
-	} else {
-		t.Logf("pulled %d MiB across the kill of node 3 after %d MiB; %v blocks decoded from parity", st.BytesFetched>>20, atKill>>20, d)
+}
+
+// TestWeightsPullRouted: in a one-copy object namespace of a 3-node
+// cluster, every data block has one holder. The same checkpoint is pulled
+// through all three endpoints twice: without routing (every GET through
+// n1, which reads the blocks it does not hold from their holders) and with
+// it (each ranged GET sent to the block's holder). Both pulls give the
+// pushed bytes; the routed one is served from the holders' own tiers: the
+// nodes' remote-read bytes (ctxtier_cluster_read_bytes_total{path="remote"})
+// stay under 1 MiB (manifest records only; a data block is 8 MiB) where
+// the unrouted pull's include data blocks.
+func TestWeightsPullRouted(t *testing.T) {
+	ctx := withTimeout(t, 5*time.Minute)
+	nodes, key := startWeightsCluster(ctx, t, 1, 0)
+	src := t.TempDir()
+	files, want := writeWeightsCheckpoint(t, src)
+	var total int64
+	for _, n := range files {
+		total += int64(n)
+	}
+	pusher, err := weights.New(weightsConfig(key, nodes[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pusher.Push(ctx, src, "llama/8b", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Every node must have applied the manifest (written last): routing
+	// learns which endpoint is which member from it.
+	for _, nd := range nodes {
+		w, err := weights.New(weightsConfig(key, nd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, nd.id+" to serve the model's manifest", func() bool {
+			_, err := w.Manifest(ctx, "llama/8b")
+			return err == nil
+		})
+	}
+	const local, remote = `ctxtier_cluster_read_bytes_total{path="local"}`, `ctxtier_cluster_read_bytes_total{path="remote"}`
+	readBytes := func() (loc, rem float64) {
+		for _, nd := range nodes {
+			m := scrapeMetrics(t, nd.p.HTTP, local, remote)
+			l, err1 := strconv.ParseFloat(m[local], 64)
+			r, err2 := strconv.ParseFloat(m[remote], 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s: read bytes %q %q", nd.id, m[local], m[remote])
+			}
+			loc, rem = loc+l, rem+r
+		}
+		return loc, rem
+	}
+	for _, tt := range []struct {
+		name  string
+		route bool
+	}{{"unrouted", false}, {"routed", true}} {
+		cfg := weightsConfig(key, nodes...)
+		cfg.Route = tt.route
+		puller, err := weights.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := t.TempDir()
+		loc0, rem0 := readBytes()
+		st, err := puller.Pull(ctx, "llama/8b", dst, nil)
+		if err != nil {
+			t.Fatalf("%s pull: %v", tt.name, err)
+		}
+		loc1, rem1 := readBytes()
+		checkPulled(t, dst, want)
+		if st.BytesFetched != total {
+			t.Errorf("%s pull fetched %d bytes, want %d", tt.name, st.BytesFetched, total)
+		}
+		dl, dr := loc1-loc0, rem1-rem0
+		t.Logf("%s pull of %d MiB: nodes read %.1f MiB locally, %.1f MiB from peers", tt.name, total>>20, dl/(1<<20), dr/(1<<20))
+		switch {
+		case dl+dr < float64(total):
+			t.Errorf("%s: the nodes read %.0f bytes for a %d-byte checkpoint: the read counters miss reads", tt.name, dl+dr, total)
+		case tt.route && dr >= 1<<20:
+			t.Errorf("routed pull: %.0f bytes read from peers, want only manifest records (< 1 MiB)", dr)
+		case !tt.route && dr < 8<<20:
+			t.Errorf("unrouted pull through n1: %.0f bytes read from peers, want the blocks n1 does not hold", dr)
+		}
 	}
 }

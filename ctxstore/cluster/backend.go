@@ -254,6 +254,7 @@ func (b *Backend) getEntry(ctx context.Context, key block.Key, e fsm.Entry, c *e
 		return nil, err
 	}
 	b.met.readDecoded.Inc()
+	b.met.readDecodedBytes.Add(float64(len(data)))
 	return block.NewRef(data, e.Sum, TierPeer, nil), nil
 }
 
@@ -310,6 +311,7 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 				if int64(len(ref.Data)) == e.Size && ref.Sum == e.Sum {
 					allGone = false
 					b.met.readLocal.Inc()
+					b.met.readLocalBytes.Add(float64(len(ref.Data)))
 					return ref, nil
 				}
 				ref.Release()
@@ -358,6 +360,7 @@ func (b *Backend) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*
 			if a.err == nil {
 				allGone = false
 				b.met.readRemote.Inc()
+				b.met.readRemoteBytes.Add(float64(len(a.data)))
 				return block.NewRef(a.data, e.Sum, TierPeer, nil), nil
 			}
 			b.met.shardErrors.Inc()

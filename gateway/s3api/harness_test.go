@@ -38,6 +38,13 @@ func newEnvWith(t *testing.T, mut func(*Config), srvLog *slog.Logger) *env {
 // objects need room: a full tier evicts).
 func newEnvSized(t *testing.T, capacity int64, mut func(*Config), srvLog *slog.Logger) *env {
 	t.Helper()
+	return newEnvOver(t, capacity, nil, mut, srvLog)
+}
+
+// newEnvOver is newEnvSized with the store's DRAM tier seen through wrap
+// (nil: as it is).
+func newEnvOver(t *testing.T, capacity int64, wrap func(ctxstore.Tier) ctxstore.Tier, mut func(*Config), srvLog *slog.Logger) *env {
+	t.Helper()
 	// This machine may export AWS_CA_BUNDLE, which breaks AWS SDK v2 clients.
 	t.Setenv("AWS_CA_BUNDLE", "")
 	os.Unsetenv("AWS_CA_BUNDLE")
@@ -54,7 +61,11 @@ func newEnvSized(t *testing.T, capacity int64, mut func(*Config), srvLog *slog.L
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tier.Close() })
-	st, err := ctxstore.New(ctxstore.DefaultConfig(), cat, tier, log)
+	var top ctxstore.Tier = tier
+	if wrap != nil {
+		top = wrap(tier)
+	}
+	st, err := ctxstore.New(ctxstore.DefaultConfig(), cat, top, log)
 	if err != nil {
 		t.Fatal(err)
 	}

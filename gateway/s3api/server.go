@@ -420,6 +420,9 @@ func (s *Server) route(q *request) func(*request) error {
 	}
 	switch r.Method {
 	case http.MethodGet:
+		if qs.Has(LocationsQuery) {
+			return set("GetObjectLocations", s.objectsOnly(s.getLocations))
+		}
 		return set("GetObject", s.byKind(s.getObject, s.getObjectNS))
 	case http.MethodHead:
 		return set("HeadObject", s.byKind(s.headObject, s.headObjectNS))

@@ -138,6 +138,10 @@ func (c *Client) fetchChunks(ctx context.Context, m *Manifest, f File, todo []in
 		chunks   atomic.Int64
 	)
 	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
+	var rt *route
+	if len(todo) > 0 {
+		rt = c.routeFile(ctx, c.objectName(m.Model, f.Path), f.Size)
+	}
 	for w := 0; w < min(c.cfg.Parallel, len(todo)); w++ {
 		wg.Add(1)
 		go func() {
@@ -145,7 +149,7 @@ func (c *Client) fetchChunks(ctx context.Context, m *Manifest, f File, todo []in
 			b := make([]byte, m.ChunkSize)
 			for i := range work {
 				off, n := chunkSpan(m.ChunkSize, f.Size, i)
-				if err := c.fetchChunk(ctx, m.Model, f, i, off, b[:n], &fetched, progress); err != nil {
+				if err := c.fetchChunk(ctx, m.Model, f, rt, i, off, b[:n], &fetched, progress); err != nil {
 					fail(err)
 					continue
 				}
@@ -175,37 +179,26 @@ feed:
 	return ctx.Err()
 }
 
-// fetchChunk reads chunk i of f into b with a ranged GET, retrying a failed
-// or corrupt read (a failed one through the next endpoint), and verifies it
-// against the manifest.
-func (c *Client) fetchChunk(ctx context.Context, model string, f File, i int, off int64, b []byte, fetched *atomic.Int64, progress *Progress) error {
+// fetchChunk reads chunk i of f into b with ranged GETs (one per span of
+// rt, one in all without routing), retrying a failed or corrupt read (a
+// failed one through the next endpoint), and verifies it against the
+// manifest.
+func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route, i int, off int64, b []byte, fetched *atomic.Int64, progress *Progress) error {
 	var last error
+	name := c.objectName(model, f.Path)
+	spans := rt.spans(off, int64(len(b)))
 	for try := 0; try <= c.cfg.Retries; try++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		opts := minio.GetObjectOptions{}
-		if err := opts.SetRange(off, off+int64(len(b))-1); err != nil {
-			return err
+		var err error
+		for _, sp := range spans {
+			if err = c.getSpan(ctx, name, sp, b[sp.off-off:sp.off-off+sp.n], fetched, progress); err != nil {
+				break
+			}
 		}
-		mc, ep := c.client()
-		obj, err := mc.GetObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), opts)
 		if err != nil {
 			last = err
-			if ctx.Err() == nil {
-				c.failed(ep)
-			}
-			continue
-		}
-		n, err := io.ReadFull(obj, b)
-		obj.Close()
-		fetched.Add(int64(n))
-		progress.Done.Add(int64(n))
-		if err != nil {
-			last = err
-			if ctx.Err() == nil {
-				c.failed(ep)
-			}
 			continue
 		}
 		if sumHex(b) != f.Chunks[i] {
@@ -215,6 +208,34 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, i int, of
 		return nil
 	}
 	return fmt.Errorf("weights: pull %s chunk %d: %w", f.Path, i, last)
+}
+
+// getSpan reads sp into b with one ranged GET: through sp's endpoint when
+// it has one that routing may use now, else through the endpoint in use.
+// A failure takes the endpoint out of routing for a while and moves the
+// endpoint in use on when it was that one.
+func (c *Client) getSpan(ctx context.Context, name string, sp span, b []byte, fetched *atomic.Int64, progress *Progress) error {
+	opts := minio.GetObjectOptions{}
+	if err := opts.SetRange(sp.off, sp.off+sp.n-1); err != nil {
+		return err
+	}
+	mc, ep := c.client()
+	if sp.ep >= 0 && int64(sp.ep) != ep && c.rt.usable(sp.ep) {
+		mc, ep = c.mcs[sp.ep], int64(sp.ep)
+	}
+	obj, err := mc.GetObject(ctx, c.cfg.Namespace, name, opts)
+	if err == nil {
+		var n int
+		n, err = io.ReadFull(obj, b)
+		obj.Close()
+		fetched.Add(int64(n))
+		progress.Done.Add(int64(n))
+	}
+	if err != nil && ctx.Err() == nil {
+		c.rt.markDown(int(ep))
+		c.failed(ep)
+	}
+	return err
 }
 
 func chunkSpan(chunk, size int64, i int) (off, n int64) {
@@ -236,6 +257,9 @@ func (c *Client) begin(ctx context.Context, model string, progress *Progress) (*
 	m, err := c.Manifest(ctx, model)
 	if err != nil {
 		return nil, progress, err
+	}
+	if c.cfg.Route && len(c.mcs) > 1 {
+		c.learnNodes(ctx, c.objectName(model, ManifestName))
 	}
 	progress.Total.Store(m.Size())
 	return m, progress, nil

@@ -51,10 +51,14 @@ type Config struct {
 	Parallel int
 	// Retries is how many times a failed chunk GET is retried.
 	Retries int
+	// Route sends each piece of a chunk that lies in one data block to an
+	// endpoint whose node holds the block (route.go), when there are
+	// several endpoints; off, every GET goes to the endpoint in use.
+	Route bool
 }
 
 // DefaultConfig returns the local endpoint, namespace "weights", 16 MiB
-// chunks, 4 in parallel and 3 retries.
+// chunks, 4 in parallel, 3 retries and routing on.
 func DefaultConfig() Config {
 	return Config{
 		Endpoints: []string{"127.0.0.1:7403"},
@@ -63,6 +67,7 @@ func DefaultConfig() Config {
 		ChunkSize: 16 << 20,
 		Parallel:  4,
 		Retries:   3,
+		Route:     true,
 	}
 }
 
@@ -168,6 +173,7 @@ type Client struct {
 	cfg Config
 	mcs []*minio.Client // one per endpoint
 	cur atomic.Int64    // index of the endpoint in use
+	rt  *router         // what routing learned (route.go)
 }
 
 // New returns a Client for cfg.
@@ -175,7 +181,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg}
+	c := &Client{cfg: cfg, rt: &router{}}
 	for _, ep := range cfg.Endpoints {
 		mc, err := minio.New(ep, &minio.Options{
 			Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.Secret, ""),

@@ -1,0 +1,146 @@
+package weights
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/ctxtier/ctxtier/gateway/s3api"
+)
+
+// TestRouteSpans: a chunk is cut on block boundaries, neighbours going to
+// the same endpoint are merged, the spans tile the chunk exactly, and a
+// route that does not cover the chunk is not trusted.
+func TestRouteSpans(t *testing.T) {
+	const mb = 1 << 20
+	// Blocks of 8 MiB on endpoints 0, 1, 1, -1 (unknown), 2; 36 MiB.
+	rt := &route{pieces: []piece{{0, 8 * mb, 0}, {8 * mb, 16 * mb, 1}, {16 * mb, 24 * mb, 1}, {24 * mb, 32 * mb, -1}, {32 * mb, 36 * mb, 2}}}
+	for _, tt := range []struct {
+		name   string
+		rt     *route
+		off, n int64
+		want   string
+	}{
+		{"no route", nil, 5, 10, "[{5 10 -1}]"},
+		{"inside one block", rt, 1 * mb, 2 * mb, fmt.Sprint([]span{{1 * mb, 2 * mb, 0}})},
+		{"across a boundary", rt, 0, 16 * mb, fmt.Sprint([]span{{0, 8 * mb, 0}, {8 * mb, 8 * mb, 1}})},
+		{"same endpoint merged", rt, 8 * mb, 16 * mb, fmt.Sprint([]span{{8 * mb, 16 * mb, 1}})},
+		{"unaligned, four endpoints", rt, 4 * mb, 30 * mb, fmt.Sprint([]span{{4 * mb, 4 * mb, 0}, {8 * mb, 16 * mb, 1}, {24 * mb, 8 * mb, -1}, {32 * mb, 2 * mb, 2}})},
+		{"last short chunk", rt, 32 * mb, 4 * mb, fmt.Sprint([]span{{32 * mb, 4 * mb, 2}})},
+		{"past the route's end", rt, 32 * mb, 8 * mb, fmt.Sprint([]span{{32 * mb, 8 * mb, -1}})},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.rt.spans(tt.off, tt.n)
+			if fmt.Sprint(got) != tt.want {
+				t.Fatalf("spans(%d, %d) = %v, want %s", tt.off, tt.n, got, tt.want)
+			}
+			at := tt.off
+			for _, s := range got {
+				if s.off != at || s.n < 1 {
+					t.Fatalf("span %+v at %d: not tiling", s, at)
+				}
+				at += s.n
+			}
+			if at != tt.off+tt.n {
+				t.Fatalf("spans end at %d, want %d", at, tt.off+tt.n)
+			}
+		})
+	}
+}
+
+// TestHolderEndpoint: the first alive holder of a data shard whose node
+// has an endpoint wins; dead holders, parity holders of a coded block and
+// nodes without an endpoint are passed over.
+func TestHolderEndpoint(t *testing.T) {
+	nodes := map[string]int{"n1": 0, "n2": 1, "n3": 2}
+	h := func(node string, shard int, state string) s3api.LocatedHolder {
+		return s3api.LocatedHolder{Node: node, Shard: shard, State: state}
+	}
+	for _, tt := range []struct {
+		name string
+		b    s3api.LocatedBlock
+		want int
+	}{
+		{"one copy", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n2", 0, "alive")}}, 1},
+		{"first holder dead", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n3", 0, "dead"), h("n1", 1, "alive")}}, 0},
+		{"replica index above k=1 is whole", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n3", 2, "alive")}}, 2},
+		{"coded: parity skipped", s3api.LocatedBlock{DataShards: 2, Holders: []s3api.LocatedHolder{h("n1", 2, "alive"), h("n3", 1, "alive")}}, 2},
+		{"unknown node", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n7", 0, "alive"), h("n2", 1, "alive")}}, 1},
+		{"suspect only", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n1", 0, "suspect")}}, -1},
+		{"not clustered", s3api.LocatedBlock{DataShards: 1}, -1},
+	} {
+		if got := holderEndpoint(nodes, tt.b); got != tt.want {
+			t.Errorf("%s: endpoint %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// FuzzLocations decodes arbitrary GetObjectLocations answers the way a
+// pull does (XML, then route.add page by page for an object of the
+// answer's asked size): an answer is either refused or yields pieces that
+// tile [0, size) exactly with endpoints in range, and every chunk cut on
+// them is tiled by its spans.
+func FuzzLocations(f *testing.F) {
+	page := func(size int64, blocks string, truncated bool, next string) string {
+		return fmt.Sprintf("<ObjectLocations><Node>n1</Node><Size>%d</Size><ETag>\"e\"</ETag>%s<IsTruncated>%v</IsTruncated>%s</ObjectLocations>", size, blocks, truncated, next)
+	}
+	blk := func(off, n int64, node string) string {
+		return fmt.Sprintf("<Block><Offset>%d</Offset><Length>%d</Length><DataShards>1</DataShards><Holder><Node>%s</Node><Shard>0</Shard><State>alive</State></Holder></Block>", off, n, node)
+	}
+	f.Add([]byte(page(20, blk(0, 8, "n1")+blk(8, 8, "n2")+blk(16, 4, "n3"), false, "")), int64(20), int64(16))
+	f.Add([]byte(page(20, blk(0, 8, "n2"), true, "<NextOffset>8</NextOffset>")), int64(20), int64(5))
+	f.Add([]byte(page(20, "", true, "<NextOffset>0</NextOffset>")), int64(20), int64(5))
+	f.Add([]byte(page(20, blk(0, 9223372036854775807, "n1")+blk(-1, 21, "n2"), false, "")), int64(20), int64(7))
+	f.Add([]byte("<ObjectLocations><Size>x</Size>"), int64(1), int64(1))
+	nodes := map[string]int{"n1": 0, "n2": 1, "n3": 2}
+	f.Fuzz(func(t *testing.T, body []byte, size, chunk int64) {
+		if size < 1 || size > 1<<40 || chunk < 1 {
+			return
+		}
+		var loc s3api.Locations
+		if xml.Unmarshal(body, &loc) != nil {
+			return
+		}
+		var rt route
+		// The same answer for every page: a server that repeats itself
+		// must be refused, not loop.
+		off, done := int64(0), false
+		for pages := 0; !done; pages++ {
+			var err error
+			if off, done, err = rt.add(&loc, off, size, nodes); err != nil {
+				if !errors.Is(err, errBadLocations) {
+					t.Fatalf("error %v is not errBadLocations", err)
+				}
+				return
+			}
+			if pages > 1000 {
+				t.Fatalf("answer pages without end (at %d of %d)", off, size)
+			}
+		}
+		var at int64
+		for _, p := range rt.pieces {
+			if p.off != at || p.end <= p.off || p.ep < -1 || p.ep > 2 {
+				t.Fatalf("piece %+v at %d", p, at)
+			}
+			at = p.end
+		}
+		if at != size {
+			t.Fatalf("pieces end at %d, want %d", at, size)
+		}
+		for off := int64(0); off < size && off < 64*chunk; off += chunk {
+			n := min(chunk, size-off)
+			got := rt.spans(off, n)
+			end := off
+			for _, s := range got {
+				if s.off != end || s.n < 1 {
+					t.Fatalf("span %+v at %d", s, end)
+				}
+				end += s.n
+			}
+			if end != off+n {
+				t.Fatalf("spans of [%d, %d) end at %d", off, off+n, end)
+			}
+		}
+	})
+}
