@@ -112,30 +112,48 @@ func TestMain(m *testing.M) {
 // refused here, and can be had once that process is gone (the kernel drops
 // a dead process's record locks).
 func TestReserveAcrossProcesses(t *testing.T) {
-	addr := ""
-	mu.Lock()
-	for p := lowest; addr == ""; p++ { // a port this process holds no lock on
-		if a := "127.0.0.1:" + strconv.Itoa(p); !handedOut[a] {
-			addr = a
+	// A port this process holds no lock on, that the child can take: other
+	// test binaries running at once (go test ./... runs packages in
+	// parallel) may hold the lowest ones, and then the child answers
+	// "refused" and the next port is tried.
+	var addr string
+	var cmd *exec.Cmd
+	var stdin io.WriteCloser
+	next := lowest
+	for tries := 0; addr == ""; tries++ {
+		if tries == 100 {
+			t.Fatal("100 ports in a row held by other processes")
 		}
-	}
-	mu.Unlock()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), holdEnv+"="+addr)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "held\n" {
-		t.Fatalf("child: %q %v", line, err)
+		mu.Lock()
+		cand := ""
+		for ; cand == ""; next++ {
+			if a := "127.0.0.1:" + strconv.Itoa(next); !handedOut[a] {
+				cand = a
+			}
+		}
+		mu.Unlock()
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), holdEnv+"="+cand)
+		in, err := c.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		switch {
+		case err == nil && line == "held\n":
+			addr, cmd, stdin = cand, c, in
+		case err == nil && line == "refused\n":
+			_ = c.Wait() // another process holds cand
+		default:
+			t.Fatalf("child: %q %v", line, err)
+		}
 	}
 	if reserve(addr) {
 		t.Errorf("%s reserved here while the child holds it", addr)
