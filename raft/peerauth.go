@@ -64,7 +64,7 @@ const DefaultAuthTimeout = 5 * time.Second
 // Handshake errors. ErrPeerAuth is the family; errors.Is matches the
 // specific one and ErrPeerAuth.
 var (
-	ErrPeerAuth = errors.New("raft peer authentication failed")
+	ErrPeerAuth = errors.New("raft: peer authentication failed")
 	// ErrPeerRefused: the peer refused this node's proof (its cluster
 	// secret differs from ours).
 	ErrPeerRefused = fmt.Errorf("%w: refused our cluster secret", ErrPeerAuth)

@@ -17,7 +17,7 @@ import (
 
 // ErrKeyCollision: the key's slot holds a live record of another key whose
 // hash is the same. It wraps block.ErrConflict: nothing was changed.
-var ErrKeyCollision = fmt.Errorf("key hash collides with another key; %w", block.ErrConflict)
+var ErrKeyCollision = fmt.Errorf("object: key hash collides with another key; %w", block.ErrConflict)
 
 // Config configures a Store.
 type Config struct {

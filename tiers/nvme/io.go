@@ -221,7 +221,7 @@ func (t *Tier) releaseSeg(s *segment) {
 }
 
 // errGone means the segment an entry names no longer exists.
-var errGone = errors.New("segment gone")
+var errGone = errors.New("nvme: segment gone")
 
 // readExtent reads e's whole extent into a pooled buffer (one aligned read,
 // or for extents of 1 MiB and more aligned chunk reads in parallel, each
