@@ -316,7 +316,7 @@ func (a *PeerAuth) serve(c net.Conn) error {
 	}
 	if !hmac.Equal(proof.payload, a.mac("client", nc, ns)) {
 		// Best effort: tell it why, so it reports a clear error.
-		c.Write(frame{kindRefuse, []byte("cluster secret mismatch")}.encode(nil))
+		_, _ = c.Write(frame{kindRefuse, []byte("cluster secret mismatch")}.encode(nil))
 		return fmt.Errorf("%w: its proof does not match our cluster secret", ErrPeerRefused)
 	}
 	if _, err := c.Write(frame{kindAccept, a.mac("server", nc, ns)}.encode(nil)); err != nil {

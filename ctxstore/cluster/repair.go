@@ -122,7 +122,7 @@ func (b *Backend) scan() (tasks []repairTask, scanned, restoring int) {
 		if err != nil {
 			continue
 		}
-		f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+		_ = f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
 			scanned++
 			t := repairTask{key: k, entry: e, code: c}
 			have := map[int]bool{}
