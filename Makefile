@@ -19,7 +19,7 @@ TEST_SHOW ?= Partition
 GOTEST = set -o pipefail; CTXTIER_STRICT=$(STRICT) $(GO) test -json -race -timeout $(TEST_TIMEOUT) -count=1 $(PKGS) \
 	| $(GO) run ./internal/testtally -log $(TEST_LOG) -show '$(TEST_SHOW)'
 
-.PHONY: help build run test test-race test-deps test-console bench fuzz soak lint clean reliability
+.PHONY: help build run test test-race test-deps test-console bench fuzz soak lint lint-tools clean reliability
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -57,10 +57,24 @@ reliability: ## faults against real 3-node clusters (rolling restarts, 20 leader
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	scripts/fuzz.sh $(FUZZTIME)
 
-lint: ## gofmt and go vet
+# golangci-lint, pinned, built from source into TOOLS by lint-tools (a few
+# minutes on 2 cores the first time; reused while the version matches).
+GOLANGCI_LINT_VERSION ?= v2.15.0
+TOOLS         ?= $(BIN)/tools
+GOLANGCI_LINT  = $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+lint: lint-tools ## gofmt, go vet, then golangci-lint with .golangci.yml (errorlint, revive, staticcheck, errcheck...)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GOLANGCI_LINT) run $(PKGS)
+
+lint-tools: $(GOLANGCI_LINT) ## install the pinned golangci-lint into bin/tools (built from source with go install)
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(abspath $(TOOLS))/.install $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(TOOLS)/.install/golangci-lint $@ && rmdir $(TOOLS)/.install
 
 clean: ## remove build outputs, the test log and the default data directory
 	rm -rf $(BIN) ctxd-data $(TEST_LOG)

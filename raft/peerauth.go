@@ -64,7 +64,7 @@ const DefaultAuthTimeout = 5 * time.Second
 // Handshake errors. ErrPeerAuth is the family; errors.Is matches the
 // specific one and ErrPeerAuth.
 var (
-	ErrPeerAuth = errors.New("raft peer authentication failed")
+	ErrPeerAuth = errors.New("raft: peer authentication failed")
 	// ErrPeerRefused: the peer refused this node's proof (its cluster
 	// secret differs from ours).
 	ErrPeerRefused = fmt.Errorf("%w: refused our cluster secret", ErrPeerAuth)
@@ -316,7 +316,7 @@ func (a *PeerAuth) serve(c net.Conn) error {
 	}
 	if !hmac.Equal(proof.payload, a.mac("client", nc, ns)) {
 		// Best effort: tell it why, so it reports a clear error.
-		c.Write(frame{kindRefuse, []byte("cluster secret mismatch")}.encode(nil))
+		_, _ = c.Write(frame{kindRefuse, []byte("cluster secret mismatch")}.encode(nil))
 		return fmt.Errorf("%w: its proof does not match our cluster secret", ErrPeerRefused)
 	}
 	if _, err := c.Write(frame{kindAccept, a.mac("server", nc, ns)}.encode(nil)); err != nil {

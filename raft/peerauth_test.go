@@ -100,7 +100,7 @@ func TestPeerAuthHandshake(t *testing.T) {
 					if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), "raft peer "+srv.Addr().String()+" refused our cluster secret") {
 						t.Fatalf("dial: %v, want %v naming the peer", err, tc.wantErr)
 					}
-					if serr := <-done; serr != io.EOF {
+					if serr := <-done; !errors.Is(serr, io.EOF) {
 						t.Fatalf("server side read: %v, want io.EOF", serr)
 					}
 					if srvAuth.refused.Load() != 1 {

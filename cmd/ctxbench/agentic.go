@@ -15,7 +15,7 @@ func init() {
 	register("agentic", "write a synthetic agentic trace (sessions, tool waits, sub-agents, hints) as Mooncake JSON lines", runAgentic)
 }
 
-var errAgenticUsage = errors.New("bad agentic arguments")
+var errAgenticUsage = errors.New("ctxbench: bad agentic arguments")
 
 func parseAgenticArgs(args []string) (string, agentic.Config, error) {
 	c := agentic.DefaultConfig()

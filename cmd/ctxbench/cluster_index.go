@@ -106,7 +106,7 @@ func (b *clusterBench) snapLeader(ctx context.Context) (leaderSnap, error) {
 	text, err := fetchMetrics(ctx, l.HTTPAddr)
 	if err != nil {
 		s.metricsErrMsg = err.Error()
-		return s, nil
+		return s, nil //nolint:nilerr // the failure is kept in s.metricsErrMsg
 	}
 	label := `node_id="` + l.ID + `"`
 	var okOps, okEntries bool

@@ -88,13 +88,6 @@ func freePorts(n int) ([]string, error) {
 	return out, nil
 }
 
-// startLocalCluster starts n ctxd processes (join-or-bootstrap, as
-// scripts/cluster.sh does) and waits until every one is ready and an alive
-// voter. Stop it with stop, also after an error.
-func startLocalCluster(ctx context.Context, ctxd string, n int, dram string, progress io.Writer) (*localCluster, error) {
-	return startLocalClusterWith(ctx, clusterOptions{Ctxd: ctxd, Nodes: n, DRAM: dram}, progress)
-}
-
 // clusterOptions says how startLocalClusterWith starts its nodes.
 type clusterOptions struct {
 	Ctxd  string
@@ -109,7 +102,9 @@ type clusterOptions struct {
 	Prepare func(i int, dataDir string) ([]string, error)
 }
 
-// startLocalClusterWith is startLocalCluster with more choices.
+// startLocalClusterWith starts o.Nodes ctxd processes (join-or-bootstrap,
+// as scripts/cluster.sh does) and waits until every one is ready and an
+// alive voter. Stop it with stop, also after an error.
 func startLocalClusterWith(ctx context.Context, o clusterOptions, progress io.Writer) (*localCluster, error) {
 	n := o.Nodes
 	bin, err := findCtxd(o.Ctxd)

@@ -155,7 +155,7 @@ func runS3Multipart(ctx context.Context, args []string) error {
 		return first
 	}
 	upload := func() error {
-		_, b, err := do(http.MethodPost, base+"?uploads", nil, nil)
+		_, b, err := do(http.MethodPost, base+"?uploads", nil, nil) //nolint:bodyclose // do reads and closes the body
 		if err != nil {
 			return err
 		}
@@ -165,7 +165,7 @@ func runS3Multipart(ctx context.Context, args []string) error {
 		}
 		etags := make([]string, nparts)
 		if err := parallel(nparts, func(i int) error {
-			resp, _, err := do(http.MethodPut, fmt.Sprintf("%s?partNumber=%d&uploadId=%s", base, i+1, init.UploadId), partBody(i), nil)
+			resp, _, err := do(http.MethodPut, fmt.Sprintf("%s?partNumber=%d&uploadId=%s", base, i+1, init.UploadId), partBody(i), nil) //nolint:bodyclose // do reads and closes the body
 			if err == nil {
 				etags[i] = resp.Header.Get("Etag")
 			}
@@ -179,14 +179,14 @@ func runS3Multipart(ctx context.Context, args []string) error {
 			fmt.Fprintf(&doc, "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>", i+1, e)
 		}
 		doc.WriteString("</CompleteMultipartUpload>")
-		_, _, err = do(http.MethodPost, base+"?uploadId="+init.UploadId, doc.Bytes(), nil)
+		_, _, err = do(http.MethodPost, base+"?uploadId="+init.UploadId, doc.Bytes(), nil) //nolint:bodyclose // do reads and closes the body
 		return err
 	}
 	download := func() error {
 		return parallel(nparts, func(i int) error {
 			first := int64(i) * part
 			last := min(first+part, size) - 1
-			_, b, err := do(http.MethodGet, base, nil, map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", first, last)})
+			_, b, err := do(http.MethodGet, base, nil, map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", first, last)}) //nolint:bodyclose // do reads and closes the body
 			if err == nil && !bytes.Equal(b, partBody(i)) {
 				err = fmt.Errorf("range %d-%d: wrong bytes", first, last)
 			}

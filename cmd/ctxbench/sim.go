@@ -21,7 +21,7 @@ func init() {
 	register("sim", "replay a trace offline through a tier policy (hit ratio vs LRU, Belady, bound)", runSim)
 }
 
-var errSimUsage = errors.New("bad sim arguments")
+var errSimUsage = errors.New("ctxbench: bad sim arguments")
 
 type simArgs struct {
 	tracePath      string

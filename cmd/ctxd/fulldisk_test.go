@@ -43,7 +43,7 @@ func fsFreeBytes(t *testing.T, dir string) int64 {
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	return int64(st.Bavail) * int64(st.Bsize)
+	return int64(st.Bavail) * int64(st.Bsize) //nolint:unconvert // Statfs_t field types differ between platforms
 }
 
 // TestFullDiskProcess (issue 18 item 6): the NVMe tier on a 64 MiB tmpfs

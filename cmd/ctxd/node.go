@@ -31,7 +31,7 @@ import (
 )
 
 // errLeaderUpToDate skips the namespace sync on the leader (see openStores).
-var errLeaderUpToDate = errors.New("the leader's catalog is up to date")
+var errLeaderUpToDate = errors.New("ctxd: the leader's catalog is up to date")
 
 // node is one ctxd node. newNode builds it in dependency order, each part
 // from the parts built before it: the metrics registry and TLS, the

@@ -57,7 +57,7 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stranger.Close()
-	self := hraft.ServerAddress(stranger.LocalAddr())
+	self := stranger.LocalAddr()
 	for _, nd := range nodes {
 		target := hraft.ServerAddress(nd.raft)
 		probes := []struct {

@@ -709,9 +709,9 @@ func (b *Backend) pinShards(ctx context.Context, key block.Key, until time.Time)
 			defer wg.Done()
 			sk := shardKey(key, c, int(s.Index))
 			if s.NodeID == b.cfg.NodeID {
-				b.local.Pin(pctx, sk, until)
+				_ = b.local.Pin(pctx, sk, until)
 			} else if m, ok := b.node.FSM().Member(s.NodeID); ok {
-				b.peers.PinShard(pctx, m, sk, until)
+				_ = b.peers.PinShard(pctx, m, sk, until)
 			}
 		}()
 	}

@@ -228,7 +228,7 @@ func (b *Backend) countHeld(ids map[string]bool) map[string]*held {
 	}
 	f := b.node.FSM()
 	for _, ns := range f.Namespaces() {
-		f.Scan(ns.Name, "", func(_ block.Key, e fsm.Entry) bool {
+		_ = f.Scan(ns.Name, "", func(_ block.Key, e fsm.Entry) bool {
 			for i, s := range e.Placement {
 				h := out[s.NodeID]
 				if h == nil {

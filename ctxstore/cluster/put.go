@@ -79,7 +79,7 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 		if k := it.Key.Block(); seen[k] {
 			again = append(again, i)
 			continue
-		} else {
+		} else { //nolint:revive // superfluous-else; left as is while the cluster package is reshaped
 			seen[k] = true
 		}
 		first = append(first, i)

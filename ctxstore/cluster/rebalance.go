@@ -212,7 +212,7 @@ func (b *Backend) rebalanceScan(limit int, skip map[block.Key]bool) (tasks []reb
 		if err != nil {
 			continue
 		}
-		f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+		_ = f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
 			scanned++
 			moves, ok := planMoves(k, e, c, ms, nodes, usable)
 			if len(moves) == 0 {

@@ -122,7 +122,7 @@ func (b *Backend) scan() (tasks []repairTask, scanned, restoring int) {
 		if err != nil {
 			continue
 		}
-		f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+		_ = f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
 			scanned++
 			t := repairTask{key: k, entry: e, code: c}
 			have := map[int]bool{}
@@ -345,7 +345,7 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 // errBlockGone: every holder of a block answered that it does not have it
 // (capacity drops whose index correction was lost, or a member that
 // restarted with an empty memory tier).
-var errBlockGone = errors.New("block gone")
+var errBlockGone = errors.New("cluster: block gone")
 
 // forget deletes the index entry of a block no holder has any more, as a
 // read that finds every replica gone would: the index must not promise it.

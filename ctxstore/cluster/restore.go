@@ -236,7 +236,7 @@ func (b *Backend) restorePass() bool {
 		if err != nil {
 			continue
 		}
-		f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+		_ = f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
 			if e.Generation <= minGen {
 				return true
 			}

@@ -277,7 +277,7 @@ func (s *FileStore) mutate(fn func(map[string]Credential) error) error {
 	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("credentials: lock: %w", err)
 	}
-	defer unix.Flock(int(lf.Fd()), unix.LOCK_UN)
+	defer func() { _ = unix.Flock(int(lf.Fd()), unix.LOCK_UN) }()
 
 	keys, _, err := s.load()
 	if err != nil {

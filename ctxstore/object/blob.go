@@ -141,7 +141,7 @@ func (s *Store) PutObject(ctx context.Context, ns string, key []byte, body io.Re
 		m.Segments = []Segment{seg}
 	}
 	if err := s.swapManifest(ctx, n, key, m, opts.IfAbsent, opts.IfMatch, hints); err != nil {
-		s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
+		_ = s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
 		return Meta{}, err
 	}
 	return m.Meta, nil
@@ -304,7 +304,7 @@ func (s *Store) writeSegment(ctx context.Context, n block.Namespace, body io.Rea
 		putChunk(<-sem)
 	}
 	if err := failed(); err != nil {
-		s.retire(context.WithoutCancel(ctx), n.Name, []Segment{seg})
+		_ = s.retire(context.WithoutCancel(ctx), n.Name, []Segment{seg})
 		return Segment{}, nil, err
 	}
 	return seg, sum.Sum(nil), nil

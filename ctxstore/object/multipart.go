@@ -202,7 +202,7 @@ func (s *Store) UploadPart(ctx context.Context, ns, id string, num int, body io.
 	// segments map one to one onto its parts (Object.PartRange).
 	m := manifest{Meta: Meta{Size: seg.Size, ETag: `"` + hex.EncodeToString(sum) + `"`, Modified: s.now().UTC()}, Segments: []Segment{seg}}
 	if err := s.swapManifest(ctx, n, partKey(id, num), m, false, "", block.PutOptions{}); err != nil {
-		s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
+		_ = s.retire(context.WithoutCancel(ctx), n.Name, m.Segments)
 		return Meta{}, err
 	}
 	return m.Meta, nil
@@ -333,7 +333,7 @@ func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []Comple
 	for i, p := range all {
 		_, _ = s.deleteKey(bg, n, partKey(id, p.Number), nil)
 		if !used[p.Number] {
-			s.retire(bg, n.Name, ms[i].Segments)
+			_ = s.retire(bg, n.Name, ms[i].Segments)
 		}
 	}
 	_, _ = s.deleteKey(bg, n, uploadKey(id), nil)
@@ -360,7 +360,7 @@ func (s *Store) abort(ctx context.Context, n block.Namespace, id string) error {
 	bg := context.WithoutCancel(ctx)
 	retire := func(old []byte) {
 		if om, err := decodeManifest(old); err == nil {
-			s.retire(bg, n.Name, om.Segments)
+			_ = s.retire(bg, n.Name, om.Segments)
 		}
 	}
 	for _, p := range all {

@@ -17,7 +17,7 @@ import (
 
 // ErrKeyCollision: the key's slot holds a live record of another key whose
 // hash is the same. It wraps block.ErrConflict: nothing was changed.
-var ErrKeyCollision = fmt.Errorf("key hash collides with another key; %w", block.ErrConflict)
+var ErrKeyCollision = fmt.Errorf("object: key hash collides with another key; %w", block.ErrConflict)
 
 // Config configures a Store.
 type Config struct {
@@ -350,7 +350,7 @@ func (s *Store) Scan(ctx context.Context, ns string, cursor uint64, count int, m
 	var keys [][]byte
 	lastRead, err := s.eachWinner(ctx, ns, infos, s.now(), func(r record) error {
 		if checkKVKey(n, r.key) != nil {
-			return nil // an object namespace's own record
+			return nil //nolint:nilerr // an object namespace's own record: skip it
 		}
 		if match == nil || match(r.key) {
 			keys = append(keys, bytes.Clone(r.key))

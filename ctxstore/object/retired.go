@@ -75,7 +75,7 @@ func (s *Store) retireLater(ctx context.Context, n block.Namespace, segs []Segme
 		return
 	}
 	if s.cfg.RetireGrace == 0 || s.recordRetire(ctx, n, segs) != nil {
-		s.retire(ctx, n.Name, segs)
+		_ = s.retire(ctx, n.Name, segs)
 	}
 }
 

@@ -253,7 +253,7 @@ func TestReadersNeverSeeAMissOrAMix(t *testing.T) {
 				d := v.Data
 				unit := d[:bytes.IndexByte(d, ']')+1]
 				if !bytes.Equal(d, bytes.Repeat(unit, 100)) {
-					errs <- fmt.Errorf("reader %d: a mixed value %q...", r, d[:min(len(d), 40)])
+					errs <- fmt.Errorf("reader %d: a mixed value %q...", r, d[:min(len(d), 40)]) //nolint:revive // the ellipsis marks a truncated value
 					v.Release()
 					return
 				}

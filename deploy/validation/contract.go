@@ -86,9 +86,9 @@ var ListenSettings = map[string]string{
 
 var (
 	// ErrUnknownSetting is a flag, variable or key that ctxd does not have.
-	ErrUnknownSetting = errors.New("unknown ctxd setting")
+	ErrUnknownSetting = errors.New("validation: unknown ctxd setting")
 	// ErrBadArgs is a command line that does not parse.
-	ErrBadArgs = errors.New("malformed ctxd arguments")
+	ErrBadArgs = errors.New("validation: malformed ctxd arguments")
 )
 
 // LookupSetting finds a setting by flag name.

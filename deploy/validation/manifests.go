@@ -23,7 +23,7 @@ import (
 // model, so a field added to the manifest must be added here too (with the
 // operator's JSON name).
 type ServiceMonitor struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta   `json:",inline"` //nolint:revive // sigs.k8s.io/yaml reads the inline option
 	metav1.ObjectMeta `json:"metadata"`
 	Spec              ServiceMonitorSpec `json:"spec"`
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // ErrPromQL is a query the lexical check refuses.
-var ErrPromQL = errors.New("promql")
+var ErrPromQL = errors.New("validation: promql")
 
 // promqlFuncs are PromQL's functions and aggregation operators, plus
 // Grafana's label_values for template variables.

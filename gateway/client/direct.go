@@ -313,7 +313,7 @@ func (c *Client) mapMem(path string, need int64) error {
 	if st.maps == nil {
 		st.maps = map[string]memMap{}
 	}
-	st.maps[path] = memMap{b: m, dev: uint64(sys.Dev), ino: sys.Ino}
+	st.maps[path] = memMap{b: m, dev: uint64(sys.Dev), ino: sys.Ino} //nolint:unconvert // Stat_t.Dev is not uint64 on every platform
 	return nil
 }
 
@@ -326,7 +326,7 @@ func (c *Client) dropIfReplaced(path string) {
 	err := unix.Stat(path, &sys)
 	st := &c.direct
 	st.mu.Lock()
-	if mm, ok := st.maps[path]; ok && (err != nil || uint64(sys.Dev) != mm.dev || sys.Ino != mm.ino) {
+	if mm, ok := st.maps[path]; ok && (err != nil || uint64(sys.Dev) != mm.dev || sys.Ino != mm.ino) { //nolint:unconvert // Stat_t.Dev is not uint64 on every platform
 		unix.Munmap(mm.b)
 		delete(st.maps, path)
 	}
@@ -521,6 +521,6 @@ func (c *Client) releaseIDs(ctx context.Context, nc *nconn, ids []uint64) []erro
 		f.err = nc.start(f.cl, head, nil, 0)
 		fl = append(fl, f)
 	}
-	c.collect(ctx, fl, identity, errs, nil)
+	_ = c.collect(ctx, fl, identity, errs, nil)
 	return errs
 }

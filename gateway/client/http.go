@@ -279,7 +279,7 @@ func (c *HTTPClient) newRequest(ctx context.Context, method, u string, body io.R
 	}
 	if d := block.RetainFrom(ctx); d > 0 && block.ValidateRetain(d) == nil && readsBlocks(method, u) {
 		// Only on reads: on a put the same header is the put's own window.
-		ms := (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+		ms := (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond //nolint:durationcheck // rounds d up to whole milliseconds
 		req.Header.Set(httpwire.HeaderRetain, httpwire.FormatPinTTL(ms))
 	}
 	return req, nil

@@ -73,7 +73,7 @@ type call struct {
 
 // errHelloFlagsRefused marks a handshake refused (MalformedFrame) while it
 // carried hello flags: what a server older than the flags answers.
-var errHelloFlagsRefused = errors.New("hello flags refused")
+var errHelloFlagsRefused = errors.New("client: hello flags refused")
 
 // dialConn connects to addr and completes the handshake with the given
 // hello flags.

@@ -89,7 +89,7 @@ func (c *Client) CancelDrain(ctx context.Context, id string) error {
 // ErrDrainStalled is returned (wrapped, with block.ErrUnavailable) by
 // WaitDrained when two complete passes of the leader moved nothing off a
 // draining member and failed on some of its blocks.
-var ErrDrainStalled = errors.New("drain stalled")
+var ErrDrainStalled = errors.New("clusterapi: drain stalled")
 
 // WaitDrained waits until the index places nothing on any of ids, which
 // must be draining. Every interval it reads the leader's status (through

@@ -477,7 +477,7 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, a
 	if !ok {
 		return h.notLeader()
 	}
-	resp, out, err := h.forwardTo(ctx, r.URL.Path, body, lm.ID, lm.HTTPAddr)
+	resp, out, err := h.forwardTo(ctx, r.URL.Path, body, lm.ID, lm.HTTPAddr) //nolint:bodyclose // forwardTo reads and closes the body
 	if err != nil {
 		return err
 	}
@@ -485,7 +485,7 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, a
 	// node it forwarded to answers 503 and names the new leader. It ran
 	// nothing, so follow the hint once rather than fail the request.
 	if hint := resp.Header.Get(HeaderLeader); resp.StatusCode == http.StatusServiceUnavailable && hint != "" && hint != lm.HTTPAddr {
-		resp, out, err = h.forwardTo(ctx, r.URL.Path, body, resp.Header.Get(HeaderLeaderID), hint)
+		resp, out, err = h.forwardTo(ctx, r.URL.Path, body, resp.Header.Get(HeaderLeaderID), hint) //nolint:bodyclose // forwardTo reads and closes the body
 		if err != nil {
 			return err
 		}

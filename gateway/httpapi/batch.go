@@ -185,7 +185,7 @@ func (s *Server) batchPut(w http.ResponseWriter, r *http.Request) error {
 	}
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != httpwire.ContentTypeMixed || params["boundary"] == "" {
-		return fmt.Errorf("%w: batch put needs Content-Type: multipart/mixed; boundary=...", block.ErrInvalidArgument)
+		return fmt.Errorf("%w: batch put needs Content-Type: multipart/mixed; boundary=...", block.ErrInvalidArgument) //nolint:revive,staticcheck // "boundary=..." is the header's syntax
 	}
 	// Framing adds headers per part; allow for them on top of the payload
 	// limit, which ReadBatchPut enforces exactly.

@@ -71,7 +71,7 @@ func TestLookupTokens(t *testing.T) {
 	}
 	h1 := block.FormatHash(hashes[0])
 	e.put(h1, []byte("a"), nil)
-	st, hdr, body := e.postJSON("/v1/namespaces/default/lookup", `{"tokens":[`+toks+`]}`)
+	st, _, body := e.postJSON("/v1/namespaces/default/lookup", `{"tokens":[`+toks+`]}`)
 	var resp httpwire.LookupResponse
 	if st != 200 || json.Unmarshal(body, &resp) != nil {
 		t.Fatalf("token lookup: %d %s", st, body)
@@ -79,7 +79,7 @@ func TestLookupTokens(t *testing.T) {
 	if resp.Prefix != 1 || resp.Blocks != 3 || resp.PrefixTokens != 512 || len(resp.Hashes) != 3 || resp.Hashes[0] != h1 {
 		t.Fatalf("token lookup: %+v", resp)
 	}
-	st, hdr, body = e.postJSON("/v1/namespaces/default/lookup", `{"tokens":[-1]}`)
+	st, hdr, body := e.postJSON("/v1/namespaces/default/lookup", `{"tokens":[-1]}`)
 	wantError(t, st, hdr, body, 400, "InvalidArgument")
 }
 

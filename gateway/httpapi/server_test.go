@@ -214,7 +214,8 @@ func TestServeShutdown(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve did not return after cancel")
 	}
-	if _, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+	if resp, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+		resp.Body.Close()
 		t.Fatal("still serving after shutdown")
 	}
 }

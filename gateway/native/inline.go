@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"net"
 	"syscall"
 	"unsafe"
@@ -88,7 +89,7 @@ func (c *conn) writeSome(fd uintptr) bool {
 	rest := c.wsegs
 	for len(rest) > 0 {
 		n, err := c.writev(fd, rest[:min(len(rest), maxIOV)])
-		if err == unix.EINTR {
+		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil || n <= 0 {

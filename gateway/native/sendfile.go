@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -138,7 +139,7 @@ func newPipe() (*pipe, error) {
 		return nil, err
 	}
 	// Best effort: a smaller pipe only means more calls.
-	unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, pipeSize)
+	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, pipeSize)
 	return &pipe{r: p[0], w: p[1]}, nil
 }
 
@@ -157,7 +158,7 @@ func spliceFile(rc syscall.RawConn, p *pipe, fd int, off, n int64) (int64, error
 		o := off + sent
 		m, err := unix.Splice(fd, &o, p.w, nil, int(min(n-sent, pipeSize)), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 		switch {
-		case err == unix.EINTR:
+		case errors.Is(err, unix.EINTR):
 			continue
 		case err != nil:
 			return sent, err

@@ -224,7 +224,7 @@ func TestIdentityCheckedOnEveryConnection(t *testing.T) {
 			}
 		})
 	}
-	if stack.Contains(block.NewKey("default", 7)) != true {
+	if !stack.Contains(block.NewKey("default", 7)) {
 		t.Fatal("the member's own put must have landed")
 	}
 	// Without an identity block: accepted.

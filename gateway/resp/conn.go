@@ -389,7 +389,7 @@ func (c *conn) login(user, pass []byte) error {
 }
 
 // errWrongPass is Redis's answer to bad credentials (prefix WRONGPASS).
-var errWrongPass = errors.New("invalid username-password pair or user is disabled.")
+var errWrongPass = errors.New("invalid username-password pair or user is disabled.") //nolint:revive,staticcheck // Redis's own text, matched by its clients
 
 // authorize checks that the connection may touch its database's namespace;
 // the key is looked up again each time, so a revoked key or a narrowed

@@ -117,6 +117,14 @@ func (c *client) send(raw string) {
 	}
 }
 
+// sendAsync is send for a goroutine: a failed write marks the test failed
+// with t.Error (t.Fatal must stay on the test's own goroutine).
+func (c *client) sendAsync(raw string) {
+	if _, err := io.WriteString(c.nc, raw); err != nil {
+		c.t.Error(err)
+	}
+}
+
 // do sends one command and returns its reply in wire form.
 func (c *client) do(args ...string) string {
 	c.t.Helper()

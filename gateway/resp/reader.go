@@ -14,7 +14,7 @@ import (
 
 // errProtocol marks a request the parser cannot frame: the server answers
 // "-ERR Protocol error: ..." and closes the connection, as Redis does.
-var errProtocol = errors.New("Protocol error")
+var errProtocol = errors.New("Protocol error") //nolint:revive,staticcheck // Redis's own text, matched by its clients
 
 // tooLargeError is a well-framed request with an argument (or a total size)
 // over the limits. Its bytes were read and dropped, so the connection goes

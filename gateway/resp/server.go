@@ -113,7 +113,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) reject(nc net.Conn) {
 	s.stats.rejected.Add(1)
 	nc.SetWriteDeadline(time.Now().Add(time.Second))
-	nc.Write([]byte("-ERR max number of clients reached\r\n"))
+	_, _ = nc.Write([]byte("-ERR max number of clients reached\r\n"))
 }
 
 // Shutdown stops accepting, lets each connection finish the request it is

@@ -140,7 +140,7 @@ func TestPipelineAnsweredInOrder(t *testing.T) {
 	}
 	req.WriteString("PING\r\n") // an inline command in the same stream
 	want.WriteString("+PONG\r\n")
-	go c.send(req.String())
+	go c.sendAsync(req.String())
 	var got strings.Builder
 	for range 1001 {
 		got.WriteString(c.reply())
@@ -182,7 +182,7 @@ func TestMalformedInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, addr)
-			go c.send(tc.raw)
+			go c.sendAsync(tc.raw)
 			var got string
 			for len(got) < len(tc.want) {
 				got += c.reply()
@@ -347,7 +347,7 @@ func TestClientThatDoesNotReadIsCutOff(t *testing.T) {
 	if got := c.do("SET", "big", strings.Repeat("v", 1<<20)); got != "+OK\r\n" {
 		t.Fatal(got)
 	}
-	go c.send(strings.Repeat(encode("GET", "big"), 200)) // 200 MiB of replies nobody reads
+	go c.sendAsync(strings.Repeat(encode("GET", "big"), 200)) // 200 MiB of replies nobody reads
 	deadline := time.Now().Add(10 * time.Second)
 	for srv.Conns() > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)

@@ -81,11 +81,3 @@ func (w *writer) mapHeader(n int) {
 	}
 	w.count('*', int64(2*n))
 }
-
-// strings writes an array of bulk strings.
-func (w *writer) strings(ss ...string) {
-	w.array(len(ss))
-	for _, s := range ss {
-		w.bulkString(s)
-	}
-}

@@ -5,6 +5,7 @@ package routing
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -241,7 +242,7 @@ func decodeJSON(w http.ResponseWriter, req *http.Request, max int64, v any) erro
 	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, max))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if _, ok := err.(*http.MaxBytesError); ok {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return fmt.Errorf("%w: body over %d bytes", block.ErrTooLarge, max)
 		}
 		return fmt.Errorf("%w: JSON body: %v", block.ErrInvalidArgument, err)

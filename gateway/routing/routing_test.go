@@ -62,7 +62,7 @@ func TestHTTPEventsQueryLoad(t *testing.T) {
 	}
 	// Gap on a: marked stale.
 	code, res = post(t, srv, "/v1/route/events", `{"namespace":"m","worker":"a","seq":3,"events":[]}`)
-	if code != 200 || res["stale"] != true {
+	if code != 200 || res["stale"] != true { //nolint:revive // res is a map[string]any: true also checks the type
 		t.Fatalf("gap: %d %v", code, res)
 	}
 	// Dump: fresh again.

@@ -187,7 +187,7 @@ func parseRange(h string, size int64) (first, last int64, ok bool, err error) {
 	case a == "": // suffix: the last b bytes
 		n, err := strconv.ParseInt(b, 10, 64)
 		if err != nil {
-			return 0, 0, false, nil
+			return 0, 0, false, nil //nolint:nilerr // an unparseable Range is ignored: the whole object (RFC 9110)
 		}
 		if n == 0 {
 			return 0, 0, false, invalid
@@ -196,13 +196,13 @@ func parseRange(h string, size int64) (first, last int64, ok bool, err error) {
 	}
 	first, err1 := strconv.ParseInt(a, 10, 64)
 	if err1 != nil {
-		return 0, 0, false, nil
+		return 0, 0, false, nil //nolint:nilerr // an unparseable Range is ignored: the whole object (RFC 9110)
 	}
 	last = size - 1
 	if b != "" {
 		l, err := strconv.ParseInt(b, 10, 64)
 		if err != nil || l < first {
-			return 0, 0, false, nil
+			return 0, 0, false, nil //nolint:nilerr // an unparseable Range is ignored: the whole object (RFC 9110)
 		}
 		last = min(l, size-1)
 	}

@@ -123,7 +123,7 @@ func awsErr(base error, format string, a ...any) error {
 // withFields adds extra error-body elements (AWS's ArgumentName, Region,
 // AWSAccessKeyId, ServerTime...) to an awsError.
 func withFields(err error, kv ...string) error {
-	ae := err.(*awsError)
+	ae := err.(*awsError) //nolint:errorlint // err is always a fresh awsErr(...): anything else is a programming error
 	for i := 0; i+1 < len(kv); i += 2 {
 		ae.fields = append(ae.fields, [2]string{kv[i], kv[i+1]})
 	}

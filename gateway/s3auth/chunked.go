@@ -7,6 +7,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,13 +101,13 @@ func (c *ChunkedReader) Read(p []byte) (int, error) {
 func (c *ChunkedReader) readLine(limit int, what string) ([]byte, error) {
 	line, err := c.br.ReadSlice('\n')
 	if err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			if len(line) == 0 {
 				return nil, io.EOF
 			}
 			return nil, fmt.Errorf("%w: body ended inside %s", ErrChunk, what)
 		}
-		if err == bufio.ErrBufferFull {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			return nil, fmt.Errorf("%w: %s too long", ErrChunk, what)
 		}
 		return nil, err
@@ -121,7 +122,7 @@ func (c *ChunkedReader) readLine(limit int, what string) ([]byte, error) {
 // Errors never quote the chunk header: it carries a signature.
 func (c *ChunkedReader) next() error {
 	line, err := c.readLine(maxChunkHeader, "a chunk header")
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: body ended before the final chunk", ErrChunk)
 	}
 	if err != nil {
@@ -209,7 +210,7 @@ func (c *ChunkedReader) readTrailer() error {
 	total := 0
 	for {
 		line, err := c.readLine(maxTrailer, "the trailer")
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -35,7 +35,7 @@ const (
 )
 
 // ErrMissing is returned by Load for a file that does not exist.
-var ErrMissing = errors.New("no cluster secret")
+var ErrMissing = errors.New("clustersecret: no cluster secret")
 
 // Generate draws a new secret: 32 random bytes, URL-safe base64 (43
 // characters, pasteable unquoted).

@@ -10,7 +10,7 @@ import (
 // ErrMalformed is returned (wrapped) by every decoder for input that is
 // truncated, over-long, or otherwise not a valid encoding. It wraps
 // block.ErrInvalidArgument via the errors built by decodeErr.
-var ErrMalformed = errors.New("malformed encoding")
+var ErrMalformed = errors.New("fsm: malformed encoding")
 
 // maxString bounds any length-prefixed string or byte field (1 MiB), so a
 // corrupt length cannot make a decoder allocate without limit.

@@ -38,7 +38,7 @@ const CommandVersion = 1
 
 // ErrUnknownCommand is the (wrapped) error for a command or operation type,
 // or a version, this FSM does not know and was not told to ignore.
-var ErrUnknownCommand = errors.New("unknown command type")
+var ErrUnknownCommand = errors.New("fsm: unknown command type")
 
 // OpKind is the kind of one index operation.
 type OpKind uint8

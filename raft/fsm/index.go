@@ -93,7 +93,7 @@ func (s *state) toSlot(k ikey, e Entry) slot {
 	return sl
 }
 
-func (sl *slot) setPlacement(s *state, p []Shard) {
+func (sl *slot) setPlacement(s *state, p []Shard) { //nolint:revive,staticcheck // s is the *state parameter
 	sl.shards, sl.more, sl.first = 0, nil, shardRef{}
 	if len(p) == 0 {
 		return
@@ -109,7 +109,7 @@ func (sl *slot) setPlacement(s *state, p []Shard) {
 }
 
 // entry unpacks sl; names is the state's name table.
-func (sl *slot) entry(names []string) Entry {
+func (sl *slot) entry(names []string) Entry { //nolint:revive,staticcheck // sl, as setPlacement
 	e := Entry{Size: sl.size, Sum: sl.sum, TierHints: sl.hints, PinUntil: fromUnixNano(sl.pin), Generation: sl.gen, Created: fromUnixNano(sl.created)}
 	switch sl.shards {
 	case 1:

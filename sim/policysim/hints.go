@@ -19,7 +19,7 @@ type RequestObserver interface {
 }
 
 // ErrHintConfig reports an unusable HintConfig.
-var ErrHintConfig = errors.New("sim: invalid hint config")
+var ErrHintConfig = errors.New("policysim: invalid hint config")
 
 // HintConfig selects the mechanisms of the hint-aware policy; each can be
 // switched off to measure its effect.

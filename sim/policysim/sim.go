@@ -20,7 +20,7 @@ import (
 )
 
 // ErrCapacity reports a capacity too small to simulate.
-var ErrCapacity = errors.New("sim: capacity must be at least one block")
+var ErrCapacity = errors.New("policysim: capacity must be at least one block")
 
 // Result is the outcome of one replay.
 type Result struct {

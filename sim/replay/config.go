@@ -64,8 +64,7 @@ func (p Policy) valid() bool {
 	return false
 }
 
-func (p Policy) usesHBM() bool  { return p != NoCache }
-func (p Policy) usesTier() bool { return p == SharedTier }
+func (p Policy) usesHBM() bool { return p != NoCache }
 
 // Config configures a replay. Sizes and rates describe the modelled
 // deployment; BytesScale only shrinks what travels to ctxtier.

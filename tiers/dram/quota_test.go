@@ -16,11 +16,10 @@ import (
 // may change, with hooks recording every demoted and evicted key.
 type quotaTier struct {
 	*Tier
-	mu       sync.Mutex
-	quotas   map[string]int64
-	demoted  []block.Key
-	evicted  []block.Key
-	demoteOK bool
+	mu      sync.Mutex
+	quotas  map[string]int64
+	demoted []block.Key
+	evicted []block.Key
 }
 
 func newQuotaTier(t *testing.T, capacity int64, quotas map[string]int64, writeBack bool) *quotaTier {

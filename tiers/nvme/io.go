@@ -221,7 +221,7 @@ func (t *Tier) releaseSeg(s *segment) {
 }
 
 // errGone means the segment an entry names no longer exists.
-var errGone = errors.New("segment gone")
+var errGone = errors.New("nvme: segment gone")
 
 // readExtent reads e's whole extent into a pooled buffer (one aligned read,
 // or for extents of 1 MiB and more aligned chunk reads in parallel, each
@@ -301,21 +301,15 @@ func readHashed(f *os.File, buf []byte, off int64, from, to int) (uint64, error)
 			continue
 		}
 		if hi := min(min((i+1)*readChunk, len(buf)), to); hi > at {
-			h.Write(buf[at:hi])
+			_, _ = h.Write(buf[at:hi])
 			at = hi
 		}
 	}
 	return h.Sum64(), first
 }
 
-// verifyExtent checks an extent's header against the index entry and its
-// payload against the checksum.
-func verifyExtent(buf []byte, k block.Key, e entry) error {
-	return verifyExtentFP(buf, k, e, xxh3.Hash(buf[HeaderSize:HeaderSize+e.length]))
-}
-
-// verifyExtentFP is verifyExtent with the payload's xxh3-64 already
-// computed (fp).
+// verifyExtentFP checks an extent's header against the index entry and its
+// payload, whose xxh3-64 is fp, against the checksum.
 func verifyExtentFP(buf []byte, k block.Key, e entry, fp uint64) error {
 	return descriptor.VerifyExtent(buf, header{Key: k, Gen: e.gen, Length: e.length, Sum: e.sum}, fp)
 }

@@ -312,7 +312,7 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	start := time.Now()
 	rep, err := t.recover()
 	if err != nil {
-		t.closeFiles()
+		_ = t.closeFiles()
 		db.Close()
 		return nil, err
 	}

@@ -190,7 +190,7 @@ func TestPutGetSizes(t *testing.T) {
 	}
 	for i, tc := range cases {
 		want := payload(uint64(i), tc.size)
-		data := want
+		var data []byte
 		if tc.aligned {
 			data = alignedAlloc(int(descriptor.AlignUp(int64(tc.size))))[:tc.size]
 			copy(data, want)

@@ -47,7 +47,7 @@ func fsSpace(dir string) (free, total int64, err error) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return 0, 0, fmt.Errorf("nvme: statfs %s: %w", dir, err)
 	}
-	return int64(st.Bavail) * int64(st.Bsize), int64(st.Blocks) * int64(st.Bsize), nil
+	return int64(st.Bavail) * int64(st.Bsize), int64(st.Blocks) * int64(st.Bsize), nil //nolint:unconvert // Statfs_t field types differ between platforms
 }
 
 // minFree is the floor in force (fixed when the tier opened).

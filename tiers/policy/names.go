@@ -1,12 +1,13 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 )
 
 // ErrUnknownPolicy reports a policy name that Lookup does not know.
-var ErrUnknownPolicy = fmt.Errorf("policy: unknown policy")
+var ErrUnknownPolicy = errors.New("policy: unknown policy")
 
 func segmentedWith(mod func(*SegmentedConfig)) Factory {
 	c := DefaultSegmentedConfig()

@@ -220,7 +220,7 @@ func (s *Segmented) place(h uint32) {
 		s.unlink(last)
 		s.link(last, nilHandle, true)
 	}
-	after := uint32(nilHandle)
+	after := nilHandle
 	if s.cfg.ChainOrder && extends && s.class[last] == s.class[h] && s.seg(last) == s.seg(h) {
 		after = last
 	}

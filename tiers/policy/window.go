@@ -273,7 +273,7 @@ func (w *Window) place(h uint32, ext bool) {
 		w.unlink(l)
 		w.link(l, nilHandle, true)
 	}
-	after := uint32(nilHandle)
+	after := nilHandle
 	if w.cfg.ChainOrder && ext && w.class[l] == w.class[h] && w.seg(l) == w.seg(h) {
 		after = l
 	}

@@ -270,18 +270,18 @@ type Tier struct {
 }
 
 type stats struct {
-	demoted, demotedBytes           atomic.Uint64
-	dropped, droppedBytes           atomic.Uint64
-	skippedPolicy, duplicates       atomic.Uint64
-	uploads, uploadedBytes          atomic.Uint64
-	uploadErrors                    atomic.Uint64
-	hits, misses, readBytes         atomic.Uint64
-	bufferHits                      atomic.Uint64
-	unavailable, fastFails          atomic.Uint64
-	corruptions, expirations        atomic.Uint64
-	packsDeleted, compactions       atomic.Uint64
-	compactedBlocks, deleteRequests atomic.Uint64
-	quotaEvictions, quotaRefused    atomic.Uint64
+	demoted, demotedBytes        atomic.Uint64
+	dropped, droppedBytes        atomic.Uint64
+	skippedPolicy, duplicates    atomic.Uint64
+	uploads, uploadedBytes       atomic.Uint64
+	uploadErrors                 atomic.Uint64
+	hits, misses, readBytes      atomic.Uint64
+	bufferHits                   atomic.Uint64
+	unavailable, fastFails       atomic.Uint64
+	corruptions, expirations     atomic.Uint64
+	packsDeleted, compactions    atomic.Uint64
+	compactedBlocks              atomic.Uint64
+	quotaEvictions, quotaRefused atomic.Uint64
 }
 
 // Stats is a snapshot of the tier's counters.

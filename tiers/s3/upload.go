@@ -178,7 +178,7 @@ func (t *Tier) uploader() {
 		case <-tick.C:
 		}
 		t.sealDue(false)
-		t.uploadDue(context.Background(), false)
+		_ = t.uploadDue(context.Background(), false)
 	}
 }
 

@@ -142,7 +142,7 @@ func readPartData(p *multipart.Part, i int, max int64) ([]byte, error) {
 		var one [1]byte
 		if m, err := p.Read(one[:]); m > 0 {
 			return nil, malformed("part %d: body longer than its Content-Length %d", i, n)
-		} else if err != nil && err != io.EOF {
+		} else if err != nil && !errors.Is(err, io.EOF) {
 			return nil, partErr(i, err)
 		}
 		return buf, nil
@@ -172,7 +172,7 @@ func ReadBatchPut(r io.Reader, boundary, ns string, lim Limits) ([]Part, error) 
 	var total int64
 	for i := 0; ; i++ {
 		p, err := mr.NextRawPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if !tr.closed() {
 				return nil, malformed("part %d: truncated body (no closing delimiter)", i)
 			}
@@ -295,7 +295,7 @@ func ReadBatchGet(r io.Reader, boundary, ns string, lim Limits) ([]GetPart, erro
 	var total int64
 	for i := 0; ; i++ {
 		p, err := mr.NextRawPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if !tr.closed() {
 				return nil, malformed("part %d: truncated body (no closing delimiter)", i)
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"os"
 	"reflect"
 	"testing"
@@ -580,6 +579,6 @@ func TestSharedVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(f.Vectors, vs) {
-		t.Fatal(fmt.Sprintf("%s does not round-trip through JSON", vectorsFile))
+		t.Fatalf("%s does not round-trip through JSON", vectorsFile)
 	}
 }
