@@ -92,10 +92,7 @@ func (b *Backend) restoreLoop() {
 	// go to its previous start's address and fail, so puts commit without
 	// its shard. A node reported ready (restored) while that lasts would let
 	// an operator restart the next holder of such a block.
-	for {
-		if b.SelfRegistered() {
-			break
-		}
+	for !b.SelfRegistered() {
 		select {
 		case <-b.stop:
 			return

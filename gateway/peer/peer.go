@@ -176,7 +176,7 @@ func (p *Peers) PutShards(ctx context.Context, m cluster.Member, shards []cluste
 		items[i] = client.PutItem{Key: s.Key, Data: s.Data, Opts: o}
 	}
 	errs, err = c.PutBatch(ctx, items)
-	p.done(m, c, err)
+	_ = p.done(m, c, err) // drops a broken client; errs already carries err per shard
 	return errs
 }
 
