@@ -7,53 +7,21 @@ import (
 	"strconv"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/internal/locations"
 )
 
-// LocationsQuery is the query parameter of ctxtier's GetObjectLocations
-// extension: GET /BUCKET/KEY?ctxtier-locations[&offset=N][&max-blocks=M]
-// lists the data blocks of an object (of an object namespace) from byte N
-// on, at most M of them (1..MaxLocationBlocks, default the maximum), and
-// the members holding each one's shards, so a client can send each ranged
-// GET to a node that holds its bytes (docs/s3.md). Authenticated and
-// scoped like a GetObject of the same key.
-const LocationsQuery = "ctxtier-locations"
+// The GetObjectLocations wire types live in internal/locations, which the
+// weights puller (a client, below the gateway) shares.
+const (
+	LocationsQuery    = locations.Query
+	MaxLocationBlocks = locations.MaxBlocks
+)
 
-// MaxLocationBlocks bounds the blocks one GetObjectLocations answer lists.
-const MaxLocationBlocks = 1000
-
-// Locations is GetObjectLocations' answer (XML, like S3's own).
-type Locations struct {
-	XMLName xml.Name `xml:"ObjectLocations"`
-	// Node is the answering node's member ID ("" when not clustered).
-	Node   string         `xml:"Node"`
-	Size   int64          `xml:"Size"`
-	ETag   string         `xml:"ETag"`
-	Blocks []LocatedBlock `xml:"Block"`
-	// Truncated: more blocks follow; ask again from NextOffset.
-	Truncated  bool   `xml:"IsTruncated"`
-	NextOffset *int64 `xml:"NextOffset,omitempty"`
-}
-
-// LocatedBlock is one data block: the object's bytes [Offset,
-// Offset+Length), its erasure code's data shard count (1: every holder has
-// the whole block) and its shard holders, in the order the answering node
-// would read them (itself first when it is one). No holders: the answering
-// node is not clustered and holds it.
-type LocatedBlock struct {
-	Offset     int64           `xml:"Offset"`
-	Length     int64           `xml:"Length"`
-	DataShards int             `xml:"DataShards"`
-	Holders    []LocatedHolder `xml:"Holder"`
-}
-
-// LocatedHolder is a member holding shard Shard of a block; State is the
-// member's state as the cluster agrees on it (alive, suspect, dead, left,
-// draining).
-type LocatedHolder struct {
-	Node  string `xml:"Node"`
-	Shard int    `xml:"Shard"`
-	State string `xml:"State"`
-}
+type (
+	Locations     = locations.Locations
+	LocatedBlock  = locations.Block
+	LocatedHolder = locations.Holder
+)
 
 func errInvalidArgument(name, value, why string) *apiError {
 	e := newErr("InvalidArgument", http.StatusBadRequest, block.ErrInvalidArgument, "%s", why)

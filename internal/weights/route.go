@@ -14,7 +14,7 @@ import (
 
 	"github.com/minio/minio-go/v7/pkg/signer"
 
-	"github.com/ctxtier/ctxtier/gateway/s3api"
+	"github.com/ctxtier/ctxtier/internal/locations"
 )
 
 // Routing. Every node's S3 endpoint serves every object, but a ranged GET
@@ -147,10 +147,10 @@ func (r *router) endpoints() map[string]int {
 }
 
 // locations is one GetObjectLocations request through endpoint ep.
-func (c *Client) locations(ctx context.Context, ep int, name string, offset int64, maxBlocks int) (*s3api.Locations, error) {
+func (c *Client) locations(ctx context.Context, ep int, name string, offset int64, maxBlocks int) (*locations.Locations, error) {
 	u := *c.mcs[ep].EndpointURL()
 	u.Path = "/" + c.cfg.Namespace + "/" + name
-	u.RawQuery = url.Values{"offset": {strconv.FormatInt(offset, 10)}, "max-blocks": {strconv.Itoa(maxBlocks)}}.Encode() + "&" + s3api.LocationsQuery
+	u.RawQuery = url.Values{"offset": {strconv.FormatInt(offset, 10)}, "max-blocks": {strconv.Itoa(maxBlocks)}}.Encode() + "&" + locations.Query
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (c *Client) locations(ctx context.Context, ep int, name string, offset int6
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("weights: locations of %s via %s: %s: %.200s", name, u.Host, resp.Status, body)
 	}
-	var loc s3api.Locations
+	var loc locations.Locations
 	if err := xml.Unmarshal(body, &loc); err != nil {
 		return nil, fmt.Errorf("weights: locations of %s via %s: %w", name, u.Host, err)
 	}
@@ -190,7 +190,7 @@ func (c *Client) routeFile(ctx context.Context, name string, size int64) *route 
 	var rt route
 	for off, done := int64(0), false; !done; {
 		_, ep := c.client()
-		loc, err := c.locations(ctx, int(ep), name, off, s3api.MaxLocationBlocks)
+		loc, err := c.locations(ctx, int(ep), name, off, locations.MaxBlocks)
 		if err != nil {
 			return nil
 		}
@@ -210,7 +210,7 @@ var errBadLocations = errors.New("weights: block locations do not describe the o
 // once the pieces tile [0, size). An answer whose blocks do not continue
 // exactly at off, leave the object, or page without progress is
 // errBadLocations.
-func (r *route) add(loc *s3api.Locations, off, size int64, nodes map[string]int) (next int64, done bool, err error) {
+func (r *route) add(loc *locations.Locations, off, size int64, nodes map[string]int) (next int64, done bool, err error) {
 	if loc.Size != size || len(loc.Blocks) == 0 {
 		return off, false, fmt.Errorf("%w: %d blocks of a %d-byte object, want some of %d bytes", errBadLocations, len(loc.Blocks), loc.Size, size)
 	}
@@ -232,7 +232,7 @@ func (r *route) add(loc *s3api.Locations, off, size int64, nodes map[string]int)
 
 // holderEndpoint picks the endpoint of b's first alive holder of a data
 // shard (the answer lists holders in read order), -1 when none has one.
-func holderEndpoint(nodes map[string]int, b s3api.LocatedBlock) int {
+func holderEndpoint(nodes map[string]int, b locations.Block) int {
 	for _, h := range b.Holders {
 		if h.State != "alive" || (b.DataShards > 1 && h.Shard >= b.DataShards) {
 			continue

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/ctxtier/ctxtier/gateway/s3api"
+	"github.com/ctxtier/ctxtier/internal/locations"
 )
 
 // TestRouteSpans: a chunk is cut on block boundaries, neighbours going to
@@ -54,21 +54,21 @@ func TestRouteSpans(t *testing.T) {
 // nodes without an endpoint are passed over.
 func TestHolderEndpoint(t *testing.T) {
 	nodes := map[string]int{"n1": 0, "n2": 1, "n3": 2}
-	h := func(node string, shard int, state string) s3api.LocatedHolder {
-		return s3api.LocatedHolder{Node: node, Shard: shard, State: state}
+	h := func(node string, shard int, state string) locations.Holder {
+		return locations.Holder{Node: node, Shard: shard, State: state}
 	}
 	for _, tt := range []struct {
 		name string
-		b    s3api.LocatedBlock
+		b    locations.Block
 		want int
 	}{
-		{"one copy", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n2", 0, "alive")}}, 1},
-		{"first holder dead", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n3", 0, "dead"), h("n1", 1, "alive")}}, 0},
-		{"replica index above k=1 is whole", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n3", 2, "alive")}}, 2},
-		{"coded: parity skipped", s3api.LocatedBlock{DataShards: 2, Holders: []s3api.LocatedHolder{h("n1", 2, "alive"), h("n3", 1, "alive")}}, 2},
-		{"unknown node", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n7", 0, "alive"), h("n2", 1, "alive")}}, 1},
-		{"suspect only", s3api.LocatedBlock{DataShards: 1, Holders: []s3api.LocatedHolder{h("n1", 0, "suspect")}}, -1},
-		{"not clustered", s3api.LocatedBlock{DataShards: 1}, -1},
+		{"one copy", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n2", 0, "alive")}}, 1},
+		{"first holder dead", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n3", 0, "dead"), h("n1", 1, "alive")}}, 0},
+		{"replica index above k=1 is whole", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n3", 2, "alive")}}, 2},
+		{"coded: parity skipped", locations.Block{DataShards: 2, Holders: []locations.Holder{h("n1", 2, "alive"), h("n3", 1, "alive")}}, 2},
+		{"unknown node", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n7", 0, "alive"), h("n2", 1, "alive")}}, 1},
+		{"suspect only", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n1", 0, "suspect")}}, -1},
+		{"not clustered", locations.Block{DataShards: 1}, -1},
 	} {
 		if got := holderEndpoint(nodes, tt.b); got != tt.want {
 			t.Errorf("%s: endpoint %d, want %d", tt.name, got, tt.want)
@@ -98,7 +98,7 @@ func FuzzLocations(f *testing.F) {
 		if size < 1 || size > 1<<40 || chunk < 1 {
 			return
 		}
-		var loc s3api.Locations
+		var loc locations.Locations
 		if xml.Unmarshal(body, &loc) != nil {
 			return
 		}
