@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +39,25 @@ func (c Config) Validate() error {
 // concurrent use.
 type Signer struct {
 	cfg Config
+	// key is the last day's signing key: deriving it is four HMACs, and a
+	// day's requests all use the same one.
+	key atomic.Pointer[dayKey]
+}
+
+// dayKey is the signing key of one date (DateFormat).
+type dayKey struct {
+	date string
+	key  []byte
+}
+
+// signingKey returns the signing key of date, derived once per date.
+func (s *Signer) signingKey(date string) []byte {
+	if k := s.key.Load(); k != nil && k.date == date {
+		return k.key
+	}
+	k := &dayKey{date: date, key: SigningKey(s.cfg.Secret, date, s.cfg.Region, s.cfg.Service)}
+	s.key.Store(k)
+	return k.key
 }
 
 // New returns a signer for cfg.
@@ -71,9 +91,10 @@ func (s *Signer) Sign(r *http.Request, payloadHash string, t time.Time) error {
 	if err != nil {
 		return err
 	}
-	sig := Signature(s.cfg.Secret, s.cfg.Region, s.cfg.Service, t, c.Request)
-	r.Header.Set("Authorization", Algorithm+" Credential="+s.cfg.AccessKeyID+"/"+
-		Scope(t.UTC().Format(DateFormat), s.cfg.Region, s.cfg.Service)+
+	date := t.UTC().Format(DateFormat)
+	scope := Scope(date, s.cfg.Region, s.cfg.Service)
+	sig := HMAC(s.signingKey(date), []byte(StringToSign(Algorithm, t, scope, HashHex([]byte(c.Request)))))
+	r.Header.Set("Authorization", Algorithm+" Credential="+s.cfg.AccessKeyID+"/"+scope+
 		", SignedHeaders="+c.SignedHeaders+", Signature="+hex.EncodeToString(sig))
 	return nil
 }
