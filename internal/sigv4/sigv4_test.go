@@ -208,3 +208,39 @@ func TestDefaultPortStripped(t *testing.T) {
 		}
 	}
 }
+
+// TestSignKeyCacheFollowsTheDate: the signer's cached signing key is used
+// only for its own date; concurrent signers across a date change agree
+// with a key derived from scratch.
+func TestSignKeyCacheFollowsTheDate(t *testing.T) {
+	s := suiteSigner(t)
+	days := []time.Time{suiteTime, suiteTime.Add(24 * time.Hour), suiteTime, suiteTime.Add(48 * time.Hour)}
+	done := make(chan error, 4*len(days))
+	for range 4 {
+		for _, at := range days {
+			go func() {
+				r, _ := http.NewRequest("GET", "https://example.amazonaws.com/", nil)
+				if err := s.Sign(r, EmptySHA256, at); err != nil {
+					done <- err
+					return
+				}
+				c, err := CanonicalRequest(r, EmptySHA256)
+				if err != nil {
+					done <- err
+					return
+				}
+				want := hex.EncodeToString(Signature("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "us-east-1", "service", at, c.Request))
+				if got := r.Header.Get("Authorization"); !strings.HasSuffix(got, "Signature="+want) {
+					done <- errors.New(at.String() + ": " + got + ", want signature " + want)
+					return
+				}
+				done <- nil
+			}()
+		}
+	}
+	for range 4 * len(days) {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
