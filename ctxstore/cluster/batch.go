@@ -48,7 +48,7 @@ func (b *Backend) DeleteBatch(ctx context.Context, keys []block.Key) []error {
 	entries := make(map[int]fsm.Entry, len(first))
 	var missing []int
 	for _, i := range first {
-		if e, ok := b.lookup(ctx, keys[i].Block()); ok {
+		if e, ok := b.own.lookup(ctx, keys[i].Block()); ok {
 			entries[i] = e
 		} else {
 			missing = append(missing, i)

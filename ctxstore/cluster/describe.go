@@ -20,7 +20,7 @@ var _ ctxstore.Describer = (*Backend)(nil)
 // block.ErrUnavailable (read it with Get).
 func (b *Backend) Descriptor(ctx context.Context, key block.Key) (block.Descriptor, func(), error) {
 	key = key.Block()
-	e, ok := b.lookup(ctx, key)
+	e, ok := b.own.lookup(ctx, key)
 	if !ok {
 		return block.Descriptor{}, nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}

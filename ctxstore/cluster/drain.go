@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -86,6 +88,24 @@ type heldCache struct {
 	counts  map[string]*held
 }
 
+// drainBook is the leader's account of the draining members: each one's
+// progress, the ones that do not answer (repair rebuilds their shards from
+// the other holders), and the last count of what they hold. Its lock
+// guards only its own fields and is never held across a transfer, a
+// proposal or an FSM call.
+type drainBook struct {
+	mu sync.Mutex
+	// drains is the leader's progress of each draining member.
+	drains map[string]*drainProgress
+	// unreachable holds the draining members that do not answer.
+	unreachable map[string]bool
+	held        heldCache
+}
+
+func newDrainBook() *drainBook {
+	return &drainBook{drains: map[string]*drainProgress{}, unreachable: map[string]bool{}}
+}
+
 // Drain marks member id draining (on the leader). It refuses a member that
 // left, and a drain that would leave fewer members to hold shards (alive
 // or suspect, not draining) than some namespace stores per block (k+m). It
@@ -104,12 +124,12 @@ func (b *Backend) Drain(ctx context.Context, id string) (DrainStatus, error) {
 		return DrainStatus{}, fmt.Errorf("%w: %s has left the cluster; there is nothing to drain", block.ErrInvalidArgument, id)
 	}
 	if m.State != fsm.MemberDraining {
-		if err := b.checkDrain(f, id); err != nil {
+		if err := checkDrain(f, id); err != nil {
 			return DrainStatus{}, err
 		}
 	}
 	// Count first: once the state commits, repair may start moving.
-	h := b.countHeld(map[string]bool{id: true})[id]
+	h := countHeld(f, map[string]bool{id: true})[id]
 	if m.State != fsm.MemberDraining {
 		if err := b.node.SetMemberState(ctx, id, fsm.MemberDraining); err != nil {
 			return DrainStatus{}, err
@@ -122,7 +142,7 @@ func (b *Backend) Drain(ctx context.Context, id string) (DrainStatus, error) {
 
 // checkDrain refuses to drain id when the members left to hold shards would
 // be fewer than a namespace's k+m.
-func (b *Backend) checkDrain(f *fsm.FSM, id string) error {
+func checkDrain(f *fsm.FSM, id string) error {
 	remaining := 0
 	for _, m := range f.Members() {
 		if m.ID != id && (m.State == fsm.MemberAlive || m.State == fsm.MemberSuspect) {
@@ -154,10 +174,7 @@ func (b *Backend) CancelDrain(ctx context.Context, id string) error {
 	if err := b.node.SetMemberState(ctx, id, fsm.MemberAlive); err != nil {
 		return err
 	}
-	b.drainMu.Lock()
-	delete(b.drains, id)
-	delete(b.unreachable, id)
-	b.drainMu.Unlock()
+	b.drain.forget(id)
 	b.log.Info("drain cancelled", "member", id)
 	return nil
 }
@@ -165,7 +182,7 @@ func (b *Backend) CancelDrain(ctx context.Context, id string) error {
 // Holding counts the shards, and the blocks, that the index places on
 // member id (a full scan of the index).
 func (b *Backend) Holding(id string) (shards, blocks int) {
-	h := b.countHeld(map[string]bool{id: true})[id]
+	h := countHeld(b.node.FSM(), map[string]bool{id: true})[id]
 	return h.shards, h.blocks
 }
 
@@ -180,32 +197,51 @@ func (b *Backend) Drains() []DrainStatus {
 	if len(ids) == 0 {
 		return nil
 	}
-	counts := b.cachedHeld(ids)
-	leader := b.node.IsLeader()
-	b.drainMu.Lock()
-	defer b.drainMu.Unlock()
+	counts := b.drain.cachedHeld(b.node.FSM(), ids)
 	out := make([]DrainStatus, 0, len(ids))
 	for _, id := range ids {
 		h := counts[id]
-		d := DrainStatus{ID: id, ShardsLeft: h.shards, BlocksLeft: h.blocks, Namespaces: h.ns, Done: h.shards == 0, Active: leader}
-		if leader {
-			if p := b.drains[id]; p != nil {
-				d.MovedShards, d.MovedBytes, d.LostBlocks = p.movedShards, p.movedBytes, p.lost
-				d.Stuck, d.Stalled, d.LastPass = p.stuck, p.stalled, p.lastPass
-			}
-			d.Unreachable = b.unreachable[id]
-		}
-		out = append(out, d)
+		out = append(out, DrainStatus{ID: id, ShardsLeft: h.shards, BlocksLeft: h.blocks, Namespaces: h.ns, Done: h.shards == 0})
+	}
+	if b.node.IsLeader() {
+		b.drain.fill(out)
 	}
 	return out
 }
 
-func (b *Backend) cachedHeld(ids []string) map[string]*held {
+// forget drops the account of a member that no longer drains.
+func (d *drainBook) forget(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.drains, id)
+	delete(d.unreachable, id)
+}
+
+// fill adds the leader's view (progress, reachability) to each status and
+// marks it active.
+func (d *drainBook) fill(out []DrainStatus) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range out {
+		s := &out[i]
+		s.Active = true
+		if p := d.drains[s.ID]; p != nil {
+			s.MovedShards, s.MovedBytes, s.LostBlocks = p.movedShards, p.movedBytes, p.lost
+			s.Stuck, s.Stalled, s.LastPass = p.stuck, p.stalled, p.lastPass
+		}
+		s.Unreachable = d.unreachable[s.ID]
+	}
+}
+
+// cachedHeld is countHeld over ids, reusing the last count while the
+// draining set is the same and the index has not changed (or changed less
+// than a second ago).
+func (d *drainBook) cachedHeld(f *fsm.FSM, ids []string) map[string]*held {
 	key := strings.Join(ids, ",")
-	applied := b.node.FSM().AppliedIndex()
-	b.drainMu.Lock()
-	c := b.heldCache
-	b.drainMu.Unlock()
+	applied := f.AppliedIndex()
+	d.mu.Lock()
+	c := d.held
+	d.mu.Unlock()
 	if c.counts != nil && c.ids == key && (c.applied == applied || time.Since(c.at) < time.Second) {
 		return c.counts
 	}
@@ -213,20 +249,19 @@ func (b *Backend) cachedHeld(ids []string) map[string]*held {
 	for _, id := range ids {
 		set[id] = true
 	}
-	counts := b.countHeld(set)
-	b.drainMu.Lock()
-	b.heldCache = heldCache{ids: key, applied: applied, at: time.Now(), counts: counts}
-	b.drainMu.Unlock()
+	counts := countHeld(f, set)
+	d.mu.Lock()
+	d.held = heldCache{ids: key, applied: applied, at: time.Now(), counts: counts}
+	d.mu.Unlock()
 	return counts
 }
 
 // countHeld scans the index for the placement entries on the given members.
-func (b *Backend) countHeld(ids map[string]bool) map[string]*held {
+func countHeld(f *fsm.FSM, ids map[string]bool) map[string]*held {
 	out := make(map[string]*held, len(ids))
 	for id := range ids {
 		out[id] = &held{ns: map[string]int{}}
 	}
-	f := b.node.FSM()
 	for _, ns := range f.Namespaces() {
 		_ = f.Scan(ns.Name, "", func(_ block.Key, e fsm.Entry) bool {
 			for i, s := range e.Placement {
@@ -252,7 +287,7 @@ func (b *Backend) countHeld(ids map[string]bool) map[string]*held {
 }
 
 // noteDrained books what repairOne did with t's shards on draining members.
-func (b *Backend) noteDrained(pass drainPass, t repairTask, res repairResult) {
+func (d *drainBook) noteDrained(pass drainPass, t repairTask, res repairResult) {
 	if len(t.leaving) == 0 {
 		return
 	}
@@ -265,8 +300,8 @@ func (b *Backend) noteDrained(pass drainPass, t repairTask, res repairResult) {
 		}
 		return n
 	}
-	b.drainMu.Lock()
-	defer b.drainMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	done := map[string]bool{}
 	for _, s := range t.leaving {
 		id := s.NodeID
@@ -286,66 +321,66 @@ func (b *Backend) noteDrained(pass drainPass, t repairTask, res repairResult) {
 			pc.failed++
 		}
 		if res.forgot {
-			b.progress(id).lost++
+			d.progress(id).lost++
 		} else if dropped > 0 {
-			p := b.progress(id)
+			p := d.progress(id)
 			p.movedShards += uint64(dropped)
 			p.movedBytes += uint64(res.bytes) * uint64(dropped) / uint64(len(res.dropped))
 		}
 	}
 }
 
-// finishDrainPass records the outcome of a complete repair pass for every
-// draining member and forgets members that no longer drain.
-func (b *Backend) finishDrainPass(pass drainPass) {
+// finishPass records the outcome of a complete repair pass for every
+// draining member of f and forgets members that no longer drain.
+func (d *drainBook) finishPass(f *fsm.FSM, pass drainPass, log *slog.Logger) {
 	draining := map[string]bool{}
-	for _, m := range b.node.FSM().Members() {
+	for _, m := range f.Members() {
 		if m.State == fsm.MemberDraining {
 			draining[m.ID] = true
 		}
 	}
 	now := time.Now()
-	b.drainMu.Lock()
-	defer b.drainMu.Unlock()
-	for id := range b.drains {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.drains {
 		if !draining[id] {
-			delete(b.drains, id)
+			delete(d.drains, id)
 		}
 	}
-	for id := range b.unreachable {
+	for id := range d.unreachable {
 		if !draining[id] {
-			delete(b.unreachable, id)
+			delete(d.unreachable, id)
 		}
 	}
 	for id := range draining {
-		p := b.progress(id)
+		p := d.progress(id)
 		p.stuck, p.stalled, p.lastPass = 0, false, now
 		if pc := pass[id]; pc != nil {
 			p.stuck, p.stalled = pc.failed, pc.failed > 0 && pc.moved == 0
 		}
 		if p.stalled {
-			b.log.Warn("drain stalled: blocks on the draining member cannot be moved", "member", id, "blocks", p.stuck, "unreachable", b.unreachable[id])
+			log.Warn("drain stalled: blocks on the draining member cannot be moved", "member", id, "blocks", p.stuck, "unreachable", d.unreachable[id])
 		}
 	}
 }
 
-// progress returns id's account, creating it; drainMu must be held.
-func (b *Backend) progress(id string) *drainProgress {
-	p := b.drains[id]
+// progress returns id's account, creating it; d.mu must be held.
+func (d *drainBook) progress(id string) *drainProgress {
+	p := d.drains[id]
 	if p == nil {
 		p = &drainProgress{}
-		b.drains[id] = p
+		d.drains[id] = p
 	}
 	return p
 }
 
 // reachable leaves out the entries on draining members that do not answer.
-func (b *Backend) reachable(place []fsm.Shard) []fsm.Shard {
-	b.drainMu.Lock()
-	defer b.drainMu.Unlock()
+func (d *drainBook) reachable(place []fsm.Shard) []fsm.Shard {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	var out []fsm.Shard
 	for _, s := range place {
-		if !b.unreachable[s.NodeID] {
+		if !d.unreachable[s.NodeID] {
 			out = append(out, s)
 		}
 	}
@@ -353,16 +388,16 @@ func (b *Backend) reachable(place []fsm.Shard) []fsm.Shard {
 }
 
 // setUnreachable records whether a draining member answers; it reports a change.
-func (b *Backend) setUnreachable(id string, down bool) bool {
-	b.drainMu.Lock()
-	defer b.drainMu.Unlock()
-	if b.unreachable[id] == down {
+func (d *drainBook) setUnreachable(id string, down bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.unreachable[id] == down {
 		return false
 	}
 	if down {
-		b.unreachable[id] = true
+		d.unreachable[id] = true
 	} else {
-		delete(b.unreachable, id)
+		delete(d.unreachable, id)
 	}
 	return true
 }
@@ -381,7 +416,7 @@ func (b *Backend) noteReadFailure(id string, err error) {
 	if m, ok := b.node.FSM().Member(id); !ok || m.State != fsm.MemberDraining {
 		return
 	}
-	if b.setUnreachable(id, true) {
+	if b.drain.setUnreachable(id, true) {
 		b.log.Warn("draining member does not answer; rebuilding its shards from the other holders", "member", id, "err", err)
 	}
 }

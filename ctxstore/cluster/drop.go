@@ -3,11 +3,15 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
@@ -17,13 +21,37 @@ import (
 // block left with too few shards to read is deleted. It never blocks; when
 // the queue is full the drop is lost from the index's view until repair or
 // a read notices.
-func (b *Backend) Dropped(key block.Key) {
-	b.gap.queue(key.Block())
+func (b *Backend) Dropped(key block.Key) { b.drops.add(key) }
+
+// dropBatcher turns this node's capacity drops into index corrections:
+// queued, batched by DropBatch/DropLinger, committed in one proposal per
+// batch. gap is what a put of a dropped block checks (refillDropped).
+type dropBatcher struct {
+	cfg   Config
+	node  *raft.Node
+	local ctxstore.Tier
+	log   *slog.Logger
+	met   *metrics
+	queue chan block.Key
+	gap   dropGap
+	// propose commits index operations (Backend.propose); cleanup deletes
+	// by key the shards left of an entry a drop deleted (Backend.cleanup).
+	propose func(context.Context, ...fsm.Op) ([]fsm.OpResult, error)
+	cleanup func(key block.Key, c *erasure.Code, place []fsm.Shard)
+}
+
+func newDropBatcher(cfg Config, node *raft.Node, local ctxstore.Tier, log *slog.Logger, met *metrics) *dropBatcher {
+	return &dropBatcher{cfg: cfg, node: node, local: local, log: log, met: met, queue: make(chan block.Key, 4096)}
+}
+
+// add queues a dropped shard; it never blocks.
+func (d *dropBatcher) add(key block.Key) {
+	d.gap.queue(key.Block())
 	select {
-	case b.drops <- key:
+	case d.queue <- key:
 	default:
-		b.gap.unqueue(key.Block())
-		b.log.Warn("drop queue full; index not corrected", "key", key.String())
+		d.gap.unqueue(key.Block())
+		d.log.Warn("drop queue full; index not corrected", "key", key.String())
 	}
 }
 
@@ -90,10 +118,10 @@ func (g *dropGap) forget(k block.Key, st *gapState) {
 // evict, and the tier's drop hook calls Dropped); a flush meanwhile defers
 // the block to its next batch.
 func (b *Backend) refillDropped(ctx context.Context, key block.Key, e fsm.Entry, data []byte, opts block.PutOptions) (again bool, err error) {
-	if b.gap.n.Load() == 0 {
+	g := &b.drops.gap
+	if g.n.Load() == 0 {
 		return false, nil
 	}
-	g := &b.gap
 	g.mu.Lock()
 	st := g.keys[key]
 	if st == nil {
@@ -181,38 +209,38 @@ func (g *dropGap) doneFlush(keys []block.Key, done chan struct{}) {
 	close(done)
 }
 
-func (b *Backend) dropLoop() {
-	defer b.wg.Done()
+// run batches queued drops and flushes each batch, until stop closes.
+func (d *dropBatcher) run(stop <-chan struct{}) {
 	var batch []block.Key
 	var timer <-chan time.Time
 	for {
 		select {
-		case <-b.stop:
+		case <-stop:
 			return
-		case k := <-b.drops:
+		case k := <-d.queue:
 			batch = append(batch, k)
 			if timer == nil {
-				timer = time.After(b.cfg.DropLinger)
+				timer = time.After(d.cfg.DropLinger)
 			}
-			if len(batch) < b.cfg.DropBatch {
+			if len(batch) < d.cfg.DropBatch {
 				continue
 			}
 		case <-timer:
 		}
-		deferred := b.flushDrops(batch)
+		deferred := d.flush(batch)
 		batch, timer = append(batch[:0], deferred...), nil
 		if len(batch) > 0 {
-			timer = time.After(b.cfg.DropLinger)
+			timer = time.After(d.cfg.DropLinger)
 		}
 	}
 }
 
-// flushDrops commits the index corrections of a batch of dropped shards
-// and returns the ones to retry with the next batch.
-func (b *Backend) flushDrops(all []block.Key) (deferred []block.Key) {
-	keys, deferred, done := b.gap.takeForFlush(all, b.local.Contains)
-	defer b.gap.doneFlush(all, done)
-	f := b.node.FSM()
+// flush commits the index corrections of a batch of dropped shards and
+// returns the ones to retry with the next batch.
+func (d *dropBatcher) flush(all []block.Key) (deferred []block.Key) {
+	keys, deferred, done := d.gap.takeForFlush(all, d.local.Contains)
+	defer d.gap.doneFlush(all, done)
+	f := d.node.FSM()
 	var ops []fsm.Op
 	var orphans []fsm.Op // deleted entries whose other shards are garbage now
 	var orphanAt []int   // each orphan's op in ops
@@ -223,14 +251,14 @@ func (b *Backend) flushDrops(all []block.Key) (deferred []block.Key) {
 		if !ok {
 			continue
 		}
-		c, err := b.code(key.Namespace)
+		c, err := namespaceCode(f, key.Namespace)
 		if err != nil {
 			continue
 		}
 		var left []fsm.Shard
 		idx := map[uint16]bool{}
 		for _, s := range e.Placement {
-			if s.NodeID == b.cfg.NodeID && shardKey(key, c, int(s.Index)) == sk {
+			if s.NodeID == d.cfg.NodeID && shardKey(key, c, int(s.Index)) == sk {
 				continue
 			}
 			left = append(left, s)
@@ -251,14 +279,14 @@ func (b *Backend) flushDrops(all []block.Key) (deferred []block.Key) {
 	if len(ops) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ProposeTimeout)
 	defer cancel()
-	res, err := b.propose(ctx, ops...)
+	res, err := d.propose(ctx, ops...)
 	if err != nil {
-		b.log.Warn("index correction for dropped shards failed", "blocks", len(ops), "err", err)
+		d.log.Warn("index correction for dropped shards failed", "blocks", len(ops), "err", err)
 		return
 	}
-	b.met.drops.Add(float64(len(ops)))
+	d.met.drops.Add(float64(len(ops)))
 	for i, o := range orphans {
 		// Only a delete that committed leaves garbage: a refused one (the
 		// key was put again meanwhile) leaves shards the index names.
@@ -267,8 +295,8 @@ func (b *Backend) flushDrops(all []block.Key) (deferred []block.Key) {
 		}
 		// Fewer than k shards are left: the block cannot be read to learn
 		// its shards' CRCs, so they go by key (see cleanup.go).
-		if c, err := b.code(o.Key.Namespace); err == nil {
-			b.cleanup(o.Key, c, o.Placement, nil, version{})
+		if c, err := namespaceCode(f, o.Key.Namespace); err == nil {
+			d.cleanup(o.Key, c, o.Placement)
 		}
 	}
 	return deferred

@@ -2,30 +2,46 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
-// detectLoop is the failure detector. Only the leader probes: it marks a
+// detector is the failure detector. Only the leader probes: it marks a
 // member suspect (out of placement for new puts) after SuspectAfter without
 // an answer, dead (its shards get repaired) after DeadAfter, and alive again
 // as soon as it answers. A draining member keeps its state; only whether
-// it answers is noted.
-func (b *Backend) detectLoop() {
-	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.ProbeInterval)
+// it answers is noted (in the drain book). It holds no state of its own
+// but the time each member last answered, which only its goroutine
+// touches.
+type detector struct {
+	cfg   Config
+	node  *raft.Node
+	peers Peers
+	drain *drainBook
+	log   *slog.Logger
+	met   *metrics
+	// changed is called when a member's state or reachability changed:
+	// repair looks again.
+	changed func()
+}
+
+// run probes every ProbeInterval while this node leads, until stop closes.
+func (d *detector) run(stop <-chan struct{}) {
+	t := time.NewTicker(d.cfg.ProbeInterval)
 	defer t.Stop()
 	lastOK := map[string]time.Time{}
 	wasLeader := false
 	for {
 		select {
-		case <-b.stop:
+		case <-stop:
 			return
 		case <-t.C:
 		}
-		if !b.node.IsLeader() {
+		if !d.node.IsLeader() {
 			wasLeader = false
 			continue
 		}
@@ -35,14 +51,16 @@ func (b *Backend) detectLoop() {
 			wasLeader = true
 			clear(lastOK)
 		}
-		b.probeAll(now, lastOK)
+		d.probeAll(now, lastOK)
 	}
 }
 
-func (b *Backend) probeAll(now time.Time, lastOK map[string]time.Time) {
+// probeAll asks every member (but this node and those that left) whether
+// it is healthy, and commits the state changes the answers call for.
+func (d *detector) probeAll(now time.Time, lastOK map[string]time.Time) {
 	var ms []fsm.Member
-	for _, m := range b.node.FSM().Members() {
-		if m.ID == b.cfg.NodeID || m.State == fsm.MemberLeft {
+	for _, m := range d.node.FSM().Members() {
+		if m.ID == d.cfg.NodeID || m.State == fsm.MemberLeft {
 			continue
 		}
 		if _, ok := lastOK[m.ID]; !ok {
@@ -56,9 +74,9 @@ func (b *Backend) probeAll(now time.Time, lastOK map[string]time.Time) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProbeTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ProbeTimeout)
 			defer cancel()
-			ok[i] = b.peers.Healthy(ctx, m) == nil
+			ok[i] = d.peers.Healthy(ctx, m) == nil
 		}()
 	}
 	wg.Wait()
@@ -70,12 +88,12 @@ func (b *Backend) probeAll(now time.Time, lastOK map[string]time.Time) {
 			// rebuilds its shards from the other holders while it does not.
 			if ok[i] {
 				lastOK[m.ID] = time.Now()
-			} else if now.Sub(lastOK[m.ID]) < b.cfg.suspectAfter() {
+			} else if now.Sub(lastOK[m.ID]) < d.cfg.suspectAfter() {
 				continue // not silent for long enough to tell
 			}
-			if b.setUnreachable(m.ID, !ok[i]) {
-				b.log.Info("draining member reachability changed", "member", m.ID, "unreachable", !ok[i])
-				b.kickRepair()
+			if d.drain.setUnreachable(m.ID, !ok[i]) {
+				d.log.Info("draining member reachability changed", "member", m.ID, "unreachable", !ok[i])
+				d.changed()
 			}
 			continue
 		}
@@ -85,28 +103,29 @@ func (b *Backend) probeAll(now time.Time, lastOK map[string]time.Time) {
 			want = fsm.MemberAlive
 		} else {
 			switch silent := now.Sub(lastOK[m.ID]); {
-			case silent >= b.cfg.DeadAfter:
+			case silent >= d.cfg.DeadAfter:
 				want = fsm.MemberDead
-			case silent >= b.cfg.suspectAfter() && m.State == fsm.MemberAlive:
+			case silent >= d.cfg.suspectAfter() && m.State == fsm.MemberAlive:
 				want = fsm.MemberSuspect
 			}
 		}
 		if want == m.State {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
-		err := b.node.SetMemberState(ctx, m.ID, want)
+		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ProposeTimeout)
+		err := d.node.SetMemberState(ctx, m.ID, want)
 		cancel()
 		if err != nil {
-			b.log.Warn("member state change failed", "member", m.ID, "state", want.String(), "err", err)
+			d.log.Warn("member state change failed", "member", m.ID, "state", want.String(), "err", err)
 			continue
 		}
-		b.met.memberChanges.WithLabelValues(want.String()).Inc()
-		b.log.Info("member state changed", "member", m.ID, "from", m.State.String(), "to", want.String())
-		b.kickRepair()
+		d.met.memberChanges.WithLabelValues(want.String()).Inc()
+		d.log.Info("member state changed", "member", m.ID, "from", m.State.String(), "to", want.String())
+		d.changed()
 	}
 }
 
+// kickRepair makes the repair loop scan now.
 func (b *Backend) kickRepair() {
 	select {
 	case b.wake <- struct{}{}:

@@ -17,7 +17,7 @@ var _ ctxstore.Locator = (*Backend)(nil)
 // listed (with its state), so a caller can tell it apart from an alive one.
 func (b *Backend) Locate(ctx context.Context, key block.Key) (ctxstore.Location, error) {
 	key = key.Block()
-	e, ok := b.lookup(ctx, key)
+	e, ok := b.own.lookup(ctx, key)
 	if !ok {
 		return ctxstore.Location{}, fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
@@ -27,7 +27,7 @@ func (b *Backend) Locate(ctx context.Context, key block.Key) (ctxstore.Location,
 	}
 	loc := ctxstore.Location{Size: e.Size, DataShards: c.K, Holders: make([]ctxstore.Holder, 0, len(e.Placement))}
 	f := b.node.FSM()
-	for _, s := range b.readOrder(e.Placement) {
+	for _, s := range b.reads.readOrder(e.Placement) {
 		state := "unknown"
 		if m, ok := f.Member(s.NodeID); ok {
 			state = m.State.String()

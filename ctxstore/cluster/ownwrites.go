@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
@@ -25,15 +27,23 @@ import (
 // waits, and such a miss is then most likely that write.
 const ownWriteWait = 5 * time.Second
 
-// noteOwnWrite raises the watermark to the largest index in res.
-func (b *Backend) noteOwnWrite(res []fsm.OpResult) {
+// ownWrites is this node's own-write watermark: the highest log index of
+// a write it forwarded to the leader.
+type ownWrites struct {
+	node *raft.Node
+	met  *metrics
+	mark atomic.Uint64
+}
+
+// note raises the watermark to the largest index in res.
+func (w *ownWrites) note(res []fsm.OpResult) {
 	var top uint64
 	for _, r := range res {
 		top = max(top, r.Generation)
 	}
 	for {
-		cur := b.ownWrites.Load()
-		if top <= cur || b.ownWrites.CompareAndSwap(cur, top) {
+		cur := w.mark.Load()
+		if top <= cur || w.mark.CompareAndSwap(cur, top) {
 			return
 		}
 	}
@@ -41,21 +51,21 @@ func (b *Backend) noteOwnWrite(res []fsm.OpResult) {
 
 // lookup reads key's index entry; on a miss while this node's own writes
 // are not applied yet, it waits for them (bounded) and looks again.
-func (b *Backend) lookup(ctx context.Context, key block.Key) (fsm.Entry, bool) {
-	f := b.node.FSM()
+func (w *ownWrites) lookup(ctx context.Context, key block.Key) (fsm.Entry, bool) {
+	f := w.node.FSM()
 	e, ok := f.Lookup(key)
 	if ok {
 		return e, true
 	}
-	mark := b.ownWrites.Load()
+	mark := w.mark.Load()
 	if mark == 0 || f.AppliedIndex() >= mark {
 		return e, false
 	}
 	wctx, cancel := context.WithTimeout(ctx, ownWriteWait)
 	defer cancel()
-	if b.node.WaitApplied(wctx, mark) != nil {
+	if w.node.WaitApplied(wctx, mark) != nil {
 		return e, false
 	}
-	b.met.ownWriteWaits.Inc()
-	return b.node.FSM().Lookup(key)
+	w.met.ownWriteWaits.Inc()
+	return w.node.FSM().Lookup(key)
 }

@@ -165,7 +165,7 @@ func (b *Backend) proposeOnce(ctx context.Context, ops []fsm.Op) ([]fsm.OpResult
 	}
 	res, err := DecodeResults(out, len(ops))
 	if err == nil {
-		b.noteOwnWrite(res)
+		b.own.note(res)
 	}
 	return res, err
 }

@@ -320,3 +320,10 @@ func (b *Backend) settle(ctx context.Context, p *pendingPut, res fsm.OpResult) e
 		return fmt.Errorf("%w: %s: index says %s", block.ErrUnavailable, p.key, res.Status)
 	}
 }
+
+func sameBlock(key block.Key, e fsm.Entry, size int64, sum uint32) error {
+	if e.Sum == sum && e.Size == size {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: stored block has %d bytes, crc32c %08x; put has %d bytes, crc32c %08x", block.ErrConflict, key, e.Size, e.Sum, size, sum)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -33,11 +34,17 @@ type RepairStatus struct {
 	ScannedBlocks int       `json:"scanned_blocks"`
 }
 
+// repairBook is the leader's repair progress, under its own lock.
+type repairBook struct {
+	mu sync.Mutex
+	st RepairStatus
+}
+
 // RepairStatus returns the repair progress.
 func (b *Backend) RepairStatus() RepairStatus {
-	b.repairMu.Lock()
-	defer b.repairMu.Unlock()
-	s := b.repair
+	b.repair.mu.Lock()
+	s := b.repair.st
+	b.repair.mu.Unlock()
 	s.Active = b.node.IsLeader()
 	return s
 }
@@ -183,10 +190,10 @@ func (b *Backend) repairPass() {
 		pending += len(t.missing)
 	}
 	b.met.pending.Set(float64(pending))
-	b.repairMu.Lock()
-	b.repair.Pending, b.repair.LastScan, b.repair.ScannedBlocks = pending, scanStart, scanned
-	b.repair.Restoring = restoring
-	b.repairMu.Unlock()
+	b.repair.mu.Lock()
+	b.repair.st.Pending, b.repair.st.LastScan, b.repair.st.ScannedBlocks = pending, scanStart, scanned
+	b.repair.st.Restoring = restoring
+	b.repair.mu.Unlock()
 	unrepairable := 0
 	pass := drainPass{}
 	for _, t := range tasks {
@@ -203,16 +210,16 @@ func (b *Backend) repairPass() {
 			unrepairable++
 			b.log.Debug("repair failed", "key", t.key.String(), "err", err)
 		}
-		b.noteDrained(pass, t, res)
+		b.drain.noteDrained(pass, t, res)
 		if n := res.written; n > 0 {
 			b.met.repaired.Add(float64(n))
 			b.met.repairBytes.Add(float64(res.bytes))
 			b.met.pending.Sub(float64(n))
-			b.repairMu.Lock()
-			b.repair.RepairedShards += uint64(n)
-			b.repair.RepairedBytes += uint64(res.bytes)
-			b.repair.Pending -= n
-			b.repairMu.Unlock()
+			b.repair.mu.Lock()
+			b.repair.st.RepairedShards += uint64(n)
+			b.repair.st.RepairedBytes += uint64(res.bytes)
+			b.repair.st.Pending -= n
+			b.repair.mu.Unlock()
 			// Rate limit: bytes / RepairBytesPerSec.
 			d := time.Duration(float64(res.bytes) / float64(b.cfg.RepairBytesPerSec) * float64(time.Second))
 			select {
@@ -222,10 +229,10 @@ func (b *Backend) repairPass() {
 			}
 		}
 	}
-	b.repairMu.Lock()
-	b.repair.Unrepairable = unrepairable
-	b.repairMu.Unlock()
-	b.finishDrainPass(pass)
+	b.repair.mu.Lock()
+	b.repair.st.Unrepairable = unrepairable
+	b.repair.mu.Unlock()
+	b.drain.finishPass(b.node.FSM(), pass, b.log)
 }
 
 // repairOne rebuilds t's missing shards onto members that hold none of the
@@ -336,7 +343,7 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 	if c.K > 1 && len(t.missing) == 0 && len(drop)+len(dupsGone) > 0 {
 		v = b.entryVersion(ctx, t.key, t.entry, c) // nothing was rebuilt
 	}
-	b.cleanup(t.key, c, b.reachable(drop), nil, v)
+	b.cleanup(t.key, c, b.drain.reachable(drop), nil, v)
 	b.cleanup(t.key, c, dupsGone, nil, v)
 	res.written, res.dropped = len(written), drop
 	return res, nil
@@ -367,14 +374,14 @@ func (b *Backend) forget(ctx context.Context, t repairTask) (repairResult, error
 func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 	c, size := t.code, int(t.entry.Size)
 	all := make([][]byte, c.N())
-	sources := b.reachable(t.leaving)
+	sources := b.drain.reachable(t.leaving)
 	if c.K == 1 {
 		var data []byte
 		// Gone only if every placement entry's holder is asked and says so.
 		gone := len(sources) == len(t.leaving) && len(t.healthy)+len(t.leaving) == len(t.entry.Placement)
 		var said []string
-		for _, s := range append(sources, b.readOrder(t.healthy)...) {
-			d, err := b.fetch(ctx, s.NodeID, t.key)
+		for _, s := range append(sources, b.reads.readOrder(t.healthy)...) {
+			d, err := b.reads.fetch(ctx, s.NodeID, t.key)
 			if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
 				data = d
 				break
@@ -403,7 +410,7 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 		if int(s.Index) >= c.N() {
 			continue
 		}
-		d, err := b.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)))
+		d, err := b.reads.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)))
 		if err == nil && len(d) == c.ShardSize(size) {
 			all[s.Index] = d
 			continue
@@ -417,10 +424,10 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 	if copied {
 		return all, nil
 	}
-	b.fetchShards(ctx, t.key, c, t.healthy, all, size)
-	if _, ok := b.tryDecode(c, all, size, t.entry.Sum); !ok {
+	b.reads.fetchShards(ctx, t.key, c, t.healthy, all, size)
+	if _, ok := tryDecode(c, all, size, t.entry.Sum); !ok {
 		// A surviving shard may be bad: decode by search, then re-encode.
-		data, err := b.getCoded(ctx, t.key, t.entry, c)
+		data, err := b.reads.getCoded(ctx, t.key, t.entry, c)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -57,15 +58,36 @@ type RestoreStatus struct {
 	Err string `json:"error,omitempty"`
 }
 
-// RestoreStatus returns this node's restore progress.
-func (b *Backend) RestoreStatus() RestoreStatus {
-	b.restoreMu.Lock()
-	defer b.restoreMu.Unlock()
-	return b.restore
+// restoreBook is this start's restore progress: the status /readyz and
+// /v1/cluster/status report (under its own lock), whether the restore has
+// finished, and the applied index the last pass covered (touched by the
+// restore goroutine only).
+type restoreBook struct {
+	mu      sync.Mutex
+	st      RestoreStatus
+	done    atomic.Bool
+	applied uint64
 }
 
+// status returns a copy of the progress.
+func (r *restoreBook) status() RestoreStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
+
+// noteErr records a pass's failure.
+func (r *restoreBook) noteErr(err error) {
+	r.mu.Lock()
+	r.st.Err = err.Error()
+	r.mu.Unlock()
+}
+
+// RestoreStatus returns this node's restore progress.
+func (b *Backend) RestoreStatus() RestoreStatus { return b.restore.status() }
+
 // Restored reports whether this start's restore has finished.
-func (b *Backend) Restored() bool { return b.restored.Load() }
+func (b *Backend) Restored() bool { return b.restore.done.Load() }
 
 // restoreParallel bounds the shards rebuilt at once.
 const restoreParallel = 4
@@ -73,9 +95,9 @@ const restoreParallel = 4
 func (b *Backend) restoreLoop() {
 	defer b.wg.Done()
 	inc := b.cfg.Incarnation
-	b.restoreMu.Lock()
-	b.restore.Incarnation = inc
-	b.restoreMu.Unlock()
+	b.restore.mu.Lock()
+	b.restore.st.Incarnation = inc
+	b.restore.mu.Unlock()
 	backoff := 50 * time.Millisecond
 	wait := func() bool {
 		select {
@@ -113,13 +135,13 @@ func (b *Backend) restoreLoop() {
 				break
 			}
 		} else {
-			b.noteRestoreErr(fmt.Errorf("syncing the index: %w", err))
+			b.restore.noteErr(fmt.Errorf("syncing the index: %w", err))
 		}
 		if !wait() {
 			return
 		}
 	}
-	b.restored.Store(true)
+	b.restore.done.Store(true)
 	if recorded {
 		b.recordIncarnation(inc, false)
 	}
@@ -182,12 +204,6 @@ func (b *Backend) setIncarnation(ctx context.Context, inc uint64, restoring bool
 	return err
 }
 
-func (b *Backend) noteRestoreErr(err error) {
-	b.restoreMu.Lock()
-	b.restore.Err = err.Error()
-	b.restoreMu.Unlock()
-}
-
 // indexLoader is a local tier stack that may still be loading a tier's
 // index (tiers.Manager: the S3 tier rebuilding from its bucket).
 type indexLoader interface{ IndexLoaded() bool }
@@ -207,25 +223,25 @@ func (b *Backend) restorePass() bool {
 	if m, ok := f.Member(b.cfg.NodeID); ok && m.State == fsm.MemberDraining {
 		// Its shards are being moved off it: repair reads them from the
 		// other holders where this node lacks them.
-		b.restoreMu.Lock()
-		b.restore.Passes++
-		b.restore.Done, b.restore.Err = true, ""
-		b.restoreMu.Unlock()
+		b.restore.mu.Lock()
+		b.restore.st.Passes++
+		b.restore.st.Done, b.restore.st.Err = true, ""
+		b.restore.mu.Unlock()
 		return true
 	}
 	// A local tier still loading its index (the S3 tier rebuilding from its
 	// bucket after a lost disk) would make shards it holds look missing, and
 	// a shard no other member has would then leave the placement: wait.
 	if l, ok := b.local.(indexLoader); ok && !l.IndexLoaded() {
-		b.noteRestoreErr(errors.New("waiting for the local tiers to load their indexes"))
+		b.restore.noteErr(errors.New("waiting for the local tiers to load their indexes"))
 		return false
 	}
 	// Entries up to the index applied now are checked by this pass; a later
 	// pass checks only newer ones (a new entry's generation is its log
 	// index).
 	applied := f.AppliedIndex()
-	minGen := b.restoreApplied
-	b.restoreApplied = applied
+	minGen := b.restore.applied
+	b.restore.applied = applied
 	var missing []restoreTask
 	checked := 0
 	for _, ns := range f.Namespaces() {
@@ -252,14 +268,14 @@ func (b *Backend) restorePass() bool {
 			return true
 		})
 	}
-	b.restoreMu.Lock()
+	b.restore.mu.Lock()
 	if minGen == 0 {
-		b.restore.Checked, b.restore.Missing = checked, len(missing)
+		b.restore.st.Checked, b.restore.st.Missing = checked, len(missing)
 	} else {
-		b.restore.Checked += checked
-		b.restore.Missing += len(missing)
+		b.restore.st.Checked += checked
+		b.restore.st.Missing += len(missing)
 	}
-	b.restoreMu.Unlock()
+	b.restore.mu.Unlock()
 	var (
 		mu       sync.Mutex
 		waiting  int
@@ -279,15 +295,15 @@ func (b *Backend) restorePass() bool {
 			n, err := b.restoreOne(t)
 			mu.Lock()
 			defer mu.Unlock()
-			b.restoreMu.Lock()
-			defer b.restoreMu.Unlock()
+			b.restore.mu.Lock()
+			defer b.restore.mu.Unlock()
 			switch {
 			case err == nil:
-				b.restore.Restored++
-				b.restore.RestoredBytes += uint64(n)
+				b.restore.st.Restored++
+				b.restore.st.RestoredBytes += uint64(n)
 				b.met.restored.Inc()
 			case errors.Is(err, errBlockGone):
-				b.restore.Lost++
+				b.restore.st.Lost++
 				b.met.restoreLost.Inc()
 				b.log.Warn("restore: no holder has the shard; leaving its placement", "key", t.key.String(), "shard", t.index,
 					"placement", fmt.Sprint(t.entry.Placement), "generation", t.entry.Generation, "err", err)
@@ -301,17 +317,17 @@ func (b *Backend) restorePass() bool {
 		}()
 	}
 	wg.Wait()
-	b.restoreMu.Lock()
-	defer b.restoreMu.Unlock()
-	b.restore.Passes++
+	b.restore.mu.Lock()
+	defer b.restore.mu.Unlock()
+	b.restore.st.Passes++
 	if waiting > 0 {
-		b.restoreApplied = minGen // check these entries again next pass
+		b.restore.applied = minGen // check these entries again next pass
 	}
-	b.restore.Waiting = waiting
-	b.restore.Done = waiting == 0 || b.restore.Done
-	b.restore.Err = ""
+	b.restore.st.Waiting = waiting
+	b.restore.st.Done = waiting == 0 || b.restore.st.Done
+	b.restore.st.Err = ""
 	if firstErr != nil {
-		b.restore.Err = firstErr.Error()
+		b.restore.st.Err = firstErr.Error()
 	}
 	return waiting == 0
 }
@@ -395,8 +411,8 @@ func (b *Backend) readReplica(ctx context.Context, t restoreTask, others []fsm.S
 	gone := true
 	var last error
 	var said []string // holders that answered NotFound
-	for _, s := range b.readOrder(others) {
-		d, err := b.fetch(ctx, s.NodeID, t.key)
+	for _, s := range b.reads.readOrder(others) {
+		d, err := b.reads.fetch(ctx, s.NodeID, t.key)
 		if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
 			return d, nil
 		}
@@ -436,7 +452,7 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := b.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)))
+			d, err := b.reads.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)))
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil && len(d) == c.ShardSize(size) {
@@ -464,13 +480,13 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 		}
 	}
 	if have >= c.K {
-		if out, ok := b.tryDecode(c, shards, size, t.entry.Sum); ok {
+		if out, ok := tryDecode(c, shards, size, t.entry.Sum); ok {
 			return out, nil
 		}
 		// A surviving shard is bad: the read path searches subsets.
 		e := t.entry
 		e.Placement = others
-		return b.getCoded(ctx, t.key, e, c)
+		return b.reads.getCoded(ctx, t.key, e, c)
 	}
 	possible := 0 // indexes some holder may still supply
 	for idx, n := range holders {

@@ -17,12 +17,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
+	"github.com/ctxtier/ctxtier/internal/sigv4"
 )
 
 // HTTPConfig configures an HTTPClient.
@@ -112,9 +110,7 @@ type HTTPClient struct {
 	base   string
 	hc     *http.Client
 	tr     *http.Transport
-	signer *v4.Signer // nil without credentials
-	creds  aws.Credentials
-	region string
+	signer *sigv4.Signer // nil without credentials
 }
 
 // NewHTTP builds a client.
@@ -150,12 +146,16 @@ func NewHTTP(cfg HTTPConfig) (*HTTPClient, error) {
 	if cfg.AccessKeyID != "" {
 		// S3-style signing (no double escaping of the path), as the
 		// server's verifier (gateway/s3auth) expects.
-		c.signer = v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
-		c.creds = aws.Credentials{AccessKeyID: cfg.AccessKeyID, SecretAccessKey: cfg.Secret}
-		c.region = cfg.Region
-		if c.region == "" {
-			c.region = "us-east-1"
+		sc := sigv4.DefaultConfig()
+		sc.AccessKeyID, sc.Secret = cfg.AccessKeyID, cfg.Secret
+		if cfg.Region != "" {
+			sc.Region = cfg.Region
 		}
+		signer, err := sigv4.New(sc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: client: %v", block.ErrInvalidArgument, err)
+		}
+		c.signer = signer
 	}
 	return c, nil
 }
@@ -165,15 +165,12 @@ func (c *HTTPClient) sign(req *http.Request) error {
 	if c.signer == nil {
 		return nil
 	}
-	req.Header.Set("X-Amz-Content-Sha256", httpUnsignedPayload)
-	if err := c.signer.SignHTTP(req.Context(), c.creds, req, httpUnsignedPayload, "s3", c.region, time.Now()); err != nil {
+	req.Header.Set("X-Amz-Content-Sha256", sigv4.UnsignedPayload)
+	if err := c.signer.Sign(req, sigv4.UnsignedPayload, time.Now()); err != nil {
 		return fmt.Errorf("%w: signing %s %s: %v", block.ErrInvalidArgument, req.Method, req.URL.Path, err)
 	}
 	return nil
 }
-
-// httpUnsignedPayload is SigV4's payload hash for a body it does not cover.
-const httpUnsignedPayload = "UNSIGNED-PAYLOAD"
 
 // Close drops the pooled idle connections.
 func (c *HTTPClient) Close() error {

@@ -5,7 +5,10 @@
 // checksum (STREAMING-UNSIGNED-PAYLOAD-TRAILER). Canonicalization and signing are done
 // by aws-sdk-go-v2's signer: this package only parses what the client
 // claims, rebuilds the request from the headers the client says it signed,
-// has the SDK sign that, and compares in constant time.
+// has the SDK sign that, and compares in constant time. Signing keys,
+// strings to sign and the signatures the SDK has no form for (trailers, a
+// signed content-length of 0) come from internal/sigv4, the signer the Go
+// client uses.
 package s3auth
 
 import (
@@ -28,11 +31,12 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
+	"github.com/ctxtier/ctxtier/internal/sigv4"
 )
 
 // Payload hash values a client may send in x-amz-content-sha256.
 const (
-	UnsignedPayload  = "UNSIGNED-PAYLOAD"
+	UnsignedPayload  = sigv4.UnsignedPayload
 	StreamingPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
 	// StreamingTrailer is StreamingPayload followed by signed trailing headers
 	// (a checksum named by x-amz-trailer) and x-amz-trailer-signature.
@@ -42,11 +46,11 @@ const (
 	// over HTTPS by default).
 	StreamingUnsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 	// EmptySHA256 is the hex SHA-256 of no bytes.
-	EmptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	EmptySHA256 = sigv4.EmptySHA256
 
-	algorithm  = "AWS4-HMAC-SHA256"
-	timeFormat = "20060102T150405Z"
-	dateFormat = "20060102"
+	algorithm  = sigv4.Algorithm
+	timeFormat = sigv4.TimeFormat
+	dateFormat = sigv4.DateFormat
 )
 
 // Sentinel errors. Each wraps a block sentinel so errcode maps them too; the

@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/ctxtier/ctxtier/internal/sigv4"
 )
 
 const (
@@ -261,28 +263,11 @@ func (c *ChunkedReader) readTrailer() error {
 // trailerSignature is the signature of the trailing headers: the SigV4
 // signing key over "AWS4-HMAC-SHA256-TRAILER", the request time, the
 // credential scope, the last chunk's signature and the SHA-256 of the
-// headers' canonical form. The SDK's StreamSigner has no trailer form, so the
-// key derivation is written out here.
+// headers' canonical form. The SDK's StreamSigner has no trailer form.
 func (c *ChunkedReader) trailerSignature(canon []byte) []byte {
 	date := c.a.time.Format(dateFormat)
 	region := c.a.v.cfg.Region
-	sum := sha256.Sum256(canon)
-	sts := "AWS4-HMAC-SHA256-TRAILER\n" + c.a.time.Format(timeFormat) + "\n" +
-		date + "/" + region + "/s3/aws4_request\n" + hex.EncodeToString(c.prev) + "\n" + hex.EncodeToString(sum[:])
-	key := signingKey(c.a.Credential.Secret, date, region, "s3")
-	return hmacSHA256(key, []byte(sts))
-}
-
-// signingKey derives SigV4's signing key from a secret.
-func signingKey(secret, date, region, service string) []byte {
-	k := hmacSHA256([]byte("AWS4"+secret), []byte(date))
-	k = hmacSHA256(k, []byte(region))
-	k = hmacSHA256(k, []byte(service))
-	return hmacSHA256(k, []byte("aws4_request"))
-}
-
-func hmacSHA256(key, data []byte) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write(data)
-	return m.Sum(nil)
+	sts := sigv4.StringToSign("AWS4-HMAC-SHA256-TRAILER", c.a.time, sigv4.Scope(date, region, "s3"),
+		hex.EncodeToString(c.prev), sigv4.HashHex(canon))
+	return sigv4.HMAC(sigv4.SigningKey(c.a.Credential.Secret, date, region, "s3"), []byte(sts))
 }

@@ -2,8 +2,6 @@ package s3auth
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"slices"
@@ -13,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/smithy-go/logging"
+
+	"github.com/ctxtier/ctxtier/internal/sigv4"
 )
 
 // A client may sign "content-length:0" (awscrt, the native S3 client of
@@ -57,11 +57,7 @@ func (v *Verifier) signZeroLength(ctx context.Context, creds aws.Credentials, re
 	if err != nil {
 		return "", nil, err
 	}
-	date := t.UTC().Format(dateFormat)
-	scope := date + "/" + v.cfg.Region + "/s3/aws4_request"
-	sum := sha256Hex(canonical)
-	sts := "AWS4-HMAC-SHA256\n" + t.UTC().Format(timeFormat) + "\n" + scope + "\n" + sum
-	return signed, hmacSHA256(signingKey(creds.SecretAccessKey, date, v.cfg.Region, "s3"), []byte(sts)), nil
+	return signed, sigv4.Signature(creds.SecretAccessKey, v.cfg.Region, "s3", t, canonical), nil
 }
 
 // withZeroContentLength adds "content-length:0" to a SigV4 canonical
@@ -95,9 +91,4 @@ func withZeroContentLength(canonical string) (string, string, error) {
 	signed := strings.Join(names, ";")
 	out := slices.Concat(lines[:3], headers, []string{"", signed, lines[blank+2]})
 	return strings.Join(out, "\n"), signed, nil
-}
-
-func sha256Hex(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
 }

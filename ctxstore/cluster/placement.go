@@ -1,0 +1,47 @@
+package cluster
+
+import (
+	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/ctxstore/placement"
+	"github.com/ctxtier/ctxtier/raft/fsm"
+)
+
+// Where shards go: the namespace's erasure code, a shard's key on its
+// holder, and the members that take new shards (placement.Pick chooses
+// among them).
+
+// code returns the erasure code of a namespace.
+func (b *Backend) code(ns string) (*erasure.Code, error) {
+	return namespaceCode(b.node.FSM(), ns)
+}
+
+// namespaceCode returns the erasure code of namespace ns in f.
+func namespaceCode(f *fsm.FSM, ns string) (*erasure.Code, error) {
+	n, err := f.Namespace(ns)
+	if err != nil {
+		return nil, err
+	}
+	return erasure.New(n.DataShards, n.ParityShards)
+}
+
+// shardKey names shard i of key on a node: a replica (k=1) is the block
+// itself, an erasure shard carries its index.
+func shardKey(key block.Key, c *erasure.Code, i int) block.Key {
+	if c.K == 1 {
+		return key.Block()
+	}
+	return key.WithShard(i)
+}
+
+// candidates are the members that take new shards: alive ones, minus exclude.
+func (b *Backend) candidates(exclude map[string]bool) []placement.Node {
+	var out []placement.Node
+	b.node.FSM().EachMember(func(m fsm.Member) bool {
+		if m.State == fsm.MemberAlive && !exclude[m.ID] {
+			out = append(out, placement.Node{ID: m.ID, Zone: m.Zone, Weight: float64(m.Capacity) / float64(1<<30)})
+		}
+		return true
+	})
+	return out
+}
