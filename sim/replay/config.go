@@ -124,6 +124,18 @@ type Config struct {
 	Temperature float64
 	// KeepRecords keeps every request's record in the result.
 	KeepRecords bool
+	// Concurrency is how the shared-tier policy's real calls run. 1: one
+	// at a time, in event order, each call's measured duration added to
+	// virtual time (the sequential mode). N > 1: concurrently, as engines
+	// make them: each prefill worker calls ctxtier over its own client
+	// (Deps.WorkerTiers; worker w uses lane w mod N) and puts on its own
+	// goroutine, so several workers' puts and the other workers' lookups
+	// and fetches are in flight at once. Virtual time then advances by
+	// the modelled costs only (the measured calls are added to each
+	// request's own TTFT afterwards), and the ordering rule of lanes.go
+	// keeps the tier's answers those of the sequential mode with calls
+	// that take no time.
+	Concurrency int
 }
 
 // DefaultConfig describes Llama-3.1-8B (32 layers, width 4096, 8.0e9
@@ -152,6 +164,7 @@ func DefaultConfig() Config {
 		MaxBatch:              256,
 		MaxBatchBytes:         64 << 20,
 		KeepRecords:           true,
+		Concurrency:           1,
 	}
 }
 
@@ -190,6 +203,8 @@ func (c Config) Validate() error {
 		return bad("no policy to run")
 	case c.MaxBatch < 1 || c.MaxBatchBytes < 1:
 		return bad("max batch %d and max batch bytes %d must be positive", c.MaxBatch, c.MaxBatchBytes)
+	case c.Concurrency < 1:
+		return bad("concurrency %d must be at least 1", c.Concurrency)
 	case c.Temperature < 0 || math.IsNaN(c.Temperature) || math.IsInf(c.Temperature, 0):
 		return bad("temperature %v must not be negative", c.Temperature)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
@@ -20,6 +21,12 @@ type memTier struct {
 	gets     int
 	puts     int
 	parents  map[block.Key]parentOf // what each put said of its block's parent
+	// putDelay holds each put this long before it stores anything (outside
+	// the lock, so puts overlap): a slow tier for concurrent runs.
+	putDelay    time.Duration
+	failPuts    bool // every put fails as a whole
+	inFlight    int  // puts in progress
+	maxInFlight int  // most puts in progress at once
 }
 
 // parentOf is the parent a put named for its block.
@@ -68,7 +75,16 @@ func (m *memTier) GetBatchInto(_ context.Context, keys []block.Key, bufs [][]byt
 
 func (m *memTier) PutBatch(_ context.Context, keys []block.Key, data [][]byte, opts []block.PutOptions) ([]error, error) {
 	m.mu.Lock()
+	m.inFlight++
+	m.maxInFlight = max(m.maxInFlight, m.inFlight)
+	m.mu.Unlock()
+	time.Sleep(m.putDelay)
+	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.inFlight--
+	if m.failPuts {
+		return nil, fmt.Errorf("%w: memTier refuses puts", block.ErrUnavailable)
+	}
 	m.puts += len(keys)
 	for i, k := range keys {
 		if m.parents == nil {
