@@ -136,7 +136,25 @@ type Config struct {
 	// keeps the tier's answers those of the sequential mode with calls
 	// that take no time.
 	Concurrency int
+	// Ordering is what a read waits for in a concurrent run (lanes.go):
+	// every put in flight (OrderAll), or only the puts of its blocks
+	// (OrderBlocks), which lets more calls overlap but lets a read see
+	// blocks that an earlier put, still in flight, would have evicted.
+	Ordering Ordering
 }
+
+// Ordering is the ordering rule of a concurrent run.
+type Ordering string
+
+const (
+	// OrderAll makes every read wait for every put in flight: the tier's
+	// state at a read, evictions included, follows every earlier put.
+	OrderAll Ordering = "all"
+	// OrderBlocks makes a read wait only for the puts in flight that carry
+	// one of its blocks: the same answers as OrderAll while the tier does
+	// not evict; when it evicts, evictions lag behind the puts in flight.
+	OrderBlocks Ordering = "blocks"
+)
 
 // DefaultConfig describes Llama-3.1-8B (32 layers, width 4096, 8.0e9
 // parameters, bf16 KV, 128 KiB/token) on H100-class workers: 25k prefill
@@ -165,6 +183,7 @@ func DefaultConfig() Config {
 		MaxBatchBytes:         64 << 20,
 		KeepRecords:           true,
 		Concurrency:           1,
+		Ordering:              OrderAll,
 	}
 }
 
@@ -205,6 +224,8 @@ func (c Config) Validate() error {
 		return bad("max batch %d and max batch bytes %d must be positive", c.MaxBatch, c.MaxBatchBytes)
 	case c.Concurrency < 1:
 		return bad("concurrency %d must be at least 1", c.Concurrency)
+	case c.Ordering != OrderAll && c.Ordering != OrderBlocks:
+		return bad("ordering %q: want %s or %s", c.Ordering, OrderAll, OrderBlocks)
 	case c.Temperature < 0 || math.IsNaN(c.Temperature) || math.IsInf(c.Temperature, 0):
 		return bad("temperature %v must not be negative", c.Temperature)
 	}

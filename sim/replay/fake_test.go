@@ -27,6 +27,7 @@ type memTier struct {
 	failPuts    bool // every put fails as a whole
 	inFlight    int  // puts in progress
 	maxInFlight int  // most puts in progress at once
+	readsInPuts int  // lookups and gets made while a put was in progress
 }
 
 // parentOf is the parent a put named for its block.
@@ -43,6 +44,9 @@ func (m *memTier) Lookup(_ context.Context, keys []block.Key) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lookups++
+	if m.inFlight > 0 {
+		m.readsInPuts++
+	}
 	for i, k := range keys {
 		if _, ok := m.blocks[k]; !ok {
 			return i, nil
@@ -55,6 +59,9 @@ func (m *memTier) GetBatchInto(_ context.Context, keys []block.Key, bufs [][]byt
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gets += len(keys)
+	if m.inFlight > 0 {
+		m.readsInPuts++
+	}
 	sizes, errs := make([]int, len(keys)), make([]error, len(keys))
 	for i, k := range keys {
 		b, ok := m.blocks[k]

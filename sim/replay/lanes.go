@@ -13,15 +13,19 @@ package replay
 //     overtake an earlier read.
 //   - Puts are asynchronous: each goes to its worker's lane, a goroutine
 //     with its own client that makes that worker's puts in order, and the
-//     loop goes on. Before a read of hashes H, the loop waits for every
-//     put in flight that carries a block of H (the last put of each
-//     hash, pending). Puts of other blocks stay in flight during the read.
+//     loop goes on. Before a read, the loop waits for every put in flight
+//     (OrderAll: each lane's last put), or with OrderBlocks only for those
+//     that carry one of the read's hashes H (the last put of each hash,
+//     pending), leaving puts of other blocks in flight during the read.
 //
 // A read's answer depends only on the blocks of H, so while the tier does
 // not evict, every answer, and with them every hit, route and virtual
-// time, equals the sequential mode's with calls that take no time: the run
-// is deterministic. When the tier evicts, which block a concurrent put
-// evicts first can depend on the order ctxd sees concurrent calls in.
+// time, equals the sequential mode's with calls that take no time, under
+// either ordering: the run is deterministic. When the tier evicts, a put
+// may evict a block of H: OrderAll keeps those evictions before the read
+// (only the order of puts in flight together is left to ctxd), while
+// OrderBlocks lets the read see blocks that a put still in flight would
+// have evicted first.
 
 import (
 	"context"
@@ -47,11 +51,13 @@ type lane struct {
 	tio  *tierIO // the lane's client and put buffers (the lane goroutine only)
 	read *tierIO // the same client and fetch buffers for the loop's reads
 	jobs chan *putJob
+	last *putJob // the last put queued (the loop only)
 }
 
 // lanes are the shared-tier policy's lanes of a concurrent run.
 type lanes struct {
 	ls      []*lane
+	all     bool // OrderAll
 	wg      sync.WaitGroup
 	pending map[uint64]*putJob // the last put in flight of each hash
 	jobs    []*putJob          // per request: its put, nil when none
@@ -67,7 +73,7 @@ const laneQueue = 256
 // newLanes starts n lanes over clients (lane i uses clients[i mod len];
 // tier when clients is empty) for a run of requests requests.
 func newLanes(ctx context.Context, cfg Config, now func() time.Time, tier TierClient, clients []TierClient, n, requests int) *lanes {
-	l := &lanes{pending: map[uint64]*putJob{}, jobs: make([]*putJob, requests)}
+	l := &lanes{all: cfg.Ordering == OrderAll, pending: map[uint64]*putJob{}, jobs: make([]*putJob, requests)}
 	for i := range n {
 		cl := tier
 		if len(clients) > 0 {
@@ -113,13 +119,17 @@ func (l *lanes) failed() error {
 func (l *lanes) put(w, i int, j *putJob) {
 	j.done = make(chan struct{})
 	l.jobs[i] = j
-	for _, h := range j.hashes {
-		l.pending[h] = j
+	if !l.all {
+		for _, h := range j.hashes {
+			l.pending[h] = j
+		}
+		if l.since++; l.since >= 4096 {
+			l.sweep()
+		}
 	}
-	if l.since++; l.since >= 4096 {
-		l.sweep()
-	}
-	l.of(w).jobs <- j
+	ln := l.of(w)
+	ln.last = j
+	ln.jobs <- j
 }
 
 // sweep forgets the puts that have completed.
@@ -134,24 +144,41 @@ func (l *lanes) sweep() {
 	}
 }
 
-// await waits for every put in flight that carries one of hashes.
+// await waits for what a read of hashes must see: every put in flight
+// (OrderAll) or those that carry one of hashes.
 func (l *lanes) await(ctx context.Context, hashes []uint64) error {
+	if l.all {
+		for _, ln := range l.ls {
+			if j := ln.last; j != nil {
+				if err := wait(ctx, j); err != nil {
+					return err
+				}
+				ln.last = nil // a lane's puts run in order: all done
+			}
+		}
+		return nil
+	}
 	for _, h := range hashes {
 		j, ok := l.pending[h]
 		if !ok {
 			continue
 		}
-		select {
-		case <-j.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if j.err != nil {
-			return j.err
+		if err := wait(ctx, j); err != nil {
+			return err
 		}
 		delete(l.pending, h)
 	}
 	return nil
+}
+
+// wait waits for j and returns its error.
+func wait(ctx context.Context, j *putJob) error {
+	select {
+	case <-j.done:
+		return j.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // close stops the lanes after their queued puts and returns the first

@@ -36,19 +36,21 @@ func (l *laneTier) PutBatch(ctx context.Context, keys []block.Key, data [][]byte
 
 // TestConcurrentEqualsSequential checks the ordering rule (lanes.go): with
 // a tier that does not evict, a concurrent run whose puts are slow and in
-// flight on four lanes at once gives every policy the same records, hits,
-// routes and virtual times as the sequential mode with calls that take no
-// time, byte for byte.
+// flight on several lanes at once gives every policy the same records,
+// hits, routes and virtual times as the sequential mode with calls that
+// take no time, byte for byte, under either ordering.
 func TestConcurrentEqualsSequential(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		workers int
 		conc    int
 		overlap bool
+		order   Ordering
 	}{
-		{"4 workers, 4 lanes", 4, 4, false},
-		{"4 workers, 2 lanes", 4, 2, false},
-		{"3 workers, 8 lanes, put overlap", 3, 8, true},
+		{"4 workers, 4 lanes", 4, 4, false, OrderAll},
+		{"4 workers, 4 lanes, blocks", 4, 4, false, OrderBlocks},
+		{"4 workers, 2 lanes, blocks", 4, 2, false, OrderBlocks},
+		{"3 workers, 8 lanes, put overlap", 3, 8, true, OrderAll},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reqs := synthetic(300, 11)
@@ -70,7 +72,7 @@ func TestConcurrentEqualsSequential(t *testing.T) {
 				lanes = append(lanes, l)
 				clients = append(clients, l)
 			}
-			cfg.Concurrency = tc.conc
+			cfg.Concurrency, cfg.Ordering = tc.conc, tc.order
 			con, err := Run(context.Background(), cfg, Deps{Tier: shared, WorkerTiers: clients, Now: still}, reqs)
 			if err != nil {
 				t.Fatal(err)
@@ -141,5 +143,33 @@ func TestConcurrentRunFailsOnFailedPut(t *testing.T) {
 	_, err := Run(context.Background(), cfg, Deps{Tier: tier, Now: still}, synthetic(50, 5))
 	if !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("err = %v, want the put's ErrUnavailable", err)
+	}
+}
+
+// TestOrderAllReadsAfterEveryPut checks what each ordering lets a read
+// overlap: under OrderAll no lookup or get runs while a put is in flight
+// (a put may evict what the read wants), under OrderBlocks some do.
+func TestOrderAllReadsAfterEveryPut(t *testing.T) {
+	reqs := synthetic(300, 11)
+	for i := range reqs {
+		reqs[i].TimestampMs /= 4
+	}
+	for _, order := range []Ordering{OrderAll, OrderBlocks} {
+		cfg := testConfig()
+		cfg.PrefillWorkers, cfg.HBMBlocks = 4, 6
+		cfg.Policies = []Policy{SharedTier}
+		cfg.Concurrency, cfg.Ordering = 4, order
+		tier := newMemTier(0)
+		tier.putDelay = 300 * time.Microsecond
+		if _, err := Run(context.Background(), cfg, Deps{Tier: tier, Now: still}, reqs); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d reads during puts, %d puts in flight at most", order, tier.readsInPuts, tier.maxInFlight)
+		switch {
+		case order == OrderAll && tier.readsInPuts != 0:
+			t.Errorf("%s: %d reads ran while a put was in flight", order, tier.readsInPuts)
+		case order == OrderBlocks && tier.readsInPuts == 0:
+			t.Errorf("%s: no read overlapped a put: the check cannot tell the orderings apart", order)
+		}
 	}
 }
