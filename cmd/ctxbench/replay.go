@@ -72,6 +72,7 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayArgs, error) {
 	fs.Float64Var(&c.Speed, "speed", c.Speed, "pace: 1 real time, N times faster, 0 as fast as possible")
 	fs.Float64Var(&c.Temperature, "temperature", c.Temperature, "router sampling temperature (0: cheapest worker)")
 	fs.IntVar(&c.MaxBatch, "max-batch", c.MaxBatch, "keys per batch get/put")
+	fs.StringVar((*string)(&c.Ordering), "ordering", string(c.Ordering), "with --concurrency above 1, what a lookup or fetch waits for: all (every put in flight, so puts' evictions come first) or blocks (only puts of its own blocks)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "1: real calls one at a time, their measured time in the schedule; N > 1: each prefill worker calls ctxd over its own client (N of them), puts concurrently (docs/replay.md)")
 	fs.BoolVar(&c.KeepRecords, "records", c.KeepRecords, "write every request's record into the JSON result")
 	fs.IntVar(&a.maxRequests, "max-requests", 0, "replay at most N requests (0: all)")
@@ -313,8 +314,12 @@ func printReplayTable(w io.Writer, out *replayOutput) {
 			100*t.BlockHitRatio/max(rep.InfiniteBlockHitRatio, 1e-12), t.LookupSeconds, t.FetchSeconds, block.FormatSize(t.FetchWireBytes),
 			t.PutSeconds, block.FormatSize(t.PutWireBytes), t.RouteSeconds, t.FetchMisses)
 		ms := func(s replay.Summary) string { return fmt.Sprintf("%.2f / %.2f ms", 1e3*s.P50, 1e3*s.P99) }
-		fmt.Fprintf(w, "shared tier calls (concurrency %d), per request p50 / p99: lookup %s, fetch %s, put %s\n",
-			c.Concurrency, ms(t.LookupLatency), ms(t.FetchLatency), ms(t.PutLatency))
+		mode := "sequential"
+		if c.Concurrency > 1 {
+			mode = fmt.Sprintf("concurrency %d, ordering %s", c.Concurrency, c.Ordering)
+		}
+		fmt.Fprintf(w, "shared tier calls (%s), per request p50 / p99: lookup %s, fetch %s, put %s\n",
+			mode, ms(t.LookupLatency), ms(t.FetchLatency), ms(t.PutLatency))
 	}
 	fmt.Fprintf(w, "wall %.1f s\n", out.WallSec)
 }

@@ -27,6 +27,7 @@ func TestParseReplayArgs(t *testing.T) {
 		{"--trace", "x", "--max-requests", "-1"},
 		{"--trace", "x", "extra"},
 		{"--trace", "x", "--concurrency", "0"},
+		{"--trace", "x", "--concurrency", "4", "--ordering", "none"},
 	} {
 		if _, err := parseReplayArgs(args, io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
@@ -181,12 +182,14 @@ func TestReplayAgainstCtxd(t *testing.T) {
 	}
 	// Concurrent calls: each worker over its own client, puts in flight
 	// together. ctxd does not evict here, so the ordering rule makes the
-	// run deterministic: two runs under fresh salts (far from the others:
-	// XOR with small trace ids must not give one run another's keys), one
-	// over HTTP and one over the native protocol, route, hit and schedule
-	// every request alike; only the measured calls differ.
+	// run deterministic under either ordering: two runs under fresh salts
+	// (far from the others: XOR with small trace ids must not give one run
+	// another's keys), one over HTTP waiting for every put in flight, one
+	// over the native protocol waiting only for its blocks' puts, route,
+	// hit and schedule every request alike; only the measured calls differ.
 	c1 := run("--concurrency", "4", "--key-salt", "0x1100000000", "--policies", "shared-tier")
-	c2 := run("--concurrency", "4", "--key-salt", "0x1200000000", "--policies", "shared-tier", "--tier-native", native)
+	c2 := run("--concurrency", "4", "--key-salt", "0x1200000000", "--policies", "shared-tier",
+		"--tier-native", native, "--ordering", "blocks")
 	t1, t2 := c1.Policy(replay.SharedTier), c2.Policy(replay.SharedTier)
 	if t1.BlockHitRatio < 0.95*c1.InfiniteBlockHitRatio || t1.PutLatency.P50 <= 0 || t1.LookupLatency.P50 <= 0 {
 		t.Errorf("concurrent: hit ratio %.4f (bound %.4f), put latency %+v, lookup latency %+v",
