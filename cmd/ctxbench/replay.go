@@ -28,6 +28,7 @@ type replayArgs struct {
 	cfg         replay.Config
 	trace       string
 	tierURL     string
+	tierNative  string
 	routerURL   string
 	salt        string
 	policies    string
@@ -45,6 +46,7 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayArgs, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&a.trace, "trace", "", "Mooncake-format trace (JSON lines); required")
 	fs.StringVar(&a.tierURL, "tier-url", "http://127.0.0.1:7401", "ctxd's HTTP API, for the shared-tier policy")
+	fs.StringVar(&a.tierNative, "tier-native", "", "ctxd's native protocol address (e.g. 127.0.0.1:7400): lookups, gets and puts go over it instead of the HTTP API (--tier-url still checks readiness and the namespace)")
 	fs.StringVar(&a.routerURL, "router-url", "", "ctxd's routing API (e.g. http://127.0.0.1:7401/v1/route) for the shared-tier policy; empty: an in-process router")
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace of the blocks (its block size must be --block-tokens)")
 	fs.StringVar(&a.salt, "key-salt", "random", "XORed into trace hash ids to form block hashes: a number, or random (fresh keys per run)")
@@ -70,6 +72,8 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayArgs, error) {
 	fs.Float64Var(&c.Speed, "speed", c.Speed, "pace: 1 real time, N times faster, 0 as fast as possible")
 	fs.Float64Var(&c.Temperature, "temperature", c.Temperature, "router sampling temperature (0: cheapest worker)")
 	fs.IntVar(&c.MaxBatch, "max-batch", c.MaxBatch, "keys per batch get/put")
+	fs.StringVar((*string)(&c.Ordering), "ordering", string(c.Ordering), "with --concurrency above 1, what a lookup or fetch waits for: all (every put in flight, so puts' evictions come first) or blocks (only puts of its own blocks)")
+	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "1: real calls one at a time, their measured time in the schedule; N > 1: each prefill worker calls ctxd over its own client (N of them), puts concurrently (docs/replay.md)")
 	fs.BoolVar(&c.KeepRecords, "records", c.KeepRecords, "write every request's record into the JSON result")
 	fs.IntVar(&a.maxRequests, "max-requests", 0, "replay at most N requests (0: all)")
 	fs.DurationVar(&a.duration, "duration", 0, "replay only the first D of the trace's time (0: all)")
@@ -113,13 +117,14 @@ func policyNames() string {
 
 // replayOutput is the JSON result file.
 type replayOutput struct {
-	Trace     string         `json:"trace"`
-	Command   string         `json:"command"`
-	Started   time.Time      `json:"started"`
-	WallSec   float64        `json:"wall_seconds"`
-	TierURL   string         `json:"tier_url,omitempty"`
-	RouterURL string         `json:"router_url,omitempty"`
-	Report    *replay.Report `json:"report"`
+	Trace      string         `json:"trace"`
+	Command    string         `json:"command"`
+	Started    time.Time      `json:"started"`
+	WallSec    float64        `json:"wall_seconds"`
+	TierURL    string         `json:"tier_url,omitempty"`
+	TierNative string         `json:"tier_native,omitempty"`
+	RouterURL  string         `json:"router_url,omitempty"`
+	Report     *replay.Report `json:"report"`
 }
 
 func runReplay(ctx context.Context, args []string) error {
@@ -164,7 +169,16 @@ func doReplay(ctx context.Context, a replayArgs, stderr io.Writer) (*replayOutpu
 		if err := checkTier(ctx, hcl, a.cfg); err != nil {
 			return nil, err
 		}
-		deps.Tier = httpTier{hcl}
+		lanes := 0
+		if a.cfg.Concurrency > 1 {
+			lanes = min(a.cfg.Concurrency, a.cfg.PrefillWorkers)
+		}
+		front, own, closeAll, err := tierClients(ctx, hc, a.tierNative, lanes)
+		if err != nil {
+			return nil, err
+		}
+		defer closeAll()
+		deps.Tier, deps.WorkerTiers = front, own
 		if a.routerURL != "" {
 			deps.TierRouter = newHTTPRouter(a.routerURL, a.cfg.Namespace)
 		}
@@ -180,7 +194,7 @@ func doReplay(ctx context.Context, a replayArgs, stderr io.Writer) (*replayOutpu
 	out := &replayOutput{Trace: a.trace, Command: "ctxbench replay " + strings.Join(os.Args[min(2, len(os.Args)):], " "),
 		Started: started.UTC(), WallSec: time.Since(started).Seconds(), Report: rep}
 	if usesTier {
-		out.TierURL, out.RouterURL = a.tierURL, a.routerURL
+		out.TierURL, out.TierNative, out.RouterURL = a.tierURL, a.tierNative, a.routerURL
 	}
 	if a.outJSON != "" {
 		b, err := json.MarshalIndent(out, "", " ")
@@ -299,6 +313,13 @@ func printReplayTable(w io.Writer, out *replayOutput) {
 		fmt.Fprintf(w, "shared tier: %.1f%% of the bound; measured calls: lookup %.2f s, fetch %.2f s (%s on the wire), put %.2f s (%s on the wire), route %.2f s; fetch misses %d\n",
 			100*t.BlockHitRatio/max(rep.InfiniteBlockHitRatio, 1e-12), t.LookupSeconds, t.FetchSeconds, block.FormatSize(t.FetchWireBytes),
 			t.PutSeconds, block.FormatSize(t.PutWireBytes), t.RouteSeconds, t.FetchMisses)
+		ms := func(s replay.Summary) string { return fmt.Sprintf("%.2f / %.2f ms", 1e3*s.P50, 1e3*s.P99) }
+		mode := "sequential"
+		if c.Concurrency > 1 {
+			mode = fmt.Sprintf("concurrency %d, ordering %s", c.Concurrency, c.Ordering)
+		}
+		fmt.Fprintf(w, "shared tier calls (%s), per request p50 / p99: lookup %s, fetch %s, put %s\n",
+			mode, ms(t.LookupLatency), ms(t.FetchLatency), ms(t.PutLatency))
 	}
 	fmt.Fprintf(w, "wall %.1f s\n", out.WallSec)
 }

@@ -55,6 +55,70 @@ func (t httpTier) PutBatch(ctx context.Context, keys []block.Key, data [][]byte,
 	return t.c.PutBatch(ctx, items)
 }
 
+// nativeTier serves replay.TierClient over the native protocol.
+type nativeTier struct{ c *client.Client }
+
+var _ replay.TierClient = nativeTier{}
+
+func (t nativeTier) Lookup(ctx context.Context, keys []block.Key) (int, error) {
+	return t.c.Lookup(ctx, keys)
+}
+
+func (t nativeTier) GetBatchInto(ctx context.Context, keys []block.Key, bufs [][]byte) ([]int, []error, error) {
+	return t.c.GetBatchInto(ctx, keys, bufs)
+}
+
+func (t nativeTier) PutBatch(ctx context.Context, keys []block.Key, data [][]byte, opts []block.PutOptions) ([]error, error) {
+	items := make([]client.PutItem, len(keys))
+	for i := range keys {
+		items[i] = client.PutItem{Key: keys[i], Data: data[i], Opts: opts[i]}
+	}
+	return t.c.PutBatch(ctx, items)
+}
+
+// tierClients returns the replay's tier clients: the frontend's (the
+// router's lookups; the workers' calls too when concurrency is 1) and,
+// with concurrency above 1, one per lane, each with its own connections.
+// Over the native protocol when native is set, else over HTTP (hc); close
+// releases them all.
+func tierClients(ctx context.Context, hc client.HTTPConfig, native string, lanes int) (front replay.TierClient, own []replay.TierClient, closeAll func(), err error) {
+	var closers []func() error
+	closeAll = func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}
+	open := func(conns int) (replay.TierClient, error) {
+		if native != "" {
+			c, err := client.Dial(ctx, native, client.Options{Conns: conns})
+			if err != nil {
+				return nil, fmt.Errorf("native %s: %w", native, err)
+			}
+			closers = append(closers, c.Close)
+			return nativeTier{c}, nil
+		}
+		c, err := client.NewHTTP(hc)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, c.Close)
+		return httpTier{c}, nil
+	}
+	if front, err = open(2); err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	for range lanes {
+		c, err := open(1)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		own = append(own, c)
+	}
+	return front, own, closeAll, nil
+}
+
 // httpRouter serves replay.RouterClient over ctxd's routing API at base
 // (e.g. http://127.0.0.1:7401/v1/route) for one namespace.
 type httpRouter struct {

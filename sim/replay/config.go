@@ -124,7 +124,37 @@ type Config struct {
 	Temperature float64
 	// KeepRecords keeps every request's record in the result.
 	KeepRecords bool
+	// Concurrency is how the shared-tier policy's real calls run. 1: one
+	// at a time, in event order, each call's measured duration added to
+	// virtual time (the sequential mode). N > 1: concurrently, as engines
+	// make them: each prefill worker calls ctxtier over its own client
+	// (Deps.WorkerTiers; worker w uses lane w mod N) and puts on its own
+	// goroutine, so several workers' puts and the other workers' lookups
+	// and fetches are in flight at once. Virtual time then advances by
+	// the modelled costs only (the measured calls are added to each
+	// request's own TTFT afterwards), and the ordering rule of lanes.go
+	// keeps the tier's answers those of the sequential mode with calls
+	// that take no time.
+	Concurrency int
+	// Ordering is what a read waits for in a concurrent run (lanes.go):
+	// every put in flight (OrderAll), or only the puts of its blocks
+	// (OrderBlocks), which lets more calls overlap but lets a read see
+	// blocks that an earlier put, still in flight, would have evicted.
+	Ordering Ordering
 }
+
+// Ordering is the ordering rule of a concurrent run.
+type Ordering string
+
+const (
+	// OrderAll makes every read wait for every put in flight: the tier's
+	// state at a read, evictions included, follows every earlier put.
+	OrderAll Ordering = "all"
+	// OrderBlocks makes a read wait only for the puts in flight that carry
+	// one of its blocks: the same answers as OrderAll while the tier does
+	// not evict; when it evicts, evictions lag behind the puts in flight.
+	OrderBlocks Ordering = "blocks"
+)
 
 // DefaultConfig describes Llama-3.1-8B (32 layers, width 4096, 8.0e9
 // parameters, bf16 KV, 128 KiB/token) on H100-class workers: 25k prefill
@@ -152,6 +182,8 @@ func DefaultConfig() Config {
 		MaxBatch:              256,
 		MaxBatchBytes:         64 << 20,
 		KeepRecords:           true,
+		Concurrency:           1,
+		Ordering:              OrderAll,
 	}
 }
 
@@ -190,6 +222,10 @@ func (c Config) Validate() error {
 		return bad("no policy to run")
 	case c.MaxBatch < 1 || c.MaxBatchBytes < 1:
 		return bad("max batch %d and max batch bytes %d must be positive", c.MaxBatch, c.MaxBatchBytes)
+	case c.Concurrency < 1:
+		return bad("concurrency %d must be at least 1", c.Concurrency)
+	case c.Ordering != OrderAll && c.Ordering != OrderBlocks:
+		return bad("ordering %q: want %s or %s", c.Ordering, OrderAll, OrderBlocks)
 	case c.Temperature < 0 || math.IsNaN(c.Temperature) || math.IsInf(c.Temperature, 0):
 		return bad("temperature %v must not be negative", c.Temperature)
 	}

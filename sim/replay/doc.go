@@ -17,4 +17,11 @@
 // per-worker HBM with round-robin routing, per-worker HBM with KV-aware
 // routing, and the shared tier with tier-aware routing. Routing goes through
 // ctxstore/router, in process (LocalRouter) or behind any RouterClient.
+//
+// The real calls run one at a time by default, their measured durations
+// part of the schedule. With Config.Concurrency above 1 they run as
+// engines make them: each worker over its own client, its puts on its own
+// goroutine, concurrently with the other workers' calls; an ordering rule
+// (lanes.go) keeps every tier answer that of the sequential run with calls
+// that take no time while the tier does not evict.
 package replay

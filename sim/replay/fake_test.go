@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
@@ -20,6 +21,13 @@ type memTier struct {
 	gets     int
 	puts     int
 	parents  map[block.Key]parentOf // what each put said of its block's parent
+	// putDelay holds each put this long before it stores anything (outside
+	// the lock, so puts overlap): a slow tier for concurrent runs.
+	putDelay    time.Duration
+	failPuts    bool // every put fails as a whole
+	inFlight    int  // puts in progress
+	maxInFlight int  // most puts in progress at once
+	readsInPuts int  // lookups and gets made while a put was in progress
 }
 
 // parentOf is the parent a put named for its block.
@@ -36,6 +44,9 @@ func (m *memTier) Lookup(_ context.Context, keys []block.Key) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lookups++
+	if m.inFlight > 0 {
+		m.readsInPuts++
+	}
 	for i, k := range keys {
 		if _, ok := m.blocks[k]; !ok {
 			return i, nil
@@ -48,6 +59,9 @@ func (m *memTier) GetBatchInto(_ context.Context, keys []block.Key, bufs [][]byt
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gets += len(keys)
+	if m.inFlight > 0 {
+		m.readsInPuts++
+	}
 	sizes, errs := make([]int, len(keys)), make([]error, len(keys))
 	for i, k := range keys {
 		b, ok := m.blocks[k]
@@ -68,7 +82,16 @@ func (m *memTier) GetBatchInto(_ context.Context, keys []block.Key, bufs [][]byt
 
 func (m *memTier) PutBatch(_ context.Context, keys []block.Key, data [][]byte, opts []block.PutOptions) ([]error, error) {
 	m.mu.Lock()
+	m.inFlight++
+	m.maxInFlight = max(m.maxInFlight, m.inFlight)
+	m.mu.Unlock()
+	time.Sleep(m.putDelay)
+	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.inFlight--
+	if m.failPuts {
+		return nil, fmt.Errorf("%w: memTier refuses puts", block.ErrUnavailable)
+	}
 	m.puts += len(keys)
 	for i, k := range keys {
 		if m.parents == nil {

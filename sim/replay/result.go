@@ -13,7 +13,10 @@ import (
 // modelled prefill of the tokens not found cached, Queue the simulated wait
 // for the worker. TTFT is Route + Queue + Lookup + Fetch + FetchModeled +
 // Compute + Put + PutModeled (with Config.PutOverlap, only the part of
-// PutModeled beyond Compute).
+// PutModeled beyond Compute). In a concurrent run (Config.Concurrency > 1)
+// the measured calls are not in the schedule, so Queue and the virtual
+// times exclude them, and TTFT adds the request's own Route, Lookup, Fetch
+// and Put to its modelled path; E2E includes them the same way.
 type Record struct {
 	ID           int     `json:"id"`
 	Arrival      float64 `json:"arrival_s"`
@@ -44,7 +47,17 @@ type Record struct {
 	Handoff        float64 `json:"handoff_s"`
 	DecodeWait     float64 `json:"decode_wait_s"`
 	E2E            float64 `json:"e2e_s"`
+	calls          callSet // the real calls made (latency summaries)
 }
+
+// callSet marks which real calls a request made.
+type callSet uint8
+
+const (
+	callLookup callSet = 1 << iota
+	callFetch
+	callPut
+)
 
 // Summary describes a distribution of seconds.
 type Summary struct {
@@ -121,6 +134,12 @@ type PolicyResult struct {
 	LookupSeconds float64 `json:"lookup_seconds"`
 	FetchSeconds  float64 `json:"fetch_seconds"`
 	PutSeconds    float64 `json:"put_seconds"`
+	// LookupLatency, FetchLatency and PutLatency are the measured times of
+	// the requests' lookups, fetches (all batches of one request) and puts,
+	// over the requests that made them.
+	LookupLatency Summary `json:"lookup_latency"`
+	FetchLatency  Summary `json:"fetch_latency"`
+	PutLatency    Summary `json:"put_latency"`
 	// FetchMisses counts requests whose fetch found fewer blocks than the lookup promised.
 	FetchMisses int `json:"fetch_misses"`
 	// ComputeSeconds is the modelled prefill time, summed.
@@ -134,6 +153,9 @@ type PolicyResult struct {
 	TTFTCDF         [][2]float64 `json:"ttft_cdf"`
 	Records         []Record     `json:"records,omitempty"`
 	ttfts, qs, e2es []float64
+	lookups         []float64
+	fetches         []float64
+	puts            []float64
 }
 
 func (r *PolicyResult) add(rec *Record) {
@@ -156,6 +178,15 @@ func (r *PolicyResult) add(rec *Record) {
 	r.ttfts = append(r.ttfts, rec.TTFT)
 	r.qs = append(r.qs, rec.Queue)
 	r.e2es = append(r.e2es, rec.E2E)
+	if rec.calls&callLookup != 0 {
+		r.lookups = append(r.lookups, rec.Lookup)
+	}
+	if rec.calls&callFetch != 0 {
+		r.fetches = append(r.fetches, rec.Fetch)
+	}
+	if rec.calls&callPut != 0 {
+		r.puts = append(r.puts, rec.Put)
+	}
 }
 
 // HitBlocks is the blocks found cached anywhere.
@@ -204,6 +235,7 @@ func (s *sim) report(reqs []trace.Request) *Report {
 			r.TokenHitRatio = float64(r.HBMHitTokens+r.TierHitTokens) / float64(r.Tokens)
 		}
 		r.TTFT, r.Queue, r.E2E = summarize(r.ttfts), summarize(r.qs), summarize(r.e2es)
+		r.LookupLatency, r.FetchLatency, r.PutLatency = summarize(r.lookups), summarize(r.fetches), summarize(r.puts)
 		r.TTFTCDF = CDFPoints(r.ttfts, 400)
 		if s.cfg.KeepRecords {
 			r.Records = c.recs

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"fmt"
@@ -15,6 +16,10 @@ import (
 type Deps struct {
 	// Tier is ctxtier's client; required when SharedTier runs.
 	Tier TierClient
+	// WorkerTiers are the prefill workers' own clients in a concurrent run
+	// (Config.Concurrency > 1): lane i calls over WorkerTiers[i mod len].
+	// Empty: every lane uses Tier. The router's lookups use Tier.
+	WorkerTiers []TierClient
 	// TierRouter routes the SharedTier policy; nil: a LocalRouter over Tier.
 	TierRouter RouterClient
 	// KVRouter routes the HBMKVAware policy; nil: a LocalRouter without tier.
@@ -174,6 +179,7 @@ type cluster struct {
 	dec     []*dworker
 	recs    []Record
 	res     *PolicyResult
+	lanes   *lanes // the shared tier's lanes in a concurrent run; nil otherwise
 }
 
 // sim is one run.
@@ -211,6 +217,11 @@ func Run(ctx context.Context, cfg Config, deps Deps, reqs []trace.Request) (*Rep
 		return nil, err
 	}
 	s := &sim{cfg: cfg, deps: deps, pre: pre}
+	// On an early return the lanes' puts are cancelled, then waited for;
+	// after the loop's own closeLanes this is a no-op.
+	defer s.closeLanes() //nolint:errcheck // the run's own error is returned
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for _, p := range cfg.Policies {
 		c, err := s.newCluster(ctx, p)
 		if err != nil {
@@ -227,6 +238,9 @@ func Run(ctx context.Context, cfg Config, deps Deps, reqs []trace.Request) (*Rep
 	s.wall0 = deps.Now()
 	for s.h.Len() > 0 {
 		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := s.lanesFailed(); err != nil {
 			return nil, err
 		}
 		e := heap.Pop(&s.h).(event)
@@ -250,8 +264,56 @@ func Run(ctx context.Context, cfg Config, deps Deps, reqs []trace.Request) (*Rep
 			return nil, fmt.Errorf("%s: %w", e.c.policy, err)
 		}
 	}
+	if err := s.closeLanes(); err != nil {
+		return nil, err
+	}
 	return s.report(reqs), nil
 }
+
+// closeLanes waits for the concurrent puts of every cluster, then settles
+// its records; it returns the first failed put.
+func (s *sim) closeLanes() error {
+	var first error
+	for _, c := range s.clusters {
+		if c.lanes == nil {
+			continue
+		}
+		l := c.lanes
+		c.lanes = nil
+		if err := l.close(); err != nil {
+			first = cmp.Or(first, fmt.Errorf("%s: %w", c.policy, err))
+			continue
+		}
+		l.settle(c)
+	}
+	return first
+}
+
+// lanesFailed returns the first failed put of a concurrent run so far.
+func (s *sim) lanesFailed() error {
+	for _, c := range s.clusters {
+		if c.lanes != nil {
+			if err := c.lanes.failed(); err != nil {
+				return fmt.Errorf("%s: %w", c.policy, err)
+			}
+		}
+	}
+	return nil
+}
+
+// sched is the virtual time a measured call of d seconds takes: d in the
+// sequential mode, none in a concurrent one (the schedule must not depend
+// on measurements there; own adds them to the request's TTFT instead).
+func (s *sim) sched(d float64) float64 {
+	if s.cfg.Concurrency > 1 {
+		return 0
+	}
+	return d
+}
+
+// own is the part of a measured call of d seconds that a concurrent run
+// adds to its request's TTFT outside the schedule.
+func (s *sim) own(d float64) float64 { return d - s.sched(d) }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -306,6 +368,10 @@ func (s *sim) newCluster(ctx context.Context, p Policy) (*cluster, error) {
 			return nil, fmt.Errorf("replay: policy %s needs a tier client", p)
 		}
 		c.tio = &tierIO{cfg: cfg, client: s.deps.Tier, now: s.deps.Now}
+		if cfg.Concurrency > 1 {
+			c.lanes = newLanes(ctx, cfg, s.deps.Now, s.deps.Tier, s.deps.WorkerTiers,
+				min(cfg.Concurrency, cfg.PrefillWorkers), len(s.pre))
+		}
 		c.rc = s.deps.TierRouter
 		if c.rc == nil {
 			c.rc, err = NewLocalRouter(cfg, cfg.Namespace, s.deps.Tier)
@@ -348,6 +414,11 @@ func (s *sim) arrive(ctx context.Context, c *cluster, i int, t float64) error {
 			l := router.Load{PrefillBlocks: int64(math.Round(w.backlog(t) * s.cfg.Prefill.TokensPerSec / float64(s.cfg.BlockTokens)))}
 			if err := c.rc.ReportLoad(ctx, w.name, l); err != nil {
 				return fmt.Errorf("report load: %w", err)
+			}
+		}
+		if c.lanes != nil { // the router may look the prefix up in the tier
+			if err := c.lanes.await(ctx, p.hashes); err != nil {
+				return err
 			}
 		}
 		start := s.deps.Now()
@@ -417,16 +488,26 @@ func (s *sim) start(ctx context.Context, c *cluster, wi int, t float64) error {
 		hd = w.cache.prefix(p.hashes)
 	}
 	hit, fetched, putFrom := hd, 0, n
-	if c.tio != nil {
-		td, el, err := c.tio.lookup(ctx, p.hashes)
+	if tio := c.tio; tio != nil {
+		if c.lanes != nil {
+			if err := c.lanes.await(ctx, p.hashes); err != nil {
+				return err
+			}
+			tio = c.lanes.of(wi).read
+		}
+		td, el, err := tio.lookup(ctx, p.hashes)
 		rec.Lookup = el.Seconds()
+		if len(p.hashes) > 0 {
+			rec.calls |= callLookup
+		}
 		if err != nil {
 			return err
 		}
 		putFrom = td
 		if td > hd {
-			got, wire, el, err := c.tio.fetch(ctx, p.hashes[hd:td], p.wire[hd:td])
+			got, wire, el, err := tio.fetch(ctx, p.hashes[hd:td], p.wire[hd:td])
 			rec.Fetch = el.Seconds()
+			rec.calls |= callFetch
 			if err != nil {
 				return err
 			}
@@ -457,7 +538,7 @@ func (s *sim) start(ctx context.Context, c *cluster, wi int, t float64) error {
 	}
 	rec.ComputeTokens = computeTokens
 	rec.Compute = s.cfg.Prefill.Seconds(rec.HBMTokens+rec.TierTokens, computeTokens)
-	dur := rec.Lookup + rec.Fetch + rec.FetchModeled + rec.Compute
+	dur := s.sched(rec.Lookup+rec.Fetch) + rec.FetchModeled + rec.Compute
 	w.busy, w.busyUntil, w.cur, w.putFrom = true, t+dur, i, putFrom
 	s.push(event{t: t + dur, kind: evDone, c: c, w: wi})
 	return nil
@@ -475,12 +556,17 @@ func (s *sim) finish(ctx context.Context, c *cluster, wi int, t float64) error {
 		if w.putFrom > 0 {
 			parent = p.hashes[w.putFrom-1]
 		}
-		wire, el, err := c.tio.put(ctx, p.hashes[w.putFrom:], p.wire[w.putFrom:], parent, w.putFrom > 0)
-		rec.Put = el.Seconds()
-		if err != nil {
-			return err
+		rec.calls |= callPut
+		if c.lanes != nil {
+			c.lanes.put(wi, i, &putJob{hashes: p.hashes[w.putFrom:], sizes: p.wire[w.putFrom:], parent: parent, hasParent: w.putFrom > 0})
+		} else {
+			wire, el, err := c.tio.put(ctx, p.hashes[w.putFrom:], p.wire[w.putFrom:], parent, w.putFrom > 0)
+			rec.Put = el.Seconds()
+			if err != nil {
+				return err
+			}
+			rec.PutWireBytes = wire
 		}
-		rec.PutWireBytes = wire
 		for j := w.putFrom; j < len(p.hashes); j++ {
 			rec.PutBytes += p.full[j]
 			rec.PutModeled += float64(p.full[j]-p.wire[j]) / s.cfg.TierBytesPerSec
@@ -490,8 +576,8 @@ func (s *sim) finish(ctx context.Context, c *cluster, wi int, t float64) error {
 	if s.cfg.PutOverlap {
 		putDelay = max(0, rec.PutModeled-rec.Compute)
 	}
-	end := t + rec.Put + putDelay
-	rec.TTFT = rec.Route + end - p.arrival
+	end := t + s.sched(rec.Put) + putDelay
+	rec.TTFT = rec.Route + end - p.arrival + s.own(rec.Lookup+rec.Fetch)
 	if w.cache != nil {
 		added, evicted := w.cache.insert(p.hashes)
 		if c.rc != nil {
@@ -503,7 +589,11 @@ func (s *sim) finish(ctx context.Context, c *cluster, wi int, t float64) error {
 		}
 	}
 	s.handoff(c, rec, p, t, end)
-	c.res.add(rec)
+	if c.lanes != nil {
+		c.lanes.order = append(c.lanes.order, i) // added once its put is done (settle)
+	} else {
+		c.res.add(rec)
+	}
 	w.busyUntil = end
 	s.push(event{t: end, kind: evFree, c: c, w: wi})
 	s.done++
