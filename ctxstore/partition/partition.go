@@ -70,7 +70,7 @@ func (c Config) Validate() error {
 // Of returns key's partition: placement.KeyHash of the whole block (its
 // namespace, hash and part; not its shard) mod P.
 func (c Config) Of(key block.Key) int {
-	return int(placement.KeyHash(key.Block()) % uint64(c.Partitions))
+	return int(placement.KeyHash(key) % uint64(c.Partitions))
 }
 
 // groupKey is the key partition p is placed by.
