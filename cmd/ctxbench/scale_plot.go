@@ -11,7 +11,8 @@ import (
 
 // writeScalePlots draws the scaling harness's curves against N (log x) into
 // dir: scale_entries_per_cpu.png, scale_commit_latency.png,
-// scale_memory.png, scale_leader_load.png and scale_overhead.png.
+// scale_memory.png, scale_leader_load.png, scale_idle_cpu.png and
+// scale_log_entries.png.
 func writeScalePlots(dir string, f scaleFile, out io.Writer) error {
 	if len(f.Results) == 0 {
 		return fmt.Errorf("ctxbench scale: no results to plot")
@@ -58,10 +59,12 @@ func writeScalePlots(dir string, f scaleFile, out io.Writer) error {
 			series(4, "busiest applies / mean", func(r scaleResult) float64 { return r.BusiestShare * float64(r.Nodes) }),
 			series(5, "busiest leader applies / mean", func(r scaleResult) float64 { return r.BusiestLead * float64(r.Nodes) }),
 		}},
-		"scale_overhead.png": {title: "idle cpu ms per second per node; entries per raft log entry" + note, series: []plotSeries{
+		"scale_idle_cpu.png": {title: "idle cpu ms per second per node (heartbeats, commit timeouts)" + note, series: []plotSeries{
 			series(0, "idle cpu ms/s per node", func(r scaleResult) float64 { return r.IdleCPUPerNodeMs }),
-			series(1, "entries per log entry, spread", func(r scaleResult) float64 { return r.Spread.PerLogEntry }),
-			series(2, "entries per log entry, grouped", func(r scaleResult) float64 { return r.Grouped.PerLogEntry }),
+		}},
+		"scale_log_entries.png": {title: "index entries per raft log entry" + note, series: []plotSeries{
+			series(1, "batches spread over all partitions", func(r scaleResult) float64 { return r.Spread.PerLogEntry }),
+			series(2, "each batch in one partition", func(r scaleResult) float64 { return r.Grouped.PerLogEntry }),
 		}},
 	}
 	for name, lp := range plots {

@@ -119,7 +119,7 @@ func TestScaleHarnessSmall(t *testing.T) {
 	if err := scaleMain(ctx, scaleArgs{from: a.jsonPath, plotDir: plots}, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"scale_entries_per_cpu.png", "scale_commit_latency.png", "scale_memory.png", "scale_leader_load.png", "scale_overhead.png"} {
+	for _, name := range []string{"scale_entries_per_cpu.png", "scale_commit_latency.png", "scale_memory.png", "scale_leader_load.png", "scale_idle_cpu.png", "scale_log_entries.png"} {
 		fh, err := os.Open(filepath.Join(plots, name))
 		if err != nil {
 			t.Fatal(err)
