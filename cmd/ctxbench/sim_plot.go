@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -72,10 +73,35 @@ func abs(v int) int {
 	return v
 }
 
-// writeSweepPNG plots each policy's hit ratio, as a percentage of the
-// infinite-cache bound, against capacity in millions of tokens.
-func writeSweepPNG(path, tracePath, policyName string, rows []simRow) error {
-	const w, h, left, right, top, bottom = 960, 600, 90, 40, 60, 80
+// plotSeries is one curve of a linePlot: points (xs[i], ys[i]) in order.
+type plotSeries struct {
+	name   string
+	col    color.RGBA
+	xs, ys []float64
+}
+
+// linePlot is a chart of curves over one x axis: linear from 0 with nice
+// steps, or logarithmic (logX) with a tick at each of xTicks. The y axis runs
+// from 0 to yMax (0: the largest y, rounded up to a nice step) with a label
+// of yFmt (nil: the value) every yStep (0: a nice step).
+type linePlot struct {
+	title, xLabel string
+	logX          bool
+	xTicks        []float64
+	yMax, yStep   float64
+	yFmt          func(float64) string
+	series        []plotSeries
+}
+
+// palette colours the curves of a plot in turn.
+var palette = []color.RGBA{{20, 90, 220, 255}, {220, 40, 40, 255}, {30, 160, 60, 255}, {230, 140, 0, 255}, {140, 60, 200, 255}, {0, 160, 170, 255}, {120, 120, 120, 255}}
+
+// writePNG draws the plot into a PNG file at path: 960 pixels wide, 600
+// high plus a legend row per curve below the axes.
+func (lp linePlot) writePNG(path string) error {
+	const w, left, right, top = 960, 90, 40, 60
+	bottom := 80 + 22*len(lp.series) + 10
+	h := 520 + bottom
 	img := canvas{image.NewRGBA(image.Rect(0, 0, w, h))}
 	white, black, grid := color.RGBA{255, 255, 255, 255}, color.RGBA{0, 0, 0, 255}, color.RGBA{225, 225, 225, 255}
 	for y := range h {
@@ -83,56 +109,79 @@ func writeSweepPNG(path, tracePath, policyName string, rows []simRow) error {
 			img.Set(x, y, white)
 		}
 	}
-	maxTok := 0.0
-	for _, r := range rows {
-		maxTok = math.Max(maxTok, float64(r.tokens)/1e6)
+	minX, maxX, maxY := math.Inf(1), 0.0, 0.0
+	for _, sr := range lp.series {
+		for i := range sr.xs {
+			minX, maxX = math.Min(minX, sr.xs[i]), math.Max(maxX, sr.xs[i])
+			if !math.IsNaN(sr.ys[i]) && !math.IsInf(sr.ys[i], 0) {
+				maxY = math.Max(maxY, sr.ys[i])
+			}
+		}
 	}
-	step := niceStep(maxTok / 6)
-	maxX := math.Ceil(maxTok/step) * step
-	px := func(m float64) int { return left + int(m/maxX*float64(w-left-right)) }
-	py := func(pct float64) int { return h - bottom - int(pct/100*float64(h-top-bottom)) }
-	for pct := 0.0; pct <= 100; pct += 10 {
-		img.line(left, py(pct), w-right, py(pct), 0, grid)
-		img.text(left-40, py(pct)-5, 2, fmt.Sprintf("%3.0f%%", pct), black)
+	yStep, yMax := lp.yStep, lp.yMax
+	if yStep <= 0 {
+		yStep = niceStep(math.Max(yMax, maxY) / 6)
 	}
-	for m := 0.0; m <= maxX+1e-9; m += step {
-		img.line(px(m), top, px(m), h-bottom, 0, grid)
-		img.text(px(m)-10, h-bottom+12, 2, trimFloat(m), black)
+	if yMax <= 0 {
+		yMax = math.Max(math.Ceil(maxY/yStep)*yStep, yStep)
+	}
+	yFmt := lp.yFmt
+	if yFmt == nil {
+		yFmt = trimFloat
+	}
+	var px func(float64) int
+	xTicks := lp.xTicks
+	if lp.logX {
+		if len(xTicks) > 0 {
+			minX, maxX = math.Min(minX, slices.Min(xTicks)), math.Max(maxX, slices.Max(xTicks))
+		}
+		lo, hi := math.Log10(minX), math.Log10(maxX)
+		if hi <= lo {
+			hi = lo + 1
+		}
+		px = func(v float64) int { return left + 20 + int((math.Log10(v)-lo)/(hi-lo)*float64(w-left-right-40)) }
+	} else {
+		step := niceStep(maxX / 6)
+		maxX = math.Max(math.Ceil(maxX/step)*step, step)
+		xTicks = nil
+		for m := 0.0; m <= maxX+1e-9; m += step {
+			xTicks = append(xTicks, m)
+		}
+		px = func(v float64) int { return left + int(v/maxX*float64(w-left-right)) }
+	}
+	py := func(v float64) int { return h - bottom - int(math.Min(v, yMax)/yMax*float64(h-top-bottom)) }
+	for v := 0.0; v <= yMax+yStep/1e6; v += yStep {
+		img.line(left, py(v), w-right, py(v), 0, grid)
+		label := yFmt(v)
+		img.text(left-8-8*len(label), py(v)-5, 2, label, black)
+	}
+	for _, v := range xTicks {
+		img.line(px(v), top, px(v), h-bottom, 0, grid)
+		label := trimFloat(v)
+		img.text(px(v)-4*len(label), h-bottom+12, 2, label, black)
 	}
 	img.line(left, h-bottom, w-right, h-bottom, 1, black)
 	img.line(left, top, left, h-bottom, 1, black)
-	img.text(left+(w-left-right)/2-120, h-bottom+44, 2, "capacity (million tokens)", black)
-	img.text(left, 14, 2, "hit ratio as % of the infinite-cache bound: "+filepath.Base(tracePath), black)
-	series := []struct {
-		name string
-		col  color.RGBA
-		get  func(simRow) float64
-	}{
-		{policyName, color.RGBA{20, 90, 220, 255}, func(r simRow) float64 { return frac(r.policy, r.bound) }},
-		{"lru", color.RGBA{220, 40, 40, 255}, func(r simRow) float64 { return frac(r.lru, r.bound) }},
-		{"belady (offline optimum)", color.RGBA{30, 160, 60, 255}, func(r simRow) float64 { return frac(r.belady, r.bound) }},
-	}
-	palette := []color.RGBA{{230, 140, 0, 255}, {140, 60, 200, 255}, {0, 160, 170, 255}, {120, 120, 120, 255}}
-	for i := range rows[0].compare {
-		series = append(series, struct {
-			name string
-			col  color.RGBA
-			get  func(simRow) float64
-		}{rows[0].compare[i].Policy, palette[i%len(palette)], func(r simRow) float64 { return frac(r.compare[i], r.bound) }})
-	}
-	for i, s := range series {
+	img.text(left+(w-left-right)/2-4*len(lp.xLabel), h-bottom+44, 2, lp.xLabel, black)
+	img.text(left, 14, 2, lp.title, black)
+	for i, sr := range lp.series {
 		var lx, ly int
-		for j, r := range rows {
-			x, y := px(float64(r.tokens)/1e6), py(100*s.get(r))
-			if j > 0 {
-				img.line(lx, ly, x, y, 1, s.col)
+		drawn := false
+		for j := range sr.xs {
+			if math.IsNaN(sr.ys[j]) || math.IsInf(sr.ys[j], 0) {
+				drawn = false
+				continue
 			}
-			img.dot(x, y, 3, s.col)
-			lx, ly = x, y
+			x, y := px(sr.xs[j]), py(sr.ys[j])
+			if drawn {
+				img.line(lx, ly, x, y, 1, sr.col)
+			}
+			img.dot(x, y, 3, sr.col)
+			lx, ly, drawn = x, y, true
 		}
-		ly0 := h - bottom - 22*len(series) + 22*i
-		img.line(w-right-300, ly0+5, w-right-270, ly0+5, 2, s.col)
-		img.text(w-right-260, ly0, 2, s.name, black)
+		ly0 := h - bottom + 80 + 22*i
+		img.line(left+20, ly0+5, left+50, ly0+5, 2, sr.col)
+		img.text(left+60, ly0, 2, sr.name, black)
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -143,6 +192,32 @@ func writeSweepPNG(path, tracePath, policyName string, rows []simRow) error {
 		return err
 	}
 	return f.Close()
+}
+
+// writeSweepPNG plots each policy's hit ratio, as a percentage of the
+// infinite-cache bound, against capacity in millions of tokens.
+func writeSweepPNG(path, tracePath, policyName string, rows []simRow) error {
+	lp := linePlot{
+		title:  "hit ratio as % of the infinite-cache bound: " + filepath.Base(tracePath),
+		xLabel: "capacity (million tokens)",
+		yMax:   100, yStep: 10,
+		yFmt: func(v float64) string { return fmt.Sprintf("%3.0f%%", v) },
+	}
+	add := func(name string, col color.RGBA, get func(simRow) float64) {
+		sr := plotSeries{name: name, col: col}
+		for _, r := range rows {
+			sr.xs = append(sr.xs, float64(r.tokens)/1e6)
+			sr.ys = append(sr.ys, 100*get(r))
+		}
+		lp.series = append(lp.series, sr)
+	}
+	add(policyName, palette[0], func(r simRow) float64 { return frac(r.policy, r.bound) })
+	add("lru", palette[1], func(r simRow) float64 { return frac(r.lru, r.bound) })
+	add("belady (offline optimum)", palette[2], func(r simRow) float64 { return frac(r.belady, r.bound) })
+	for i := range rows[0].compare {
+		add(rows[0].compare[i].Policy, palette[3+i%(len(palette)-3)], func(r simRow) float64 { return frac(r.compare[i], r.bound) })
+	}
+	return lp.writePNG(path)
 }
 
 func niceStep(raw float64) float64 {

@@ -68,7 +68,7 @@ func Rank(key block.Key, nodes []Node) []Node {
 		n Node
 		s float64
 	}
-	kh := keyHash(key)
+	kh := KeyHash(key)
 	ss := make([]scored, len(nodes))
 	for i, nd := range nodes {
 		ss[i] = scored{nd, score(kh, nd)}
@@ -86,7 +86,11 @@ func Rank(key block.Key, nodes []Node) []Node {
 	return out
 }
 
-func keyHash(k block.Key) uint64 {
+// KeyHash is the 64-bit hash of a key's namespace, block hash and part (not
+// its shard) that rendezvous scores are seeded with. Other uses that must
+// agree across nodes on a key's hash (the index's partition of a key,
+// ctxstore/partition) use it too.
+func KeyHash(k block.Key) uint64 {
 	var b [11]byte
 	binary.LittleEndian.PutUint64(b[:8], k.Hash)
 	binary.LittleEndian.PutUint16(b[8:10], k.Part)
