@@ -388,40 +388,50 @@ func (b *Backend) rebalanceTasks(tasks []rebalanceTask) (moved int, bytes int64,
 			p[j] = fsm.Shard{NodeID: c.m.to, Index: c.m.from.Index}
 		}
 		place[i] = p
-		ops = append(ops, fsm.WrittenPlaceOp(t.key, t.entry.Sum, p, began))
+		// Conditional on the placement planned from: the check above is
+		// this node's view, and a node that lost the lead during the
+		// copies must not overwrite a newer leader's placement.
+		ops = append(ops, fsm.MovePlaceOp(t.key, t.entry.Sum, t.entry.Placement, p, began))
 		at = append(at, i)
 	}
 	if len(ops) > 0 {
 		res, err := b.propose(ctx, ops...)
+		// Read back once this node's index shows the outcome (the
+		// proposal may have been forwarded).
+		from := make(map[block.Key][]fsm.Shard, len(at))
+		for _, i := range at {
+			from[tasks[i].key] = tasks[i].entry.Placement
+		}
+		b.catchUp(ctx, from)
 		for j, i := range at {
 			t, cs := tasks[i], byTask[i]
-			if err != nil {
-				// The outcome may be unknown: both copies stay (the one the
+			var now []fsm.Shard
+			if cur, ok := f.Lookup(t.key); ok {
+				now = cur.Placement
+			}
+			status := fsm.StatusUpdated // committed, its answer lost
+			if err == nil {
+				status = res[j].Status
+			} else if !slices.Equal(now, place[i]) {
+				// The outcome is unknown: both copies stay (the one the
 				// index does not name is garbage, never a lost shard).
 				bad[i] = true
 				continue
 			}
-			if res[j].Status != fsm.StatusUpdated {
-				// Refused (the block was deleted or re-put meanwhile, or
-				// the copies went to members that restarted since they
-				// were written: stale-holder): keep what the index names
-				// now, which still includes the old copies.
+			if status != fsm.StatusUpdated {
+				// Refused (the block was deleted, re-put or moved by
+				// another writer meanwhile, or the copies went to members
+				// that restarted since they were written: stale-holder):
+				// keep what the index names now, which still includes the
+				// old copies.
 				bad[i] = true
-				var keep []fsm.Shard
-				if cur, ok := f.Lookup(t.key); ok {
-					keep = cur.Placement
-				}
-				b.cleanup(t.key, t.code, shardsTo(cs), keep, copiesVersion(t, cs))
+				b.cleanup(t.key, t.code, shardsTo(cs), now, copiesVersion(t, cs))
 				continue
 			}
 			// The FSM may have dropped a copy whose member restarted
 			// since it was written: that move's old copy is not deleted
 			// (repair rebuilds what the placement lacks, and the copy it
 			// keeps is never a lost shard).
-			var now []fsm.Shard
-			if cur, ok := f.Lookup(t.key); ok {
-				now = cur.Placement
-			}
 			var old []fsm.Shard
 			for _, c := range cs {
 				if !slices.Contains(now, fsm.Shard{NodeID: c.m.to, Index: c.m.from.Index}) {

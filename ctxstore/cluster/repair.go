@@ -325,15 +325,25 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 			place = append(place, s)
 		}
 	}
-	r, err := b.propose(ctx, fsm.WrittenPlaceOp(t.key, t.entry.Sum, place, began))
+	// Conditional on the placement scanned: a node that lost the lead while
+	// it wrote must not overwrite what a newer leader committed meanwhile.
+	r, err := b.propose(ctx, fsm.MovePlaceOp(t.key, t.entry.Sum, t.entry.Placement, place, began))
+	b.catchUp(ctx, map[block.Key][]fsm.Shard{t.key: t.entry.Placement})
+	cur, ok := b.node.FSM().Lookup(t.key)
 	if err != nil {
-		return repairResult{}, err
+		if !ok || !slices.Equal(cur.Placement, place) {
+			return repairResult{}, err // outcome unknown: every copy stays
+		}
+		// It committed; the answer was lost (with the leadership).
+		r = []fsm.OpResult{{Status: fsm.StatusUpdated}}
 	}
 	if r[0].Status != fsm.StatusUpdated {
-		b.cleanup(t.key, c, written, nil, v)
+		// Refused: another writer may have put the same copies where this
+		// one did (placement picks the same members); keep those it named.
+		b.cleanup(t.key, c, written, cur.Placement, v)
 		return repairResult{}, fmt.Errorf("%w: placement of %s not updated: %s", block.ErrUnavailable, t.key, r[0].Status)
 	}
-	if cur, ok := b.node.FSM().Lookup(t.key); !ok || !containsAll(cur.Placement, written, c.K == 1) {
+	if !ok || !containsAll(cur.Placement, written, c.K == 1) {
 		// The FSM dropped a written shard (its member restarted since the
 		// write): the replaced copies stay on their members until a later
 		// pass has rewritten it.
@@ -349,6 +359,30 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 	return res, nil
 }
 
+// catchUp makes this node's index show the outcome of the placement changes
+// it just proposed, each planned from the placement from names for its
+// key (MovePlaceOp), before the writer reads them back. A leader that
+// proposed them has applied them already. A node that lost the lead
+// meanwhile forwarded them, and its own FSM applies a commit a moment
+// after the answer. So while some entry still shows the placement it was
+// planned from (its change, or the one it lost to, is not applied here
+// yet, or the outcome is unknown), it catches up once through the
+// leader's read index (SyncRead), with its own ProposeTimeout: the move's
+// deadline may have passed, and a wrong reading keeps copies for good.
+// Reading the entry before that took a committed move for a dropped one
+// and kept the copies the index no longer named.
+func (b *Backend) catchUp(ctx context.Context, from map[block.Key][]fsm.Shard) {
+	f := b.node.FSM()
+	for key, p := range from {
+		if cur, ok := f.Lookup(key); ok && slices.Equal(cur.Placement, p) {
+			if err := b.SyncRead(context.WithoutCancel(ctx)); err != nil {
+				b.log.Debug("placement change: index not caught up", "key", key.String(), "err", err)
+			}
+			return
+		}
+	}
+}
+
 // errBlockGone: every holder of a block answered that it does not have it
 // (capacity drops whose index correction was lost, or a member that
 // restarted with an empty memory tier).
@@ -356,7 +390,19 @@ var errBlockGone = errors.New("cluster: block gone")
 
 // forget deletes the index entry of a block no holder has any more, as a
 // read that finds every replica gone would: the index must not promise it.
+//
+// Every holder answering NotFound is also what a move by another writer
+// looks like once it deleted the copies it replaced (this node may have
+// lost the lead mid-pass, or lead now with a pass planned from an older
+// entry; a move keeps the generation). So the entry is given up only if,
+// caught up with the leader, it still has the placement that was asked.
 func (b *Backend) forget(ctx context.Context, t repairTask) (repairResult, error) {
+	if err := b.SyncRead(ctx); err != nil {
+		return repairResult{}, err
+	}
+	if cur, ok := b.node.FSM().Lookup(t.key); ok && !slices.Equal(cur.Placement, t.entry.Placement) {
+		return repairResult{}, fmt.Errorf("%w: %s moved meanwhile: its new holders are asked next pass", block.ErrUnavailable, t.key)
+	}
 	r, err := b.propose(ctx, fsm.DeleteOp(t.key, t.entry.Generation))
 	if err != nil {
 		return repairResult{}, err

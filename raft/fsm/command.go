@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -53,7 +54,8 @@ const (
 	// OpPin extends an entry's pin to PinUntil (never shortens it).
 	OpPin OpKind = 3
 	// OpPlace replaces an existing entry's placement (repair moved shards),
-	// provided its checksum matches.
+	// provided its checksum matches and, when the op carries IfPlacement,
+	// its placement is still that one.
 	OpPlace OpKind = 4
 )
 
@@ -75,6 +77,15 @@ type Op struct {
 	// shards; those on members that started later are dropped (see
 	// dropStale). Zero (entries written before the field existed): no check.
 	Written time.Time
+	// Place: when non-nil, the placement the writer read: the op applies
+	// only to an entry whose placement is still exactly this one, else it
+	// is a conflict, unless the entry's placement is already Placement (a
+	// retry of this change after its answer was lost: idempotent). A
+	// writer that lost the lead while it copied shards must not overwrite
+	// a newer leader's placement with one planned from the older entry (it
+	// would name copies the newer writer deleted).
+	// Nil (entries written before the field existed): no check.
+	IfPlacement []Shard
 }
 
 // PutOp builds the put of key with e's fields (e.Generation is ignored: the
@@ -102,6 +113,13 @@ func WrittenPlaceOp(key block.Key, sum uint32, placement []Shard, written time.T
 	return Op{Kind: OpPlace, Key: key, Sum: sum, Placement: placement, Written: written}
 }
 
+// MovePlaceOp builds a placement change from placement from (the one the
+// writer read; the change applies only while the entry still has it) to
+// placement to, whose new shards were written from the time written on.
+func MovePlaceOp(key block.Key, sum uint32, from, to []Shard, written time.Time) Op {
+	return Op{Kind: OpPlace, Key: key, Sum: sum, Placement: to, Written: written, IfPlacement: from}
+}
+
 // Validate checks an operation without looking at the state.
 func (o Op) Validate() error {
 	bad := func(format string, a ...any) error {
@@ -126,6 +144,14 @@ func (o Op) Validate() error {
 		for _, s := range o.Placement {
 			if s.NodeID == "" {
 				return bad("shard %d has no node", s.Index)
+			}
+		}
+		if o.Kind == OpPlace && o.IfPlacement != nil {
+			if len(o.IfPlacement) == 0 || len(o.IfPlacement) > 256 {
+				return bad("expected placement needs 1..256 shards, has %d", len(o.IfPlacement))
+			}
+			if slices.ContainsFunc(o.IfPlacement, func(s Shard) bool { return s.NodeID == "" }) {
+				return bad("an expected shard has no node")
 			}
 		}
 	case OpDelete, OpPin:
@@ -250,10 +276,15 @@ func AppendOp(dst []byte, o Op) []byte {
 	case OpPlace:
 		body.u32(o.Sum)
 		body.shards(o.Placement)
-		// Optional trailing field: absent (not a zero) when unset, so
-		// entries logged before it existed decode unchanged.
-		if !o.Written.IsZero() {
+		// Optional trailing fields: absent (not a zero) when unset, so
+		// entries logged before they existed decode unchanged. The written
+		// time is there when either is set (a zero one only before an
+		// expected placement).
+		if !o.Written.IsZero() || o.IfPlacement != nil {
 			body.time(o.Written)
+		}
+		if o.IfPlacement != nil {
+			body.shards(o.IfPlacement)
 		}
 	}
 	e := encoder{b: dst}
@@ -445,7 +476,12 @@ func (d *decoder) op() Op {
 		o.Sum = b.u32()
 		o.Placement = b.shards()
 		if b.err == nil && b.remaining() > 0 {
-			if o.Written = b.time(); o.Written.IsZero() && b.err == nil {
+			o.Written = b.time()
+			if b.err == nil && b.remaining() > 0 {
+				if o.IfPlacement = b.shards(); o.IfPlacement == nil && b.err == nil {
+					b.fail("empty expected placement (an unset one is absent)")
+				}
+			} else if o.Written.IsZero() && b.err == nil {
 				b.fail("written time 0 (an unset time is absent)")
 			}
 		}

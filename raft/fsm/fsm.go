@@ -301,13 +301,23 @@ func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 		if old.sum != o.Sum {
 			return OpResult{Status: StatusConflict, Generation: old.gen}
 		}
+		prev := old.entry(s.nodeNames).Placement
+		if o.IfPlacement != nil && !slices.Equal(prev, o.IfPlacement) {
+			if slices.Equal(prev, o.Placement) {
+				// This very change committed already (a retry after an
+				// answer lost with the leadership): idempotent, as every
+				// index operation is.
+				return OpResult{Status: StatusUpdated, Generation: old.gen}
+			}
+			// Planned from a placement another writer has changed since.
+			return OpResult{Status: StatusConflict, Generation: old.gen}
+		}
 		place := o.Placement
 		if !o.Written.IsZero() {
 			dataShards := 1
 			if ns, ok := s.namespaces[o.Key.Namespace]; ok {
 				dataShards = max(ns.DataShards, 1)
 			}
-			prev := old.entry(s.nodeNames).Placement
 			place = dropStale(s, o.Placement, unixNano(o.Written), func(sh Shard) bool {
 				return !slices.ContainsFunc(prev, func(p Shard) bool {
 					return p.NodeID == sh.NodeID && (dataShards == 1 || p.Index == sh.Index)

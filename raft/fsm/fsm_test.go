@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,6 +50,18 @@ func TestApplyIndexOps(t *testing.T) {
 		{"pin absent", []Op{PinOp(key(1), pin)}, []Status{StatusNotFound}},
 		{"place", []Op{PutOp(key(1), testEntry(7)), PlaceOp(key(1), 7, []Shard{{NodeID: "n3"}})}, []Status{StatusCreated, StatusUpdated}},
 		{"place wrong sum", []Op{PutOp(key(1), testEntry(7)), PlaceOp(key(1), 8, []Shard{{NodeID: "n3"}})}, []Status{StatusCreated, StatusConflict}},
+		{"place from the placement read", []Op{PutOp(key(1), testEntry(7)), MovePlaceOp(key(1), 7, testEntry(7).Placement, []Shard{{"n3", 0}, {"n2", 1}}, time.Time{})},
+			[]Status{StatusCreated, StatusUpdated}},
+		{"place planned from a placement changed since", []Op{PutOp(key(1), testEntry(7)),
+			MovePlaceOp(key(1), 7, testEntry(7).Placement, []Shard{{"n3", 0}, {"n2", 1}}, pin),
+			MovePlaceOp(key(1), 7, testEntry(7).Placement, []Shard{{"n1", 0}, {"n4", 1}}, pin)},
+			[]Status{StatusCreated, StatusUpdated, StatusConflict}},
+		{"place retried after it committed", []Op{PutOp(key(1), testEntry(7)),
+			MovePlaceOp(key(1), 7, testEntry(7).Placement, []Shard{{"n3", 0}, {"n2", 1}}, pin),
+			MovePlaceOp(key(1), 7, testEntry(7).Placement, []Shard{{"n3", 0}, {"n2", 1}}, pin)},
+			[]Status{StatusCreated, StatusUpdated, StatusUpdated}},
+		{"place expecting another order", []Op{PutOp(key(1), testEntry(7)), MovePlaceOp(key(1), 7, []Shard{{"n2", 1}, {"n1", 0}}, []Shard{{"n3", 0}}, pin)},
+			[]Status{StatusCreated, StatusConflict}},
 		{"parts are distinct keys", []Op{PutOp(key(1), testEntry(7)), PutOp(key(1).WithPart(0), testEntry(8)), PutOp(key(1).WithPart(1), testEntry(9))},
 			[]Status{StatusCreated, StatusCreated, StatusCreated}},
 	}
@@ -599,23 +612,29 @@ func TestPlaceDropsShardsOfRestartedHolders(t *testing.T) {
 	}
 }
 
-// TestPlaceWrittenEncoding: the written time is an optional trailing field
-// of an OpPlace: absent when unset (the encoding of entries logged before
-// it existed), a trailing zero is a second encoding and is refused.
+// TestPlaceWrittenEncoding: the written time and the expected placement
+// are optional trailing fields of an OpPlace: absent when unset (the
+// encoding of entries logged before they existed); a trailing zero time or
+// an empty expected placement is a second encoding and is refused.
 func TestPlaceWrittenEncoding(t *testing.T) {
 	k := block.NewKey("default", 9)
 	plain := EncodeIndex([]Op{PlaceOp(k, 3, []Shard{{"n1", 0}})})
 	at := time.Unix(1800000000, 5).UTC()
 	timed := EncodeIndex([]Op{WrittenPlaceOp(k, 3, []Shard{{"n1", 0}}, at)})
+	from := []Shard{{"n2", 0}, {"n3", 1}}
 	tests := []struct {
 		name    string
 		in      []byte
 		written time.Time
+		from    []Shard
 		bad     bool
 	}{
-		{"no written time decodes as zero", plain, time.Time{}, false},
-		{"written time round-trips", timed, at, false},
-		{"trailing zero is refused", zeroWritten(plain), time.Time{}, true},
+		{"no written time decodes as zero", plain, time.Time{}, nil, false},
+		{"written time round-trips", timed, at, nil, false},
+		{"trailing zero is refused", zeroWritten(plain), time.Time{}, nil, true},
+		{"expected placement round-trips", EncodeIndex([]Op{MovePlaceOp(k, 3, from, []Shard{{"n1", 0}}, at)}), at, from, false},
+		{"expected placement after a zero written time", EncodeIndex([]Op{MovePlaceOp(k, 3, from, []Shard{{"n1", 0}}, time.Time{})}), time.Time{}, from, false},
+		{"empty expected placement is refused", EncodeIndex([]Op{MovePlaceOp(k, 3, []Shard{}, []Shard{{"n1", 0}}, at)}), time.Time{}, nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -626,8 +645,8 @@ func TestPlaceWrittenEncoding(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || len(c.Ops) != 1 || !c.Ops[0].Written.Equal(tc.written) {
-				t.Fatalf("decoded %+v err %v, want written %v", c.Ops, err, tc.written)
+			if err != nil || len(c.Ops) != 1 || !c.Ops[0].Written.Equal(tc.written) || !slices.Equal(c.Ops[0].IfPlacement, tc.from) {
+				t.Fatalf("decoded %+v err %v, want written %v, expected placement %v", c.Ops, err, tc.written, tc.from)
 			}
 			if again := EncodeIndex(c.Ops); !bytes.Equal(again, tc.in) {
 				t.Fatalf("re-encoded %x, want %x", again, tc.in)

@@ -27,6 +27,9 @@ func FuzzDecodeCommand(f *testing.F) {
 	// with that time as an explicit zero (a second encoding: refused).
 	f.Add(EncodeIndex([]Op{WrittenPlaceOp(key(5), 9, []Shard{{"n", 0}, {"m", 1}}, time.Unix(1800000000, 1))}))
 	f.Add(zeroWritten(EncodeIndex([]Op{PlaceOp(key(6), 9, []Shard{{"n", 0}})})))
+	// Placement changes conditional on the placement their writer read.
+	f.Add(EncodeIndex([]Op{MovePlaceOp(key(7), 9, []Shard{{"m", 0}}, []Shard{{"n", 0}}, time.Unix(1800000000, 1))}))
+	f.Add(EncodeIndex([]Op{MovePlaceOp(key(8), 9, []Shard{{"m", 0}, {"o", 1}}, []Shard{{"n", 0}}, time.Time{})}))
 	f.Add(EncodeMember(MemberCommand{MemberUpsert, Member{ID: "n1", RaftAddr: "a", State: MemberAlive}}))
 	f.Add(EncodeMember(MemberCommand{MemberSetState, Member{ID: "n1", State: MemberDead}}))
 	f.Add(EncodeMember(MemberCommand{MemberRemove, Member{ID: "n1"}}))
