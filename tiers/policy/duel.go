@@ -87,25 +87,27 @@ type Duel struct {
 	meta     []duelMeta
 	n        int
 	capacity int
+	fitted   bool // capacity is the tier's, measured at an eviction
 	refit    bool
 
 	leaderA  bool
 	lead     float64 // the follower's shadow's lead in prefix hits (see observe)
 	disagree float64 // accesses on which the shadows disagreed since the last switch
 	switches int
-
-	lastHash uint64
-	hasLast  bool
 }
 
 func newDuel(cfg DuelConfig, expectedBlocks int) *Duel {
 	capacity := max(expectedBlocks, 1)
 	return &Duel{
-		cfg:      cfg,
-		a:        cfg.A(expectedBlocks),
-		b:        cfg.B(expectedBlocks),
-		sa:       newShadow(cfg.A, capacity),
-		sb:       newShadow(cfg.B, capacity),
+		cfg: cfg,
+		a:   cfg.A(expectedBlocks),
+		b:   cfg.B(expectedBlocks),
+		// The shadows hold every block until the tier's first eviction
+		// tells the real capacity (the hint is a guess from bytes):
+		// sized from the hint, they would compare the policies in a cache
+		// of another size during the whole warm-up.
+		sa:       newShadow(cfg.A, capacity, math.MaxInt),
+		sb:       newShadow(cfg.B, capacity, math.MaxInt),
 		meta:     make([]duelMeta, 0, expectedBlocks),
 		capacity: capacity,
 		leaderA:  cfg.StartA,
@@ -122,10 +124,8 @@ func (d *Duel) margin() float64 { return max(1, d.cfg.Margin*float64(d.capacity)
 
 // observe replays the access of block m in both shadows and moves the lead.
 func (d *Duel) observe(m duelMeta) {
-	chained := m.hasParent && d.hasLast && d.lastHash == m.parent
-	d.lastHash, d.hasLast = m.hash, true
 	pm := Meta{Hash: m.hash, Parent: m.parent, HasParent: m.hasParent, Priority: m.class}
-	ha, hb := d.sa.access(pm, chained), d.sb.access(pm, chained)
+	ha, hb := d.sa.access(pm), d.sb.access(pm)
 	if ha == hb {
 		return
 	}
@@ -190,7 +190,8 @@ func (d *Duel) Victim(evictable func(Handle) bool) (Handle, bool) {
 		// The capacity is the number of resident blocks at the first
 		// eviction after an insert (the tier's hint is a guess from bytes).
 		d.refit = false
-		if d.n > 0 && d.n != d.capacity {
+		if d.n > 0 && (!d.fitted || d.n != d.capacity) {
+			d.fitted = true
 			d.capacity = d.n
 			d.sa.resize(d.n)
 			d.sb.resize(d.n)

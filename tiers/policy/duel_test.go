@@ -10,10 +10,10 @@ import (
 // policy f builds, the way a tier drives it, and returns its hits and the
 // policy.
 func replayStream(f Factory, capacity int, stream []uint64) (int, Policy) {
-	s := newShadow(f, capacity)
+	s := newShadow(f, capacity, capacity)
 	hits := 0
 	for _, k := range stream {
-		if s.access(Meta{Hash: k}, false) {
+		if s.access(Meta{Hash: k}) {
 			hits++
 		}
 	}
@@ -114,7 +114,7 @@ func TestDuelSwitchesWhenTheWorkloadChanges(t *testing.T) {
 	for i, ph := range phases {
 		for _, k := range ph.stream {
 			before := d.LeaderA()
-			s.access(Meta{Hash: k + uint64(i)<<48}, false)
+			s.access(Meta{Hash: k + uint64(i)<<48})
 			if d.LeaderA() != before {
 				switches++
 				got, want := d.a.(*Window).target, d.sa.p.(*Window).target
@@ -134,17 +134,23 @@ func TestDuelSwitchesWhenTheWorkloadChanges(t *testing.T) {
 
 // TestDuelFitsCapacityFromFirstEviction checks that the shadows take the
 // tier's real capacity (the resident count at the first eviction), not the
-// expectedBlocks guess.
+// expectedBlocks guess, whether the guess is too large or too small, and
+// that they evict nothing before it is known.
 func TestDuelFitsCapacityFromFirstEviction(t *testing.T) {
-	d := NewDuel(1000).(*Duel)
-	for h := range Handle(50) {
-		d.Insert(h, Meta{Hash: uint64(h) + 1})
-	}
-	if _, ok := d.Victim(nil); !ok {
-		t.Fatal("no victim among 50 blocks")
-	}
-	if d.capacity != 50 || d.sa.capacity != 50 || d.sb.capacity != 50 {
-		t.Fatalf("capacity %d, shadows %d and %d; want 50", d.capacity, d.sa.capacity, d.sb.capacity)
+	for _, tc := range []struct{ guess, real int }{{1000, 50}, {50, 200}} {
+		d := NewDuel(tc.guess).(*Duel)
+		for h := range Handle(tc.real) {
+			d.Insert(h, Meta{Hash: uint64(h) + 1})
+		}
+		if _, ok := d.Victim(nil); !ok {
+			t.Fatalf("guess %d: no victim among %d blocks", tc.guess, tc.real)
+		}
+		if d.capacity != tc.real || d.sa.capacity != tc.real || d.sb.capacity != tc.real {
+			t.Fatalf("guess %d: capacity %d, shadows %d and %d; want %d", tc.guess, d.capacity, d.sa.capacity, d.sb.capacity, tc.real)
+		}
+		if len(d.sa.slot) != tc.real || len(d.sb.slot) != tc.real {
+			t.Fatalf("guess %d: shadows hold %d and %d blocks, want all %d", tc.guess, len(d.sa.slot), len(d.sb.slot), tc.real)
+		}
 	}
 }
 

@@ -5,23 +5,26 @@ package policy
 // data, and counts the prefix hits it would have had. Duel runs one per
 // candidate policy to measure which of them the real cache should follow.
 //
-// Per block of capacity it keeps its policy's state, a map entry and the
-// block's hash (about 60 bytes with a Go map). Access is O(1) amortised.
+// Per block of capacity it keeps its policy's state, a map entry, the
+// block's hash and a flag (about 60 bytes with a Go map). Access is O(1) amortised.
 type shadow struct {
-	p        Policy
-	slot     map[uint64]Handle
-	hash     []uint64 // handle -> block hash
+	p    Policy
+	slot map[uint64]Handle
+	hash []uint64 // handle -> block hash
+	// prefix is, per handle, whether the block's latest access counted as
+	// a prefix hit.
+	prefix   []bool
 	free     []Handle
 	capacity int
-	// lastHit is whether the previous access counted as a prefix hit.
-	lastHit bool
 }
 
-func newShadow(f Factory, capacity int) *shadow {
+// newShadow returns a shadow holding at most capacity blocks, its policy
+// built for expectedBlocks.
+func newShadow(f Factory, expectedBlocks, capacity int) *shadow {
 	return &shadow{
-		p:        f(capacity),
-		slot:     make(map[uint64]Handle, capacity),
-		hash:     make([]uint64, 0, capacity),
+		p:        f(expectedBlocks),
+		slot:     make(map[uint64]Handle, expectedBlocks),
+		hash:     make([]uint64, 0, expectedBlocks),
 		capacity: max(capacity, 1),
 	}
 }
@@ -49,13 +52,21 @@ func (s *shadow) evict() bool {
 
 // access replays one access of the block m names and reports whether it is
 // a prefix hit: resident, and either the head of a chain walk or the child
-// of the previous access, which was a prefix hit too (chained reports that
-// the previous access was m's parent).
-func (s *shadow) access(m Meta, chained bool) bool {
+// of a resident block whose latest access was a prefix hit. The parent's
+// latest access rather than the previous operation: a tier sees a
+// request's hits (reads, in order) before its misses (puts), so a block
+// the real cache misses reaches the shadow after its request's later
+// hits; in the simulator, where the parent is always the previous access,
+// the two rules agree.
+func (s *shadow) access(m Meta) bool {
 	h, resident := s.slot[m.Hash]
-	hit := resident && (!m.HasParent || chained && s.lastHit)
-	s.lastHit = hit
+	hit := resident && !m.HasParent
+	if resident && m.HasParent {
+		p, ok := s.slot[m.Parent]
+		hit = ok && s.prefix[p]
+	}
 	if resident {
+		s.prefix[h] = hit
 		s.p.Touch(h)
 		return hit
 	}
@@ -68,8 +79,10 @@ func (s *shadow) access(m Meta, chained bool) bool {
 	} else {
 		h = Handle(len(s.hash))
 		s.hash = append(s.hash, 0)
+		s.prefix = append(s.prefix, false)
 	}
 	s.hash[h] = m.Hash
+	s.prefix[h] = false
 	s.slot[m.Hash] = h
 	s.p.Insert(h, m)
 	return false
