@@ -175,3 +175,38 @@ func TestDuelConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestShadowPrefixHitsInTierOrder checks the shadows' prefix rule in the
+// order a tier sees a request: its hits (reads) before its misses (puts).
+func TestShadowPrefixHitsInTierOrder(t *testing.T) {
+	chain := []Meta{{Hash: 1}, {Hash: 2, Parent: 1, HasParent: true}, {Hash: 3, Parent: 2, HasParent: true}}
+	for _, tc := range []struct {
+		name  string
+		order []int // indexes into chain, after a walk that stored it and one that hit it
+		hits  int
+	}{
+		{"walk order", []int{0, 1, 2}, 3},
+		{"tier order: block 2 missed by the real cache, put last", []int{0, 2, 1}, 3},
+		{"head evicted from the shadow", nil, 0},
+	} {
+		s := newShadow(NewLRU, 8, 8)
+		for range 2 {
+			for _, m := range chain {
+				s.access(m)
+			}
+		}
+		if tc.order == nil { // evict the head: the chain is no prefix any more
+			delete(s.slot, 1)
+			tc.order = []int{1, 2}
+		}
+		hits := 0
+		for _, i := range tc.order {
+			if s.access(chain[i]) {
+				hits++
+			}
+		}
+		if hits != tc.hits {
+			t.Errorf("%s: %d prefix hits, want %d", tc.name, hits, tc.hits)
+		}
+	}
+}

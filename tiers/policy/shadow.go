@@ -57,7 +57,8 @@ func (s *shadow) evict() bool {
 // request's hits (reads, in order) before its misses (puts), so a block
 // the real cache misses reaches the shadow after its request's later
 // hits; in the simulator, where the parent is always the previous access,
-// the two rules agree.
+// the two rules agree. The rule is approximate in a tier's order: a parent
+// that was a miss at its latest access does not count until it is hit.
 func (s *shadow) access(m Meta) bool {
 	h, resident := s.slot[m.Hash]
 	hit := resident && !m.HasParent
