@@ -38,9 +38,11 @@ type simArgs struct {
 }
 
 // simPolicies are the simulator-only policies: the hint-aware wrapper
-// (sim/policysim) around Window, and its ablations.
+// (sim/policysim) around Window, its ablations, and the same wrapper
+// around Duel (hints-duel).
 var simPolicies = map[string]func() policy.Factory{
-	"hints": func() policy.Factory { return policysim.HintFactory(policy.NewWindow, policysim.DefaultHintConfig()) },
+	"hints":      func() policy.Factory { return policysim.HintFactory(policy.NewWindow, policysim.DefaultHintConfig()) },
+	"hints-duel": func() policy.Factory { return policysim.HintFactory(policy.NewDuel, policysim.DefaultHintConfig()) },
 	"hints-nopin": func() policy.Factory {
 		c := policysim.DefaultHintConfig()
 		c.SoftPin = false

@@ -114,7 +114,7 @@ func TestPoliciesOnOtherWorkloads(t *testing.T) {
 			for _, pc := range []struct {
 				name string
 				f    policy.Factory
-			}{{"segmented", policy.NewSegmented}, {"window", policy.NewWindow}} {
+			}{{"segmented", policy.NewSegmented}, {"window", policy.NewWindow}, {"duel", policy.NewDuel}} {
 				s, _ := Run(rs, capacity, pc.name, pc.f, Options{})
 				t.Logf("%s cap %d: bound %.3f lru %.3f %s %.3f", w.name, capacity, bound, l.HitRatio(), pc.name, s.HitRatio())
 				if s.HitRatio() < 0.95*l.HitRatio() {
@@ -139,16 +139,15 @@ func sharedTraces(t *testing.T) string {
 // --sweep-tokens default), the sweep docs/policy.md reports.
 var sweepTokens = []int{500_000, 1_000_000, 2_000_000, 3_000_000, 5_000_000, 7_500_000, 10_000_000, 15_000_000, 20_000_000, 30_000_000}
 
-// TestSharedTraces replays the Mooncake traces through the Window policy at
-// every capacity of the sweep. It asserts what the policy achieves (see
-// docs/policy.md): at least LRU's hits at every capacity, exactly (hit
-// counts, no tolerance), except at the cells listed in belowLRU, where
-// Window is measured below LRU and may be by at most 0.5 points of the
-// bound; and the measured floors at 3M and 10M tokens. The issue asks for
-// "never below LRU" everywhere: the three listed cells are where that is
-// NOT met. The issue's targets (60% of the bound at 3M, 90% at 10M) are
-// not reached on the conversation trace either; the floors record the
-// measured result instead.
+// TestSharedTraces replays the Mooncake traces through the Window and Duel
+// policies at every capacity of the sweep. It asserts what they achieve
+// (see docs/policy.md): Duel has at least LRU's hits at every capacity,
+// exactly (hit counts, no tolerance: issue 21's "never below LRU"). Window
+// has at least LRU's hits except at the cells listed in belowLRU, where it
+// is measured below LRU and may be by at most 0.5 points of the bound; and
+// both keep the measured floors at 3M and 10M tokens. The issue's targets
+// (60% of the bound at 3M, 90% at 10M) are not reached on the conversation
+// trace; the floors record the measured result instead.
 func TestSharedTraces(t *testing.T) {
 	dir := sharedTraces(t)
 	belowLRU := map[string]map[int]bool{ // trace -> tokens: Window below LRU there
@@ -157,10 +156,10 @@ func TestSharedTraces(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		file            string
-		floor3, floor10 float64 // fraction of the bound
+		floor3, floor10 [2]float64 // fraction of the bound: window, duel
 	}{
-		{"conversation_trace.jsonl", 0.47, 0.81},
-		{"synthetic_trace.jsonl", 0.51, 0.91},
+		{"conversation_trace.jsonl", [2]float64{0.47, 0.46}, [2]float64{0.81, 0.81}},
+		{"synthetic_trace.jsonl", [2]float64{0.51, 0.51}, [2]float64{0.91, 0.91}},
 	} {
 		rs, err := trace.ReadFile(filepath.Join(dir, tc.file))
 		if err != nil {
@@ -171,17 +170,26 @@ func TestSharedTraces(t *testing.T) {
 			capacity := tokens / trace.MooncakeBlockTokens
 			l, _ := Run(rs, capacity, "lru", policy.NewLRU, Options{})
 			s, _ := Run(rs, capacity, "window", policy.NewWindow, Options{})
-			sf, lf := s.HitRatio()/bound, l.HitRatio()/bound
-			t.Logf("%s %gM tokens: window %.2f%% of bound (%d hits), lru %.2f%% (%d hits)",
-				tc.file, float64(tokens)/1e6, 100*sf, s.Hits, 100*lf, l.Hits)
+			d, _ := Run(rs, capacity, "duel", policy.NewDuel, Options{})
+			sf, lf, df := s.HitRatio()/bound, l.HitRatio()/bound, d.HitRatio()/bound
+			t.Logf("%s %gM tokens: lru %.2f%% of bound (%d hits), window %.2f%% (%d), duel %.2f%% (%d)",
+				tc.file, float64(tokens)/1e6, 100*lf, l.Hits, 100*sf, s.Hits, 100*df, d.Hits)
 			switch {
 			case !belowLRU[tc.file][tokens] && s.Hits < l.Hits:
 				t.Errorf("%s %d tokens: window %d hits below lru %d", tc.file, tokens, s.Hits, l.Hits)
 			case sf < lf-0.005:
 				t.Errorf("%s %d tokens: window %.4f more than 0.5 points below lru %.4f", tc.file, tokens, sf, lf)
 			}
-			if tokens == 3_000_000 && sf < tc.floor3 || tokens == 10_000_000 && sf < tc.floor10 {
-				t.Errorf("%s %d tokens: %.3f of bound, below the measured floor", tc.file, tokens, sf)
+			if d.Hits < l.Hits {
+				t.Errorf("%s %d tokens: duel %d hits below lru %d", tc.file, tokens, d.Hits, l.Hits)
+			}
+			for i, r := range []struct {
+				name string
+				f    float64
+			}{{"window", sf}, {"duel", df}} {
+				if tokens == 3_000_000 && r.f < tc.floor3[i] || tokens == 10_000_000 && r.f < tc.floor10[i] {
+					t.Errorf("%s %d tokens: %s %.3f of bound, below the measured floor", tc.file, tokens, r.name, r.f)
+				}
 			}
 		}
 	}

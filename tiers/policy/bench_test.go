@@ -35,7 +35,7 @@ func runOps(f Factory, n, ops int) time.Duration {
 // policy and reports it as a ratio to LRU measured in the same run.
 func BenchmarkPolicyOps(b *testing.B) {
 	const n = 1 << 16
-	for _, name := range []string{"lru", "segmented", "window"} {
+	for _, name := range []string{"lru", "segmented", "window", "duel-nohints"} {
 		f, _ := Lookup(name)
 		b.Run(name, func(b *testing.B) {
 			runOps(NewLRU, n, 100000) // warm up

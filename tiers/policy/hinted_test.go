@@ -13,7 +13,7 @@ import (
 // exactly its inner policy's choices, op for op, over a random workload
 // with pinned (non-evictable) blocks.
 func TestHintedWithoutHintsIsInner(t *testing.T) {
-	for _, name := range []string{"lru", "window-nohints", "s3fifo"} {
+	for _, name := range []string{"lru", "window-nohints", "s3fifo", "duel-nohints"} {
 		t.Run(name, func(t *testing.T) {
 			f, err := Lookup(name)
 			if err != nil {

@@ -30,6 +30,8 @@ var named = map[string]Factory{
 	"s3fifo":               NewS3FIFO,
 	"window":               DefaultHintConfig().Factory(NewWindow), // honours agent hints when present
 	"window-nohints":       NewWindow,
+	"duel":                 DefaultHintConfig().Factory(NewDuel), // Duel of Window and LRU, honouring agent hints
+	"duel-nohints":         NewDuel,
 	"window-noghost":       windowWith(func(c *WindowConfig) { c.Ghost = false }),
 	"window-nochain":       windowWith(func(c *WindowConfig) { c.ChainOrder = false }),
 	"window-notail":        windowWith(func(c *WindowConfig) { c.TailDemote = false }),

@@ -375,3 +375,10 @@ func (w *Window) Victim(evictable func(Handle) bool) (Handle, bool) {
 
 // Len implements Policy.
 func (w *Window) Len() int { return w.n }
+
+// syncFrom takes src's window target as a share of capacity (Duel).
+func (w *Window) syncFrom(src Policy) {
+	if o, ok := src.(*Window); ok {
+		w.target = o.target * float64(w.capacity) / float64(o.capacity)
+	}
+}
