@@ -43,7 +43,7 @@ func startPeer(t *testing.T, srvTLS *tls.Config) (*tiers.Manager, string) {
 	}
 	cfg := native.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
-	srv, err := NewServer(cfg, store, nil, log)
+	srv, err := native.New(cfg, store, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestShardTLS(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := DefaultOptions()
-			opts.Client.TLS = tc.tls
+			opts.TLS = tc.tls
 			p, err := New(opts)
 			if err != nil {
 				t.Fatal(err)
