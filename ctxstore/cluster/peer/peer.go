@@ -201,7 +201,11 @@ func (p *Peers) call(ctx context.Context, m cluster.Member, op func(*link) error
 
 // PutShard stores a shard on m.
 func (p *Peers) PutShard(ctx context.Context, m cluster.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
-	return p.PutShards(ctx, m, []cluster.ShardPut{{Key: key, Data: data, Sum: sum, Opts: opts}})[0]
+	return p.call(ctx, m, func(l *link) error {
+		errs := make([]error, 1)
+		_ = putShards(ctx, l, []cluster.ShardPut{{Key: key, Data: data, Sum: sum, Opts: opts}}, errs)
+		return errs[0] // the frame's error when it got no answer
+	})
 }
 
 // PutShards stores shards on m in pipelined batch put frames (one per
