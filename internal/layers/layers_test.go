@@ -51,12 +51,13 @@ var layerOf = []struct{ prefix, layer string }{
 // traffic) is the cluster's own wing: it speaks the native wire codec
 // itself and never goes through gateway/, and only the cluster and
 // cmd/ctxd, which assembles a node, import it. The Go client (client)
-// depends on leaves alone and only programs (cmd) import it: no part of the
+// depends on leaves and internal helpers (exactly which: clientMay below)
+// and only programs (cmd) import it: no part of the
 // server calls another node through it.
 var mayImport = map[string][]string{
 	"block":     {},
 	"leaf":      {"block", "leaf"},
-	"client":    {"block", "leaf"},
+	"client":    {"block", "leaf", "internal"},
 	"internal":  {"block", "internal"},
 	"tiers":     {"block", "leaf", "tiers", "internal"},
 	"raft":      {"block", "leaf", "raft", "internal"},
