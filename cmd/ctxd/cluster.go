@@ -16,8 +16,8 @@ import (
 	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/peer"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
-	"github.com/ctxtier/ctxtier/gateway/peer"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
@@ -183,10 +183,10 @@ func openCluster(ctx context.Context, cfg Config, self fsm.Member, secret string
 	parts.startIndex, _ = strconv.ParseUint(node.Stats()["last_log_index"], 10, 64)
 	popts := peer.DefaultOptions()
 	// Peers' listeners take only this node identity.
-	popts.Client.AccessKeyID, popts.Client.Secret = clustersecret.NodeAccessKeyID, secret
+	popts.AccessKeyID, popts.Secret = clustersecret.NodeAccessKeyID, secret
 	if tlsc != nil {
 		// The server name is --tls-server-name, or else each peer's host.
-		popts.Client.TLS = tlsc.ClientConfig("")
+		popts.TLS = tlsc.ClientConfig("")
 	}
 	if parts.peers, err = peer.New(popts); err != nil {
 		parts.close(log)

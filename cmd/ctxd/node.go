@@ -20,7 +20,6 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
 	"github.com/ctxtier/ctxtier/gateway/native"
-	"github.com/ctxtier/ctxtier/gateway/peer"
 	"github.com/ctxtier/ctxtier/gateway/resp"
 	"github.com/ctxtier/ctxtier/gateway/s3api"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
@@ -258,7 +257,7 @@ func (n *node) peerServer() (*native.Server, error) {
 	pcfg := native.DefaultConfig()
 	pcfg.Addr = n.cfg.PeerListen
 	pcfg.MaxBlockSize = n.cfg.MaxBlockSize
-	return peer.NewServer(pcfg, n.local, nil, n.log, native.WithAuth(credential.Static{
+	return native.New(pcfg, n.local, nil, n.log, native.WithAuth(credential.Static{
 		clustersecret.NodeAccessKeyID: {AccessKeyID: clustersecret.NodeAccessKeyID, Secret: n.secret, Namespaces: []string{credential.ScopeAll}},
 	}))
 }

@@ -116,13 +116,13 @@ func (c Config) suspectAfter() time.Duration {
 	return c.DeadAfter / 2
 }
 
-// Peers is the node-to-node shard transport (gateway/peer implements it).
+// Peers is the node-to-node shard transport (ctxstore/cluster/peer implements it).
 // Every call names the member by its record (DataAddr is where it listens).
 // Shard keys carry block.Key.Shard for erasure shards; a replica (k=1) is
 // the whole block under its own key.
 type Peers interface {
 	PutShard(ctx context.Context, m fsm.Member, key block.Key, data []byte, sum uint32, opts block.PutOptions) error
-	// PutShards stores several shards on m in one request (gateway/peer:
+	// PutShards stores several shards on m in one request (ctxstore/cluster/peer:
 	// one pipelined native batch put) and returns one error per shard, in
 	// order: each shard succeeds or fails on its own, as PutShard would.
 	PutShards(ctx context.Context, m fsm.Member, shards []ShardPut) []error

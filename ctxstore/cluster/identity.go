@@ -19,8 +19,8 @@ import (
 
 // IdentityKey is the reserved key of a node's identity block: the default
 // namespace, hash 0, and the highest shard number, which no erasure code
-// reaches (at most 32 shards). gateway/peer reads it on every new
-// connection, so a shard meant for one member never lands on another.
+// reaches (at most 32 shards). ctxstore/cluster/peer reads it on every
+// new link to a member, so a shard meant for one member never lands on another.
 var IdentityKey = block.Key{Namespace: block.DefaultNamespace, Shard: block.MaxShard}
 
 var identityKey = IdentityKey

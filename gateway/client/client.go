@@ -124,7 +124,7 @@ func (c *Client) conn(ctx context.Context) (*nconn, error) {
 func (c *Client) dial(ctx context.Context) (*nconn, error) {
 	flags := c.helloFlags()
 	nc, err := dialConn(ctx, c.addr, c.opts, flags)
-	for err != nil && flags != 0 && errors.Is(err, errHelloFlagsRefused) {
+	for err != nil && flags != 0 && errors.Is(err, wire.ErrHelloFlagsRefused) {
 		switch {
 		case flags&wire.HelloAgentSessions != 0 && flags != wire.HelloAgentSessions:
 			c.noSessions.Store(true)

@@ -3,10 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -71,10 +68,6 @@ type call struct {
 	err   error
 }
 
-// errHelloFlagsRefused marks a handshake refused (MalformedFrame) while it
-// carried hello flags: what a server older than the flags answers.
-var errHelloFlagsRefused = errors.New("client: hello flags refused")
-
 // dialConn connects to addr and completes the handshake with the given
 // hello flags.
 func dialConn(ctx context.Context, addr string, opts Options, flags uint16) (*nconn, error) {
@@ -83,18 +76,9 @@ func dialConn(ctx context.Context, addr string, opts Options, flags uint16) (*nc
 		ctx, cancel = context.WithTimeout(ctx, opts.DialTimeout)
 		defer cancel()
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := wire.Dial(ctx, addr, opts.TLS)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dial %s: %v", block.ErrUnavailable, addr, err)
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
-	if opts.TLS != nil {
-		if nc, err = tlsHandshake(ctx, nc, addr, opts.TLS); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	c := &nconn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), wto: opts.WriteTimeout, pending: map[uint64]*call{}}
 	if err := c.handshake(ctx, opts, flags); err != nil {
@@ -103,26 +87,6 @@ func dialConn(ctx context.Context, addr string, opts Options, flags uint16) (*nc
 	}
 	go c.readLoop()
 	return c, nil
-}
-
-// tlsHandshake wraps nc in TLS and completes the handshake before ctx ends;
-// it closes nc on failure.
-func tlsHandshake(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config) (net.Conn, error) {
-	if cfg.ServerName == "" {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("%w: dial %s: %v", block.ErrInvalidArgument, addr, err)
-		}
-		cfg = cfg.Clone()
-		cfg.ServerName = host
-	}
-	tc := tls.Client(nc, cfg)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("%w: tls handshake with %s: %v", block.ErrUnavailable, addr, err)
-	}
-	return tc, nil
 }
 
 func (c *nconn) handshake(ctx context.Context, opts Options, flags uint16) error {
@@ -134,72 +98,14 @@ func (c *nconn) handshake(ctx context.Context, opts Options, flags uint16) error
 	if v == 0 {
 		v = wire.Version
 	}
-	if _, err := c.nc.Write(wire.AppendHello(nil, v, flags)); err != nil {
-		return fmt.Errorf("%w: handshake: %v", block.ErrUnavailable, err)
-	}
-	var rb [wire.HelloReplySize]byte
-	if _, err := io.ReadFull(c.br, rb[:]); err != nil {
-		return fmt.Errorf("%w: handshake: %v", block.ErrUnavailable, err)
-	}
-	r, err := wire.DecodeHelloReply(rb[:])
+	r, err := wire.ClientHandshake(c.nc, c.br, v, flags, opts.AccessKeyID, opts.Secret)
 	if err != nil {
 		return err
-	}
-	if r.Code != errcode.OK {
-		err := r.Code.Err(fmt.Sprintf("handshake refused: %s (client version %d, server version %d, hello flags %#04x)", r.Code, v, r.Version, flags))
-		if r.Code == errcode.MalformedFrame && flags != 0 {
-			return fmt.Errorf("%w: %w", errHelloFlagsRefused, err)
-		}
-		return err
-	}
-	if r.Version != v {
-		return errcode.VersionMismatch.Err(fmt.Sprintf("server speaks protocol version %d, client %d", r.Version, v))
-	}
-	if r.Limits.MaxFrameSize < wire.HeaderSize || r.Limits.MaxResponseSize < wire.HeaderSize || r.Limits.MaxBatch == 0 {
-		return errcode.MalformedFrame.Err("handshake reply announces unusable limits")
 	}
 	c.limits = r.Limits
 	c.declared = flags&r.Flags&wire.HelloVerifiesGets != 0
 	c.hints = flags&r.Flags&wire.HelloPutHints != 0
 	c.sessions = flags&r.Flags&wire.HelloAgentSessions != 0
-	if v == wire.Version1 {
-		return nil
-	}
-	return c.authenticate(opts)
-}
-
-// authenticate answers a version-2 server's challenge with the options'
-// credentials (or anonymously) and reads the verdict.
-func (c *nconn) authenticate(opts Options) error {
-	var cb [wire.ChallengeSize]byte
-	if _, err := io.ReadFull(c.br, cb[:]); err != nil {
-		return fmt.Errorf("%w: handshake challenge: %v", block.ErrUnavailable, err)
-	}
-	ch, err := wire.DecodeChallenge(cb[:])
-	if err != nil {
-		return err
-	}
-	if ch.AuthRequired() && opts.AccessKeyID == "" {
-		return fmt.Errorf("%w: the server requires credentials; set Options.AccessKeyID and Secret", block.ErrUnauthenticated)
-	}
-	a := wire.Auth{AccessKeyID: opts.AccessKeyID}
-	if a.AccessKeyID != "" {
-		a.Proof = wire.AuthProof(opts.Secret, ch.Nonce, a.AccessKeyID)
-	}
-	if _, err := c.nc.Write(wire.AppendAuth(nil, a)); err != nil {
-		return fmt.Errorf("%w: handshake auth: %v", block.ErrUnavailable, err)
-	}
-	var rb [wire.AuthReplySize]byte
-	if _, err := io.ReadFull(c.br, rb[:]); err != nil {
-		return fmt.Errorf("%w: handshake auth reply: %v", block.ErrUnavailable, err)
-	}
-	r, err := wire.DecodeAuthReply(rb[:])
-	if err != nil {
-		return err
-	}
-	if r.Code != errcode.OK {
-		return r.Code.Err(fmt.Sprintf("authentication refused for access key %q: %s", opts.AccessKeyID, r.Code))
-	}
 	return nil
 }
 
@@ -305,54 +211,31 @@ func (c *nconn) wait(ctx context.Context, cl *call) (*wire.Response, error) {
 var skipAll = func(int, uint32) []byte { return []byte{} }
 
 func (c *nconn) readLoop() {
-	var hb [wire.HeaderSize]byte
 	for {
-		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
-			c.fail(err)
-			return
-		}
-		h, err := wire.DecodeHeader(hb[:], c.limits.MaxResponseSize)
-		if err != nil {
-			c.fail(err)
-			return
-		}
-		c.mu.Lock()
-		cl := c.pending[h.ID]
-		delete(c.pending, h.ID)
-		c.mu.Unlock()
-		if cl == nil {
-			// An answer to no request: the server could not attribute a
-			// fatal error (e.g. a truncated header), or the stream is corrupt.
-			msg := fmt.Sprintf("response for unknown request id %d (code %s)", h.ID, h.Code)
-			if h.Code != errcode.OK {
-				if r, err := wire.ReadResponse(c.br, h, skipAll); err == nil {
-					msg = r.Message
-				}
-				c.fail(h.Code.Err(msg))
-				return
-			}
-			c.fail(errcode.MalformedFrame.Err(msg))
-			return
-		}
-		dest := cl.dest
-		if !cl.state.CompareAndSwap(callWaiting, callReading) {
-			dest = skipAll // abandoned: read past its payloads
-		}
-		if h.Op != cl.op {
-			err = fmt.Errorf("%w: response opcode %s for a %s request", errcode.ErrMalformedFrame, h.Op, cl.op)
-		} else {
-			cl.resp, err = wire.ReadResponse(c.br, h, dest)
-		}
-		if err == nil && h.Code == errcode.OK && cl.resp.Items != nil && len(cl.resp.Items) != int(cl.count) {
-			err = fmt.Errorf("%w: %d results for %d items", errcode.ErrMalformedFrame, len(cl.resp.Items), cl.count)
-		}
-		if err != nil {
+		var cl *call
+		h, resp, err := wire.ReadAnswer(c.br, c.limits.MaxResponseSize, func(id uint64) (wire.Op, uint32, wire.Dest, bool) {
 			c.mu.Lock()
-			c.pending[h.ID] = cl // fail answers it with the connection's error
+			cl = c.pending[id]
+			delete(c.pending, id)
 			c.mu.Unlock()
+			if cl == nil {
+				return 0, 0, nil, false
+			}
+			if !cl.state.CompareAndSwap(callWaiting, callReading) {
+				return cl.op, cl.count, skipAll, true // abandoned: read past its payloads
+			}
+			return cl.op, cl.count, cl.dest, true
+		})
+		if err != nil {
+			if cl != nil {
+				c.mu.Lock()
+				c.pending[h.ID] = cl // fail answers it with the connection's error
+				c.mu.Unlock()
+			}
 			c.fail(err)
 			return
 		}
+		cl.resp = resp
 		close(cl.done)
 	}
 }

@@ -66,25 +66,14 @@ func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, e
 	send := make([]int, 0, len(items))
 	hinted, sessions := false, false
 	for i, it := range items {
-		if uint64(len(it.Data)) > uint64(c.limits.MaxBlockSize) {
-			errs[i] = fmt.Errorf("%w: %s: %d bytes exceeds the server's maximum block size %d", block.ErrTooLarge, it.Key, len(it.Data), c.limits.MaxBlockSize)
-			continue
-		}
-		if err := it.Opts.ValidateHints(); err != nil {
-			errs[i] = fmt.Errorf("%s: %w", it.Key, err)
+		if errs[i] = wire.CheckPutItem(c.limits, it.Key, len(it.Data), it.Opts); errs[i] != nil {
 			continue
 		}
 		hinted = hinted || it.Opts.HasHints()
 		sessions = sessions || it.Opts.Session != 0
 		send = append(send, i)
 	}
-	itemHead := int64(wire.PutItemSize)
-	switch {
-	case sessions:
-		itemHead += wire.PutSessionHintsSize
-	case hinted:
-		itemHead += wire.PutHintsSize
-	}
+	itemHead := wire.PutItemHead(hinted, sessions)
 	chs := c.chunks(len(send),
 		func(j int) string { return items[send[j]].Key.Namespace },
 		func(j int) int64 { return itemHead + int64(len(items[send[j]].Data)) })

@@ -50,9 +50,9 @@ type Options struct {
 	TLS *tls.Config
 	// NoRedial: a broken connection is not dialed again; calls that would
 	// use it fail with block.ErrUnavailable, and the caller dials a new
-	// Client. gateway/peer sets it, so that every connection to a member
-	// passes its identity check (a restarted member's old port may belong
-	// to another node by then).
+	// Client: for a caller that checks who answers on each new
+	// connection, so that none escapes that check (a restarted server's
+	// old port may belong to another node by then).
 	NoRedial bool
 
 	// version overrides the protocol version sent in the handshake (tests).

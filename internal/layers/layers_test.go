@@ -25,9 +25,14 @@ var layerOf = []struct{ prefix, layer string }{
 	{"ctxstore/block/descriptor", "leaf"},
 	{"ctxstore/router/query", "leaf"},
 	{"ctxstore", "ctxstore"},
+	{"ctxstore/cluster/peer", "transport"},
 	{"raft", "raft"},
 	{"tiers", "tiers"},
 	{"gateway", "gateway"},
+	{"gateway/client", "client"},
+	{"gateway/errcode", "leaf"},
+	{"gateway/native/wire", "leaf"},
+	{"gateway/httpapi/httpwire", "leaf"},
 	{"internal", "internal"},
 	{"sim", "sim"},
 	{"cmd", "cmd"},
@@ -37,26 +42,47 @@ var layerOf = []struct{ prefix, layer string }{
 // mayImport lists, per layer, the layers its packages may import (non-test
 // imports only). Dependencies point down: cmd → gateway → ctxstore → (raft,
 // tiers); ctxstore/block is the shared leaf and imports nothing of the
-// project; the descriptor formats and the routing query types are leaves
-// beside it; sim (trace reading, replay, policy simulation) sits beside
-// gateway, above the domain, and only cmd/ctxbench imports it (rule below).
+// project; the descriptor formats, the routing query types, the error
+// table and the wire codecs of the native and HTTP protocols are leaves
+// beside it (they import only the block leaf and each other); sim (trace
+// reading, replay, policy simulation) sits beside gateway, above the
+// domain, and only cmd/ctxbench imports it (rule below). The cluster's
+// node-to-node transport (transport: ctxstore/cluster/peer, the shard
+// traffic) is the cluster's own wing: it speaks the native wire codec
+// itself and never goes through gateway/, and only the cluster and
+// cmd/ctxd, which assembles a node, import it. The Go client (client)
+// depends on leaves and internal helpers (exactly which: clientMay below)
+// and only programs (cmd) import it: no part of the
+// server calls another node through it.
 var mayImport = map[string][]string{
-	"block":    {},
-	"leaf":     {"block"},
-	"internal": {"block", "internal"},
-	"tiers":    {"block", "leaf", "tiers", "internal"},
-	"raft":     {"block", "leaf", "raft", "internal"},
-	"ctxstore": {"block", "leaf", "ctxstore", "raft", "tiers", "internal"},
-	"gateway":  {"block", "leaf", "ctxstore", "gateway", "internal"},
-	"sim":      {"block", "leaf", "ctxstore", "tiers", "sim", "internal"},
-	"cmd":      {"block", "leaf", "ctxstore", "raft", "tiers", "gateway", "internal", "sim", "cmd"},
+	"block":     {},
+	"leaf":      {"block", "leaf"},
+	"client":    {"block", "leaf", "internal"},
+	"internal":  {"block", "internal"},
+	"tiers":     {"block", "leaf", "tiers", "internal"},
+	"raft":      {"block", "leaf", "raft", "internal"},
+	"ctxstore":  {"block", "leaf", "ctxstore", "raft", "tiers", "internal", "transport"},
+	"transport": {"block", "leaf", "ctxstore", "transport", "internal"},
+	"gateway":   {"block", "leaf", "ctxstore", "gateway", "internal"},
+	"sim":       {"block", "leaf", "ctxstore", "tiers", "sim", "internal"},
+	"cmd":       {"block", "leaf", "client", "ctxstore", "transport", "raft", "tiers", "gateway", "internal", "sim", "cmd"},
 }
 
 // onlyImportedBy limits who may import a layer, beyond mayImport: sim is a
-// benchmark tool's library, not part of the server.
+// benchmark tool's library, not part of the server; the transport is
+// assembled by ctxd alone; the client is for programs, never for a node
+// calling another node.
 var onlyImportedBy = map[string][]string{
-	"sim": {"sim/", "cmd/ctxbench"},
-	"cmd": {"cmd/"},
+	"sim":       {"sim/", "cmd/ctxbench"},
+	"cmd":       {"cmd/"},
+	"transport": {"ctxstore/cluster", "ctxstore/cluster/", "cmd/ctxd"},
+	"client":    {"cmd/"},
+}
+
+// removed are packages that must not come back, with where their job went:
+// nothing under gateway/ carries node-to-node traffic.
+var removed = map[string]string{
+	"gateway/peer": "the shard transport is ctxstore/cluster/peer",
 }
 
 // client is the Go client; clientMay lists every package of the project it
@@ -197,6 +223,9 @@ func check(g graph, exceptions []edge) (violations, stale []string) {
 		if !isProject(g, from) {
 			continue
 		}
+		if why, ok := removed[from]; ok {
+			violations = append(violations, fmt.Sprintf("%s: removed package is back (%s)", from, why))
+		}
 		lf := layer(from)
 		if lf == "" {
 			violations = append(violations, fmt.Sprintf("%s: in no layer; place it in layerOf", from))
@@ -300,10 +329,15 @@ func TestCheckFindsViolations(t *testing.T) {
 			"tiers":                          {ImportPath: "tiers", Imports: []string{"ctxstore/block"}},
 			"raft":                           {ImportPath: "raft", Imports: []string{"ctxstore/block"}},
 			"gateway/client":                 {ImportPath: "gateway/client", Imports: []string{"ctxstore/block/descriptor", "net"}},
-			"gateway/native":                 {ImportPath: "gateway/native", Imports: []string{"ctxstore"}},
+			"gateway/native":                 {ImportPath: "gateway/native", Imports: []string{"ctxstore", "gateway/native/wire"}},
+			"gateway/native/wire":            {ImportPath: "gateway/native/wire", Imports: []string{"ctxstore/block", "gateway/errcode"}},
+			"gateway/errcode":                {ImportPath: "gateway/errcode", Imports: []string{"ctxstore/block"}},
+			"ctxstore/cluster":               {ImportPath: "ctxstore/cluster", Imports: []string{"ctxstore/block"}},
+			"ctxstore/cluster/peer":          {ImportPath: "ctxstore/cluster/peer", Imports: []string{"ctxstore/cluster", "gateway/native/wire"}},
 			"sim/trace":                      {ImportPath: "sim/trace"},
 			"cmd/ctxbench":                   {ImportPath: "cmd/ctxbench", Imports: []string{"sim/trace", "gateway/client"}},
-			"cmd/ctxd":                       {ImportPath: "cmd/ctxd", Imports: []string{"gateway/native", "ctxstore"}},
+			"cmd/ctxd":                       {ImportPath: "cmd/ctxd", Imports: []string{"gateway/native", "ctxstore", "ctxstore/cluster/peer"}},
+			"cmd/ctxctl":                     {ImportPath: "cmd/ctxctl", Imports: []string{"gateway/client"}},
 			"fmt":                            {ImportPath: "fmt", Standard: true},
 			"net":                            {ImportPath: "net", Standard: true},
 			"github.com/zeebo/xxh3":          {ImportPath: "github.com/zeebo/xxh3"},
@@ -336,6 +370,16 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"client imports badger, excepted", func(g graph) { add(g, "gateway/client", "github.com/dgraph-io/badger/v4") },
 			[]edge{{"gateway/client", "github.com/dgraph-io/badger/v4"}}, 0, 0},
 		{"package in no layer", func(g graph) { g["tools/x"] = pkg{ImportPath: "tools/x"} }, nil, 1, 0},
+		{"gateway/peer is back", func(g graph) {
+			g["gateway/peer"] = pkg{ImportPath: "gateway/peer", Imports: []string{"ctxstore/cluster"}}
+		}, nil, 1, 0},
+		{"gateway calls other nodes through the client", func(g graph) { add(g, "gateway/native", "gateway/client") }, nil, 1, 0},
+		{"gateway imports the cluster's transport", func(g graph) { add(g, "gateway/native", "ctxstore/cluster/peer") }, nil, 1, 0},
+		{"ctxctl imports the cluster's transport", func(g graph) { add(g, "cmd/ctxctl", "ctxstore/cluster/peer") }, nil, 1, 0},
+		{"the transport goes through the client", func(g graph) { add(g, "ctxstore/cluster/peer", "gateway/client") }, nil, 1, 0},
+		{"the transport goes through the native server", func(g graph) { add(g, "ctxstore/cluster/peer", "gateway/native") }, nil, 1, 0},
+		{"the wire codec imports the native server", func(g graph) { add(g, "gateway/native/wire", "gateway/native") }, nil, 1, 0},
+		{"the domain imports the error table, a leaf", func(g graph) { add(g, "ctxstore", "gateway/errcode") }, nil, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

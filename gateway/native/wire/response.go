@@ -273,3 +273,46 @@ func AppendErrorBody(b []byte, msg string) []byte {
 	b = le.AppendUint16(b, uint16(len(msg)))
 	return append(b, msg...)
 }
+
+// skipBytes is the Dest that reads past every GET block.
+func skipBytes(int, uint32) []byte { return []byte{} }
+
+// ReadAnswer reads the next response frame of a pipelined connection from
+// r: it decodes the header (against maxFrame), asks match for the request
+// with the frame's id (its opcode, item count and GET destination; ok
+// false when the connection has no such request) and decodes the body
+// into it. It checks that the answer's opcode is the request's and that a
+// successful answer has one result per item. A frame for no request is
+// an error: a fatal one the server could not attribute (its code and
+// message), or a corrupt stream. Any error means the stream is broken and
+// the connection must close; h is the header when it was decoded.
+func ReadAnswer(r io.Reader, maxFrame uint32, match func(id uint64) (op Op, count uint32, dest Dest, ok bool)) (h Header, resp *Response, err error) {
+	var hb [HeaderSize]byte
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
+		return Header{}, nil, err
+	}
+	if h, err = DecodeHeader(hb[:], maxFrame); err != nil {
+		return Header{}, nil, err
+	}
+	op, count, dest, ok := match(h.ID)
+	if !ok {
+		msg := fmt.Sprintf("response for unknown request id %d (code %s)", h.ID, h.Code)
+		if h.Code == errcode.OK {
+			return h, nil, errcode.MalformedFrame.Err(msg)
+		}
+		if resp, err := ReadResponse(r, h, skipBytes); err == nil {
+			msg = resp.Message
+		}
+		return h, nil, h.Code.Err(msg)
+	}
+	if h.Op != op {
+		return h, nil, fmt.Errorf("%w: response opcode %s for a %s request", errcode.ErrMalformedFrame, h.Op, op)
+	}
+	if resp, err = ReadResponse(r, h, dest); err != nil {
+		return h, nil, err
+	}
+	if h.Code == errcode.OK && resp.Items != nil && len(resp.Items) != int(count) {
+		return h, nil, fmt.Errorf("%w: %d results for %d items", errcode.ErrMalformedFrame, len(resp.Items), count)
+	}
+	return h, resp, nil
+}

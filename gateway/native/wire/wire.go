@@ -468,3 +468,29 @@ func PinTTLMillis(ms int64) uint32 {
 	}
 	return uint32(ms)
 }
+
+// CheckPutItem is a client's check of one block before it is sent in a
+// PUT: no larger than the server's MaxBlockSize (block.ErrTooLarge), and
+// hints in range.
+func CheckPutItem(l Limits, k block.Key, size int, o block.PutOptions) error {
+	if uint64(size) > uint64(l.MaxBlockSize) {
+		return fmt.Errorf("%w: %s: %d bytes exceeds the server's maximum block size %d", block.ErrTooLarge, k, size, l.MaxBlockSize)
+	}
+	if err := o.ValidateHints(); err != nil {
+		return fmt.Errorf("%s: %w", k, err)
+	}
+	return nil
+}
+
+// PutItemHead is the bytes a PUT item takes in its frame besides the
+// block's: the item record, and the hint record (with the session id) when
+// the frame carries them.
+func PutItemHead(hinted, sessions bool) int64 {
+	switch {
+	case sessions:
+		return PutItemSize + PutSessionHintsSize
+	case hinted:
+		return PutItemSize + PutHintsSize
+	}
+	return PutItemSize
+}

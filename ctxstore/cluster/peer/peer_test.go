@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,21 @@ import (
 // startPeer serves a peer listener over a fresh DRAM tier; with srvTLS it
 // speaks TLS, as ctxd's does with --tls-cert.
 func startPeer(t *testing.T, srvTLS *tls.Config) (*tiers.Manager, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srvTLS != nil {
+		ln = tls.NewListener(ln, srvTLS)
+	}
+	stack, _ := servePeer(t, ln)
+	return stack, ln.Addr().String()
+}
+
+// servePeer serves the native protocol on ln over a fresh DRAM tier until
+// stop (or the test's end).
+func servePeer(t *testing.T, ln net.Listener) (stack *tiers.Manager, stop func()) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	dc := dram.DefaultConfig()
@@ -43,28 +59,25 @@ func startPeer(t *testing.T, srvTLS *tls.Config) (*tiers.Manager, string) {
 	}
 	cfg := native.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
-	srv, err := NewServer(cfg, store, nil, log)
+	srv, err := native.New(cfg, store, nil, log)
 	if err != nil {
 		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if srvTLS != nil {
-		ln = tls.NewListener(ln, srvTLS)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		srv.Shutdown(sctx)
-		cancel()
-		<-done
-	})
-	return stack, ln.Addr().String()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+			defer c()
+			srv.Shutdown(sctx)
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return stack, stop
 }
 
 // peerFixture starts a plain peer listener and returns its tiers, a client
@@ -153,7 +166,7 @@ func TestShardTLS(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := DefaultOptions()
-			opts.Client.TLS = tc.tls
+			opts.TLS = tc.tls
 			p, err := New(opts)
 			if err != nil {
 				t.Fatal(err)
@@ -328,5 +341,75 @@ func TestPutShardsReportsEachShard(t *testing.T) {
 		if !errors.Is(err, block.ErrUnavailable) {
 			t.Fatalf("dead member, shard %d: %v", i, err)
 		}
+	}
+}
+
+// TestLostLinkIsDialedAgainAndChecked: when the member's listener goes
+// away, the call that finds the connection broken fails Unavailable and
+// drops the link; the next call dials anew and checks the identity again,
+// so another member now listening at the old address is refused, and the
+// member itself, back at its address, is served.
+func TestLostLinkIsDialedAgainAndChecked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	listenAgain := func() net.Listener {
+		t.Helper()
+		for {
+			ln, err := net.Listen("tcp", addr)
+			if err == nil {
+				return ln
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("listening again at %s: %v", addr, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	setID := func(stack *tiers.Manager, id string) {
+		t.Helper()
+		if err := stack.Put(ctx, cluster.IdentityKey, []byte(id), block.Checksum([]byte(id)), block.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stack, stop := servePeer(t, ln)
+	setID(stack, "n2")
+	p, err := New(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	m := fsm.Member{ID: "n2", DataAddr: addr}
+	if err := p.Healthy(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	// Both pooled connections were open; whichever a call picks, it
+	// fails Unavailable (a lost connection, or the dial of a new link).
+	if err := p.Healthy(ctx, m); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("member gone: %v, want Unavailable", err)
+	}
+	other, stopOther := servePeer(t, listenAgain())
+	setID(other, "n3")
+	d := []byte("meant for n2")
+	k := block.NewKey(block.DefaultNamespace, 5)
+	if err := p.PutShard(ctx, m, k, d, block.Checksum(d), block.PutOptions{}); !errors.Is(err, block.ErrUnavailable) || !strings.Contains(err.Error(), "stale address") {
+		t.Fatalf("put to n2 with n3 at its address: %v, want Unavailable naming the stale address", err)
+	}
+	if other.Contains(k) {
+		t.Fatal("a shard meant for n2 landed on n3")
+	}
+	stopOther()
+	back, _ := servePeer(t, listenAgain())
+	setID(back, "n2")
+	if err := p.PutShard(ctx, m, k, d, block.Checksum(d), block.PutOptions{}); err != nil {
+		t.Fatalf("put to n2 back at its address: %v", err)
+	}
+	if !back.Contains(k) {
+		t.Fatal("the shard did not land on n2")
 	}
 }
