@@ -63,16 +63,9 @@ func (c *Client) PutWithOptions(ctx context.Context, key block.Key, data []byte,
 // the server's MaxBlockSize fail locally with block.ErrTooLarge.
 func (c *Client) PutBatch(ctx context.Context, items []PutItem) (errs []error, err error) {
 	errs = make([]error, len(items))
-	send := make([]int, 0, len(items))
-	hinted, sessions := false, false
-	for i, it := range items {
-		if errs[i] = wire.CheckPutItem(c.limits, it.Key, len(it.Data), it.Opts); errs[i] != nil {
-			continue
-		}
-		hinted = hinted || it.Opts.HasHints()
-		sessions = sessions || it.Opts.Session != 0
-		send = append(send, i)
-	}
+	send, hinted, sessions := wire.CheckPutItems(c.limits, len(items), func(i int) (block.Key, int, block.PutOptions) {
+		return items[i].Key, len(items[i].Data), items[i].Opts
+	}, errs)
 	itemHead := wire.PutItemHead(hinted, sessions)
 	chs := c.chunks(len(send),
 		func(j int) string { return items[send[j]].Key.Namespace },

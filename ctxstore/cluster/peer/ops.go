@@ -114,16 +114,9 @@ func putShards(ctx context.Context, l *link, shards []cluster.ShardPut, errs []e
 		}
 		return err
 	}
-	send := make([]int, 0, len(shards))
-	hinted, sessions := false, false
-	for i, s := range shards {
-		if errs[i] = wire.CheckPutItem(c.limits, s.Key, len(s.Data), s.Opts); errs[i] != nil {
-			continue
-		}
-		hinted = hinted || s.Opts.HasHints()
-		sessions = sessions || s.Opts.Session != 0
-		send = append(send, i)
-	}
+	send, hinted, sessions := wire.CheckPutItems(c.limits, len(shards), func(i int) (block.Key, int, block.PutOptions) {
+		return shards[i].Key, len(shards[i].Data), shards[i].Opts
+	}, errs)
 	itemHead := wire.PutItemHead(hinted, sessions)
 	room := int64(c.limits.MaxFrameSize) - wire.HeaderSize - 1 - block.MaxNamespaceLen - 8
 	maxBatch := max(int(c.limits.MaxBatch), 1)

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,5 +96,47 @@ func TestPutHintsRejects(t *testing.T) {
 	keys := AppendKey(AppendNamespace(nil, "default"), block.NewKey("default", 7))
 	if _, err := DecodeRequest(Header{Length: uint32(len(keys)), Op: OpGet, Flags: FlagPutHints, Count: 1}, keys, testLimits); !errors.Is(err, errcode.ErrMalformedFrame) {
 		t.Fatalf("put-hints flag on a GET: %v", err)
+	}
+}
+
+func TestCheckPutItems(t *testing.T) {
+	l := Limits{MaxBlockSize: 8}
+	type item struct {
+		size int
+		opts block.PutOptions
+	}
+	for _, tc := range []struct {
+		name             string
+		items            []item
+		send             []int
+		refused          []int // errs[i] wraps block.ErrTooLarge
+		hinted, sessions bool
+		wantHead         int64
+	}{
+		{"plain", []item{{4, block.PutOptions{}}, {8, block.PutOptions{}}}, []int{0, 1}, nil, false, false, PutItemSize},
+		{"one too large", []item{{9, block.PutOptions{}}, {1, block.PutOptions{}}}, []int{1}, []int{0}, false, false, PutItemSize},
+		{"hints", []item{{1, block.PutOptions{}}, {1, block.PutOptions{Reuse: block.ReuseNever}}}, []int{0, 1}, nil, true, false, PutItemHead(true, false)},
+		{"session", []item{{1, block.PutOptions{Reuse: block.ReuseSession, Session: 7}}}, []int{0}, nil, true, true, PutItemSize + PutSessionHintsSize},
+		// A refused item's hints do not make the frame carry hint records.
+		{"refused hinted", []item{{9, block.PutOptions{Session: 7}}, {1, block.PutOptions{}}}, []int{1}, []int{0}, false, false, PutItemSize},
+		{"none", nil, []int{}, nil, false, false, PutItemSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := make([]error, len(tc.items))
+			send, hinted, sessions := CheckPutItems(l, len(tc.items), func(i int) (block.Key, int, block.PutOptions) {
+				return block.NewKey("ns", uint64(i)), tc.items[i].size, tc.items[i].opts
+			}, errs)
+			if !slices.Equal(send, tc.send) || hinted != tc.hinted || sessions != tc.sessions {
+				t.Fatalf("send %v hinted %v sessions %v, want %v %v %v", send, hinted, sessions, tc.send, tc.hinted, tc.sessions)
+			}
+			if h := PutItemHead(hinted, sessions); h != tc.wantHead {
+				t.Fatalf("item head %d, want %d", h, tc.wantHead)
+			}
+			for i, err := range errs {
+				if want := slices.Contains(tc.refused, i); want != errors.Is(err, block.ErrTooLarge) {
+					t.Fatalf("item %d: %v (refusal expected: %v)", i, err, want)
+				}
+			}
+		})
 	}
 }

@@ -482,6 +482,25 @@ func CheckPutItem(l Limits, k block.Key, size int, o block.PutOptions) error {
 	return nil
 }
 
+// CheckPutItems is a client's check of a batch put's n items before they
+// are framed: errs[i] is set to item i's CheckPutItem refusal; send lists
+// the items that passed, in order; hinted and sessions say whether any of
+// them has hints or a session id (the frames then carry hint records, see
+// PutItemHead). item(i) returns item i's key, size and options.
+func CheckPutItems(l Limits, n int, item func(i int) (block.Key, int, block.PutOptions), errs []error) (send []int, hinted, sessions bool) {
+	send = make([]int, 0, n)
+	for i := range n {
+		k, size, o := item(i)
+		if errs[i] = CheckPutItem(l, k, size, o); errs[i] != nil {
+			continue
+		}
+		hinted = hinted || o.HasHints()
+		sessions = sessions || o.Session != 0
+		send = append(send, i)
+	}
+	return send, hinted, sessions
+}
+
 // PutItemHead is the bytes a PUT item takes in its frame besides the
 // block's: the item record, and the hint record (with the session id) when
 // the frame carries them.
