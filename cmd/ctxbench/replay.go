@@ -49,7 +49,7 @@ func parseReplayArgs(args []string, stderr io.Writer) (replayArgs, error) {
 	fs.StringVar(&a.tierNative, "tier-native", "", "ctxd's native protocol address (e.g. 127.0.0.1:7400): lookups, gets and puts go over it instead of the HTTP API (--tier-url still checks readiness and the namespace)")
 	fs.StringVar(&a.routerURL, "router-url", "", "ctxd's routing API (e.g. http://127.0.0.1:7401/v1/route) for the shared-tier policy; empty: an in-process router")
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace of the blocks (its block size must be --block-tokens)")
-	fs.StringVar(&a.salt, "key-salt", "random", "XORed into trace hash ids to form block hashes: a number, or random (fresh keys per run)")
+	fs.StringVar(&a.salt, "key-salt", "random", "separates this run's block hashes from other runs' (spread by SplitMix64, XORed into trace hash ids; 0 keeps the ids): a number, or random (fresh keys per run)")
 	fs.StringVar(&a.policies, "policies", "all", "comma-separated policies: "+policyNames()+", or all")
 	fs.IntVar(&c.BlockTokens, "block-tokens", c.BlockTokens, "tokens per block (the trace's)")
 	fs.Int64Var(&c.KVBytesPerToken, "kv-bytes-per-token", c.KVBytesPerToken, "model KV bytes per token, all layers (Llama-3-8B bf16: 131072)")

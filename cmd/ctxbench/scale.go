@@ -20,6 +20,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/partition"
 	"github.com/ctxtier/ctxtier/ctxstore/placement"
+	"github.com/ctxtier/ctxtier/internal/mix"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
@@ -266,7 +267,7 @@ func scaleOne(ctx context.Context, a scaleArgs, n int, progress io.Writer) (scal
 	var next atomic.Uint64
 	spread := func(_ int, dst []uint64) bool {
 		for i := range dst {
-			dst[i] = splitmix(next.Add(1))
+			dst[i] = mix.SplitMix64(next.Add(1))
 		}
 		return true
 	}
@@ -410,7 +411,7 @@ type partitionPool struct {
 func newPartitionPool(cfg partition.Config, n int, seed uint64) *partitionPool {
 	pp := &partitionPool{buckets: make([][]uint64, cfg.Partitions), cursor: make([]atomic.Int64, cfg.Partitions)}
 	for i := range uint64(n) {
-		h := splitmix(seed + i)
+		h := mix.SplitMix64(seed + i)
 		p := cfg.Of(block.NewKey(block.DefaultNamespace, h))
 		pp.buckets[p] = append(pp.buckets[p], h)
 	}
@@ -486,13 +487,4 @@ func scaleLoad(ctx context.Context, r *partition.Router, a scaleArgs, keys keySo
 	wg.Wait()
 	lat.wall, lat.cpu = time.Since(t0), cpuTime()-cpu0
 	return acked, lat, failed.Load()
-}
-
-// splitmix is SplitMix64's finaliser: distinct, well-spread hashes from a
-// counter.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
 }

@@ -71,8 +71,9 @@ func (p Policy) usesHBM() bool { return p != NoCache }
 type Config struct {
 	// Namespace holds the shared tier's blocks; its block size must be BlockTokens.
 	Namespace string
-	// KeySalt is XORed into every trace hash id to form the block hash, so
-	// runs against the same server do not see each other's blocks.
+	// KeySalt makes the block hashes of a run: a trace hash id h becomes
+	// h XOR saltMask(KeySalt), so runs with different salts against the
+	// same server do not see each other's blocks. 0 keeps the trace's ids.
 	KeySalt uint64
 	// BlockTokens is the tokens per block (the trace's: 512 for Mooncake).
 	BlockTokens int

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/router"
+	"github.com/ctxtier/ctxtier/internal/mix"
 	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
@@ -75,6 +76,7 @@ func prepare(cfg Config, reqs []trace.Request) ([]preq, error) {
 	if len(reqs) > 0 {
 		t0 = reqs[0].TimestampMs
 	}
+	mask := saltMask(cfg.KeySalt)
 	for i, r := range reqs {
 		if r.TimestampMs < t0 {
 			return nil, fmt.Errorf("replay: request %d: timestamp %d before the first (%d): the trace must be sorted", i, r.TimestampMs, t0)
@@ -84,7 +86,7 @@ func prepare(cfg Config, reqs []trace.Request) ([]preq, error) {
 		p := preq{arrival: float64(r.TimestampMs-reqs[0].TimestampMs) / 1000, prompt: r.InputLength, output: r.OutputLength,
 			hashes: make([]uint64, n), tokens: make([]int, n), full: make([]int64, n), wire: make([]int64, n)}
 		for j, h := range r.HashIDs {
-			p.hashes[j] = h ^ cfg.KeySalt
+			p.hashes[j] = h ^ mask
 			// The last block of a prompt is partial; a trace whose hash ids
 			// outnumber its tokens still gets a token per block.
 			p.tokens[j] = max(1, min(cfg.BlockTokens, r.InputLength-j*cfg.BlockTokens))
@@ -653,4 +655,17 @@ func (s *sim) handoff(c *cluster, rec *Record, p *preq, now, ttftEnd float64) {
 	rec.Decoder = best
 	rec.DecodeWait = bestStart - ready
 	rec.E2E = rec.TTFT + rec.Handoff + rec.DecodeWait + dur
+}
+
+// saltMask is what a run's KeySalt XORs into trace hash ids. A salt XORed
+// in as it is would let small salts collide: under salts 7 and 11 the ids
+// h and h^12 became one block hash, so two runs shared (and overwrote)
+// blocks of different sizes. SplitMix64 spreads every salt over all 64
+// bits, so two runs' hashes meet only if the masks' XOR equals the XOR of
+// two trace ids (small numbers): odds of about n²/2⁶⁴. 0 stays 0.
+func saltMask(salt uint64) uint64 {
+	if salt == 0 {
+		return 0
+	}
+	return mix.SplitMix64(salt)
 }

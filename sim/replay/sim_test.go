@@ -442,3 +442,23 @@ func TestPrefillPassCostIsPaidOncePerRequest(t *testing.T) {
 		t.Fatalf("compute %v and %v, want 0.085 and 0.005 (a whole-prompt hit still runs one pass)", recs[0].Compute, recs[1].Compute)
 	}
 }
+
+// Two runs with different salts never share a block hash over a trace's
+// ids (plain XOR of salts 7 and 11 mapped ids h and h^12 to one hash), and
+// salt 0 keeps the trace's ids.
+func TestSaltMaskSeparatesRuns(t *testing.T) {
+	for _, tc := range []struct{ a, b uint64 }{{7, 11}, {1, 2}, {1, 3}, {0, 1}, {0x10, 0x11}} {
+		seen := map[uint64]bool{}
+		for h := range uint64(1 << 14) {
+			seen[h^saltMask(tc.a)] = true
+		}
+		for h := range uint64(1 << 14) {
+			if seen[h^saltMask(tc.b)] {
+				t.Fatalf("salts %d and %d: id %d of the second run has a hash of the first", tc.a, tc.b, h)
+			}
+		}
+	}
+	if saltMask(0) != 0 {
+		t.Fatal("salt 0 must keep the trace's ids")
+	}
+}
