@@ -23,7 +23,7 @@ import (
 func movedCluster(t *testing.T, ns string, k, m int) (*testCluster, testBlock, fsm.Entry) {
 	tc := newTestCluster(t, 4, func(c *Config) {
 		// A held rewrite must not time out and go to the spare meanwhile.
-		c.RepairInterval, c.ShardTimeout = time.Hour, 20*time.Second
+		c.RepairInterval, c.DropLinger, c.ShardTimeout = time.Hour, 10*time.Millisecond, 20*time.Second
 	})
 	tc.createNS(ns, k, m)
 	blocks := tc.putBlocks(1, 0, ns)
@@ -179,6 +179,64 @@ func TestRewriteDoesNotOverwriteAMove(t *testing.T) {
 			}
 			open()
 			wg.Wait()
+			tc.storedAsNamed(b, want)
+		})
+	}
+}
+
+// TestDropDoesNotOverwriteAMove: a member drops a shard to capacity
+// pressure; between the drop batch's lookup and its commit another writer
+// moves another shard of the block to a spare member. The drop's
+// placement change is computed again from the moved placement: the index
+// keeps the moved shard and loses only the dropped one.
+func TestDropDoesNotOverwriteAMove(t *testing.T) {
+	for _, tt := range movedCodes {
+		t.Run(tt.name, func(t *testing.T) {
+			tc, b, e := movedCluster(t, tt.name, tt.k, tt.m)
+			ctx := withTimeout(t, 60*time.Second)
+			dropped, moved := e.Placement[len(e.Placement)-1], e.Placement[0]
+			var spare *testNode
+			for _, tn := range tc.nodes {
+				if !slices.ContainsFunc(e.Placement, func(s fsm.Shard) bool { return s.NodeID == tn.id }) {
+					spare = tn
+				}
+			}
+			dn := tc.byID(dropped.NodeID)
+			c, err := dn.backend.code(b.key.Namespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The other writer commits right before the drop batch's
+			// proposal, after the batch looked the entry up.
+			type move struct {
+				place []fsm.Shard
+				err   error
+			}
+			movedTo := make(chan move, 1)
+			var once sync.Once
+			next := dn.backend.drops.propose
+			dn.backend.drops.propose = func(ctx context.Context, ops ...fsm.Op) ([]fsm.OpResult, error) {
+				once.Do(func() {
+					place, err := tc.moveShard(ctx, b, e.Placement, moved, spare.id)
+					movedTo <- move{place, err}
+				})
+				return next(ctx, ops...)
+			}
+			sk := shardKey(b.key, c, int(dropped.Index))
+			if err := dn.tiers.Delete(ctx, sk); err != nil {
+				t.Fatal(err)
+			}
+			dn.backend.Dropped(sk)
+			var mv move
+			select {
+			case mv = <-movedTo:
+			case <-ctx.Done():
+				t.Fatal("the drop batch never proposed")
+			}
+			if mv.err != nil {
+				t.Fatal(mv.err)
+			}
+			want := slices.DeleteFunc(slices.Clone(mv.place), func(s fsm.Shard) bool { return s == dropped })
 			tc.storedAsNamed(b, want)
 		})
 	}
