@@ -37,6 +37,9 @@ type dropBatcher struct {
 	// propose commits index operations (Backend.propose); cleanup deletes
 	// by key the shards left of an entry a drop deleted (Backend.cleanup).
 	propose func(context.Context, ...fsm.Op) ([]fsm.OpResult, error)
+	// catchUp waits until this node's index shows the placement changes
+	// planned from the placements given (Backend.catchUp).
+	catchUp func(context.Context, map[block.Key][]fsm.Shard)
 	cleanup func(key block.Key, c *erasure.Code, place []fsm.Shard)
 }
 
@@ -237,18 +240,55 @@ func (d *dropBatcher) run(stop <-chan struct{}) {
 
 // flush commits the index corrections of a batch of dropped shards and
 // returns the ones to retry with the next batch.
+//
+// Each placement change is conditional on the placement it was computed
+// from (fsm.MovePlaceOp): a repair or a rebalance may move the block
+// between the lookup and the commit, and an unconditional change, planned
+// from the older placement, would name the copies that writer deleted and
+// leave the ones it wrote unnamed. A refused change is computed again from
+// the entry as read once caught up, up to dropRetries times; after that
+// the drop is left to repair (a read or a repair pass finds the shard
+// missing). The drop writes no copy, so a refusal deletes nothing.
 func (d *dropBatcher) flush(all []block.Key) (deferred []block.Key) {
 	keys, deferred, done := d.gap.takeForFlush(all, d.local.Contains)
 	defer d.gap.doneFlush(all, done)
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ProposeTimeout)
+	defer cancel()
+	for try := 0; len(keys) > 0; try++ {
+		if try > dropRetries {
+			d.log.Warn("index correction for dropped shards refused again and again; left to repair", "blocks", len(keys))
+			return deferred
+		}
+		refused, err := d.commit(ctx, keys)
+		if err != nil {
+			d.log.Warn("index correction for dropped shards failed", "blocks", len(keys), "err", err)
+			return deferred
+		}
+		keys = refused
+	}
+	return deferred
+}
+
+// dropRetries bounds how often a batch computes a refused placement change
+// again (each refusal means another writer moved the block meanwhile).
+const dropRetries = 3
+
+// commit proposes the index corrections of keys (shards the local tier
+// dropped) in one batch, deletes the remaining shards of the entries it
+// deleted, and returns the keys whose placement change was refused (the
+// block moved meanwhile), to be computed again.
+func (d *dropBatcher) commit(ctx context.Context, keys []block.Key) (refused []block.Key, err error) {
 	f := d.node.FSM()
 	var ops []fsm.Op
-	var orphans []fsm.Op // deleted entries whose other shards are garbage now
-	var orphanAt []int   // each orphan's op in ops
+	var opKeys []block.Key // each op's dropped shard
+	var orphans []fsm.Op   // deleted entries whose other shards are garbage now
+	var orphanAt []int     // each orphan's op in ops
+	from := map[block.Key][]fsm.Shard{}
 	seen := map[block.Key]bool{}
 	for _, sk := range keys {
 		key := sk.Block()
 		e, ok := f.Lookup(key)
-		if !ok {
+		if !ok || d.local.Contains(sk) {
 			continue
 		}
 		c, err := namespaceCode(f, key.Namespace)
@@ -273,20 +313,18 @@ func (d *dropBatcher) flush(all []block.Key) (deferred []block.Key) {
 			ops = append(ops, fsm.DeleteOp(key, e.Generation))
 			orphans = append(orphans, fsm.Op{Key: key, Placement: left})
 		} else {
-			ops = append(ops, fsm.PlaceOp(key, e.Sum, left))
+			ops = append(ops, fsm.MovePlaceOp(key, e.Sum, e.Placement, left, time.Time{}))
+			from[key] = e.Placement
 		}
+		opKeys = append(opKeys, sk)
 	}
 	if len(ops) == 0 {
-		return
+		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ProposeTimeout)
-	defer cancel()
 	res, err := d.propose(ctx, ops...)
 	if err != nil {
-		d.log.Warn("index correction for dropped shards failed", "blocks", len(ops), "err", err)
-		return
+		return nil, err
 	}
-	d.met.drops.Add(float64(len(ops)))
 	for i, o := range orphans {
 		// Only a delete that committed leaves garbage: a refused one (the
 		// key was put again meanwhile) leaves shards the index names.
@@ -299,5 +337,17 @@ func (d *dropBatcher) flush(all []block.Key) (deferred []block.Key) {
 			d.cleanup(o.Key, c, o.Placement)
 		}
 	}
-	return deferred
+	for i, o := range ops {
+		if o.Kind == fsm.OpPlace && res[i].Status == fsm.StatusConflict {
+			refused = append(refused, opKeys[i])
+		}
+	}
+	// A refused change is counted when it is proposed again.
+	d.met.drops.Add(float64(len(ops) - len(refused)))
+	if len(refused) > 0 {
+		// Computed again from the entry as the leader has it: this node
+		// may follow, and its FSM not show the other writer's move yet.
+		d.catchUp(ctx, from)
+	}
+	return refused, nil
 }

@@ -327,21 +327,15 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 	}
 	// Conditional on the placement scanned: a node that lost the lead while
 	// it wrote must not overwrite what a newer leader committed meanwhile.
-	r, err := b.propose(ctx, fsm.MovePlaceOp(t.key, t.entry.Sum, t.entry.Placement, place, began))
-	b.catchUp(ctx, map[block.Key][]fsm.Shard{t.key: t.entry.Placement})
-	cur, ok := b.node.FSM().Lookup(t.key)
+	st, cur, ok, err := b.commitMove(ctx, fsm.MovePlaceOp(t.key, t.entry.Sum, t.entry.Placement, place, began))
 	if err != nil {
-		if !ok || !slices.Equal(cur.Placement, place) {
-			return repairResult{}, err // outcome unknown: every copy stays
-		}
-		// It committed; the answer was lost (with the leadership).
-		r = []fsm.OpResult{{Status: fsm.StatusUpdated}}
+		return repairResult{}, err // outcome unknown: every copy stays
 	}
-	if r[0].Status != fsm.StatusUpdated {
+	if st != fsm.StatusUpdated {
 		// Refused: another writer may have put the same copies where this
 		// one did (placement picks the same members); keep those it named.
 		b.cleanup(t.key, c, written, cur.Placement, v)
-		return repairResult{}, fmt.Errorf("%w: placement of %s not updated: %s", block.ErrUnavailable, t.key, r[0].Status)
+		return repairResult{}, fmt.Errorf("%w: placement of %s not updated: %s", block.ErrUnavailable, t.key, st)
 	}
 	if !ok || !containsAll(cur.Placement, written, c.K == 1) {
 		// The FSM dropped a written shard (its member restarted since the
@@ -357,6 +351,25 @@ func (b *Backend) repairOne(t repairTask) (res repairResult, err error) {
 	b.cleanup(t.key, c, dupsGone, nil, v)
 	res.written, res.dropped = len(written), drop
 	return res, nil
+}
+
+// commitMove commits op, a placement change planned from op.IfPlacement
+// (fsm.MovePlaceOp), and reads its outcome back once caught up (catchUp).
+// It returns the FSM's answer, Updated also for a commit whose answer was
+// lost (with the leadership) when the caught-up entry has exactly
+// op.Placement, and the entry as read then (ok false: none). err is set
+// only when the outcome is unknown: the caller keeps every copy.
+func (b *Backend) commitMove(ctx context.Context, op fsm.Op) (st fsm.Status, cur fsm.Entry, ok bool, err error) {
+	r, err := b.propose(ctx, op)
+	b.catchUp(ctx, map[block.Key][]fsm.Shard{op.Key: op.IfPlacement})
+	cur, ok = b.node.FSM().Lookup(op.Key)
+	if err != nil {
+		if !ok || !slices.Equal(cur.Placement, op.Placement) {
+			return 0, cur, ok, err
+		}
+		return fsm.StatusUpdated, cur, ok, nil
+	}
+	return r[0].Status, cur, ok, nil
 }
 
 // catchUp makes this node's index show the outcome of the placement changes

@@ -63,27 +63,25 @@ func (b *Backend) rewriteDropped(ctx context.Context, p *pendingPut, e fsm.Entry
 		return
 	}
 	place := append(slices.Clone(e.Placement), rewritten...)
-	res, err := b.propose(ctx, fsm.WrittenPlaceOp(p.key, p.op.Sum, place, began))
-	if err == nil && res[0].Status == fsm.StatusUpdated {
+	// Conditional on the placement committed with the put: a repair or a
+	// rebalance may have moved the block since, and this change, planned
+	// from the older placement, would name copies that writer deleted and
+	// drop the ones it wrote.
+	st, cur, ok, err := b.commitMove(ctx, fsm.MovePlaceOp(p.key, p.op.Sum, e.Placement, place, began))
+	if err == nil && st == fsm.StatusUpdated {
 		b.met.shardsWritten.Add(float64(len(rewritten)))
 		return
 	}
 	if err == nil {
-		// Refused (the block was deleted or re-put meanwhile): the copies
-		// the index does not name go.
+		// Refused (the block was moved, deleted or re-put meanwhile): the
+		// copies the index does not name go; another writer may have put
+		// some where this one did, so those it names stay.
 		var keep []fsm.Shard
-		if cur, ok := b.node.FSM().Lookup(p.key); ok {
+		if ok {
 			keep = cur.Placement
 		}
 		b.cleanup(p.key, p.c, rewritten, keep, shardVersion(p.c, p.op.Sum, shards))
 	}
 	// An unknown outcome keeps the copies (the placement may name them).
-	b.log.Warn("put: committing shards rewritten after a drop failed; repair rebuilds them", "key", p.key.String(), "err", err, "status", statusOf(res))
-}
-
-func statusOf(res []fsm.OpResult) string {
-	if len(res) == 0 {
-		return ""
-	}
-	return res[0].Status.String()
+	b.log.Warn("put: committing shards rewritten after a drop failed; repair rebuilds them", "key", p.key.String(), "err", err, "status", st.String())
 }
