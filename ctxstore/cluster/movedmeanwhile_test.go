@@ -222,6 +222,12 @@ func TestDropDoesNotOverwriteAMove(t *testing.T) {
 				})
 				return next(ctx, ops...)
 			}
+			// The batch looks the entry up in the dropping member's own
+			// index: it must know the block, or the drop is a no-op.
+			tc.eventually("the dropping member's index has the block", func() bool {
+				cur, ok := dn.node.FSM().Lookup(b.key)
+				return ok && slices.Equal(cur.Placement, e.Placement)
+			})
 			sk := shardKey(b.key, c, int(dropped.Index))
 			if err := dn.tiers.Delete(ctx, sk); err != nil {
 				t.Fatal(err)
