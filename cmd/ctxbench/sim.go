@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/sim/policysim"
+	"github.com/ctxtier/ctxtier/sim/replay"
 	"github.com/ctxtier/ctxtier/sim/trace"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
@@ -31,7 +32,8 @@ type simArgs struct {
 	sweep          bool
 	sweepTokens    []int64
 	plotPath       string
-	protect        bool
+	opt            policysim.Options // --protect-request, --touch-after-miss
+	keySalt        uint64            // --key-salt: trace ids XOR replay.SaltMask(keySalt)
 	oracles        bool
 	compare        []string
 	ctxd           ctxdArgs
@@ -100,7 +102,9 @@ func parseSimArgs(args []string) (simArgs, error) {
 	fs.BoolVar(&a.sweep, "sweep", false, "sweep capacities and plot hit ratio against capacity")
 	sweepList := fs.String("sweep-tokens", "500000,1000000,2000000,3000000,5000000,7500000,10000000,15000000,20000000,30000000", "comma-separated capacities (tokens) for --sweep")
 	fs.StringVar(&a.plotPath, "plot", "sim_sweep.png", "PNG file written by --sweep")
-	fs.BoolVar(&a.protect, "protect-request", false, "do not let a request evict its own blocks while it is processed")
+	fs.BoolVar(&a.opt.ProtectRequest, "protect-request", false, "do not let a request evict its own blocks while it is processed")
+	touchAfterMiss := fs.Bool("touch-after-miss", true, "touch a request's resident blocks after its first miss too; false: only its hit prefix, as ctxd sees `ctxbench replay` (docs/policy.md), and --ctxd reads only the prefix a lookup reports")
+	fs.Uint64Var(&a.keySalt, "key-salt", 0, "replay the trace with the block hashes of `ctxbench replay --key-salt N` (a policy that hashes keys, such as Window's ghosts, then sees what ctxd saw), and --ctxd with exactly those keys (else a random salt per run); 0: the trace's ids")
 	fs.BoolVar(&a.oracles, "oracles", false, "also print the partial-oracle bounds (oracle-reused-death, oracle-reused-future; docs/policy.md)")
 	fs.StringVar(&a.ctxd.addr, "ctxd", "", "also replay the trace against a real ctxd at this native address (start it with --dram-capacity = capacity in blocks x --ctxd-block-bytes, --nvme-dir off)")
 	fs.StringVar(&a.ctxd.namespace, "ctxd-namespace", "default", "namespace of the ctxd replay's blocks")
@@ -112,6 +116,9 @@ func parseSimArgs(args []string) (simArgs, error) {
 	if err := fs.Parse(args); err != nil {
 		return a, fmt.Errorf("%w: %v", errSimUsage, err)
 	}
+	a.opt.PrefixTouchOnly = !*touchAfterMiss
+	a.ctxd.prefixOnly = a.opt.PrefixTouchOnly
+	a.ctxd.fixedKeys = a.keySalt != 0
 	if a.ctxd.addr != "" && (a.sweep || a.ctxd.blockBytes < 8 || a.ctxd.blockBytes%8 != 0 || a.ctxd.speed <= 0) {
 		return a, fmt.Errorf("%w: --ctxd needs no --sweep, a --ctxd-block-bytes multiple of 8 and a positive --ctxd-speed", errSimUsage)
 	}
@@ -158,8 +165,9 @@ func runSim(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	saltTrace(reqs, replay.SaltMask(a.keySalt))
 	if !a.sweep {
-		row, err := simulate(ctx, reqs, a.policyName, a.compare, int(a.capacityTokens/int64(a.blockTokens)), a.protect, a.oracles)
+		row, err := simulate(ctx, reqs, a.policyName, a.compare, int(a.capacityTokens/int64(a.blockTokens)), a.opt, a.oracles)
 		if err != nil {
 			return err
 		}
@@ -201,12 +209,23 @@ type simRow struct {
 	compare        []policysim.Result // --compare policies
 }
 
-func simulate(ctx context.Context, reqs []trace.Request, name string, compare []string, blocks int, protect, oracles bool) (simRow, error) {
+// saltTrace XORs mask into every hash id of reqs.
+func saltTrace(reqs []trace.Request, mask uint64) {
+	if mask == 0 {
+		return
+	}
+	for i := range reqs {
+		for j := range reqs[i].HashIDs {
+			reqs[i].HashIDs[j] ^= mask
+		}
+	}
+}
+
+func simulate(ctx context.Context, reqs []trace.Request, name string, compare []string, blocks int, opt policysim.Options, oracles bool) (simRow, error) {
 	f, err := lookupSimPolicy(name)
 	if err != nil {
 		return simRow{}, err
 	}
-	opt := policysim.Options{ProtectRequest: protect}
 	row := simRow{blocks: int64(blocks), bound: trace.InfiniteCacheHitRatio(reqs)}
 	if row.policy, err = policysim.Run(reqs, blocks, name, f, opt); err != nil {
 		return row, err
@@ -249,7 +268,7 @@ func simulate(ctx context.Context, reqs []trace.Request, name string, compare []
 func simSweep(ctx context.Context, reqs []trace.Request, a simArgs) ([]simRow, error) {
 	rows := make([]simRow, 0, len(a.sweepTokens))
 	for _, tok := range a.sweepTokens {
-		row, err := simulate(ctx, reqs, a.policyName, a.compare, int(tok/int64(a.blockTokens)), a.protect, a.oracles)
+		row, err := simulate(ctx, reqs, a.policyName, a.compare, int(tok/int64(a.blockTokens)), a.opt, a.oracles)
 		if err != nil {
 			return nil, err
 		}

@@ -25,8 +25,14 @@ type ctxdArgs struct {
 	hints      bool    // send the trace's hints with each put
 	sessions   bool    // with hints: also session ids, read retain windows and session ends
 	speed      float64 // trace time / real time while hints are sent
+	fixedKeys  bool    // keys are the (salted) trace ids as given: --key-salt; else a random salt per run
+	prefixOnly bool    // read only the prefix ctxd holds (a lookup, then a get), put the rest, as `ctxbench replay` does
 	graceMs    int64   // added to resume_within_ms (the call itself), as the simulator's PinGraceMs
 }
+
+// errNotRead marks a block past the prefix ctxd reported (prefixOnly):
+// put as a miss; if ctxd holds it, its cluster index absorbs the put.
+var errNotRead = errors.New("ctxbench: not read: past the looked-up prefix")
 
 // ctxdResult is a ctxd replay's outcome.
 type ctxdResult struct {
@@ -53,7 +59,9 @@ func ctxdFill(b []byte, h uint64) {
 
 // replayCtxd replays reqs against ctxd with the simulator's semantics: a
 // request's blocks hit until its first miss; all its blocks are read (a
-// hit touches the block in ctxd's policy), then every missing block is put
+// hit touches the block in ctxd's policy; with prefixOnly only the prefix
+// a lookup reports, the rest counts as missing, as `ctxbench replay` does),
+// then every missing block is put
 // in order with its parent and, with hints, the trace's hint for it
 // (trace.Request.BlockHint); with sessions as well, each request's reads
 // carry its retain window (trace.Request.ReadRetain), its session's own
@@ -85,6 +93,9 @@ func replayCtxd(ctx context.Context, reqs []trace.Request, a ctxdArgs, progress 
 	var nextSID uint64
 	res := ctxdResult{Result: policysim.Result{Policy: name}}
 	salt := rand.Uint64()
+	if a.fixedKeys {
+		salt = 0
+	}
 	grace := time.Duration(a.graceMs) * time.Millisecond
 	want := make([]byte, a.blockBytes)
 	start := time.Now()
@@ -120,14 +131,29 @@ func replayCtxd(ctx context.Context, reqs []trace.Request, a ctxdArgs, progress 
 				rctx = client.WithRetain(ctx, d)
 			}
 		}
-		data, errs, err := c.GetBatch(rctx, keys)
-		if err != nil {
-			return res, fmt.Errorf("request %d: get: %w", ri, err)
+		read := keys
+		if a.prefixOnly {
+			d, err := c.Lookup(rctx, keys)
+			if err != nil {
+				return res, fmt.Errorf("request %d: lookup: %w", ri, err)
+			}
+			read = keys[:d]
+		}
+		var data [][]byte
+		var errs []error
+		if len(read) > 0 {
+			if data, errs, err = c.GetBatch(rctx, read); err != nil {
+				return res, fmt.Errorf("request %d: get: %w", ri, err)
+			}
 		}
 		var puts []client.PutItem
 		miss := false
-		for i, e := range errs {
+		for i := range keys {
 			res.Total++
+			e := errNotRead
+			if i < len(errs) {
+				e = errs[i]
+			}
 			switch {
 			case e == nil:
 				ctxdFill(want, keys[i].Hash)
@@ -139,7 +165,7 @@ func replayCtxd(ctx context.Context, reqs []trace.Request, a ctxdArgs, progress 
 					res.Hits++
 				}
 				continue
-			case !errors.Is(e, block.ErrNotFound):
+			case !errors.Is(e, block.ErrNotFound) && !errors.Is(e, errNotRead):
 				return res, fmt.Errorf("request %d: get %s: %w", ri, keys[i], e)
 			}
 			miss = true

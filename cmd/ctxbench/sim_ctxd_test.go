@@ -8,10 +8,23 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/sim/policysim"
+	"github.com/ctxtier/ctxtier/sim/replay"
 	"github.com/ctxtier/ctxtier/sim/trace"
 	"github.com/ctxtier/ctxtier/sim/trace/agentic"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
+
+// smallAgentic is the default agentic workload cut to 40 sessions.
+func smallAgentic(t *testing.T) []trace.Request {
+	t.Helper()
+	c := agentic.DefaultConfig()
+	c.Sessions = 40
+	reqs, err := agentic.Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reqs
+}
 
 // TestReplayCtxdMatchesSimulator replays a small agentic trace against a
 // real ctxd whose DRAM tier holds 1000 blocks of 4 KiB (eviction happens),
@@ -23,12 +36,7 @@ import (
 // here (the paced replay's result depends on the machine's speed);
 // docs/benchmarks.md has the measured numbers.
 func TestReplayCtxdMatchesSimulator(t *testing.T) {
-	c := agentic.DefaultConfig()
-	c.Sessions = 40
-	reqs, err := agentic.Generate(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reqs := smallAgentic(t)
 	const blocks, bs = 1000, 4096
 	sim, err := policysim.Run(reqs, blocks, "window", policy.NewWindow, policysim.Options{})
 	if err != nil {
@@ -66,5 +74,54 @@ func TestReplayCtxdMatchesSimulator(t *testing.T) {
 		if !hints && math.Abs(res.HitRatio()-sim.HitRatio()) > 0.05 {
 			t.Errorf("ctxd window hit ratio %.4f, simulator %.4f: more than 5 points apart", res.HitRatio(), sim.HitRatio())
 		}
+	}
+}
+
+// TestReplayCtxdLikeTheReplay: with the keys the simulator sees (a fixed
+// key salt, the trace salted the same way) and prefix-only reads (a lookup,
+// a get of the prefix, a put of the rest, as `ctxbench replay` drives
+// ctxd), ctxd's hit ratio matches the simulator's with PrefixTouchOnly. Not
+// hit for hit: ctxd's result moves by a few dozen hits between runs of the
+// same keys (measured over six runs: LRU 4 to 17 of 34 307 apart, Window 0 to 69 of
+// 36 222),
+// which timing explains (a re-put of a block whose eviction has not reached
+// the cluster index yet is written while the batch is planned, out of its
+// order: ctxstore/cluster drop.go), hence the tolerances.
+func TestReplayCtxdLikeTheReplay(t *testing.T) {
+	reqs := smallAgentic(t)
+	saltTrace(reqs, replay.SaltMask(7))
+	const blocks, bs = 1000, 4096
+	bin := ctxdBinary(t)
+	for _, tc := range []struct {
+		policy string
+		f      policy.Factory
+		tol    float64
+	}{
+		{"lru", policy.NewLRU, 0.002},
+		{"window-nohints", policy.NewWindow, 0.005},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			sim, err := policysim.Run(reqs, blocks, tc.policy, tc.f, policysim.Options{PrefixTouchOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			native, _ := startCtxdWith(t, bin, "--dram-capacity", strconv.Itoa(blocks*bs), "--nvme-dir", "off", "--dram-policy", tc.policy)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			res, err := replayCtxd(ctx, reqs, ctxdArgs{addr: native, namespace: "default", blockBytes: bs, speed: 1, fixedKeys: true, prefixOnly: true}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: ctxd %d hits of %d, simulator %d (ratio %.4f vs %.4f), %s", tc.policy, res.Hits, res.Total, sim.Hits, res.HitRatio(), sim.HitRatio(), res.wall)
+			if res.Total != sim.Total || res.checked < res.Hits || res.Hits == 0 {
+				t.Fatalf("%d/%d hits, %d verified; the simulator counted %d accesses", res.Hits, res.Total, res.checked, sim.Total)
+			}
+			if res.HitRatio() >= trace.InfiniteCacheHitRatio(reqs)-0.01 {
+				t.Fatalf("hit ratio %.4f at the infinite-cache bound: nothing was evicted", res.HitRatio())
+			}
+			if d := math.Abs(res.HitRatio() - sim.HitRatio()); d > tc.tol {
+				t.Errorf("ctxd hit ratio %.4f, simulator %.4f: %.4f apart, more than %.4f", res.HitRatio(), sim.HitRatio(), d, tc.tol)
+			}
+		})
 	}
 }

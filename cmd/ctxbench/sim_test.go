@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxtier/ctxtier/sim/policysim"
+	"github.com/ctxtier/ctxtier/sim/replay"
 	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
@@ -54,7 +56,7 @@ func TestSimSweepWritesPNG(t *testing.T) {
 
 func TestSimulateWithOracles(t *testing.T) {
 	reqs := []trace.Request{{HashIDs: []uint64{1, 2}}, {HashIDs: []uint64{1, 2, 3}}, {HashIDs: []uint64{4, 5}}, {HashIDs: []uint64{1, 2, 3}}}
-	row, err := simulate(context.Background(), reqs, "window", nil, 3, false, true)
+	row, err := simulate(context.Background(), reqs, "window", nil, 3, policysim.Options{}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,5 +72,42 @@ func TestSimulateWithOracles(t *testing.T) {
 	printSimRow(&out, simArgs{tracePath: "t", capacityTokens: 1536, blockTokens: 512}, row)
 	if !strings.Contains(out.String(), "oracle-reused-future") {
 		t.Fatalf("oracles not printed:\n%s", out.String())
+	}
+}
+
+// TestParseSimArgsReplaySemantics: --touch-after-miss=false selects the
+// simulator's PrefixTouchOnly and prefix-only reads in the ctxd replay;
+// --key-salt fixes the ctxd replay's keys; saltTrace XORs the replay's
+// mask into every id.
+func TestParseSimArgsReplaySemantics(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		prefixOnly bool
+		salt       uint64
+	}{
+		{"defaults", nil, false, 0},
+		{"replay semantics", []string{"--touch-after-miss=false"}, true, 0},
+		{"replay keys", []string{"--key-salt", "1"}, false, 1},
+		{"both", []string{"--key-salt", "3", "--touch-after-miss=false"}, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := parseSimArgs(append([]string{"--trace", "x"}, tc.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.opt.PrefixTouchOnly != tc.prefixOnly || a.ctxd.prefixOnly != tc.prefixOnly {
+				t.Fatalf("prefix only: simulator %v, ctxd replay %v; want %v", a.opt.PrefixTouchOnly, a.ctxd.prefixOnly, tc.prefixOnly)
+			}
+			if a.keySalt != tc.salt || a.ctxd.fixedKeys != (tc.salt != 0) {
+				t.Fatalf("key salt %d, fixed ctxd keys %v; want %d", a.keySalt, a.ctxd.fixedKeys, tc.salt)
+			}
+		})
+	}
+	rs := []trace.Request{{HashIDs: []uint64{1, 2}}, {HashIDs: []uint64{2, 3}}}
+	saltTrace(rs, replay.SaltMask(5))
+	m := replay.SaltMask(5)
+	if m == 0 || rs[0].HashIDs[0] != 1^m || rs[0].HashIDs[1] != 2^m || rs[1].HashIDs[0] != 2^m || rs[1].HashIDs[1] != 3^m {
+		t.Fatalf("salted ids %v %v, mask %x", rs[0].HashIDs, rs[1].HashIDs, m)
 	}
 }

@@ -56,10 +56,21 @@ func (b *Backend) sendShards(ctx context.Context, writes []shardWrite, done func
 	}
 	for _, node := range nodes {
 		ws := byNode[node]
-		if node == b.cfg.NodeID || len(ws) == 1 {
-			for _, w := range ws {
-				go func() { done(w, b.writeShard(ctx, w.node, w.key, w.data, w.opts)) }()
-			}
+		if node == b.cfg.NodeID {
+			// In the batch's order, as a member applies its PutShards
+			// request: the local tier's policy sees a chain's blocks one
+			// after the other (chain order, tail demotion), not in the
+			// order goroutines happen to take its lock.
+			go func() {
+				for _, w := range ws {
+					done(w, b.writeShard(ctx, w.node, w.key, w.data, w.opts))
+				}
+			}()
+			continue
+		}
+		if len(ws) == 1 {
+			w := ws[0]
+			go func() { done(w, b.writeShard(ctx, w.node, w.key, w.data, w.opts)) }()
 			continue
 		}
 		go func() {
@@ -122,15 +133,19 @@ func (b *Backend) putShardsTo(ctx context.Context, node string, ws []*shardWrite
 }
 
 // shardOpts are the options a shard is stored with: its own CRC-32C (the
-// caller's, already verified, for a whole block) and no parent link (the
-// index, not the holder, relates blocks).
+// caller's, already verified, for a whole block). A whole-block copy keeps
+// the put's parent link, which the holder's replacement policy reads to
+// keep a chain's head longer than its tail (tiers/policy Window); a shard
+// of an erasure-coded block has none (its parent's shards may live on other
+// members, and the wire's parent field carries the shard index).
 func shardOpts(sk block.Key, data []byte, opts block.PutOptions) block.PutOptions {
 	sum := block.Checksum(data)
+	o := opts
 	if sk.Shard == 0 {
 		sum = opts.Sum // the whole block: the caller verified it already
+	} else {
+		o.HasParent, o.Parent = false, 0
 	}
-	o := opts
 	o.Sum, o.HasSum = sum, true
-	o.HasParent, o.Parent = false, 0
 	return o
 }

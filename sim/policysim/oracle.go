@@ -54,6 +54,7 @@ func ReusedOracle(reqs []trace.Request, capacityBlocks int, k Knowledge, opt Opt
 		return Result{}, fmt.Errorf("sim: unknown oracle knowledge %d", int(k))
 	}
 	o := newReusedOracle(reqs, capacityBlocks, k)
+	opt.PrefixTouchOnly = false // its next-use table needs every access
 	return replay(reqs, capacityBlocks, k.String(), o, o, opt), nil
 }
 

@@ -43,6 +43,16 @@ type Options struct {
 	// evictable while it is processed (the engine holds them), so a policy
 	// cannot evict a block the same request just stored.
 	ProtectRequest bool
+	// PrefixTouchOnly touches only a request's hit prefix: after its first
+	// miss, blocks that are resident are left alone (not touched; the
+	// missing ones are inserted as always). This is what a tier sees from
+	// an engine that reads the prefix it found and puts the blocks it
+	// computed, when a put of a block the tier already holds does not
+	// reach its policy: ctxd's cluster index answers such a put itself
+	// (ctxstore/cluster planPut), which is how `ctxbench replay` drives
+	// ctxd. Belady and the partial oracles ignore it: a bound sees every
+	// access.
+	PrefixTouchOnly bool
 }
 
 // Run replays reqs through a tier of capacityBlocks blocks whose eviction
@@ -62,6 +72,7 @@ func Belady(reqs []trace.Request, capacityBlocks int, opt Options) (Result, erro
 		return Result{}, fmt.Errorf("%w: got %d", ErrCapacity, capacityBlocks)
 	}
 	b := newBelady(reqs, capacityBlocks)
+	opt.PrefixTouchOnly = false // its next-use table needs every access
 	return replay(reqs, capacityBlocks, "belady", b, b, opt), nil
 }
 
@@ -98,10 +109,13 @@ func replay(reqs []trace.Request, capacity int, name string, p policy.Policy, cl
 			h, resident := slot[id]
 			switch {
 			case resident:
-				if !miss {
+				switch {
+				case !miss:
 					res.Hits++
+					p.Touch(h)
+				case !opt.PrefixTouchOnly:
+					p.Touch(h)
 				}
-				p.Touch(h)
 			default:
 				miss = true
 				if len(slot) >= capacity {

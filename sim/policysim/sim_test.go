@@ -1,9 +1,11 @@
 package policysim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ctxtier/ctxtier/internal/testdep"
@@ -192,5 +194,81 @@ func TestSharedTraces(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// opLog is a test policy that evicts the resident block with the largest
+// hash and logs every operation the replay makes.
+type opLog struct {
+	hash map[policy.Handle]uint64
+	ops  []string
+}
+
+func (p *opLog) Insert(h policy.Handle, m policy.Meta) {
+	p.hash[h] = m.Hash
+	p.ops = append(p.ops, fmt.Sprintf("insert %d", m.Hash))
+}
+func (p *opLog) Touch(h policy.Handle) { p.ops = append(p.ops, fmt.Sprintf("touch %d", p.hash[h])) }
+func (p *opLog) Remove(h policy.Handle) {
+	p.ops = append(p.ops, fmt.Sprintf("remove %d", p.hash[h]))
+	delete(p.hash, h)
+}
+func (p *opLog) Victim(func(policy.Handle) bool) (policy.Handle, bool) {
+	var v policy.Handle
+	ok := false
+	for h, x := range p.hash {
+		if !ok || x > p.hash[v] {
+			v, ok = h, true
+		}
+	}
+	return v, ok
+}
+func (p *opLog) Len() int { return len(p.hash) }
+
+// TestPrefixTouchOnly: by default every resident block of a request is
+// touched, also after its first miss; with PrefixTouchOnly only the hit
+// prefix is, and resident blocks after the miss are left alone (what ctxd
+// sees from `ctxbench replay`). Hits are the same either way; Belady
+// ignores the option.
+func TestPrefixTouchOnly(t *testing.T) {
+	// Capacity 3. After [5 1 2] and [9] (which evicts 5, the largest), the
+	// third request misses its head 5 (evicting 9), then finds 1 and 2
+	// resident after the miss.
+	rs := reqs([]uint64{5, 1, 2}, []uint64{9}, []uint64{5, 1, 2}, []uint64{1, 2, 7})
+	common := []string{"insert 5", "insert 1", "insert 2", "remove 5", "insert 9", "remove 9", "insert 5"}
+	for _, tc := range []struct {
+		name string
+		opt  Options
+		want []string
+	}{
+		{"every resident block", Options{}, append(append([]string{}, common...),
+			"touch 1", "touch 2", "touch 1", "touch 2", "remove 5", "insert 7")},
+		{"hit prefix only", Options{PrefixTouchOnly: true}, append(append([]string{}, common...),
+			"touch 1", "touch 2", "remove 5", "insert 7")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p *opLog
+			r, err := Run(rs, 3, "oplog", func(int) policy.Policy {
+				p = &opLog{hash: map[policy.Handle]uint64{}}
+				return p
+			}, tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Hits != 2 || r.Total != 10 {
+				t.Fatalf("hits %d of %d, want 2 of 10", r.Hits, r.Total)
+			}
+			if !slices.Equal(p.ops, tc.want) {
+				t.Fatalf("operations\n got %v\nwant %v", p.ops, tc.want)
+			}
+			b, err := Belady(rs, 3, tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b0, _ := Belady(rs, 3, Options{})
+			if b != b0 {
+				t.Fatalf("belady with %+v: %+v, without: %+v", tc.opt, b, b0)
+			}
+		})
 	}
 }

@@ -72,7 +72,7 @@ type Config struct {
 	// Namespace holds the shared tier's blocks; its block size must be BlockTokens.
 	Namespace string
 	// KeySalt makes the block hashes of a run: a trace hash id h becomes
-	// h XOR saltMask(KeySalt), so runs with different salts against the
+	// h XOR SaltMask(KeySalt), so runs with different salts against the
 	// same server do not see each other's blocks. 0 keeps the trace's ids.
 	KeySalt uint64
 	// BlockTokens is the tokens per block (the trace's: 512 for Mooncake).

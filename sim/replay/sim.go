@@ -76,7 +76,7 @@ func prepare(cfg Config, reqs []trace.Request) ([]preq, error) {
 	if len(reqs) > 0 {
 		t0 = reqs[0].TimestampMs
 	}
-	mask := saltMask(cfg.KeySalt)
+	mask := SaltMask(cfg.KeySalt)
 	for i, r := range reqs {
 		if r.TimestampMs < t0 {
 			return nil, fmt.Errorf("replay: request %d: timestamp %d before the first (%d): the trace must be sorted", i, r.TimestampMs, t0)
@@ -657,13 +657,14 @@ func (s *sim) handoff(c *cluster, rec *Record, p *preq, now, ttftEnd float64) {
 	rec.E2E = rec.TTFT + rec.Handoff + rec.DecodeWait + dur
 }
 
-// saltMask is what a run's KeySalt XORs into trace hash ids. A salt XORed
-// in as it is would let small salts collide: under salts 7 and 11 the ids
+// SaltMask is what a run's KeySalt XORs into trace hash ids (`ctxbench sim
+// --key-salt` XORs the same mask, so the simulator sees the same keys). A
+// salt XORed in as it is would let small salts collide: under salts 7 and 11 the ids
 // h and h^12 became one block hash, so two runs shared (and overwrote)
 // blocks of different sizes. SplitMix64 spreads every salt over all 64
 // bits, so two runs' hashes meet only if the masks' XOR equals the XOR of
 // two trace ids (small numbers): odds of about n²/2⁶⁴. 0 stays 0.
-func saltMask(salt uint64) uint64 {
+func SaltMask(salt uint64) uint64 {
 	if salt == 0 {
 		return 0
 	}

@@ -450,15 +450,15 @@ func TestSaltMaskSeparatesRuns(t *testing.T) {
 	for _, tc := range []struct{ a, b uint64 }{{7, 11}, {1, 2}, {1, 3}, {0, 1}, {0x10, 0x11}} {
 		seen := map[uint64]bool{}
 		for h := range uint64(1 << 14) {
-			seen[h^saltMask(tc.a)] = true
+			seen[h^SaltMask(tc.a)] = true
 		}
 		for h := range uint64(1 << 14) {
-			if seen[h^saltMask(tc.b)] {
+			if seen[h^SaltMask(tc.b)] {
 				t.Fatalf("salts %d and %d: id %d of the second run has a hash of the first", tc.a, tc.b, h)
 			}
 		}
 	}
-	if saltMask(0) != 0 {
+	if SaltMask(0) != 0 {
 		t.Fatal("salt 0 must keep the trace's ids")
 	}
 }
