@@ -128,7 +128,11 @@ func runDescriptorWith(ctx context.Context, cfg descConfig, out io.Writer) error
 		clients[i] = c
 	}
 	ws := newWorkingSet(loadConfig{Namespace: cfg.Namespace, BlockSize: cfg.BlockSize, Keys: cfg.Keys})
-	if err := ws.prePut(ctx, clients); err != nil {
+	conns := make([]blockConn, len(clients))
+	for i, c := range clients {
+		conns[i] = nativeLoadConn{c}
+	}
+	if err := ws.prePut(ctx, conns); err != nil {
 		return fmt.Errorf("put of the working set: %w", err)
 	}
 	// Every block must be DRAM-resident and readable through a descriptor.
