@@ -38,6 +38,12 @@ type descConfig struct {
 	// them; memcpy and tcp move Run blocks a call too.
 	Run    int
 	Verify client.VerifyMode
+	// Rounds is how many times the paths alternate (0: one round per
+	// 500 ms of Duration, at most 5).
+	Rounds int
+	// ServerPID, when set, is ctxd's process: each path's CPU per GB then
+	// counts ctxd's CPU time (utime+stime) as well as this process's.
+	ServerPID int
 }
 
 // perCall is how many blocks one call of each path moves.
@@ -61,6 +67,8 @@ func parseDescFlags(args []string, errOut io.Writer) (descConfig, error) {
 	fs.IntVar(&c.Keys, "keys", 64, "working set: distinct blocks, all DRAM-resident (keys x block-size must fit the server's DRAM)")
 	fs.IntVar(&c.Batch, "batch", 1, "blocks per request on the descriptor and tcp paths (one DESCRIBE or GET round trip for all)")
 	fs.IntVar(&c.Run, "run", 0, "blocks per call read as a run in batches of --batch, also through client.ReadDirectRun (the next batch's DESCRIBE in flight while one is copied); 0: one batch per call, no pipelined path")
+	fs.IntVar(&c.Rounds, "rounds", 0, "rounds the paths alternate in (0: one per 500ms of --duration, at most 5); more, shorter rounds let a baseline and a path see the same background load")
+	fs.IntVar(&c.ServerPID, "server-pid", 0, "ctxd's process id: add its CPU time to each path's CPU seconds per GB")
 	fs.StringVar(&verify, "verify", "checksum", "how a descriptor read checks a DRAM block: checksum (CRC-32C of the copy) or version (the block's version word after a plain copy)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -85,6 +93,10 @@ func parseDescFlags(args []string, errOut io.Writer) (descConfig, error) {
 		return c, fmt.Errorf("--keys must be at least 1")
 	case c.Batch < 1 || c.Batch > c.Keys:
 		return c, fmt.Errorf("--batch %d out of range 1..--keys", c.Batch)
+	case c.ServerPID < 0:
+		return c, fmt.Errorf("--server-pid %d must be a process id", c.ServerPID)
+	case c.Rounds < 0 || c.Rounds > 1000:
+		return c, fmt.Errorf("--rounds %d out of range 0..1000", c.Rounds)
 	case c.Run != 0 && (c.Run < c.Batch || c.Run > 4096):
 		return c, fmt.Errorf("--run %d out of range --batch..4096 (or 0)", c.Run)
 	case c.BlockSize < 8 || c.BlockSize > block.HardMaxBlockSize:
@@ -111,6 +123,19 @@ type pathStats struct {
 	// Descriptor breakdown (nanoseconds summed over reads): DESCRIBE round
 	// trip, and copy + check (checksum or version) out of the mapping.
 	describeNs, readNs atomic.Int64
+	// CPU time used while the path ran: this process's, and the server's
+	// with --server-pid.
+	clientCPU, serverCPU time.Duration
+}
+
+// cpuPerGB is the CPU seconds (this process's plus the server's) the path
+// spent per GB it moved: unlike GB/s, it does not depend on how much of
+// the machine other processes took.
+func (p *pathStats) cpuPerGB() float64 {
+	if gb := float64(p.bytes.Load()) / 1e9; gb > 0 {
+		return (p.clientCPU + p.serverCPU).Seconds() / gb
+	}
+	return 0
 }
 
 func (p *pathStats) gbps() float64 {
@@ -190,6 +215,9 @@ func runDescriptorWith(ctx context.Context, cfg descConfig, out io.Writer) error
 
 	var mem, desc, run, tcp pathStats
 	rounds := max(1, min(5, int(cfg.Duration/(500*time.Millisecond))))
+	if cfg.Rounds > 0 {
+		rounds = cfg.Rounds
+	}
 	seg := cfg.Duration / time.Duration(rounds)
 	for r := range rounds {
 		d := seg
@@ -274,6 +302,22 @@ func runDescriptorWith(ctx context.Context, cfg descConfig, out io.Writer) error
 		}
 		return a / b
 	}
+	who := "ctxbench"
+	if cfg.ServerPID > 0 {
+		who = "ctxbench + ctxd"
+	}
+	fmt.Fprintf(out, "cpu s/GB (%s): memcpy %.3f, descriptor %.3f", who, mem.cpuPerGB(), desc.cpuPerGB())
+	if cfg.Run > 0 {
+		fmt.Fprintf(out, ", descriptor run %.3f", run.cpuPerGB())
+	}
+	fmt.Fprintf(out, ", tcp get %.3f\n", tcp.cpuPerGB())
+	// memcpy's CPU per GB over the path's: the ratio_vs_memcpy that CPU
+	// time gives, which other load on the machine moves far less.
+	fmt.Fprintf(out, "cpu_ratio_vs_memcpy=%.3f", ratio(mem.cpuPerGB(), desc.cpuPerGB()))
+	if cfg.Run > 0 {
+		fmt.Fprintf(out, " cpu_ratio_vs_memcpy_run=%.3f", ratio(mem.cpuPerGB(), run.cpuPerGB()))
+	}
+	fmt.Fprintln(out)
 	fmt.Fprintf(out, "ratio_vs_tcp=%.3f\n", ratio(desc.gbps(), tcp.gbps()))
 	if cfg.Run > 0 {
 		fmt.Fprintf(out, "ratio_run_vs_batches=%.3f\n", ratio(run.gbps(), desc.gbps()))
@@ -344,6 +388,17 @@ func readDirectRun(ctx context.Context, c *client.Client, keys []block.Key, bufs
 // and adds to st.
 func measure(ctx context.Context, cfg descConfig, d time.Duration, st *pathStats,
 	op func(ctx context.Context, w int, r *rand.Rand, bufs [][]byte, st *pathStats) error) error {
+	s0, err := serverCPUTime(cfg.ServerPID)
+	if err != nil {
+		return err
+	}
+	c0 := cpuTime()
+	defer func() {
+		st.clientCPU += cpuTime() - c0
+		if s1, err := serverCPUTime(cfg.ServerPID); err == nil {
+			st.serverCPU += s1 - s0
+		}
+	}()
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -25,6 +25,9 @@ func TestParseDescFlags(t *testing.T) {
 		{[]string{"--verify", "version"}, true},
 		{[]string{"--verify", "checksum"}, true},
 		{[]string{"--verify", "xxh3"}, false},
+		{[]string{"--batch", "8", "--run", "32", "--rounds", "20"}, true},
+		{[]string{"--batch", "8", "--run", "4"}, false},
+		{[]string{"--rounds", "-1"}, false},
 	}
 	for _, tc := range tests {
 		c, err := parseDescFlags(tc.args, io.Discard)
@@ -63,7 +66,7 @@ func TestDescriptorRunAgainstCtxd(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Log("\n" + out.String())
-			for _, want := range []string{"descriptor run (ReadDirectRun, runs of 6 in batches of 2, pipelined)", "ratio_vs_memcpy_run=", "ratio_run_vs_batches="} {
+			for _, want := range []string{"descriptor run (ReadDirectRun, runs of 6 in batches of 2, pipelined)", "ratio_vs_memcpy_run=", "ratio_run_vs_batches=", "cpu_ratio_vs_memcpy_run=", "cpu s/GB (ctxbench): memcpy "} {
 				if !strings.Contains(out.String(), want) {
 					t.Fatalf("no %q in\n%s", want, out.String())
 				}
