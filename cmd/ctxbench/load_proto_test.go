@@ -39,22 +39,9 @@ func TestLoadProtocolsAgainstCtxd(t *testing.T) {
 		t.Run(proto, func(t *testing.T) {
 			// --server-pid names this process: the figure is then
 			// this test's own CPU, which must be positive.
-			cfg, err := parseLoadFlags(strings.Fields(common+" --proto "+proto+" --server-pid "+strconv.Itoa(os.Getpid())), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			if err := runLoadWith(context.Background(), cfg, &out, io.Discard); err != nil {
-				t.Fatal(err)
-			}
-			t.Log("\n" + out.String())
-			s := out.String()
-			lines := strings.Split(strings.TrimSpace(s), "\n")
-			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "ratio_vs_raw_tcp=") || last == "ratio_vs_raw_tcp=0.000" {
-				t.Fatalf("last line %q", last)
-			}
-			if !strings.Contains(s, " 0 errors") || strings.Contains(s, " (0 gets") {
-				t.Fatalf("errors, or no gets, during the run:\n%s", s)
+			_, s := runLoadChecked(t, strings.Fields(common+" --proto "+proto+" --server-pid "+strconv.Itoa(os.Getpid())))
+			if strings.Contains(s, " (0 gets") {
+				t.Fatalf("no gets during the run:\n%s", s)
 			}
 			if !strings.Contains(s, "proto="+proto+" (GETs checked by "+loadProtos[proto]) {
 				t.Fatalf("the result does not name the protocol and its check:\n%s", s)
