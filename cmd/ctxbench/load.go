@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
-	"github.com/ctxtier/ctxtier/gateway/client"
 )
 
 func init() {
@@ -35,6 +35,28 @@ type loadConfig struct {
 	Keys       int
 	VsBaseline bool
 	JSON       bool
+	// Proto is the protocol the load goes through (protoNative, protoHTTP,
+	// protoS3); HTTPURL and S3URL are the HTTP API's and the S3 endpoint's
+	// base URLs, S3AccessKey and S3SecretKey the S3 credential.
+	Proto       string
+	HTTPURL     string
+	S3URL       string
+	S3AccessKey string `json:"-"`
+	S3SecretKey string `json:"-"`
+	// ServerPID, when set, is the server's process: its CPU time
+	// (utime+stime) over the ctxtier rounds is reported per GB served.
+	ServerPID int
+}
+
+// target is the address or URL the load goes to.
+func (c loadConfig) target() string {
+	switch c.Proto {
+	case protoHTTP:
+		return c.HTTPURL
+	case protoS3:
+		return c.S3URL
+	}
+	return c.Addr
 }
 
 func parseLoadFlags(args []string, errOut io.Writer) (loadConfig, error) {
@@ -52,6 +74,12 @@ func parseLoadFlags(args []string, errOut io.Writer) (loadConfig, error) {
 	fs.IntVar(&c.Keys, "keys", 64, "working set: distinct blocks put before and touched during the run")
 	fs.BoolVar(&c.VsBaseline, "vs-baseline", false, "also run a raw TCP sender/receiver with the same block size, connections and duration; print ratio_vs_raw_tcp last")
 	fs.BoolVar(&c.JSON, "json", false, "print the result as JSON")
+	fs.StringVar(&c.Proto, "proto", protoNative, "protocol of the load: native (--addr), http (the HTTP block API at --http-url) or s3 (the S3 endpoint at --s3-url); each GET is checked end to end as the protocol allows")
+	fs.StringVar(&c.HTTPURL, "http-url", "http://127.0.0.1:7401", "base URL of the HTTP block API (--proto http)")
+	fs.StringVar(&c.S3URL, "s3-url", "http://127.0.0.1:7403", "base URL of the S3 endpoint (--proto s3)")
+	fs.StringVar(&c.S3AccessKey, "s3-access-key", os.Getenv("CTXBENCH_S3_ACCESS_KEY"), "S3 access key id, from `ctxctl keys create` (--proto s3; or CTXBENCH_S3_ACCESS_KEY)")
+	fs.StringVar(&c.S3SecretKey, "s3-secret-key", os.Getenv("CTXBENCH_S3_SECRET_KEY"), "S3 secret (--proto s3; or CTXBENCH_S3_SECRET_KEY)")
+	fs.IntVar(&c.ServerPID, "server-pid", 0, "the server's process id on this machine: report its CPU seconds (utime+stime) per GB served during the ctxtier rounds")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -63,7 +91,14 @@ func parseLoadFlags(args []string, errOut io.Writer) (loadConfig, error) {
 		return c, err
 	}
 	c.BlockSize = n
+	if err := checkProto(c.Proto); err != nil {
+		return c, err
+	}
 	switch {
+	case c.Proto == protoS3 && (c.S3AccessKey == "" || c.S3SecretKey == ""):
+		return c, fmt.Errorf("--proto s3 needs --s3-access-key and --s3-secret-key (or CTXBENCH_S3_ACCESS_KEY and CTXBENCH_S3_SECRET_KEY)")
+	case c.ServerPID < 0:
+		return c, fmt.Errorf("--server-pid %d must be a process id", c.ServerPID)
 	case c.Clients < 1 || c.Clients > 1024:
 		return c, fmt.Errorf("--clients %d out of range 1..1024", c.Clients)
 	case c.Depth < 1 || c.Depth > 256:
@@ -127,21 +162,39 @@ type loadResult struct {
 	// RawGBps and Ratio are set with --vs-baseline.
 	RawGBps float64 `json:"raw_tcp_gb_per_s,omitempty"`
 	Ratio   float64 `json:"ratio_vs_raw_tcp,omitempty"`
+	// ServerCPUPerGB is set with --server-pid: the server's CPU seconds
+	// per GB served over the ctxtier rounds; ClientCPUPerGB is this
+	// process's over the same rounds.
+	ServerCPUPerGB float64 `json:"server_cpu_s_per_gb,omitempty"`
+	ClientCPUPerGB float64 `json:"client_cpu_s_per_gb,omitempty"`
+}
+
+// serverCPUTime is pid's CPU time so far (utime+stime from
+// /proc/PID/stat), 0 without a pid.
+func serverCPUTime(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, nil
+	}
+	d, err := procCPU(pid)
+	if err != nil {
+		return 0, fmt.Errorf("--server-pid: %w", err)
+	}
+	return d, nil
 }
 
 // runLoadWith runs the load (and the baseline) and prints to out; the live
 // progress line goes to progress.
 func runLoadWith(ctx context.Context, cfg loadConfig, out, progress io.Writer) error {
-	clients := make([]*client.Client, cfg.Clients)
+	clients := make([]blockConn, cfg.Clients)
 	defer func() {
 		for _, c := range clients {
 			if c != nil {
-				c.Close()
+				c.close()
 			}
 		}
 	}()
 	for i := range clients {
-		c, err := client.Dial(ctx, cfg.Addr, client.Options{Conns: 1})
+		c, err := dialLoad(ctx, cfg, cfg.Depth)
 		if err != nil {
 			return err
 		}
@@ -167,16 +220,27 @@ func runLoadWith(ctx context.Context, cfg loadConfig, out, progress io.Writer) e
 	}
 	var st loadStats
 	var rawBytes float64
-	var rawTime time.Duration
+	var rawTime, serverCPU, clientCPU time.Duration
 	for r := range rounds {
 		d := seg
 		if r == rounds-1 {
 			d = cfg.Duration - seg*time.Duration(rounds-1)
 		}
+		s0, err := serverCPUTime(cfg.ServerPID)
+		if err != nil {
+			return err
+		}
+		c0 := cpuTime()
 		if err := runRound(ctx, cfg, clients, ws, &st, d, progress); err != nil {
 			fmt.Fprintf(progress, "\r%60s\r", "")
 			return err
 		}
+		clientCPU += cpuTime() - c0
+		s1, err := serverCPUTime(cfg.ServerPID)
+		if err != nil {
+			return err
+		}
+		serverCPU += s1 - s0
 		if cfg.VsBaseline {
 			gbps, err := raw.run(ctx, d)
 			if err != nil {
@@ -188,6 +252,12 @@ func runLoadWith(ctx context.Context, cfg loadConfig, out, progress io.Writer) e
 	}
 	fmt.Fprintf(progress, "\r%60s\r", "")
 	res := st.result()
+	if gb := float64(st.bytes.Load()) / 1e9; gb > 0 {
+		res.ClientCPUPerGB = clientCPU.Seconds() / gb
+		if cfg.ServerPID > 0 {
+			res.ServerCPUPerGB = serverCPU.Seconds() / gb
+		}
+	}
 	if cfg.VsBaseline {
 		res.RawGBps = rawBytes / rawTime.Seconds()
 		if res.RawGBps > 0 {
@@ -203,13 +273,19 @@ func runLoadWith(ctx context.Context, cfg loadConfig, out, progress io.Writer) e
 			return err
 		}
 	} else {
-		fmt.Fprintf(out, "load: addr=%s namespace=%s block=%d clients=%d depth=%d get-ratio=%.2f keys=%d duration=%s\n",
-			cfg.Addr, cfg.Namespace, cfg.BlockSize, cfg.Clients, cfg.Depth, cfg.GetRatio, cfg.Keys, cfg.Duration)
+		fmt.Fprintf(out, "load: proto=%s (GETs checked by %s)\n", cfg.Proto, loadProtos[cfg.Proto])
+		fmt.Fprintf(out, "load: target=%s namespace=%s block=%d clients=%d depth=%d get-ratio=%.2f keys=%d duration=%s\n",
+			cfg.target(), cfg.Namespace, cfg.BlockSize, cfg.Clients, cfg.Depth, cfg.GetRatio, cfg.Keys, cfg.Duration)
 		fmt.Fprintf(out, "ctxtier: %d ops (%d gets, %d puts, %d errors) in %.2fs: %.3f GB/s, %.0f ops/s; latency p50=%.0fus p99=%.0fus p999=%.0fus\n",
 			res.Ops, res.Gets, res.Puts, res.Errors, res.Seconds, res.GBps, res.OpsPerSec, res.P50us, res.P99us, res.P999us)
 		if res.FirstErr != "" {
 			fmt.Fprintf(out, "first error: %s\n", res.FirstErr)
 		}
+		fmt.Fprintf(out, "cpu: client %.3f s/GB", res.ClientCPUPerGB)
+		if cfg.ServerPID > 0 {
+			fmt.Fprintf(out, ", server (pid %d) %.3f s/GB", cfg.ServerPID, res.ServerCPUPerGB)
+		}
+		fmt.Fprintln(out, " over the ctxtier rounds")
 		if cfg.VsBaseline {
 			fmt.Fprintf(out, "raw tcp: %.3f GB/s (%d connections, %d distinct %d-byte blocks, no protocol)\n", res.RawGBps, cfg.Clients, len(raw.blocks), cfg.BlockSize)
 		}
@@ -257,7 +333,7 @@ func (ws *workingSet) fill(buf []byte, i int) {
 	binary.LittleEndian.PutUint64(buf, uint64(i))
 }
 
-func (ws *workingSet) prePut(ctx context.Context, clients []*client.Client) error {
+func (ws *workingSet) prePut(ctx context.Context, clients []blockConn) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, len(clients))
 	for ci, c := range clients {
@@ -267,7 +343,7 @@ func (ws *workingSet) prePut(ctx context.Context, clients []*client.Client) erro
 			buf := make([]byte, len(ws.base))
 			for i := ci; i < len(ws.sums); i += len(clients) {
 				ws.fill(buf, i)
-				if err := c.PutWithOptions(ctx, ws.key(i), buf, block.PutOptions{Sum: ws.sums[i], HasSum: true}); err != nil {
+				if err := c.put(ctx, ws.key(i), buf, ws.sums[i]); err != nil {
 					errc <- err
 					return
 				}
@@ -289,7 +365,7 @@ type loadStats struct {
 
 // runRound runs every client for d, adding to st; the progress line shows
 // the totals of all rounds so far.
-func runRound(ctx context.Context, cfg loadConfig, clients []*client.Client, ws *workingSet, st *loadStats, d time.Duration, progress io.Writer) error {
+func runRound(ctx context.Context, cfg loadConfig, clients []blockConn, ws *workingSet, st *loadStats, d time.Duration, progress io.Writer) error {
 	workers := cfg.Clients * cfg.Depth
 	lats := make([][]time.Duration, workers)
 	runCtx, cancel := context.WithTimeout(ctx, d)
@@ -311,13 +387,13 @@ func runRound(ctx context.Context, cfg loadConfig, clients []*client.Client, ws 
 				isGet := r.Float64() < cfg.GetRatio
 				if isGet {
 					var n int
-					n, err = c.GetInto(runCtx, ws.key(i), buf)
+					n, err = c.getInto(runCtx, ws.key(i), buf)
 					if err == nil && n != cfg.BlockSize {
 						err = fmt.Errorf("%s: got %d bytes, want %d", ws.key(i), n, cfg.BlockSize)
 					}
 				} else {
 					ws.fill(buf, i)
-					err = c.PutWithOptions(runCtx, ws.key(i), buf, block.PutOptions{Sum: ws.sums[i], HasSum: true})
+					err = c.put(runCtx, ws.key(i), buf, ws.sums[i])
 				}
 				if err != nil {
 					if runCtx.Err() != nil {

@@ -69,6 +69,18 @@ func TestLoadAgainstMapTier(t *testing.T) {
 	if v := os.Getenv("CTXBENCH_LOAD_DEPTH"); v != "" {
 		args = append(args, "--depth", v)
 	}
+	cfg, _ := runLoadChecked(t, args)
+	if srv.Tier.Len() != cfg.Keys {
+		t.Fatalf("working set: %d blocks stored, want 16", srv.Tier.Len())
+	}
+}
+
+// runLoadChecked runs the load mode with args and fails t unless the run
+// ended without an error, moved some blocks with no failed operation, and
+// printed a non-zero ratio_vs_raw_tcp last; it logs the output and returns
+// the configuration and the output.
+func runLoadChecked(t *testing.T, args []string) (loadConfig, string) {
+	t.Helper()
 	cfg, err := parseLoadFlags(args, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -78,16 +90,15 @@ func TestLoadAgainstMapTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "ratio_vs_raw_tcp=") {
+	s := out.String()
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "ratio_vs_raw_tcp=") || last == "ratio_vs_raw_tcp=0.000" {
 		t.Fatalf("last line %q", last)
 	}
-	if !strings.Contains(out.String(), " 0 errors") {
-		t.Fatalf("errors during the run:\n%s", out.String())
+	if !strings.Contains(s, " 0 errors") || strings.Contains(s, ": 0 ops") {
+		t.Fatalf("errors, or no operations, during the run:\n%s", s)
 	}
-	if srv.Tier.Len() != cfg.Keys {
-		t.Fatalf("working set: %d blocks stored, want 16", srv.Tier.Len())
-	}
+	return cfg, s
 }
 
 func envOr(k, def string) string {

@@ -103,35 +103,56 @@ func (c *Client) DirectStats() DirectStats {
 // frame as malformed, and the client then describes without them, from
 // then on.
 func (c *Client) Describe(ctx context.Context, keys []block.Key) (leases []*Lease, errs []error, err error) {
+	return c.waitDescribe(ctx, c.startDescribe(ctx, keys))
+}
+
+// pendingDescribe is a DESCRIBE whose frames are sent and whose answers are
+// not read yet (startDescribe, then waitDescribe), so a caller can copy one
+// batch while the next one's round trip is under way.
+type pendingDescribe struct {
+	keys  []block.Key
+	flags uint32
+	fl    []flight
+	sent  []time.Time // when frame j was sent
+	owner []int       // frame of key i
+}
+
+// startDescribe sends the DESCRIBE frames for keys; waitDescribe must read
+// their answers (the leases they grant are only released through it).
+func (c *Client) startDescribe(ctx context.Context, keys []block.Key) *pendingDescribe {
 	var flags uint32
 	if c.opts.DirectVerify == VerifyVersion && descriptor.VersionReads && !c.direct.noVersions.Load() {
 		flags = wire.DescribeFlagVersion
 	}
-	leases = make([]*Lease, len(keys))
-	errs = make([]error, len(keys))
 	chs := c.chunks(len(keys), func(i int) string { return keys[i].Namespace }, nil)
-	fl := make([]flight, len(chs))
-	sent := make([]time.Time, len(chs))
-	owner := make([]int, len(keys)) // frame of key i
+	p := &pendingDescribe{keys: keys, flags: flags, fl: make([]flight, len(chs)), sent: make([]time.Time, len(chs)), owner: make([]int, len(keys))}
 	for j, ch := range chs {
-		f := &fl[j]
+		f := &p.fl[j]
 		f.ch = ch
 		for i := ch.lo; i < ch.hi; i++ {
-			owner[i] = j
+			p.owner[i] = j
 		}
 		if f.nc, f.err = c.conn(ctx); f.err != nil {
 			continue
 		}
 		f.cl = &call{op: wire.OpDescribe, flags: frameFlags(ctx, wire.OpDescribe), count: uint32(ch.hi - ch.lo)}
-		sent[j] = time.Now()
+		p.sent[j] = time.Now()
 		f.err = f.nc.start(f.cl, wire.AppendDescribeFlags(keyFrame(wire.OpDescribe, keys[ch.lo:ch.hi], 0, 0), flags), nil, 0)
 	}
+	return p
+}
+
+// waitDescribe reads the answers to p's frames: Describe's results.
+func (c *Client) waitDescribe(ctx context.Context, p *pendingDescribe) (leases []*Lease, errs []error, err error) {
+	keys, fl := p.keys, p.fl
+	leases = make([]*Lease, len(keys))
+	errs = make([]error, len(keys))
 	err = c.collect(ctx, fl, identity, errs, func(i int, it *wire.ItemResult) error {
-		j := owner[i]
-		leases[i] = &Lease{Key: keys[i], ID: it.Lease.ID, Desc: it.Lease.Desc, Expires: sent[j].Add(it.Lease.TTL), nc: fl[j].nc}
+		j := p.owner[i]
+		leases[i] = &Lease{Key: keys[i], ID: it.Lease.ID, Desc: it.Lease.Desc, Expires: p.sent[j].Add(it.Lease.TTL), nc: fl[j].nc}
 		return nil
 	})
-	if flags == 0 || err == nil {
+	if p.flags == 0 || err == nil {
 		return leases, errs, err
 	}
 	// A frame answered MalformedFrame on a connection still open is an
@@ -379,11 +400,26 @@ func (c *Client) ReadDirectBatch(ctx context.Context, keys []block.Key, bufs [][
 	}
 	leases, errs, err := c.Describe(ctx, keys)
 	sizes = make([]int, len(keys))
-	var retry []int // items to read with GET
+	retry := c.readLeases(leases, errs, bufs, sizes, 0, nil)
+	c.ReleaseAsync(leases...)
+	if gerr := c.getFallbacks(ctx, keys, bufs, retry, sizes, errs); err == nil {
+		err = gerr
+	}
+	return sizes, errs, err
+}
+
+// readLeases copies each described block leases[i] into bufs[i] with
+// ReadLease, setting sizes[i] or errs[i], and appends to retry (offset by
+// base) the items to read with GET instead: no descriptor
+// (block.ErrUnavailable), a lease that ended first, a failed check, or a
+// file this process cannot open under Options.DirectFallback. It does not
+// release the leases.
+func (c *Client) readLeases(leases []*Lease, errs []error, bufs [][]byte, sizes []int, base int, retry []int) []int {
+	st := &c.direct
 	for i, l := range leases {
 		if l == nil {
 			if errors.Is(errs[i], block.ErrUnavailable) {
-				retry = append(retry, i)
+				retry = append(retry, base+i)
 			}
 			continue
 		}
@@ -407,25 +443,28 @@ func (c *Client) ReadDirectBatch(ctx context.Context, keys []block.Key, bufs [][
 			errs[i] = rerr
 			continue
 		}
-		retry = append(retry, i)
+		retry = append(retry, base+i)
 	}
-	c.ReleaseAsync(leases...)
-	if len(retry) > 0 {
-		st.fallbacks.Add(uint64(len(retry)))
-		rk := make([]block.Key, len(retry))
-		rb := make([][]byte, len(retry))
-		for j, i := range retry {
-			rk[j], rb[j] = keys[i], bufs[i]
-		}
-		rs, rerrs, gerr := c.GetBatchInto(ctx, rk, rb)
-		for j, i := range retry {
-			sizes[i], errs[i] = rs[j], rerrs[j]
-		}
-		if err == nil {
-			err = gerr
-		}
+	return retry
+}
+
+// getFallbacks reads the items retry names with one GET batch, setting
+// their sizes and errs; it returns GetBatchInto's frame error.
+func (c *Client) getFallbacks(ctx context.Context, keys []block.Key, bufs [][]byte, retry []int, sizes []int, errs []error) error {
+	if len(retry) == 0 {
+		return nil
 	}
-	return sizes, errs, err
+	c.direct.fallbacks.Add(uint64(len(retry)))
+	rk := make([]block.Key, len(retry))
+	rb := make([][]byte, len(retry))
+	for j, i := range retry {
+		rk[j], rb[j] = keys[i], bufs[i]
+	}
+	rs, rerrs, err := c.GetBatchInto(ctx, rk, rb)
+	for j, i := range retry {
+		sizes[i], errs[i] = rs[j], rerrs[j]
+	}
+	return err
 }
 
 // ReleaseAsync ends leases without waiting: their ids are queued per

@@ -145,7 +145,8 @@ func TestStaleLeaseReadFails(t *testing.T) {
 
 // TestDirectReadsUnderEviction races direct reads against puts and deletes
 // that evict blocks and reuse their pages, in both verify modes. Fresh
-// ReadDirect calls must return the right bytes (or NotFound); reads through
+// ReadDirect and ReadDirectRun calls must return the right bytes (or
+// NotFound); reads through
 // leases that already ended — pages possibly reused under the copy — may
 // fail, but one that succeeds must return the right bytes too.
 func TestDirectReadsUnderEviction(t *testing.T) {
@@ -203,10 +204,43 @@ func TestDirectReadsUnderEviction(t *testing.T) {
 					defer wg.Done()
 					r := rand.New(rand.NewPCG(uint64(g), 2))
 					buf := make([]byte, blockSize)
+					runBufs := make([][]byte, 5)
+					for j := range runBufs {
+						runBufs[j] = make([]byte, blockSize)
+					}
 					for !stop.Load() {
 						i := r.IntN(keys)
 						k := block.NewKey("default", uint64(i))
 						clear(buf)
+						if r.IntN(3) == 0 {
+							// A run: ReadDirectRun's pipelined batches.
+							rk := make([]block.Key, 5)
+							ri := make([]int, len(rk))
+							for j := range rk {
+								ri[j] = r.IntN(keys)
+								rk[j] = block.NewKey("default", uint64(ri[j]))
+								clear(runBufs[j])
+							}
+							sizes, rerrs, err := c.ReadDirectRun(ctx, rk, runBufs, 2)
+							if err != nil {
+								fail(fmt.Errorf("ReadDirectRun: %w", err))
+								return
+							}
+							for j := range rk {
+								switch {
+								case errors.Is(rerrs[j], block.ErrNotFound):
+								case rerrs[j] != nil:
+									fail(fmt.Errorf("ReadDirectRun %s: %w", rk[j], rerrs[j]))
+									return
+								case !bytes.Equal(runBufs[j][:sizes[j]], blocks[ri[j]]):
+									fail(fmt.Errorf("ReadDirectRun %s (%s): wrong bytes", rk[j], mode))
+									return
+								default:
+									fresh.Add(1)
+								}
+							}
+							continue
+						}
 						if r.IntN(2) == 0 {
 							n, err := c.ReadDirect(ctx, k, buf)
 							switch {
