@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -344,8 +345,20 @@ func httpVerify(key block.Key, data []byte, sum uint32) error {
 }
 
 // Get fetches a whole block and verifies it against its checksum header.
+// It declares that it verifies (httpwire.HeaderReaderVerifies), so the
+// server's DRAM tier may skip its own pass; on a mismatch it reads the
+// block once more without the declaration, and the tier's check then
+// decides (a corrupt block is dropped and answered NotFound).
 func (c *HTTPClient) Get(ctx context.Context, key block.Key) ([]byte, error) {
-	req, err := c.newRequest(ctx, http.MethodGet, c.blockURL(key), nil)
+	data, err := c.get(ctx, key, true)
+	if errors.Is(err, block.ErrChecksum) {
+		data, err = c.get(ctx, key, false)
+	}
+	return data, err
+}
+
+func (c *HTTPClient) get(ctx context.Context, key block.Key, declare bool) ([]byte, error) {
+	req, err := c.newBlockGet(ctx, key, declare)
 	if err != nil {
 		return nil, err
 	}
@@ -376,10 +389,29 @@ func (c *HTTPClient) Get(ctx context.Context, key block.Key) ([]byte, error) {
 
 // GetInto fetches a whole block into buf and returns its size; a buf smaller
 // than the block is io.ErrShortBuffer (nothing is read). buf's first n bytes
-// are only meaningful when err is nil: a checksum mismatch is
-// block.ErrChecksum.
+// are only meaningful when err is nil: a checksum mismatch that a second
+// read, verified by the server's tier, does not clear is block.ErrChecksum
+// (see Get for the declaration and the second read).
 func (c *HTTPClient) GetInto(ctx context.Context, key block.Key, buf []byte) (int, error) {
+	n, err := c.getInto(ctx, key, buf, true)
+	if errors.Is(err, block.ErrChecksum) {
+		n, err = c.getInto(ctx, key, buf, false)
+	}
+	return n, err
+}
+
+// newBlockGet is the GET of a whole block; with declare it carries
+// httpwire.HeaderReaderVerifies (the caller checks every byte).
+func (c *HTTPClient) newBlockGet(ctx context.Context, key block.Key, declare bool) (*http.Request, error) {
 	req, err := c.newRequest(ctx, http.MethodGet, c.blockURL(key), nil)
+	if err == nil && declare {
+		req.Header.Set(httpwire.HeaderReaderVerifies, httpwire.ReaderVerifiesCRC32C)
+	}
+	return req, err
+}
+
+func (c *HTTPClient) getInto(ctx context.Context, key block.Key, buf []byte, declare bool) (int, error) {
+	req, err := c.newBlockGet(ctx, key, declare)
 	if err != nil {
 		return 0, err
 	}

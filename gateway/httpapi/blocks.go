@@ -131,14 +131,23 @@ func (s *Server) getBlock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ref, err := s.store.Get(r.Context(), key)
+	partial := r.Header.Get("Range") != "" || r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Range") != ""
+	ctx := r.Context()
+	if !partial && r.Header.Get(httpwire.HeaderReaderVerifies) == httpwire.ReaderVerifiesCRC32C {
+		// The client checks the whole body against the CRC-32C header and
+		// reads again without the declaration on a mismatch: the DRAM tier
+		// may leave the check to it. A partial body cannot be checked
+		// against the whole block's sum, so ranged reads stay verified.
+		ctx = block.WithReaderVerify(ctx)
+	}
+	ref, err := s.store.Get(ctx, key)
 	s.metrics.Block(proto, "get", errcode.Of(err))
 	if err != nil {
 		return err
 	}
 	defer ref.Release()
 	setInfoHeaders(w.Header(), int64(len(ref.Data)), ref.Sum, ref.Tier)
-	if r.Header.Get("Range") != "" || r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Range") != "" {
+	if partial {
 		// Partial and conditional reads: net/http implements the RFC 9110
 		// rules (206, multi-range, 416, 304). The checksum header still
 		// describes the whole block.

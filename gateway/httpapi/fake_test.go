@@ -29,6 +29,8 @@ type fakeTier struct {
 	leases atomic.Int64
 	// retains are the read retain windows Get and Retain saw, by key.
 	retains map[block.Key]time.Duration
+	// readerMarks are block.ReaderVerifies of each Get's context, in order.
+	readerMarks []bool
 }
 
 type fakeBlock struct {
@@ -65,6 +67,7 @@ func (f *fakeTier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	if d := block.RetainFrom(ctx); d > 0 {
 		f.noteRetainLocked(key, d)
 	}
+	f.readerMarks = append(f.readerMarks, block.ReaderVerifies(ctx))
 	b, ok := f.blocks[key]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
@@ -111,6 +114,15 @@ func (f *fakeTier) Pin(_ context.Context, key block.Key, until time.Time) error 
 		b.pin = until
 	}
 	return nil
+}
+
+// takeReaderMarks returns the reader marks Get saw and forgets them.
+func (f *fakeTier) takeReaderMarks() []bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.readerMarks
+	f.readerMarks = nil
+	return m
 }
 
 func (f *fakeTier) len() int {

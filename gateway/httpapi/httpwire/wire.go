@@ -63,7 +63,19 @@ const (
 	// request is seen; in a cluster, one round trip to the leader). Any
 	// other value is InvalidArgument.
 	HeaderRead = "X-Ctxtier-Read"
+	// HeaderReaderVerifies on a GET of a whole block declares that the
+	// client checks every byte it receives against HeaderCRC (the CRC-32C
+	// recorded at put) and, on a mismatch, reads the block again without
+	// this header. The server may then skip the DRAM tier's own pass over
+	// the bytes, as for a native client whose hello declared
+	// wire.HelloVerifiesGets. Its one value is ReaderVerifiesCRC32C; any
+	// other value, a ranged or conditional GET, and every other request
+	// are served verified at rest as before (the header is ignored).
+	HeaderReaderVerifies = "X-Ctxtier-Reader-Verifies"
 )
+
+// ReaderVerifiesCRC32C is HeaderReaderVerifies's value.
+const ReaderVerifiesCRC32C = "crc32c"
 
 // HeaderRead values.
 const (
