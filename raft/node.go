@@ -485,7 +485,7 @@ const (
 // Read prepares a read at level and returns the FSM to read from. Here a
 // linearizable read must run on the leader (else *NotLeaderError): a
 // follower asks the leader for ReadIndex over the network (ctxstore/cluster
-// does, through gateway/clusterapi) and then calls WaitApplied.
+// does, through ctxstore/cluster/control) and then calls WaitApplied.
 func (n *Node) Read(ctx context.Context, level ReadLevel) (*fsm.FSM, error) {
 	if level == ReadLinearizable {
 		if _, err := n.ReadIndex(ctx); err != nil {

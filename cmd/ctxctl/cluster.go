@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
 
@@ -109,12 +110,12 @@ func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 	if err != nil {
 		return err
 	}
-	cfg := clusterapi.DefaultConfig()
+	cfg := control.DefaultConfig()
 	cfg.Token, cfg.Timeout, cfg.TLS = token, *timeout, tlsConf
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c := clusterapi.NewClient(*addr, clusterapi.WithConfig(cfg))
+	c := clusterapi.NewClient(*addr, control.WithConfig(cfg))
 	wantArgs := func(max int) error {
 		if len(pos) > max {
 			return fmt.Errorf("cluster %s: unexpected argument %q", action, pos[max])
@@ -231,7 +232,7 @@ func runCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 		if len(pos) != 1 || pos[0] != "status" {
 			return fmt.Errorf("cluster rebalance: want \"rebalance status\"")
 		}
-		st, err := rebalanceStatus(ctx, c, func(addr string) *clusterapi.Client { return clusterapi.NewClient(addr, clusterapi.WithConfig(cfg)) })
+		st, err := rebalanceStatus(ctx, c, func(addr string) *clusterapi.Client { return clusterapi.NewClient(addr, control.WithConfig(cfg)) })
 		if err != nil {
 			return err
 		}

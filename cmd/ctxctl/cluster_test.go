@@ -19,6 +19,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
 
@@ -37,7 +38,7 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, strings.TrimSpace(r.Method+" "+r.URL.Path+" "+string(b)+" "+r.Header.Get(clusterapi.HeaderToken)))
+	f.calls = append(f.calls, strings.TrimSpace(r.Method+" "+r.URL.Path+" "+string(b)+" "+r.Header.Get(control.HeaderToken)))
 	reply := func(v any) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(v)
@@ -71,11 +72,11 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.draining[req.ID] = 2
 		reply(clusterapi.DrainResponse{ID: req.ID, State: "draining", Drain: &cluster.DrainStatus{ID: req.ID, ShardsLeft: 2, BlocksLeft: 2, Namespaces: map[string]int{"one": 2}}})
-	case clusterapi.PathJoin:
+	case control.PathJoin:
 		var m clusterapi.Member
 		_ = json.Unmarshal(b, &m)
 		m.Voter = true
-		reply(clusterapi.JoinResponse{Member: m})
+		reply(control.JoinResponse{Member: m})
 	case clusterapi.PathRemove:
 		if strings.Contains(string(b), `"ghost"`) {
 			w.Header().Set("Content-Type", "application/json")

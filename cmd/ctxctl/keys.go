@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
@@ -94,12 +95,12 @@ func runKeys(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if err != nil {
 			return err
 		}
-		cfg := clusterapi.DefaultConfig()
+		cfg := control.DefaultConfig()
 		cfg.Token, cfg.Timeout, cfg.TLS = secret, *timeout, tlsConf
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
-		store = remoteKeys{clusterapi.NewClient(*addr, clusterapi.WithConfig(cfg))}
+		store = remoteKeys{clusterapi.NewClient(*addr, control.WithConfig(cfg))}
 	} else {
 		fstore, err := credential.OpenFile(credential.DefaultConfig(*dataDir))
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/raft/tlstest"
@@ -51,7 +52,7 @@ func TestClusterClientTLS(t *testing.T) {
 	pool.AppendCertsFromPEM(pem)
 	ctls := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool}
 	ctx := withTimeout(t, 90*time.Second)
-	admin := clusterapi.NewClient(nodes[1].http, clusterapi.WithToken(testSecret), clusterapi.WithTLS(ctls))
+	admin := clusterapi.NewClient(nodes[1].http, control.WithToken(testSecret), control.WithTLS(ctls))
 	waitFor(t, 30*time.Second, "three alive voters over https joins", func() bool {
 		st, err := admin.Status(context.Background())
 		if err != nil {
@@ -178,13 +179,13 @@ func TestClusterClientTLS(t *testing.T) {
 		if nd == follower {
 			continue
 		}
-		r, err := clusterapi.NewClient(nd.http, clusterapi.WithToken(testSecret), clusterapi.WithTLS(ctls)).EndSession(ctx, "r3", 31)
+		r, err := clusterapi.NewClient(nd.http, control.WithToken(testSecret), control.WithTLS(ctls)).EndSession(ctx, "r3", 31)
 		if err != nil || r.Released != 0 {
 			t.Fatalf("%s after the fan-out: %+v %v", nd.id, r, err)
 		}
 	}
 	// A client that does not trust the CA is refused.
-	untrusting := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret), clusterapi.WithTLS(&tls.Config{MinVersion: tls.VersionTLS13}))
+	untrusting := clusterapi.NewClient(nodes[0].http, control.WithToken(testSecret), control.WithTLS(&tls.Config{MinVersion: tls.VersionTLS13}))
 	if _, err := untrusting.Status(ctx); !errors.Is(err, block.ErrUnavailable) || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("status from a client that does not trust the CA: %v", err)
 	}

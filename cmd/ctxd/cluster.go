@@ -16,8 +16,8 @@ import (
 	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster/peer"
-	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
@@ -107,7 +107,7 @@ func openRaft(ctx context.Context, cfg Config, self fsm.Member, secret string, t
 		// Joining is idempotent on the leader, so a restarted member asks
 		// again harmlessly; it retries across the addresses until it is in.
 		go func() {
-			if err := clusterapi.Join(ctx, others, self, clusterOpts(cfg, tlsc, secret)...); err != nil && ctx.Err() == nil {
+			if err := control.Join(ctx, others, self, clusterOpts(cfg, tlsc, secret)...); err != nil && ctx.Err() == nil {
 				log.Error("joining the cluster failed", "via", others, "err", err)
 				return
 			}
@@ -199,7 +199,7 @@ func openCluster(ctx context.Context, cfg Config, self fsm.Member, secret string
 	ccfg.ProbeInterval = min(ccfg.ProbeInterval, cfg.DeadAfter/4)
 	ccfg.ProbeTimeout = ccfg.ProbeInterval
 	ccfg.RebalanceBytesPerSec, ccfg.RebalanceInflight = cfg.RebalanceRate, cfg.RebalanceInflight
-	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, clusterapi.NewForwarder(nil, clusterOpts(cfg, tlsc, secret)...), log, reg); err != nil {
+	if parts.backend, err = cluster.New(ccfg, node, stack, parts.peers, control.NewForwarder(nil, clusterOpts(cfg, tlsc, secret)...), log, reg); err != nil {
 		parts.close(log)
 		return nil, err
 	}

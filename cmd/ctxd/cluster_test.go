@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
@@ -58,7 +59,7 @@ func startClusterWith(t *testing.T, n int, extra func(id string) []string) ([]*t
 		nd.p = startCtxd(t, nd.args(join)...)
 	}
 	waitFor(t, 20*time.Second, "all members alive and voting", func() bool {
-		st, err := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(context.Background())
+		st, err := clusterapi.NewClient(nodes[0].http, control.WithToken(testSecret)).Status(context.Background())
 		if err != nil || st.Leader == nil {
 			return false
 		}
@@ -89,7 +90,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.
 func leaderOf(t *testing.T, nodes []*testNode) (*testNode, bool) {
 	t.Helper()
 	for _, nd := range nodes {
-		st, err := clusterapi.NewClient(nd.http, clusterapi.WithToken(testSecret)).Status(context.Background())
+		st, err := clusterapi.NewClient(nd.http, control.WithToken(testSecret)).Status(context.Background())
 		if err != nil || st.Leader == nil {
 			continue
 		}
@@ -244,7 +245,7 @@ func TestClusterNodeLostRepairAndRejoin(t *testing.T) {
 	n4.p = startCtxd(t, n4.args(join)...)
 	all := append(nodes, n4)
 	waitFor(t, 20*time.Second, "n4 joined", func() bool {
-		st, err := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(context.Background())
+		st, err := clusterapi.NewClient(nodes[0].http, control.WithToken(testSecret)).Status(context.Background())
 		if err != nil {
 			return false
 		}
@@ -296,7 +297,7 @@ func TestClusterNodeLostRepairAndRejoin(t *testing.T) {
 		if !ok {
 			return false
 		}
-		st, err := clusterapi.NewClient(ld.http, clusterapi.WithToken(testSecret)).Status(context.Background())
+		st, err := clusterapi.NewClient(ld.http, control.WithToken(testSecret)).Status(context.Background())
 		if err != nil || len(st.Extra) == 0 {
 			return false
 		}

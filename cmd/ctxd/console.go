@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
@@ -95,8 +96,8 @@ func (n consoleNamespaces) Usage(ctx context.Context) (map[string]console.Usage,
 func newConsole(cfg Config, tlsc *raft.TLS, secret string, node interface{ FSM() *fsm.FSM }, status func() clusterapi.Status, clusterH http.Handler,
 	reg prometheus.Gatherer, namespaces func() []block.Namespace, traffic console.TrafficSource, members console.MemberTraffic, rt *router.Router,
 	replicated *credential.Replicated, file *credential.FileStore, log *slog.Logger) (*console.Console, error) {
-	api := clusterapi.NewClient("http://"+selfHost, clusterapi.WithToken(secret),
-		clusterapi.WithHTTPClient(&http.Client{Transport: inProcess{clusterH}, Timeout: 30 * time.Second}))
+	api := clusterapi.NewClient("http://"+selfHost, control.WithToken(secret),
+		control.WithHTTPClient(&http.Client{Transport: inProcess{clusterH}, Timeout: 30 * time.Second}))
 	keys := consoleKeys{replicated: replicated, file: file, api: api}
 	var peerTLS *tls.Config
 	if cfg.TLSClients {
@@ -120,13 +121,13 @@ func newConsole(cfg Config, tlsc *raft.TLS, secret string, node interface{ FSM()
 // when the HTTP API is), one client per member address so connections
 // are reused from one overview to the next.
 type consoleMembers struct {
-	opts    []clusterapi.Option
+	opts    []control.Option
 	mu      sync.Mutex
-	clients map[string]*clusterapi.Client
+	clients map[string]*control.Client
 }
 
-func newConsoleMembers(opts []clusterapi.Option) *consoleMembers {
-	return &consoleMembers{opts: opts, clients: map[string]*clusterapi.Client{}}
+func newConsoleMembers(opts []control.Option) *consoleMembers {
+	return &consoleMembers{opts: opts, clients: map[string]*control.Client{}}
 }
 
 func (m *consoleMembers) Traffic(ctx context.Context, mb clusterapi.Member) ([]ctxstore.TrafficCount, error) {
@@ -138,7 +139,7 @@ func (m *consoleMembers) Traffic(ctx context.Context, mb clusterapi.Member) ([]c
 		if len(m.clients) > 1024 {
 			clear(m.clients)
 		}
-		cl = clusterapi.NewClient(mb.HTTPAddr, m.opts...)
+		cl = control.NewClient(mb.HTTPAddr, m.opts...)
 		m.clients[mb.HTTPAddr] = cl
 	}
 	m.mu.Unlock()

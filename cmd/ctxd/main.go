@@ -18,7 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/ctxtier/ctxtier/gateway/clusterapi"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/raft"
 )
 
@@ -77,12 +77,14 @@ func clientTLS(t *raft.TLS) *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{t.Certificate}}
 }
 
-// clusterOpts are the cluster API options every node-side user shares: the
-// cluster secret, and https to the members' HTTP ports under --tls-clients.
-func clusterOpts(cfg Config, t *raft.TLS, secret string) []clusterapi.Option {
-	opts := []clusterapi.Option{clusterapi.WithToken(secret)}
+// clusterOpts are the options of the cluster's HTTP transport that every
+// node-side user shares (control's server and clients, and so the cluster
+// API): the cluster secret, and https to the members' HTTP ports under
+// --tls-clients.
+func clusterOpts(cfg Config, t *raft.TLS, secret string) []control.Option {
+	opts := []control.Option{control.WithToken(secret)}
 	if cfg.TLSClients {
-		opts = append(opts, clusterapi.WithTLS(t.ClientConfig("")))
+		opts = append(opts, control.WithTLS(t.ClientConfig("")))
 	}
 	return opts
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/internal/netns"
@@ -86,7 +87,7 @@ func startNSCluster(t *testing.T) *nsCluster {
 			t.Fatal(err)
 		}
 		nd.hc = hc
-		nd.cc = clusterapi.NewClient(nd.IP+":7401", clusterapi.WithToken(testSecret), clusterapi.WithHTTPClient(&http.Client{
+		nd.cc = clusterapi.NewClient(nd.IP+":7401", control.WithToken(testSecret), control.WithHTTPClient(&http.Client{
 			Transport: &http.Transport{DialContext: nd.DialContext}, Timeout: 5 * time.Second}))
 	}
 	took := c.waitFor(90*time.Second, "three alive voters seen by every node", func() bool {

@@ -9,6 +9,7 @@ import (
 
 	hraft "github.com/hashicorp/raft"
 
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
 
@@ -22,7 +23,7 @@ func raftViews(t *testing.T, nodes []*testNode) map[string]raftView {
 	t.Helper()
 	views := map[string]raftView{}
 	for _, nd := range nodes {
-		st, err := clusterapi.NewClient(nd.http, clusterapi.WithToken(testSecret)).Status(withTimeout(t, 10*time.Second))
+		st, err := clusterapi.NewClient(nd.http, control.WithToken(testSecret)).Status(withTimeout(t, 10*time.Second))
 		if err != nil {
 			t.Fatalf("%s status: %v", nd.id, err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/ctxstore/erasure"
 	"github.com/ctxtier/ctxtier/ctxstore/placement"
 	"github.com/ctxtier/ctxtier/gateway/client"
@@ -212,7 +213,7 @@ func waitRebalanced(t *testing.T, ctxctl, addr string, since time.Time) cluster.
 // it). It logs the distribution.
 func (a *ackedBlocks) checkShares(ctx context.Context, t *testing.T, nodes []*testNode, tol float64, lowerOnly map[string]bool) {
 	t.Helper()
-	cs, err := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(ctx)
+	cs, err := clusterapi.NewClient(nodes[0].http, control.WithToken(testSecret)).Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func waitRepairIdle(ctx context.Context, t *testing.T, nodes []*testNode, blocks
 		if !ok {
 			return false
 		}
-		st, err := clusterapi.NewClient(leader.http, clusterapi.WithToken(testSecret)).Status(ctx)
+		st, err := clusterapi.NewClient(leader.http, control.WithToken(testSecret)).Status(ctx)
 		var extra struct {
 			Repair cluster.RepairStatus `json:"repair"`
 		}
@@ -470,7 +471,7 @@ func TestClusterRebalanceScaleOutAndIn(t *testing.T) {
 	// 5 -> 3: drain n5 and n4 under load, remove and stop them.
 	stop = load(200_000)
 	drainStart := time.Now()
-	cl := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret))
+	cl := clusterapi.NewClient(nodes[0].http, control.WithToken(testSecret))
 	for _, id := range []string{"n5", "n4"} {
 		if _, err := cl.Drain(ctx, id); err != nil {
 			t.Fatalf("drain %s: %v", id, err)

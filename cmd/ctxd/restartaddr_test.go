@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
 
@@ -70,7 +71,7 @@ func TestRestartOnNewPeerPortReadyOnlyWhenRegistered(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var err error
-			st, err = clusterapi.NewClient(ld.http, clusterapi.WithToken(testSecret)).Status(ctx)
+			st, err = clusterapi.NewClient(ld.http, control.WithToken(testSecret)).Status(ctx)
 			return err == nil
 		})
 		found := false

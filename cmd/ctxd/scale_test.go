@@ -10,13 +10,14 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
 
 // memberCounts returns, from nd's status, the alive voters and the ids of
 // members in each state.
 func memberCounts(nd *testNode) (aliveVoters int, states map[string]string, err error) {
-	st, err := clusterapi.NewClient(nd.http, clusterapi.WithToken(testSecret)).Status(context.Background())
+	st, err := clusterapi.NewClient(nd.http, control.WithToken(testSecret)).Status(context.Background())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -84,7 +85,7 @@ func TestClusterScaleOutAndIn(t *testing.T) {
 
 	// Scale in: drain n5 and n4 (what the index places on them is in the
 	// reply), wait until nothing is left on them, then remove and stop them.
-	cl := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret))
+	cl := clusterapi.NewClient(nodes[0].http, control.WithToken(testSecret))
 	onLeaving := map[string]int{}
 	for _, id := range []string{"n5", "n4"} {
 		resp, err := cl.Drain(ctx, id)
@@ -139,7 +140,7 @@ func TestClusterScaleOutAndIn(t *testing.T) {
 		t.Fatal("no leader")
 	}
 	waitFor(t, 10*time.Second, "no repair pending", func() bool {
-		st, err := clusterapi.NewClient(leader.http, clusterapi.WithToken(testSecret)).Status(ctx)
+		st, err := clusterapi.NewClient(leader.http, control.WithToken(testSecret)).Status(ctx)
 		if err != nil {
 			return false
 		}

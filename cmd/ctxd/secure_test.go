@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
@@ -74,7 +75,7 @@ func keyClients(t *testing.T, nodes []*testNode, id, secret string) ([]*client.C
 func TestAuthRequiredClusterSecure(t *testing.T) {
 	nodes, _ := startClusterWith(t, 3, func(string) []string { return []string{"--auth", "required"} })
 	ctx := withTimeout(t, 120*time.Second)
-	admin := clusterapi.NewClient(nodes[1].http, clusterapi.WithToken(testSecret))
+	admin := clusterapi.NewClient(nodes[1].http, control.WithToken(testSecret))
 
 	// An admin key made through n2 works on every node within a second.
 	start := time.Now()
@@ -117,7 +118,7 @@ func TestAuthRequiredClusterSecure(t *testing.T) {
 
 	// A tenant key scoped to "a", revoked through n3: refused everywhere
 	// within a second.
-	ten, err := clusterapi.NewClient(nodes[2].http, clusterapi.WithToken(testSecret)).CreateKey(ctx, []string{"a"}, "tenant")
+	ten, err := clusterapi.NewClient(nodes[2].http, control.WithToken(testSecret)).CreateKey(ctx, []string{"a"}, "tenant")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestAuthRequiredClusterSecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := clusterapi.NewClient(nodes[2].http, clusterapi.WithToken(testSecret)).RevokeKey(ctx, ten.AccessKeyID); err != nil {
+	if err := clusterapi.NewClient(nodes[2].http, control.WithToken(testSecret)).RevokeKey(ctx, ten.AccessKeyID); err != nil {
 		t.Fatal(err)
 	}
 	revoked := time.Now()
@@ -185,12 +186,12 @@ func TestAuthRequiredClusterSecure(t *testing.T) {
 	for _, ep := range []struct{ method, path, body string }{
 		{"GET", clusterapi.PathStatus, ""},
 		{"GET", clusterapi.PathRepair, ""},
-		{"POST", clusterapi.PathJoin, `{"id":"evil","raft_addr":"127.0.0.1:1","data_addr":"127.0.0.1:2","http_addr":"127.0.0.1:3"}`},
+		{"POST", control.PathJoin, `{"id":"evil","raft_addr":"127.0.0.1:1","data_addr":"127.0.0.1:2","http_addr":"127.0.0.1:3"}`},
 		{"POST", clusterapi.PathRemove, `{"id":"n3"}`},
 		{"POST", clusterapi.PathTransfer, `{}`},
 		{"POST", clusterapi.PathDrain, `{"id":"n3"}`},
-		{"POST", clusterapi.PathPropose, "x"},
-		{"POST", clusterapi.PathReadIndex, ""},
+		{"POST", control.PathPropose, "x"},
+		{"POST", control.PathReadIndex, ""},
 		{"GET", clusterapi.PathKeys, ""},
 		{"POST", clusterapi.PathKeys, `{"namespaces":["*"]}`},
 		{"POST", clusterapi.PathKeysRevoke, `{"id":"` + adm.AccessKeyID + `"}`},
@@ -198,7 +199,7 @@ func TestAuthRequiredClusterSecure(t *testing.T) {
 		for _, token := range []string{"", "wrong-secret-0123456789"} {
 			req, _ := http.NewRequestWithContext(ctx, ep.method, "http://"+nodes[0].http+ep.path, strings.NewReader(ep.body))
 			if token != "" {
-				req.Header.Set(clusterapi.HeaderToken, token)
+				req.Header.Set(control.HeaderToken, token)
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -311,7 +312,7 @@ func TestSingleNodeKeepsItsSecret(t *testing.T) {
 	}
 	// The peer listener takes the kept secret and nothing else.
 	ctx := withTimeout(t, 10*time.Second)
-	st, err := clusterapi.NewClient(p.HTTP, clusterapi.WithToken(secret)).Status(ctx)
+	st, err := clusterapi.NewClient(p.HTTP, control.WithToken(secret)).Status(ctx)
 	if err != nil || len(st.Members) != 1 {
 		t.Fatalf("status: %+v %v", st, err)
 	}

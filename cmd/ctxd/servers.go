@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/cmd/internal/subcmd"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/ctxstore/object"
 	"github.com/ctxtier/ctxtier/ctxstore/prefill"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
@@ -84,17 +85,25 @@ func (n *node) openServers(context.Context) (err error) {
 	// A session ended through this node is ended on every other live
 	// member too (their replicas and shards), over the cluster API; a
 	// member asked that way releases on its own tier stack only.
-	fcfg := clusterapi.DefaultSessionFanoutConfig()
+	fcfg := control.DefaultSessionFanoutConfig()
 	fcfg.NodeID = cfg.NodeID
-	fanout, err := clusterapi.NewSessionFanout(fcfg, parts.node.Members, n.reg, n.log, clusterOpts(cfg, n.tls, n.secret)...)
+	fanout, err := control.NewSessionFanout(fcfg, parts.node.Members, n.reg, n.log, clusterOpts(cfg, n.tls, n.secret)...)
 	if err != nil {
 		return err
 	}
 	parts.backend.SetSessionPeers(fanout)
-	clusterH := clusterapi.Handler(parts.node, parts.backend, clusterExtra, n.log,
-		append(clusterOpts(cfg, n.tls, n.secret), clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(n.replicatedKeys),
-			clusterapi.WithTraffic(store.Traffic().Snapshot), clusterapi.WithSessions(n.local.ReleaseSession))...)
+	// The node-to-node endpoints (join, forwarded proposals, read index,
+	// session end, traffic) are the cluster's own (control); the operator
+	// endpoints beside them (status, remove, drain, transfer, repair,
+	// access keys) are the cluster API, served through control's transport.
+	ctl := control.NewServer(parts.node, parts.backend, n.log,
+		append(clusterOpts(cfg, n.tls, n.secret), control.WithTraffic(store.Traffic().Snapshot), control.WithSessions(n.local.ReleaseSession))...)
+	clusterH := clusterapi.Handler(ctl, parts.backend, clusterExtra, n.log,
+		clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(n.replicatedKeys))
 	n.httpSrv.MountOwnAuth("/v1/cluster/", clusterH)
+	for _, p := range control.Patterns() {
+		n.httpSrv.MountOwnAuth(p, ctl)
+	}
 
 	if n.ingest, err = kvevent.New(kvevent.DefaultConfig(), rt, n.reg, n.log); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 )
@@ -54,7 +55,7 @@ func TestClusterSessionEndReleasesEveryMember(t *testing.T) {
 	}
 	internal := func(nd *testNode, s uint64) int {
 		t.Helper()
-		r, err := clusterapi.NewClient(nd.http, clusterapi.WithToken(testSecret)).EndSession(ctx, ns, s)
+		r, err := clusterapi.NewClient(nd.http, control.WithToken(testSecret)).EndSession(ctx, ns, s)
 		if err != nil {
 			t.Fatalf("internal session end %d on %s: %v", s, nd.id, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/clusterapi"
 	"github.com/ctxtier/ctxtier/internal/clustersecret"
@@ -75,7 +76,7 @@ func TestClusterTLS(t *testing.T) {
 	}
 
 	// The peer listener speaks only TLS, to a client with a certificate.
-	st, err := clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(ctx)
+	st, err := clusterapi.NewClient(nodes[0].http, control.WithToken(testSecret)).Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestClusterTLS(t *testing.T) {
 			t.Logf("n4: %s", l)
 		}
 	}
-	if st, err = clusterapi.NewClient(nodes[0].http, clusterapi.WithToken(testSecret)).Status(ctx); err != nil {
+	if st, err = clusterapi.NewClient(nodes[0].http, control.WithToken(testSecret)).Status(ctx); err != nil {
 		t.Fatal(err)
 	}
 	voters := 0

@@ -150,7 +150,7 @@ type ShardPut struct {
 	Opts block.PutOptions
 }
 
-// Forwarder carries an encoded proposal to the leader (gateway/clusterapi
+// Forwarder carries an encoded proposal to the leader (the subpackage control
 // implements it over HTTP) and returns the leader's encoded answer, which
 // the leader computes with Backend.HandleForwarded.
 type Forwarder interface {

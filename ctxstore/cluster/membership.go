@@ -10,8 +10,8 @@ import (
 // Membership is the cluster's membership as the layers above the domain
 // see it: who this node is, who leads, the Raft configuration and the
 // committed member records, and the membership changes a leader makes.
-// *raft.Node implements it; gateway/clusterapi depends on it and on the
-// names below, never on the raft packages.
+// *raft.Node implements it; the subpackage control and gateway/clusterapi
+// depend on it and on the names below, never on the raft packages.
 type Membership interface {
 	// ID is this node's id.
 	ID() string

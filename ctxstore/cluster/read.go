@@ -14,7 +14,7 @@ import (
 
 // ReadIndexer asks the leader for its read index (raft.Node.ReadIndex):
 // the log index a node must have applied to serve a linearizable read.
-// gateway/clusterapi's Forwarder implements it over HTTP beside Forward;
+// the subpackage control's Forwarder implements it over HTTP beside Forward;
 // a Forwarder without it leaves followers able to read locally only.
 type ReadIndexer interface {
 	ReadIndex(ctx context.Context, leader fsm.Member) (uint64, error)

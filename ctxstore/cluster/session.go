@@ -7,7 +7,7 @@ import (
 )
 
 // SessionPeers ends an agent session on every other live member, best
-// effort (gateway/clusterapi.SessionFanout over the cluster's internal HTTP
+// effort (control.SessionFanout over the cluster's internal HTTP
 // API): it reports nothing back, what failed is its own to count and log.
 type SessionPeers interface {
 	EndSessionOnPeers(ctx context.Context, ns string, session uint64)

@@ -33,7 +33,6 @@ func (s *drainState) set(id string, shards int) {
 // fakeDrainer commits the draining state through Raft as the real backend
 // does, and reports holdings from drainState.
 type fakeDrainer struct {
-	*fakeTarget
 	node *raft.Node
 	st   *drainState
 }
@@ -84,9 +83,9 @@ func TestDrainThroughFollowers(t *testing.T) {
 	st := &drainState{held: map[string]int{"n3": 5, "n2": 3}}
 	c := newClusterWith(t, 3, st)
 	ctx := withTimeoutCtx(t, 30*time.Second)
-	c.waitLeader()
-	f := c.follower()
-	cl := NewClient(f.addr())
+	c.WaitLeader()
+	f := c.Follower()
+	cl := NewClient(f.Addr())
 
 	// A member that holds shards is not removed without a drain or --force.
 	err := cl.Remove(ctx, "n3")
@@ -100,11 +99,11 @@ func TestDrainThroughFollowers(t *testing.T) {
 	if resp.ID != "n3" || resp.State != "draining" || resp.Drain == nil || resp.Drain.ShardsLeft != 5 {
 		t.Fatalf("drain reply %+v", resp)
 	}
-	for _, tn := range c.nodes {
-		c.eventually(tn.id+" reports the drain", func() bool {
-			s, err := NewClient(tn.addr()).Status(ctx)
+	for _, tn := range c.Nodes {
+		c.Eventually(tn.ID+" reports the drain", func() bool {
+			s, err := NewClient(tn.Addr()).Status(ctx)
 			return err == nil && strings.Contains(memberIDs(s.Members), "n3/draining/voter=true") &&
-				len(s.Drains) == 1 && s.Drains[0].ID == "n3" && s.Drains[0].ShardsLeft == 5 && s.Drains[0].Active == tn.node.IsLeader()
+				len(s.Drains) == 1 && s.Drains[0].ID == "n3" && s.Drains[0].ShardsLeft == 5 && s.Drains[0].Active == tn.Raft.IsLeader()
 		})
 	}
 	// WaitDrained follows the leader's status until nothing is left.
@@ -118,7 +117,7 @@ func TestDrainThroughFollowers(t *testing.T) {
 			mu.Unlock()
 		})
 	}()
-	c.eventually("progress reported", func() bool {
+	c.Eventually("progress reported", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) > 0
@@ -148,8 +147,8 @@ func TestDrainThroughFollowers(t *testing.T) {
 	if err := cl.CancelDrain(ctx, "n2"); err != nil {
 		t.Fatal(err)
 	}
-	c.eventually("n2 alive again", func() bool {
-		m, _ := c.waitLeader().node.FSM().Member("n2")
+	c.Eventually("n2 alive again", func() bool {
+		m, _ := c.WaitLeader().Raft.FSM().Member("n2")
 		return m.State == fsm.MemberAlive
 	})
 	if err := cl.WaitDrained(ctx, []string{"n2"}, 10*time.Millisecond, nil); !errors.Is(err, block.ErrInvalidArgument) || !strings.Contains(err.Error(), "not draining") {
@@ -159,8 +158,8 @@ func TestDrainThroughFollowers(t *testing.T) {
 	if err := cl.ForceRemove(ctx, "n2"); err != nil {
 		t.Fatalf("forced remove: %v", err)
 	}
-	c.eventually("n2 left", func() bool {
-		m, _ := c.waitLeader().node.FSM().Member("n2")
+	c.Eventually("n2 left", func() bool {
+		m, _ := c.WaitLeader().Raft.FSM().Member("n2")
 		return m.State == fsm.MemberLeft
 	})
 	if _, err := cl.Drain(ctx, ""); !errors.Is(err, block.ErrInvalidArgument) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
 
@@ -55,33 +56,33 @@ func (h *handler) listKeys(w http.ResponseWriter, r *http.Request) error {
 		c.Secret = ""
 		out = append(out, keyOf(c))
 	}
-	writeJSON(w, http.StatusOK, out)
+	control.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func (h *handler) createKey(w http.ResponseWriter, r *http.Request) error {
-	body, err := h.readBody(w, r)
+	body, err := h.ctl.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
 	var req CreateKeyRequest
-	if err := decodeJSONBytes(body, &req, false); err != nil {
+	if err := control.DecodeJSONBytes(body, &req, false); err != nil {
 		return err
 	}
 	if err := credential.ValidateScope(req.Namespaces); err != nil {
 		return err
 	}
 	if !h.node.IsLeader() {
-		return h.forward(w, r, body, false)
+		return h.ctl.Relay(w, r, body, false)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
 	c, err := h.cfg.Keys.Create(ctx, req.Namespaces, req.Description)
 	if err != nil {
 		return err
 	}
-	h.log.Info("access key created", "access_key", c.AccessKeyID, "namespaces", c.Namespaces, "via", r.Header.Get(HeaderForwardedBy))
-	writeJSON(w, http.StatusOK, keyOf(c))
+	h.log.Info("access key created", "access_key", c.AccessKeyID, "namespaces", c.Namespaces, "via", r.Header.Get(control.HeaderForwardedBy))
+	control.WriteJSON(w, http.StatusOK, keyOf(c))
 	return nil
 }
 
@@ -92,15 +93,15 @@ func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !h.node.IsLeader() {
-		return h.forward(w, r, body, false)
+		return h.ctl.Relay(w, r, body, false)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
 	if err := h.cfg.Keys.Revoke(ctx, req.ID); err != nil {
 		return err
 	}
-	h.log.Info("access key revoked", "access_key", req.ID, "via", r.Header.Get(HeaderForwardedBy))
-	writeJSON(w, http.StatusOK, RevokeKeyRequest{ID: req.ID})
+	h.log.Info("access key revoked", "access_key", req.ID, "via", r.Header.Get(control.HeaderForwardedBy))
+	control.WriteJSON(w, http.StatusOK, RevokeKeyRequest{ID: req.ID})
 	return nil
 }
 
@@ -108,14 +109,14 @@ func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request) error {
 // and returns it with its secret, the only time the secret is shown.
 func (c *Client) CreateKey(ctx context.Context, namespaces []string, description string) (Key, error) {
 	var out Key
-	err := c.do(ctx, http.MethodPost, PathKeys, CreateKeyRequest{Namespaces: namespaces, Description: description}, &out)
+	err := c.Do(ctx, http.MethodPost, PathKeys, CreateKeyRequest{Namespaces: namespaces, Description: description}, &out)
 	return out, err
 }
 
 // ListKeys lists the cluster's access keys, without secrets.
 func (c *Client) ListKeys(ctx context.Context) ([]Key, error) {
 	var out []Key
-	err := c.do(ctx, http.MethodGet, PathKeys, nil, &out)
+	err := c.Do(ctx, http.MethodGet, PathKeys, nil, &out)
 	return out, err
 }
 
@@ -124,5 +125,5 @@ func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: revoke: id is required", block.ErrInvalidArgument)
 	}
-	return c.do(ctx, http.MethodPost, PathKeysRevoke, RevokeKeyRequest{ID: id}, &RevokeKeyRequest{})
+	return c.Do(ctx, http.MethodPost, PathKeysRevoke, RevokeKeyRequest{ID: id}, &RevokeKeyRequest{})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/raft"
 )
@@ -19,18 +20,18 @@ import (
 func TestKeysReplicated(t *testing.T) {
 	const token = "cluster-secret-0123456789"
 	key := bytes.Repeat([]byte{3}, 32)
-	c := startCluster(&tcluster{t: t, opts: []Option{WithToken(token), WithProtectStatus(true)},
+	c := startCluster(&tcluster{t: t, ctl: []control.Option{control.WithToken(token)}, opts: []Option{WithProtectStatus(true)},
 		keys: map[string]*credential.Replicated{}, newKeys: keyStore(t, key)}, 3)
 	stores := c.keys
-	f := c.follower()
+	f := c.Follower()
 	ctx := context.Background()
 
 	for _, tc := range []struct {
 		name string
 		cl   *Client
 	}{
-		{"anonymous", NewClient(f.addr())},
-		{"wrong token", NewClient(f.addr(), WithToken("not-the-secret-0123"))},
+		{"anonymous", NewClient(f.Addr())},
+		{"wrong token", NewClient(f.Addr(), control.WithToken("not-the-secret-0123"))},
 	} {
 		if _, err := tc.cl.CreateKey(ctx, []string{"a"}, ""); !errors.Is(err, block.ErrUnauthenticated) {
 			t.Errorf("%s create: %v", tc.name, err)
@@ -45,7 +46,7 @@ func TestKeysReplicated(t *testing.T) {
 			t.Errorf("%s repair: %v", tc.name, err)
 		}
 	}
-	cl := NewClient(f.addr(), WithToken(token))
+	cl := NewClient(f.Addr(), control.WithToken(token))
 	if _, err := cl.Status(ctx); err != nil {
 		t.Fatalf("status with token: %v", err)
 	}
@@ -59,18 +60,18 @@ func TestKeysReplicated(t *testing.T) {
 	if k.SecretAccessKey == "" || k.AccessKeyID == "" {
 		t.Fatalf("created %+v", k)
 	}
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			got, err := stores[n.id].Lookup(k.AccessKeyID)
+			got, err := stores[n.ID].Lookup(k.AccessKeyID)
 			if err == nil {
 				if got.Secret != k.SecretAccessKey || !got.Allows("team-x") || got.Allows("b") {
-					t.Fatalf("%s: %+v", n.id, got)
+					t.Fatalf("%s: %+v", n.ID, got)
 				}
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s never saw the key: %v", n.id, err)
+				t.Fatalf("%s never saw the key: %v", n.ID, err)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -85,14 +86,14 @@ func TestKeysReplicated(t *testing.T) {
 	if err := cl.RevokeKey(ctx, k.AccessKeyID); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("revoke twice: %v", err)
 	}
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			if _, err := stores[n.id].Lookup(k.AccessKeyID); errors.Is(err, block.ErrUnauthenticated) {
+			if _, err := stores[n.ID].Lookup(k.AccessKeyID); errors.Is(err, block.ErrUnauthenticated) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s still accepts the revoked key", n.id)
+				t.Fatalf("%s still accepts the revoked key", n.ID)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -102,8 +103,8 @@ func TestKeysReplicated(t *testing.T) {
 // Without a token, the key endpoints refuse even a caller with none.
 func TestKeysNeedToken(t *testing.T) {
 	c := startCluster(&tcluster{t: t, keys: map[string]*credential.Replicated{}, newKeys: keyStore(t, bytes.Repeat([]byte{3}, 32))}, 1)
-	n := c.nodes[0]
-	if _, err := NewClient(n.addr()).CreateKey(context.Background(), []string{"a"}, ""); !errors.Is(err, block.ErrUnauthenticated) {
+	n := c.Nodes[0]
+	if _, err := NewClient(n.Addr()).CreateKey(context.Background(), []string{"a"}, ""); !errors.Is(err, block.ErrUnauthenticated) {
 		t.Fatalf("create without a cluster secret: %v", err)
 	}
 }

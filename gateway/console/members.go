@@ -13,7 +13,7 @@ import (
 
 // MemberTraffic fetches another member's per-namespace traffic counters
 // (its GET /v1/cluster/internal/traffic, with the cluster secret). cmd/ctxd
-// implements it over clusterapi.Client.
+// implements it over ctxstore/cluster/control's Client.
 type MemberTraffic interface {
 	Traffic(ctx context.Context, m clusterapi.Member) ([]ctxstore.TrafficCount, error)
 }

@@ -26,6 +26,8 @@ var layerOf = []struct{ prefix, layer string }{
 	{"ctxstore/router/query", "leaf"},
 	{"ctxstore", "ctxstore"},
 	{"ctxstore/cluster/peer", "transport"},
+	{"ctxstore/cluster/control", "control"},
+	{"ctxstore/cluster/control/controltest", "ctxstore"},
 	{"raft", "raft"},
 	{"tiers", "tiers"},
 	{"gateway", "gateway"},
@@ -50,7 +52,14 @@ var layerOf = []struct{ prefix, layer string }{
 // node-to-node transport (transport: ctxstore/cluster/peer, the shard
 // traffic) is the cluster's own wing: it speaks the native wire codec
 // itself and never goes through gateway/, and only the cluster and
-// cmd/ctxd, which assembles a node, import it. The Go client (client)
+// cmd/ctxd, which assembles a node, import it. The HTTP half of the
+// node-to-node traffic (control: ctxstore/cluster/control, join, propose
+// forwarding, read-index, session end, traffic, and the HTTP transport of
+// every cluster endpoint) is in the wing too: it imports neither gateway/
+// (but the leaves) nor raft, and only its test kit, the cluster API that
+// builds the operator surfaces over it (gateway/clusterapi) and programs
+// import it; no other package under gateway/ may even name its paths
+// (TestControlPathsOutsideGateway). The Go client (client)
 // depends on leaves and internal helpers (exactly which: clientMay below)
 // and only programs (cmd) import it: no part of the
 // server calls another node through it.
@@ -61,21 +70,24 @@ var mayImport = map[string][]string{
 	"internal":  {"block", "internal"},
 	"tiers":     {"block", "leaf", "tiers", "internal"},
 	"raft":      {"block", "leaf", "raft", "internal"},
-	"ctxstore":  {"block", "leaf", "ctxstore", "raft", "tiers", "internal", "transport"},
+	"ctxstore":  {"block", "leaf", "ctxstore", "raft", "tiers", "internal", "transport", "control"},
 	"transport": {"block", "leaf", "ctxstore", "transport", "internal"},
-	"gateway":   {"block", "leaf", "ctxstore", "gateway", "internal"},
+	"control":   {"block", "leaf", "ctxstore", "control", "internal"},
+	"gateway":   {"block", "leaf", "ctxstore", "gateway", "internal", "control"},
 	"sim":       {"block", "leaf", "ctxstore", "tiers", "sim", "internal"},
-	"cmd":       {"block", "leaf", "client", "ctxstore", "transport", "raft", "tiers", "gateway", "internal", "sim", "cmd"},
+	"cmd":       {"block", "leaf", "client", "ctxstore", "transport", "control", "raft", "tiers", "gateway", "internal", "sim", "cmd"},
 }
 
 // onlyImportedBy limits who may import a layer, beyond mayImport: sim is a
 // benchmark tool's library, not part of the server; the transport is
-// assembled by ctxd alone; the client is for programs, never for a node
-// calling another node.
+// assembled by ctxd alone; the cluster's control traffic is the cluster
+// API's transport and no other gateway's; the client is for programs,
+// never for a node calling another node.
 var onlyImportedBy = map[string][]string{
 	"sim":       {"sim/", "cmd/ctxbench"},
 	"cmd":       {"cmd/"},
 	"transport": {"ctxstore/cluster", "ctxstore/cluster/", "cmd/ctxd"},
+	"control":   {"ctxstore/cluster/control/", "gateway/clusterapi", "cmd/"},
 	"client":    {"cmd/"},
 }
 
@@ -334,6 +346,8 @@ func TestCheckFindsViolations(t *testing.T) {
 			"gateway/errcode":                {ImportPath: "gateway/errcode", Imports: []string{"ctxstore/block"}},
 			"ctxstore/cluster":               {ImportPath: "ctxstore/cluster", Imports: []string{"ctxstore/block"}},
 			"ctxstore/cluster/peer":          {ImportPath: "ctxstore/cluster/peer", Imports: []string{"ctxstore/cluster", "gateway/native/wire"}},
+			"ctxstore/cluster/control":       {ImportPath: "ctxstore/cluster/control", Imports: []string{"ctxstore/cluster", "gateway/errcode"}},
+			"gateway/clusterapi":             {ImportPath: "gateway/clusterapi", Imports: []string{"ctxstore/cluster/control"}},
 			"sim/trace":                      {ImportPath: "sim/trace"},
 			"cmd/ctxbench":                   {ImportPath: "cmd/ctxbench", Imports: []string{"sim/trace", "gateway/client"}},
 			"cmd/ctxd":                       {ImportPath: "cmd/ctxd", Imports: []string{"gateway/native", "ctxstore", "ctxstore/cluster/peer"}},
@@ -380,6 +394,13 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"the transport goes through the native server", func(g graph) { add(g, "ctxstore/cluster/peer", "gateway/native") }, nil, 1, 0},
 		{"the wire codec imports the native server", func(g graph) { add(g, "gateway/native/wire", "gateway/native") }, nil, 1, 0},
 		{"the domain imports the error table, a leaf", func(g graph) { add(g, "ctxstore", "gateway/errcode") }, nil, 0, 0},
+		{"control imports the cluster API", func(g graph) { add(g, "ctxstore/cluster/control", "gateway/clusterapi") }, nil, 1, 0},
+		{"control imports the native server", func(g graph) { add(g, "ctxstore/cluster/control", "gateway/native") }, nil, 1, 0},
+		{"control imports raft", func(g graph) { add(g, "ctxstore/cluster/control", "raft") }, nil, 1, 0},
+		{"the cluster imports gateway", func(g graph) { add(g, "ctxstore/cluster", "gateway/native") }, nil, 1, 0},
+		{"another gateway imports control", func(g graph) { add(g, "gateway/native", "ctxstore/cluster/control") }, nil, 1, 0},
+		{"the domain imports control", func(g graph) { add(g, "ctxstore", "ctxstore/cluster/control") }, nil, 1, 0},
+		{"ctxctl imports control", func(g graph) { add(g, "cmd/ctxctl", "ctxstore/cluster/control") }, nil, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package clusterapi
+package control_test
 
 import (
 	"bytes"
@@ -12,9 +12,11 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control/controltest"
 )
 
-// TestTraffic serves a node's traffic counters on PathTraffic only to
+// TestTraffic serves a node's traffic counters on control.PathTraffic only to
 // callers with the cluster token, and never on a node without one.
 func TestTraffic(t *testing.T) {
 	counts := []ctxstore.TrafficCount{
@@ -24,23 +26,23 @@ func TestTraffic(t *testing.T) {
 	src := func() []ctxstore.TrafficCount { return counts }
 	for _, tc := range []struct {
 		name    string
-		server  []Option // the node's handler
-		client  []Option
+		server  []control.Option // the node's handler
+		client  []control.Option
 		want    []ctxstore.TrafficCount
 		wantErr error
 	}{
-		{name: "token", server: []Option{WithToken("s3cret"), WithTraffic(src)}, client: []Option{WithToken("s3cret")}, want: counts},
-		{name: "no token sent", server: []Option{WithToken("s3cret"), WithTraffic(src)}, wantErr: block.ErrUnauthenticated},
-		{name: "wrong token", server: []Option{WithToken("s3cret"), WithTraffic(src)}, client: []Option{WithToken("guess")}, wantErr: block.ErrUnauthenticated},
-		{name: "node without a secret", server: []Option{WithTraffic(src)}, wantErr: block.ErrUnauthenticated},
-		{name: "node without counters", server: []Option{WithToken("s3cret")}, client: []Option{WithToken("s3cret")}, wantErr: block.ErrNotFound},
-		{name: "no traffic yet", server: []Option{WithToken("s3cret"), WithTraffic(func() []ctxstore.TrafficCount { return nil })},
-			client: []Option{WithToken("s3cret")}, want: []ctxstore.TrafficCount{}},
+		{name: "token", server: []control.Option{control.WithToken("s3cret"), control.WithTraffic(src)}, client: []control.Option{control.WithToken("s3cret")}, want: counts},
+		{name: "no token sent", server: []control.Option{control.WithToken("s3cret"), control.WithTraffic(src)}, wantErr: block.ErrUnauthenticated},
+		{name: "wrong token", server: []control.Option{control.WithToken("s3cret"), control.WithTraffic(src)}, client: []control.Option{control.WithToken("guess")}, wantErr: block.ErrUnauthenticated},
+		{name: "node without a secret", server: []control.Option{control.WithTraffic(src)}, wantErr: block.ErrUnauthenticated},
+		{name: "node without counters", server: []control.Option{control.WithToken("s3cret")}, client: []control.Option{control.WithToken("s3cret")}, wantErr: block.ErrNotFound},
+		{name: "no traffic yet", server: []control.Option{control.WithToken("s3cret"), control.WithTraffic(func() []ctxstore.TrafficCount { return nil })},
+			client: []control.Option{control.WithToken("s3cret")}, want: []ctxstore.TrafficCount{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, 1, tc.server...)
-			n := c.nodes[0]
-			got, err := NewClient(n.addr(), tc.client...).Traffic(context.Background())
+			c := controltest.New(t, 1, tc.server...)
+			n := c.Nodes[0]
+			got, err := control.NewClient(n.Addr(), tc.client...).Traffic(context.Background())
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("error %v, want %v", err, tc.wantErr)
@@ -50,8 +52,8 @@ func TestTraffic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.NodeID != n.id || !reflect.DeepEqual(got.Namespaces, tc.want) {
-				t.Fatalf("reply %+v, want node %s with %+v", got, n.id, tc.want)
+			if got.NodeID != n.ID || !reflect.DeepEqual(got.Namespaces, tc.want) {
+				t.Fatalf("reply %+v, want node %s with %+v", got, n.ID, tc.want)
 			}
 		})
 	}
@@ -80,9 +82,9 @@ func FuzzTrafficReply(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		cl := NewClient("127.0.0.1:9", WithToken("s3cret"), WithHTTPClient(&http.Client{Transport: replyTransport(body)}))
+		cl := control.NewClient("127.0.0.1:9", control.WithToken("s3cret"), control.WithHTTPClient(&http.Client{Transport: replyTransport(body)}))
 		got, err := cl.Traffic(context.Background())
-		var want TrafficResponse
+		var want control.TrafficResponse
 		werr := json.Unmarshal(body, &want)
 		if err != nil {
 			if !errors.Is(err, block.ErrUnavailable) {

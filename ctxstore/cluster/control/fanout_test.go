@@ -1,4 +1,4 @@
-package clusterapi
+package control
 
 import (
 	"context"
@@ -17,73 +17,6 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/cluster"
 )
-
-// releaseLog is a SessionReleaser that records what it was asked.
-type releaseLog struct {
-	mu    sync.Mutex
-	calls []SessionEndRequest
-	n     int
-	err   error
-}
-
-func (l *releaseLog) release(_ context.Context, ns string, s uint64) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.calls = append(l.calls, SessionEndRequest{Namespace: ns, Session: s})
-	return l.n, l.err
-}
-
-// TestSessionEndHandler: PathSessionEnd releases on this node through
-// Config.Sessions, behind the token, and refuses session 0.
-func TestSessionEndHandler(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		server  func(*releaseLog) []Option
-		client  []Option
-		session uint64
-		err     error // what the releaser returns
-		wantErr error
-		want    int
-	}{
-		{name: "released", server: func(l *releaseLog) []Option { return []Option{WithToken("s3cret"), WithSessions(l.release)} },
-			client: []Option{WithToken("s3cret")}, session: 7, want: 5},
-		{name: "no token sent", server: func(l *releaseLog) []Option { return []Option{WithToken("s3cret"), WithSessions(l.release)} },
-			session: 7, wantErr: block.ErrUnauthenticated},
-		{name: "wrong token", server: func(l *releaseLog) []Option { return []Option{WithToken("s3cret"), WithSessions(l.release)} },
-			client: []Option{WithToken("guess")}, session: 7, wantErr: block.ErrUnauthenticated},
-		{name: "session 0", server: func(l *releaseLog) []Option { return []Option{WithToken("s3cret"), WithSessions(l.release)} },
-			client: []Option{WithToken("s3cret")}, session: 0, wantErr: block.ErrInvalidArgument},
-		{name: "unknown namespace", server: func(l *releaseLog) []Option { return []Option{WithToken("s3cret"), WithSessions(l.release)} },
-			client: []Option{WithToken("s3cret")}, session: 7, err: fmt.Errorf("%w: no namespace", block.ErrNotFound), wantErr: block.ErrNotFound},
-		{name: "node without a releaser", server: func(*releaseLog) []Option { return []Option{WithToken("s3cret")} },
-			client: []Option{WithToken("s3cret")}, session: 7, wantErr: block.ErrNotFound},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := &releaseLog{n: 5, err: tc.err}
-			c := newCluster(t, 1, tc.server(l)...)
-			n := c.nodes[0]
-			got, err := NewClient(n.addr(), tc.client...).EndSession(context.Background(), "ns1", tc.session)
-			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("error %v, want %v", err, tc.wantErr)
-				}
-				if tc.err == nil && len(l.calls) != 0 {
-					t.Fatalf("a refused request released: %+v", l.calls)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.NodeID != n.id || got.Released != tc.want {
-				t.Fatalf("reply %+v, want node %s releasing %d", got, n.id, tc.want)
-			}
-			if len(l.calls) != 1 || l.calls[0] != (SessionEndRequest{Namespace: "ns1", Session: tc.session}) {
-				t.Fatalf("releaser calls %+v", l.calls)
-			}
-		})
-	}
-}
 
 // fakeMember serves PathSessionEnd the way answer says (a unit-test
 // stand-in for another member's handler).
@@ -145,7 +78,7 @@ func TestSessionFanout(t *testing.T) {
 			mu.Lock()
 			asked[id] = req
 			mu.Unlock()
-			writeJSON(w, http.StatusOK, SessionEndResponse{NodeID: id, Released: n})
+			WriteJSON(w, http.StatusOK, SessionEndResponse{NodeID: id, Released: n})
 		}
 	}
 	members := []cluster.Member{
@@ -154,7 +87,7 @@ func TestSessionFanout(t *testing.T) {
 		{ID: "c", HTTPAddr: fakeMember(t, ok("c", 4)), State: cluster.MemberDraining},
 		{ID: "d", HTTPAddr: fakeMember(t, ok("other", 9)), State: cluster.MemberAlive},
 		{ID: "e", HTTPAddr: fakeMember(t, func(w http.ResponseWriter, _ *http.Request, _ SessionEndRequest) {
-			writeErrorBody(w, fmt.Errorf("%w: broken", block.ErrNoSpace))
+			writeError(w, fmt.Errorf("%w: broken", block.ErrNoSpace))
 		}), State: cluster.MemberAlive},
 		{ID: "f", HTTPAddr: fakeMember(t, func(_ http.ResponseWriter, r *http.Request, _ SessionEndRequest) {
 			<-r.Context().Done() // never answers in time

@@ -1,4 +1,4 @@
-package clusterapi
+package control
 
 import (
 	"encoding/json"

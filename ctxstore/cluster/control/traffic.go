@@ -1,4 +1,4 @@
-package clusterapi
+package control
 
 import (
 	"context"
@@ -31,18 +31,18 @@ func WithTraffic(src func() []ctxstore.TrafficCount) Option {
 
 // traffic serves PathTraffic: behind the token, refused outright on a
 // handler that has none (like the access-key endpoints).
-func (h *handler) traffic(w http.ResponseWriter, _ *http.Request) error {
+func (s *Server) traffic(w http.ResponseWriter, _ *http.Request) error {
 	switch {
-	case h.cfg.Token == "":
+	case s.cfg.Token == "":
 		return fmt.Errorf("%w: traffic counters are served only on a node with a cluster secret", block.ErrUnauthenticated)
-	case h.cfg.Traffic == nil:
-		return fmt.Errorf("%w: node %s serves no traffic counters", block.ErrNotFound, h.node.ID())
+	case s.cfg.Traffic == nil:
+		return fmt.Errorf("%w: node %s serves no traffic counters", block.ErrNotFound, s.node.ID())
 	}
-	counts := h.cfg.Traffic()
+	counts := s.cfg.Traffic()
 	if counts == nil {
 		counts = []ctxstore.TrafficCount{}
 	}
-	writeJSON(w, http.StatusOK, TrafficResponse{NodeID: h.node.ID(), Namespaces: counts})
+	WriteJSON(w, http.StatusOK, TrafficResponse{NodeID: s.node.ID(), Namespaces: counts})
 	return nil
 }
 
@@ -50,6 +50,6 @@ func (h *handler) traffic(w http.ResponseWriter, _ *http.Request) error {
 // (PathTraffic); the client must carry the cluster token.
 func (c *Client) Traffic(ctx context.Context) (TrafficResponse, error) {
 	var out TrafficResponse
-	err := c.do(ctx, http.MethodGet, PathTraffic, nil, &out)
+	err := c.Do(ctx, http.MethodGet, PathTraffic, nil, &out)
 	return out, err
 }

@@ -1,4 +1,4 @@
-package clusterapi
+package control_test
 
 import (
 	"context"
@@ -7,24 +7,26 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control"
+	"github.com/ctxtier/ctxtier/ctxstore/cluster/control/controltest"
 	"github.com/ctxtier/ctxtier/raft"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
 func TestReadIndex(t *testing.T) {
-	c := newCluster(t, 3, WithToken("s3cret"))
+	c := controltest.New(t, 3, control.WithToken("s3cret"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	leader := c.waitLeader()
-	f := c.follower()
-	lm, ok := f.node.LeaderMember()
+	leader := c.WaitLeader()
+	f := c.Follower()
+	lm, ok := f.Raft.LeaderMember()
 	if !ok {
 		t.Fatal("follower knows no leader")
 	}
-	fw := NewForwarder(nil, WithToken("s3cret"))
+	fw := control.NewForwarder(nil, control.WithToken("s3cret"))
 	for i := range 10 {
 		key := block.NewKey(block.DefaultNamespace, uint64(i+1))
-		res, err := leader.node.Propose(ctx, fsm.PutOp(key, fsm.Entry{Size: 1, Sum: 1, Placement: []fsm.Shard{{NodeID: leader.id}}}))
+		res, err := leader.Raft.Propose(ctx, fsm.PutOp(key, fsm.Entry{Size: 1, Sum: 1, Placement: []fsm.Shard{{NodeID: leader.ID}}}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,22 +37,22 @@ func TestReadIndex(t *testing.T) {
 		if idx < res[0].Generation {
 			t.Fatalf("read index %d below the acknowledged put's log index %d", idx, res[0].Generation)
 		}
-		if err := f.node.WaitApplied(ctx, idx); err != nil {
+		if err := f.Raft.WaitApplied(ctx, idx); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := f.node.FSM().Lookup(key); !ok {
+		if _, ok := f.Raft.FSM().Lookup(key); !ok {
 			t.Fatalf("put %d missing on the follower at the read index", i)
 		}
 	}
 	cases := []struct {
 		name   string
-		fw     *Forwarder
+		fw     *control.Forwarder
 		target fsm.Member
 		want   []error
 	}{
-		{"no token", NewForwarder(nil), lm, []error{block.ErrUnauthenticated}},
-		{"wrong token", NewForwarder(nil, WithToken("nope")), lm, []error{block.ErrUnauthenticated}},
-		{"a follower names the leader", fw, f.member(), []error{raft.ErrNotLeader, block.ErrUnavailable}},
+		{"no token", control.NewForwarder(nil), lm, []error{block.ErrUnauthenticated}},
+		{"wrong token", control.NewForwarder(nil, control.WithToken("nope")), lm, []error{block.ErrUnauthenticated}},
+		{"a follower names the leader", fw, f.Member(), []error{raft.ErrNotLeader, block.ErrUnavailable}},
 		{"no leader address", fw, fsm.Member{ID: "x"}, []error{block.ErrUnavailable}},
 		{"dead leader", fw, fsm.Member{ID: "x", HTTPAddr: "127.0.0.1:1"}, []error{block.ErrUnavailable}},
 	}
@@ -64,8 +66,8 @@ func TestReadIndex(t *testing.T) {
 			}
 		})
 	}
-	var hint *LeaderHintError
-	if _, err := fw.ReadIndex(ctx, f.member()); !errors.As(err, &hint) || hint.LeaderID != leader.id || hint.LeaderHTTPAddr != leader.addr() {
+	var hint *control.LeaderHintError
+	if _, err := fw.ReadIndex(ctx, f.Member()); !errors.As(err, &hint) || hint.LeaderID != leader.ID || hint.LeaderHTTPAddr != leader.Addr() {
 		t.Errorf("follower reply: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package clusterapi
+package control
 
 import (
 	"context"
@@ -27,17 +27,17 @@ type ReadIndexResponse struct {
 
 // readIndex answers a follower's read-index request on the leader (else
 // 503 with the leader hint). Concurrent requests share Raft barriers.
-func (h *handler) readIndex(w http.ResponseWriter, r *http.Request) error {
-	if !h.node.IsLeader() {
-		return h.notLeader()
+func (s *Server) readIndex(w http.ResponseWriter, r *http.Request) error {
+	if !s.node.IsLeader() {
+		return s.NotLeader()
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
-	idx, err := h.node.ReadIndex(ctx)
+	idx, err := s.node.ReadIndex(ctx)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ReadIndexResponse{Index: idx, LeaderID: h.node.ID()})
+	WriteJSON(w, http.StatusOK, ReadIndexResponse{Index: idx, LeaderID: s.node.ID()})
 	return nil
 }
 

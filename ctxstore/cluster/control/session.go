@@ -1,4 +1,4 @@
-package clusterapi
+package control
 
 import (
 	"context"
@@ -48,22 +48,22 @@ func WithSessions(fn SessionReleaser) Option {
 
 // sessionEnd serves PathSessionEnd: this node's own release, never a
 // fan-out.
-func (h *handler) sessionEnd(w http.ResponseWriter, r *http.Request) error {
-	if h.cfg.Sessions == nil {
-		return fmt.Errorf("%w: node %s releases no sessions for the cluster", block.ErrNotFound, h.node.ID())
+func (s *Server) sessionEnd(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Sessions == nil {
+		return fmt.Errorf("%w: node %s releases no sessions for the cluster", block.ErrNotFound, s.node.ID())
 	}
 	var req SessionEndRequest
-	if err := decodeJSON(w, r, h.cfg.MaxBodyBytes, &req, false); err != nil {
+	if err := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req, false); err != nil {
 		return err
 	}
 	if req.Session == 0 {
 		return fmt.Errorf("%w: session 0 is no session", block.ErrInvalidArgument)
 	}
-	n, err := h.cfg.Sessions(r.Context(), req.Namespace, req.Session)
+	n, err := s.cfg.Sessions(r.Context(), req.Namespace, req.Session)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, SessionEndResponse{NodeID: h.node.ID(), Released: n})
+	WriteJSON(w, http.StatusOK, SessionEndResponse{NodeID: s.node.ID(), Released: n})
 	return nil
 }
 
@@ -71,7 +71,7 @@ func (h *handler) sessionEnd(w http.ResponseWriter, r *http.Request) error {
 // there (PathSessionEnd); the client must carry the cluster token.
 func (c *Client) EndSession(ctx context.Context, ns string, session uint64) (SessionEndResponse, error) {
 	var out SessionEndResponse
-	err := c.do(ctx, http.MethodPost, PathSessionEnd, SessionEndRequest{Namespace: ns, Session: session}, &out)
+	err := c.Do(ctx, http.MethodPost, PathSessionEnd, SessionEndRequest{Namespace: ns, Session: session}, &out)
 	return out, err
 }
 
