@@ -72,8 +72,15 @@ func (s *Set) Serve(ctx context.Context, ln net.Listener, newConn func(net.Conn)
 	}
 	s.lns[ln] = struct{}{}
 	s.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { s.Close() })
-	defer stop()
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { defer close(closed); s.Close() })
+	defer func() {
+		// If ctx's end started Close, return only once it (and OnClose)
+		// has finished: "closes the set hard and returns ctx.Err()".
+		if !stop() {
+			<-closed
+		}
+	}()
 	defer func() {
 		s.mu.Lock()
 		delete(s.lns, ln)
