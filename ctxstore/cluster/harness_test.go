@@ -56,6 +56,9 @@ type fakePeers struct {
 	// beforeDelete, when set, runs before each shard delete reaches its
 	// member (outside the lock): a test's hook inside a cleanup.
 	beforeDelete func(id string, key block.Key)
+	// beforeGet, when set, runs before each shard read reaches its member
+	// (outside the lock): a test's hook inside a read.
+	beforeGet func(id string, key block.Key)
 	// addrs, where it names a member, is the only data address that member
 	// answers at (a process that restarted on another port): a call to any
 	// other address is refused. onStale, when set, runs (outside the lock)
@@ -204,8 +207,11 @@ func (p *fakePeers) setStalled(id string, v bool) {
 // (so a corrupted copy still fails the caller's comparison with the index).
 func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, uint32, error) {
 	p.mu.Lock()
-	stalled := p.stalled[m.ID]
+	stalled, hook := p.stalled[m.ID], p.beforeGet
 	p.mu.Unlock()
+	if hook != nil {
+		hook(m.ID, key)
+	}
 	if stalled {
 		<-ctx.Done()
 		return nil, 0, fmt.Errorf("%w: %s did not answer: %v", block.ErrUnavailable, m.ID, ctx.Err())
