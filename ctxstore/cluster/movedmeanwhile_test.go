@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,5 +353,104 @@ func TestRestoreDoesNotWriteBackAMovedShard(t *testing.T) {
 			tc.waitRestored(x)
 			tc.storedAsNamed(b, want)
 		})
+	}
+}
+
+// firstCheckLower is an empty lower tier whose second IndexLoaded call
+// runs hook: the first is the new Backend's put of its identity block (in
+// New), the second its first restore pass, caught up and about to scan the
+// index.
+type firstCheckLower struct {
+	loadingLower
+	calls atomic.Int32
+	hook  func()
+}
+
+func (l *firstCheckLower) IndexLoaded() bool {
+	if l.calls.Add(1) == 2 {
+		l.hook()
+	}
+	return true
+}
+
+// TestRestoreDoesNotGiveUpAMovedCopy: a member restarted empty restores
+// the single copy of a block it held, which no other member holds; as its
+// restore pass begins, another writer moves the copy to a spare member (it
+// had read it before the restart), commits and deletes the old copy. The
+// restarting member has not applied the move yet, so its pass finds the
+// block placed on it, missing, and held by no one else. Giving it up from
+// that stale entry (a capacity drop's correction deletes an entry left
+// without shards) would delete the index entry of a block the spare
+// member holds: the block must stay, placed on the spare (a CI run of
+// TestRebalanceMovesShardsToAJoiningMember lost reads of moved single
+// copies this way).
+func TestRestoreDoesNotGiveUpAMovedCopy(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.RepairInterval, c.DropLinger = time.Hour, 10*time.Millisecond })
+	tc.createNS("one", 1, 0)
+	blocks := tc.putBlocks(6, 0, "one")
+	ctx := withTimeout(t, 60*time.Second)
+	ld := tc.leader()
+	var b testBlock
+	var e fsm.Entry
+	var x, spare *testNode
+	for _, cand := range blocks {
+		ce, _ := ld.node.FSM().Lookup(cand.key)
+		if h := tc.byID(ce.Placement[0].NodeID); h != ld {
+			b, e, x = cand, ce, h
+			break
+		}
+	}
+	if x == nil {
+		t.Fatal("every single copy is on the leader")
+	}
+	for _, tn := range tc.nodes {
+		if tn != x && tn != ld {
+			spare = tn
+		}
+	}
+	tc.eventually(x.id+"'s index has the block", func() bool {
+		cur, ok := x.node.FSM().Lookup(b.key)
+		return ok && slices.Equal(cur.Placement, e.Placement)
+	})
+	var (
+		want    []fsm.Shard
+		moveErr error
+		mark    atomic.Int64
+		moved   = make(chan struct{})
+	)
+	mark.Store(-1)
+	lower := &firstCheckLower{hook: func() {
+		defer close(moved)
+		tc.partition(x)
+		want, moveErr = tc.moveShard(ctx, b, e.Placement, e.Placement[0], spare.id)
+		mark.Store(readIndexCalls.Load())
+	}}
+	healed := false
+	defer func() {
+		if !healed {
+			tc.heal(x)
+		}
+	}()
+	tc.restartEmptyOver(x, lower)
+	select {
+	case <-moved:
+	case <-ctx.Done():
+		t.Fatal(x.id + "'s restore pass never began")
+	}
+	if moveErr != nil {
+		t.Fatal(moveErr)
+	}
+	// Until x catches up it cannot tell the move: it either asks the
+	// leader for a read index (and waits, cut off) or gives the block up.
+	tc.eventually(x.id+" checks with the leader or gives the block up", func() bool {
+		_, ok := ld.node.FSM().Lookup(b.key)
+		return readIndexCalls.Load() > mark.Load() || !ok
+	})
+	tc.heal(x)
+	healed = true
+	tc.waitRestored(x)
+	tc.storedAsNamed(b, want)
+	for _, tn := range tc.nodes {
+		mustGet(t, tn.store, b.key, b.data)
 	}
 }

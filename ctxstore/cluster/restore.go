@@ -293,6 +293,7 @@ func (b *Backend) restorePass() bool {
 		firstErr error
 		wg       sync.WaitGroup
 		written  []restoredShard
+		gone     []goneShard
 	)
 	sem := make(chan struct{}, restoreParallel)
 	for _, t := range missing {
@@ -318,11 +319,7 @@ func (b *Backend) restorePass() bool {
 				b.restore.st.RestoredBytes += uint64(w.size)
 				b.met.restored.Inc()
 			case errors.Is(err, errBlockGone):
-				b.restore.st.Lost++
-				b.met.restoreLost.Inc()
-				b.log.Warn("restore: no holder has the shard; leaving its placement", "key", t.key.String(), "shard", t.index,
-					"placement", fmt.Sprint(t.entry.Placement), "generation", t.entry.Generation, "err", err)
-				b.Dropped(shardKey(t.key, t.code, t.index))
+				gone = append(gone, goneShard{t, err})
 			default:
 				waiting++
 				if firstErr == nil {
@@ -332,9 +329,15 @@ func (b *Backend) restorePass() bool {
 		}()
 	}
 	wg.Wait()
-	b.dropMovedOff(written)
+	lost, unsure := b.checkPass(written, gone)
+	waiting += unsure
+	if unsure > 0 && firstErr == nil {
+		firstErr = fmt.Errorf("%d shard(s) no holder had: their entries changed meanwhile, or this node could not catch up to check", unsure)
+	}
 	b.restore.mu.Lock()
 	defer b.restore.mu.Unlock()
+	b.restore.st.Lost += uint64(lost)
+	b.met.restoreLost.Add(float64(lost))
 	b.restore.st.Passes++
 	if waiting > 0 {
 		b.restore.applied = minGen // check these entries again next pass
@@ -409,21 +412,58 @@ func (b *Backend) restoreOne(t restoreTask) (restoredShard, error) {
 	return restoredShard{key: sk, sum: opts.Sum, size: len(shard)}, nil
 }
 
-// dropMovedOff deletes the shards a restore pass wrote whose block, as the
-// leader's index has it once this node caught up, no longer places that
-// copy here (see the top of this file). A copy the caught-up index still
-// names, under any generation, stays. When this node cannot catch up, its
-// own index decides, and a copy a move committed elsewhere may stay: it is
-// garbage the index does not name, never a lost shard.
-func (b *Backend) dropMovedOff(written []restoredShard) {
-	if len(written) == 0 {
-		return
+// goneShard is a shard a restore pass found no holder of.
+type goneShard struct {
+	task restoreTask
+	err  error
+}
+
+// checkPass runs after a restore pass's reads and writes, once this node
+// has caught up with the leader (SyncRead; see the top of this file). It
+// deletes the shards the pass wrote that the index no longer places here
+// (dropMovedOff), and gives up (Dropped: this node leaves the placement,
+// or a lone copy's entry is deleted) a shard no holder had only while the
+// entry is still the one the pass read: the missing copy may have been
+// moved elsewhere by then, and giving it up from a stale entry would
+// delete the index entry of a block that another member now holds. It
+// returns the shards given up, and those it left for the next pass (their
+// entry changed, or this node could not catch up).
+func (b *Backend) checkPass(written []restoredShard, gone []goneShard) (lost, unsure int) {
+	if len(written) == 0 && len(gone) == 0 {
+		return 0, 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
 	defer cancel()
-	if err := b.SyncRead(ctx); err != nil {
-		b.log.Warn("restore: cannot catch up with the leader to check the shards it wrote; checking them against this node's index", "shards", len(written), "err", err)
+	synced := b.SyncRead(ctx)
+	if synced != nil {
+		b.log.Warn("restore: cannot catch up with the leader to check the pass's outcome; the shards it wrote are checked against this node's index, those no holder had wait", "written", len(written), "gone", len(gone), "err", synced)
 	}
+	b.dropMovedOff(ctx, written)
+	f := b.node.FSM()
+	for _, g := range gone {
+		t := g.task
+		e, ok := f.Lookup(t.key)
+		switch {
+		case !ok:
+			// Deleted meanwhile: nothing to give up.
+		case synced != nil || e.Generation != t.entry.Generation || !slices.Equal(e.Placement, t.entry.Placement):
+			unsure++
+		default:
+			lost++
+			b.log.Warn("restore: no holder has the shard; leaving its placement", "key", t.key.String(), "shard", t.index,
+				"placement", fmt.Sprint(t.entry.Placement), "generation", t.entry.Generation, "err", g.err)
+			b.Dropped(shardKey(t.key, t.code, t.index))
+		}
+	}
+	return lost, unsure
+}
+
+// dropMovedOff deletes the shards a restore pass wrote whose block, as
+// this node's index has it (caught up by checkPass), no longer places that
+// copy here. A copy the index still names, under any generation, stays.
+// When this node could not catch up, a copy a move committed elsewhere may
+// stay: it is garbage the index does not name, never a lost shard.
+func (b *Backend) dropMovedOff(ctx context.Context, written []restoredShard) {
 	f := b.node.FSM()
 	for _, w := range written {
 		key := w.key.Block()

@@ -236,6 +236,27 @@ func TestIdentityTellsAStaleAddress(t *testing.T) {
 	}
 }
 
+// restartEmptyOver is restartEmpty with lower under the new DRAM tier.
+func (tc *testCluster) restartEmptyOver(tn *testNode, lower tiers.Lower) {
+	tc.t.Helper()
+	old := tn.backend
+	old.Close()
+	tn.tiers.Close()
+	dc := dram.DefaultConfig()
+	dc.Capacity = 8 << 20
+	tm, err := tiers.New(tiers.DefaultConfig(), dc, lower, testLog())
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.t.Cleanup(func() { tm.Close() })
+	tn.tiers = tm
+	tc.peers.mu.Lock()
+	tc.peers.tiers[tn.id] = tm
+	tc.peers.mu.Unlock()
+	tn.cfg.Incarnation = old.cfg.Incarnation + 1
+	tc.newBackend(tn)
+}
+
 // loadingLower is an empty lower tier that reports whether it has loaded
 // its index (as the S3 tier rebuilding from its bucket does).
 type loadingLower struct{ loaded atomic.Bool }
@@ -277,23 +298,8 @@ func TestRestoreWaitsForLocalIndexes(t *testing.T) {
 			single = append(single, b)
 		}
 	}
-	old := victim.backend
-	old.Close()
-	victim.tiers.Close()
 	lower := &loadingLower{}
-	dc := dram.DefaultConfig()
-	dc.Capacity = 8 << 20
-	tm, err := tiers.New(tiers.DefaultConfig(), dc, lower, testLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tm.Close() })
-	victim.tiers = tm
-	tc.peers.mu.Lock()
-	tc.peers.tiers[victim.id] = tm
-	tc.peers.mu.Unlock()
-	victim.cfg.Incarnation = old.cfg.Incarnation + 1
-	tc.newBackend(victim)
+	tc.restartEmptyOver(victim, lower)
 
 	time.Sleep(time.Second) // restore passes run and must keep waiting
 	if victim.backend.Restored() {
