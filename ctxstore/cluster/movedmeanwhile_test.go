@@ -356,6 +356,76 @@ func TestRestoreDoesNotWriteBackAMovedShard(t *testing.T) {
 	}
 }
 
+// loneCopy starts three members with repair idle, puts single copies
+// (namespace "one") and returns one of them, its entry, the member x
+// (not the leader) that holds it, and a spare member that does not; x's
+// index has the block.
+func loneCopy(t *testing.T) (tc *testCluster, b testBlock, e fsm.Entry, x, spare *testNode) {
+	t.Helper()
+	tc = newTestCluster(t, 3, func(c *Config) { c.RepairInterval, c.DropLinger = time.Hour, 10*time.Millisecond })
+	tc.createNS("one", 1, 0)
+	blocks := tc.putBlocks(6, 0, "one")
+	ld := tc.leader()
+	for _, cand := range blocks {
+		ce, _ := ld.node.FSM().Lookup(cand.key)
+		if h := tc.byID(ce.Placement[0].NodeID); h != ld {
+			b, e, x = cand, ce, h
+			break
+		}
+	}
+	if x == nil {
+		t.Fatal("every single copy is on the leader")
+	}
+	for _, tn := range tc.nodes {
+		if tn != x && tn != ld {
+			spare = tn
+		}
+	}
+	tc.eventually(x.id+"'s index has the block", func() bool {
+		cur, ok := x.node.FSM().Lookup(b.key)
+		return ok && slices.Equal(cur.Placement, e.Placement)
+	})
+	return tc, b, e, x, spare
+}
+
+// TestReadDoesNotDropAMovedCopy: another writer moves a single copy off
+// member x (commits, then deletes x's copy) while x's index has not
+// applied the move. A read through x finds the copy placed on x and gone,
+// and reports it dropped; the correction, computed from x's index as it
+// was, deleted the entry of the block the spare member now holds (a
+// stress run of TestRebalanceMovesShardsToAJoiningMember failed a read
+// with "deleted while it was read (every replica was dropped)"). The
+// drop batch computes it once caught up: the block stays, on the spare.
+func TestReadDoesNotDropAMovedCopy(t *testing.T) {
+	tc, b, e, x, spare := loneCopy(t)
+	ctx := withTimeout(t, 60*time.Second)
+	tc.partition(x)
+	healed := false
+	defer func() {
+		if !healed {
+			tc.heal(x)
+		}
+	}()
+	want, err := tc.moveShard(ctx, b, e.Placement, e.Placement[0], spare.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// x cannot reach the leader to look again: the read fails (after
+	// its bounded re-lookup), having reported the copy dropped.
+	if ref, err := x.store.Get(ctx, b.key); err == nil {
+		ref.Release()
+		t.Fatalf("a read through %s, cut off and with the copy gone, succeeded", x.id)
+	} else {
+		t.Logf("read through %s while cut off: %v", x.id, err)
+	}
+	tc.heal(x)
+	healed = true
+	tc.storedAsNamed(b, want)
+	for _, tn := range tc.nodes {
+		mustGet(t, tn.store, b.key, b.data)
+	}
+}
+
 // firstCheckLower is an empty lower tier whose second IndexLoaded call
 // runs hook: the first is the new Backend's put of its identity block (in
 // New), the second its first restore pass, caught up and about to scan the
@@ -385,33 +455,9 @@ func (l *firstCheckLower) IndexLoaded() bool {
 // TestRebalanceMovesShardsToAJoiningMember lost reads of moved single
 // copies this way).
 func TestRestoreDoesNotGiveUpAMovedCopy(t *testing.T) {
-	tc := newTestCluster(t, 3, func(c *Config) { c.RepairInterval, c.DropLinger = time.Hour, 10*time.Millisecond })
-	tc.createNS("one", 1, 0)
-	blocks := tc.putBlocks(6, 0, "one")
+	tc, b, e, x, spare := loneCopy(t)
 	ctx := withTimeout(t, 60*time.Second)
 	ld := tc.leader()
-	var b testBlock
-	var e fsm.Entry
-	var x, spare *testNode
-	for _, cand := range blocks {
-		ce, _ := ld.node.FSM().Lookup(cand.key)
-		if h := tc.byID(ce.Placement[0].NodeID); h != ld {
-			b, e, x = cand, ce, h
-			break
-		}
-	}
-	if x == nil {
-		t.Fatal("every single copy is on the leader")
-	}
-	for _, tn := range tc.nodes {
-		if tn != x && tn != ld {
-			spare = tn
-		}
-	}
-	tc.eventually(x.id+"'s index has the block", func() bool {
-		cur, ok := x.node.FSM().Lookup(b.key)
-		return ok && slices.Equal(cur.Placement, e.Placement)
-	})
 	var (
 		want    []fsm.Shard
 		moveErr error
