@@ -424,6 +424,12 @@ func (tc *testCluster) addNode() *testNode {
 // newTiers gives tn a fresh, empty DRAM-only tier stack, reachable by peers.
 func (tc *testCluster) newTiers(tn *testNode) {
 	tc.t.Helper()
+	tc.newTiersOver(tn, nil)
+}
+
+// newTiersOver is newTiers with lower (nil: none) under the DRAM tier.
+func (tc *testCluster) newTiersOver(tn *testNode, lower tiers.Lower) {
+	tc.t.Helper()
 	dc := dram.DefaultConfig()
 	dc.Capacity = 8 << 20
 	tcfg := tiers.DefaultConfig()
@@ -432,7 +438,7 @@ func (tc *testCluster) newTiers(tn *testNode) {
 			b.Dropped(k)
 		}
 	}
-	tm, err := tiers.New(tcfg, dc, nil, testLog())
+	tm, err := tiers.New(tcfg, dc, lower, testLog())
 	if err != nil {
 		tc.t.Fatal(err)
 	}

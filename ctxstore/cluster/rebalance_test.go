@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -114,15 +115,7 @@ func (tc *testCluster) startReader(blocks []testBlock) *reader {
 // relookups sums the reads, on every node, that retried on a newer
 // placement.
 func (tc *testCluster) relookups() int {
-	n := 0
-	for _, tn := range tc.nodes {
-		var m dto.Metric
-		if err := tn.backend.met.relookups.Write(&m); err != nil {
-			tc.t.Fatal(err)
-		}
-		n += int(m.GetCounter().GetValue())
-	}
-	return n
+	return tc.sumCounter(func(m *metrics) prometheus.Counter { return m.relookups })
 }
 
 // rebalanceMoved sums, over every node, the shards rebalancing moved
@@ -130,10 +123,15 @@ func (tc *testCluster) relookups() int {
 // which a new leader starts from zero, it counts the moves of every
 // leader term.
 func (tc *testCluster) rebalanceMoved() int {
+	return tc.sumCounter(func(m *metrics) prometheus.Counter { return m.rebalMoved })
+}
+
+// sumCounter sums one of the package's counters over every node.
+func (tc *testCluster) sumCounter(counter func(*metrics) prometheus.Counter) int {
 	n := 0
 	for _, tn := range tc.nodes {
 		var m dto.Metric
-		if err := tn.backend.met.rebalMoved.Write(&m); err != nil {
+		if err := counter(tn.backend.met).Write(&m); err != nil {
 			tc.t.Fatal(err)
 		}
 		n += int(m.GetCounter().GetValue())
