@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -530,9 +531,21 @@ func (tc *testCluster) byID(id string) *testNode {
 // createNS creates a namespace with code (k, m) and waits until every node has it.
 func (tc *testCluster) createNS(name string, k, m int) {
 	tc.t.Helper()
-	ctx := withTimeout(tc.t, 5*time.Second)
-	if err := tc.leader().node.Catalog().CreateNamespace(ctx, block.Namespace{Name: name, DataShards: k, ParityShards: m}); err != nil {
-		tc.t.Fatal(err)
+	ctx := withTimeout(tc.t, 20*time.Second)
+	ns := block.Namespace{Name: name, DataShards: k, ParityShards: m}
+	for try := 1; ; try++ {
+		err := tc.leader().node.Catalog().CreateNamespace(ctx, ns)
+		if err == nil || try > 1 && errors.Is(err, block.ErrNamespaceExists) {
+			break // created, by this call or by an earlier one whose answer was lost
+		}
+		// Under load the leadership may move between looking the leader
+		// up and the call: ask the new leader, as an operator would, a
+		// few times.
+		if !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, raft.ErrOutcomeUnknown) || try == 5 {
+			tc.t.Fatal(err)
+		}
+		tc.t.Logf("creating namespace %s (try %d): %v; again", name, try, err)
+		time.Sleep(100 * time.Millisecond)
 	}
 	tc.eventually("namespace everywhere", func() bool {
 		for _, tn := range tc.nodes {
