@@ -106,7 +106,7 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 		b.cfg.Incarnation = uint64(time.Now().UnixNano())
 	}
 	b.drops = newDropBatcher(b.cfg, node, local, b.log, met)
-	b.drops.propose, b.drops.catchUp = b.propose, b.catchUp
+	b.drops.propose, b.drops.catchUp, b.drops.syncRead = b.propose, b.catchUp, b.SyncRead
 	b.drops.cleanup = func(key block.Key, c *erasure.Code, place []fsm.Shard) { b.cleanup(key, c, place, nil, version{}) }
 	b.reads = &blockReader{cfg: b.cfg, node: node, local: local, peers: peers, met: met, syncRead: b.SyncRead, dropped: b.Dropped}
 	b.detect = &detector{cfg: b.cfg, node: node, peers: peers, drain: b.drain, log: b.log, met: met, changed: b.kickRepair}

@@ -38,9 +38,11 @@ type dropBatcher struct {
 	// by key the shards left of an entry a drop deleted (Backend.cleanup).
 	propose func(context.Context, ...fsm.Op) ([]fsm.OpResult, error)
 	// catchUp waits until this node's index shows the placement changes
-	// planned from the placements given (Backend.catchUp).
-	catchUp func(context.Context, map[block.Key][]fsm.Shard)
-	cleanup func(key block.Key, c *erasure.Code, place []fsm.Shard)
+	// planned from the placements given (Backend.catchUp); syncRead makes
+	// this node's index current (Backend.SyncRead).
+	catchUp  func(context.Context, map[block.Key][]fsm.Shard)
+	syncRead func(context.Context) error
+	cleanup  func(key block.Key, c *erasure.Code, place []fsm.Shard)
 }
 
 func newDropBatcher(cfg Config, node *raft.Node, local ctxstore.Tier, log *slog.Logger, met *metrics) *dropBatcher {
@@ -249,9 +251,25 @@ func (d *dropBatcher) run(stop <-chan struct{}) {
 // the entry as read once caught up, up to dropRetries times; after that
 // the drop is left to repair (a read or a repair pass finds the shard
 // missing). The drop writes no copy, so a refusal deletes nothing.
+//
+// The batch is computed from this node's index once it has caught up with
+// the leader's (syncRead). A shard reported missing may have been moved
+// off this node: the mover commits the new placement, then deletes this
+// node's copy, and a read or a restore pass that finds the copy gone
+// reports it here while this node's index may still show the old
+// placement. Computed from that, a lone copy's correction is a delete of
+// the entry (conditioned on its generation, which a move keeps), and it
+// deleted the entry of a block the new holder had. Caught up, the index
+// shows the move and the batch leaves the block alone. When this node
+// cannot catch up, the batch is computed from its index as it is.
 func (d *dropBatcher) flush(all []block.Key) (deferred []block.Key) {
 	keys, deferred, done := d.gap.takeForFlush(all, d.local.Contains)
 	defer d.gap.doneFlush(all, done)
+	if len(keys) > 0 && d.syncRead != nil {
+		if err := d.syncRead(context.Background()); err != nil {
+			d.log.Warn("index correction for dropped shards: cannot catch up with the leader; computed from this node's index", "blocks", len(keys), "err", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ProposeTimeout)
 	defer cancel()
 	for try := 0; len(keys) > 0; try++ {

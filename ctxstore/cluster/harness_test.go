@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,6 +57,9 @@ type fakePeers struct {
 	// beforeDelete, when set, runs before each shard delete reaches its
 	// member (outside the lock): a test's hook inside a cleanup.
 	beforeDelete func(id string, key block.Key)
+	// beforeGet, when set, runs before each shard read reaches its member
+	// (outside the lock): a test's hook inside a read.
+	beforeGet func(id string, key block.Key)
 	// addrs, where it names a member, is the only data address that member
 	// answers at (a process that restarted on another port): a call to any
 	// other address is refused. onStale, when set, runs (outside the lock)
@@ -204,8 +208,11 @@ func (p *fakePeers) setStalled(id string, v bool) {
 // (so a corrupted copy still fails the caller's comparison with the index).
 func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, uint32, error) {
 	p.mu.Lock()
-	stalled := p.stalled[m.ID]
+	stalled, hook := p.stalled[m.ID], p.beforeGet
 	p.mu.Unlock()
+	if hook != nil {
+		hook(m.ID, key)
+	}
 	if stalled {
 		<-ctx.Done()
 		return nil, 0, fmt.Errorf("%w: %s did not answer: %v", block.ErrUnavailable, m.ID, ctx.Err())
@@ -418,6 +425,12 @@ func (tc *testCluster) addNode() *testNode {
 // newTiers gives tn a fresh, empty DRAM-only tier stack, reachable by peers.
 func (tc *testCluster) newTiers(tn *testNode) {
 	tc.t.Helper()
+	tc.newTiersOver(tn, nil)
+}
+
+// newTiersOver is newTiers with lower (nil: none) under the DRAM tier.
+func (tc *testCluster) newTiersOver(tn *testNode, lower tiers.Lower) {
+	tc.t.Helper()
 	dc := dram.DefaultConfig()
 	dc.Capacity = 8 << 20
 	tcfg := tiers.DefaultConfig()
@@ -426,7 +439,7 @@ func (tc *testCluster) newTiers(tn *testNode) {
 			b.Dropped(k)
 		}
 	}
-	tm, err := tiers.New(tcfg, dc, nil, testLog())
+	tm, err := tiers.New(tcfg, dc, lower, testLog())
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -518,9 +531,21 @@ func (tc *testCluster) byID(id string) *testNode {
 // createNS creates a namespace with code (k, m) and waits until every node has it.
 func (tc *testCluster) createNS(name string, k, m int) {
 	tc.t.Helper()
-	ctx := withTimeout(tc.t, 5*time.Second)
-	if err := tc.leader().node.Catalog().CreateNamespace(ctx, block.Namespace{Name: name, DataShards: k, ParityShards: m}); err != nil {
-		tc.t.Fatal(err)
+	ctx := withTimeout(tc.t, 20*time.Second)
+	ns := block.Namespace{Name: name, DataShards: k, ParityShards: m}
+	for try := 1; ; try++ {
+		err := tc.leader().node.Catalog().CreateNamespace(ctx, ns)
+		if err == nil || try > 1 && errors.Is(err, block.ErrNamespaceExists) {
+			break // created, by this call or by an earlier one whose answer was lost
+		}
+		// Under load the leadership may move between looking the leader
+		// up and the call: ask the new leader, as an operator would, a
+		// few times.
+		if !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, raft.ErrOutcomeUnknown) || try == 5 {
+			tc.t.Fatal(err)
+		}
+		tc.t.Logf("creating namespace %s (try %d): %v; again", name, try, err)
+		time.Sleep(100 * time.Millisecond)
 	}
 	tc.eventually("namespace everywhere", func() bool {
 		for _, tn := range tc.nodes {

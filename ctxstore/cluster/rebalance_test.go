@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -114,10 +115,23 @@ func (tc *testCluster) startReader(blocks []testBlock) *reader {
 // relookups sums the reads, on every node, that retried on a newer
 // placement.
 func (tc *testCluster) relookups() int {
+	return tc.sumCounter(func(m *metrics) prometheus.Counter { return m.relookups })
+}
+
+// rebalanceMoved sums, over every node, the shards rebalancing moved
+// (ctxtier_rebalance_shards_moved_total): unlike the leader's status,
+// which a new leader starts from zero, it counts the moves of every
+// leader term.
+func (tc *testCluster) rebalanceMoved() int {
+	return tc.sumCounter(func(m *metrics) prometheus.Counter { return m.rebalMoved })
+}
+
+// sumCounter sums one of the package's counters over every node.
+func (tc *testCluster) sumCounter(counter func(*metrics) prometheus.Counter) int {
 	n := 0
 	for _, tn := range tc.nodes {
 		var m dto.Metric
-		if err := tn.backend.met.relookups.Write(&m); err != nil {
+		if err := counter(tn.backend.met).Write(&m); err != nil {
 			tc.t.Fatal(err)
 		}
 		n += int(m.GetCounter().GetValue())
@@ -163,7 +177,9 @@ func (tc *testCluster) checkBalanced(blocks []testBlock, leftovers bool) map[str
 		for _, s := range e.Placement {
 			perNode[s.NodeID]++
 		}
-		// The copies left behind are gone.
+		// The copies left behind are gone. A copy still being deleted may
+		// linger a moment (a restore pass that wrote one back deletes it
+		// once it has caught up); one left behind stays.
 		for _, tn := range tc.nodes {
 			if leftovers {
 				break
@@ -173,11 +189,18 @@ func (tc *testCluster) checkBalanced(blocks []testBlock, leftovers bool) map[str
 				if slices.Contains(e.Placement, fsm.Shard{NodeID: tn.id, Index: uint16(i)}) || c.K == 1 && slices.ContainsFunc(e.Placement, func(s fsm.Shard) bool { return s.NodeID == tn.id }) {
 					continue
 				}
-				if ref, err := tn.tiers.Get(withTimeout(tc.t, 5*time.Second), sk); err == nil {
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					ref, err := tn.tiers.Get(withTimeout(tc.t, 5*time.Second), sk)
+					if errors.Is(err, block.ErrNotFound) {
+						break
+					}
+					if err != nil {
+						tc.t.Fatal(err)
+					}
 					ref.Release()
-					tc.t.Fatalf("%s still holds %v, which the index no longer places on it", tn.id, sk)
-				} else if !errors.Is(err, block.ErrNotFound) {
-					tc.t.Fatal(err)
+					if time.Now().After(deadline) {
+						tc.t.Fatalf("%s still holds %v, which the index no longer places on it", tn.id, sk)
+					}
 				}
 			}
 		}
@@ -204,10 +227,12 @@ func TestRebalanceMovesShardsToAJoiningMember(t *testing.T) {
 	st := tc.waitRebalanced(joined, true)
 	r.finish(t)
 	perNode := tc.checkBalanced(blocks, false)
-	t.Logf("rebalance: %+v; shards per node %v; %d reads retried on a newer placement", st, perNode, tc.relookups())
-	// Every shard n4 holds was moved there, and nothing else moved.
-	if uint64(perNode[n4.id]) != st.MovedShards {
-		t.Fatalf("n4 holds %d shards, rebalancing moved %d", perNode[n4.id], st.MovedShards)
+	moved := tc.rebalanceMoved()
+	t.Logf("rebalance: %+v; %d shards moved in all; shards per node %v; %d reads retried on a newer placement", st, moved, perNode, tc.relookups())
+	// Every shard n4 holds was moved there, and nothing else moved (by
+	// any leader: under load the leadership may move mid-run).
+	if perNode[n4.id] != moved {
+		t.Fatalf("n4 holds %d shards, rebalancing moved %d", perNode[n4.id], moved)
 	}
 	// 40 blocks of 3 shards each in two namespaces and 40 single copies
 	// over 4 members: n4 is picked for 3 of 4 blocks of the first two and
@@ -215,8 +240,16 @@ func TestRebalanceMovesShardsToAJoiningMember(t *testing.T) {
 	if perNode[n4.id] < 35 {
 		t.Fatalf("n4 holds only %d of 280 shards", perNode[n4.id])
 	}
-	if st.MovedBytes == 0 || st.LastScan.IsZero() || st.ScannedBlocks != len(blocks) || st.RateBytesPerSec <= 0 || st.RunEnded.IsZero() {
+	if st.LastScan.IsZero() || st.ScannedBlocks != len(blocks) {
 		t.Fatalf("status: %+v", st)
+	}
+	// The leader's status covers its own term: a leader elected after
+	// (some of) the moves starts from zero and reports only its own.
+	if int(st.MovedShards) == moved && (st.MovedBytes == 0 || st.RateBytesPerSec <= 0 || st.RunEnded.IsZero()) {
+		t.Fatalf("status of the leader that made every move: %+v", st)
+	}
+	if int(st.MovedShards) != moved {
+		t.Logf("the leadership moved during the rebalance: this leader's status counts %d of the %d moves", st.MovedShards, moved)
 	}
 }
 
@@ -256,14 +289,15 @@ func TestRebalanceBoundsCopiesInFlight(t *testing.T) {
 }
 
 // waitRebalanced waits until the leader's rebalancing scanned the index
-// after since and found nothing left (having moved something, with moved),
-// and every node's index has the leader's last change.
+// after since and found nothing left (having moved something, in any
+// leader's term, with moved), and every node's index has the leader's last
+// change.
 func (tc *testCluster) waitRebalanced(since time.Time, moved bool) RebalanceStatus {
 	tc.t.Helper()
 	var st RebalanceStatus
 	tc.eventually("rebalancing done", func() bool {
 		st = tc.rebalanceOf()
-		return st.Active && st.LastScan.After(since) && (st.MovedShards > 0) == moved && st.Pending == 0 && !st.Running
+		return st.Active && st.LastScan.After(since) && (tc.rebalanceMoved() > 0) == moved && st.Pending == 0 && !st.Running
 	})
 	for _, tn := range tc.nodes {
 		tc.eventually("every index current", func() bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,16 @@ import (
 // block's placement, as a capacity drop does) only when every other holder
 // answered that it does not have it either; a holder that does not answer
 // keeps the restore waiting, and a later pass tries again.
+//
+// A restore writes a shard only while this node's index still places it
+// here, but that index may lag the leader's: a move off this node (repair,
+// drain, rebalance) may have committed, and deleted this node's copy (the
+// very one the pass found missing), before this node applied it. The
+// restore would then write the copy back where no one names it or ever
+// deletes it. So a pass that wrote shards catches up with the leader
+// (SyncRead) and deletes those the index no longer places here
+// (dropMovedOff). A move that commits after that catch-up deletes the copy
+// itself: the copy was written before its commit.
 
 // RestoreStatus is this node's restore progress, for /readyz and
 // /v1/cluster/status.
@@ -281,6 +292,8 @@ func (b *Backend) restorePass() bool {
 		waiting  int
 		firstErr error
 		wg       sync.WaitGroup
+		written  []restoredShard
+		gone     []goneShard
 	)
 	sem := make(chan struct{}, restoreParallel)
 	for _, t := range missing {
@@ -292,22 +305,21 @@ func (b *Backend) restorePass() bool {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			n, err := b.restoreOne(t)
+			w, err := b.restoreOne(t)
 			mu.Lock()
 			defer mu.Unlock()
 			b.restore.mu.Lock()
 			defer b.restore.mu.Unlock()
 			switch {
 			case err == nil:
+				if w.size > 0 {
+					written = append(written, w)
+				}
 				b.restore.st.Restored++
-				b.restore.st.RestoredBytes += uint64(n)
+				b.restore.st.RestoredBytes += uint64(w.size)
 				b.met.restored.Inc()
 			case errors.Is(err, errBlockGone):
-				b.restore.st.Lost++
-				b.met.restoreLost.Inc()
-				b.log.Warn("restore: no holder has the shard; leaving its placement", "key", t.key.String(), "shard", t.index,
-					"placement", fmt.Sprint(t.entry.Placement), "generation", t.entry.Generation, "err", err)
-				b.Dropped(shardKey(t.key, t.code, t.index))
+				gone = append(gone, goneShard{t, err})
 			default:
 				waiting++
 				if firstErr == nil {
@@ -317,8 +329,15 @@ func (b *Backend) restorePass() bool {
 		}()
 	}
 	wg.Wait()
+	lost, unsure := b.checkPass(written, gone)
+	waiting += unsure
+	if unsure > 0 && firstErr == nil {
+		firstErr = fmt.Errorf("%d shard(s) no holder had: their entries changed meanwhile, or this node could not catch up to check", unsure)
+	}
 	b.restore.mu.Lock()
 	defer b.restore.mu.Unlock()
+	b.restore.st.Lost += uint64(lost)
+	b.met.restoreLost.Add(float64(lost))
 	b.restore.st.Passes++
 	if waiting > 0 {
 		b.restore.applied = minGen // check these entries again next pass
@@ -332,17 +351,25 @@ func (b *Backend) restorePass() bool {
 	return waiting == 0
 }
 
+// restoredShard is a shard a restore pass wrote to the local tier stack:
+// its key, the CRC-32C it was stored with, and its size (0: none written).
+type restoredShard struct {
+	key  block.Key
+	sum  uint32
+	size int
+}
+
 // restoreOne rebuilds shard t.index of t.key from the other holders and
-// writes it to the local tier stack; it returns the bytes written. The
-// entry may have changed meanwhile: a block deleted or moved off this node
-// needs nothing.
-func (b *Backend) restoreOne(t restoreTask) (int, error) {
+// writes it to the local tier stack; it returns what it wrote. The entry
+// may have changed meanwhile: a block deleted or moved off this node, as
+// far as this node's index shows, needs nothing.
+func (b *Backend) restoreOne(t restoreTask) (restoredShard, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShardTimeout+b.cfg.ProposeTimeout)
 	defer cancel()
 	c := t.code
 	sk := shardKey(t.key, c, t.index)
 	if b.local.Contains(sk) {
-		return 0, nil
+		return restoredShard{}, nil
 	}
 	var others []fsm.Shard
 	for _, s := range t.entry.Placement {
@@ -354,23 +381,23 @@ func (b *Backend) restoreOne(t restoreTask) (int, error) {
 	if c.K == 1 {
 		data, err := b.readReplica(ctx, t, others)
 		if err != nil {
-			return 0, err
+			return restoredShard{}, err
 		}
 		shard = data
 	} else {
 		data, err := b.readCoded(ctx, t, others)
 		if err != nil {
-			return 0, err
+			return restoredShard{}, err
 		}
 		all, err := c.Encode(data)
 		if err != nil {
-			return 0, err
+			return restoredShard{}, err
 		}
 		shard = all[t.index]
 	}
 	// Still placed here? A delete or a move meanwhile makes the copy garbage.
 	if e, ok := b.node.FSM().Lookup(t.key); !ok || e.Generation != t.entry.Generation || !placedOn(e.Placement, b.cfg.NodeID, t.index) {
-		return 0, nil
+		return restoredShard{}, nil
 	}
 	opts := block.PutOptions{Sum: block.Checksum(shard), HasSum: true}
 	if c.K == 1 {
@@ -380,9 +407,81 @@ func (b *Backend) restoreOne(t restoreTask) (int, error) {
 		opts.PinTTL = ttl
 	}
 	if err := b.local.Put(ctx, sk, shard, opts.Sum, opts); err != nil && !errors.Is(err, block.ErrConflict) {
-		return 0, fmt.Errorf("restore: writing %s locally: %w", sk, err)
+		return restoredShard{}, fmt.Errorf("restore: writing %s locally: %w", sk, err)
 	}
-	return len(shard), nil
+	return restoredShard{key: sk, sum: opts.Sum, size: len(shard)}, nil
+}
+
+// goneShard is a shard a restore pass found no holder of.
+type goneShard struct {
+	task restoreTask
+	err  error
+}
+
+// checkPass runs after a restore pass's reads and writes, once this node
+// has caught up with the leader (SyncRead; see the top of this file). It
+// deletes the shards the pass wrote that the index no longer places here
+// (dropMovedOff), and gives up (Dropped: this node leaves the placement,
+// or a lone copy's entry is deleted) a shard no holder had only while the
+// entry is still the one the pass read: the missing copy may have been
+// moved elsewhere by then, and giving it up from a stale entry would
+// delete the index entry of a block that another member now holds. It
+// returns the shards given up, and those it left for the next pass (their
+// entry changed, or this node could not catch up).
+func (b *Backend) checkPass(written []restoredShard, gone []goneShard) (lost, unsure int) {
+	if len(written) == 0 && len(gone) == 0 {
+		return 0, 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ProposeTimeout)
+	defer cancel()
+	synced := b.SyncRead(ctx)
+	if synced != nil {
+		b.log.Warn("restore: cannot catch up with the leader to check the pass's outcome; the shards it wrote are checked against this node's index, those no holder had wait", "written", len(written), "gone", len(gone), "err", synced)
+	}
+	b.dropMovedOff(ctx, written)
+	f := b.node.FSM()
+	for _, g := range gone {
+		t := g.task
+		e, ok := f.Lookup(t.key)
+		switch {
+		case !ok:
+			// Deleted meanwhile: nothing to give up.
+		case synced != nil || e.Generation != t.entry.Generation || !slices.Equal(e.Placement, t.entry.Placement):
+			unsure++
+		default:
+			lost++
+			b.log.Warn("restore: no holder has the shard; leaving its placement", "key", t.key.String(), "shard", t.index,
+				"placement", fmt.Sprint(t.entry.Placement), "generation", t.entry.Generation, "err", g.err)
+			b.Dropped(shardKey(t.key, t.code, t.index))
+		}
+	}
+	return lost, unsure
+}
+
+// dropMovedOff deletes the shards a restore pass wrote whose block, as
+// this node's index has it (caught up by checkPass), no longer places that
+// copy here. A copy the index still names, under any generation, stays.
+// When this node could not catch up, a copy a move committed elsewhere may
+// stay: it is garbage the index does not name, never a lost shard.
+func (b *Backend) dropMovedOff(ctx context.Context, written []restoredShard) {
+	f := b.node.FSM()
+	for _, w := range written {
+		key := w.key.Block()
+		if e, ok := f.Lookup(key); ok {
+			c, err := namespaceCode(f, key.Namespace)
+			if err != nil || slices.ContainsFunc(e.Placement, func(s fsm.Shard) bool {
+				return s.NodeID == b.cfg.NodeID && shardKey(key, c, int(s.Index)) == w.key
+			}) {
+				continue
+			}
+		}
+		err := b.deleteShard(ctx, b.cfg.NodeID, w.key, w.sum, true)
+		if err != nil && !errors.Is(err, block.ErrNotFound) {
+			b.log.Warn("restore: deleting a shard moved off this node while it was restored", "key", w.key.String(), "err", err)
+			continue
+		}
+		b.log.Info("restore: shard moved off this node while it was restored; copy deleted", "key", w.key.String())
+	}
 }
 
 // memberDown reports whether the cluster has marked a member dead or left

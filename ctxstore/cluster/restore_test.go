@@ -10,7 +10,6 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/tiers"
-	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
 // restartEmpty stops tn's backend and starts it again over an empty tier
@@ -24,11 +23,22 @@ func (tc *testCluster) restartEmpty(tn *testNode) {
 // restartEmptyAs is restartEmpty with the new start's incarnation.
 func (tc *testCluster) restartEmptyAs(tn *testNode, inc uint64) {
 	tc.t.Helper()
+	tc.restartOver(tn, inc, nil)
+}
+
+// restartEmptyOver is restartEmpty with lower under the new DRAM tier.
+func (tc *testCluster) restartEmptyOver(tn *testNode, lower tiers.Lower) {
+	tc.t.Helper()
+	tc.restartOver(tn, tn.backend.cfg.Incarnation+1, lower)
+}
+
+func (tc *testCluster) restartOver(tn *testNode, inc uint64, lower tiers.Lower) {
+	tc.t.Helper()
 	old := tn.backend
 	old.Close()
 	// Peers see the new, empty stack before the old one closes.
 	oldTiers := tn.tiers
-	tc.newTiers(tn)
+	tc.newTiersOver(tn, lower)
 	oldTiers.Close()
 	tn.cfg.Incarnation = inc
 	tc.newBackend(tn)
@@ -277,23 +287,8 @@ func TestRestoreWaitsForLocalIndexes(t *testing.T) {
 			single = append(single, b)
 		}
 	}
-	old := victim.backend
-	old.Close()
-	victim.tiers.Close()
 	lower := &loadingLower{}
-	dc := dram.DefaultConfig()
-	dc.Capacity = 8 << 20
-	tm, err := tiers.New(tiers.DefaultConfig(), dc, lower, testLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tm.Close() })
-	victim.tiers = tm
-	tc.peers.mu.Lock()
-	tc.peers.tiers[victim.id] = tm
-	tc.peers.mu.Unlock()
-	victim.cfg.Incarnation = old.cfg.Incarnation + 1
-	tc.newBackend(victim)
+	tc.restartEmptyOver(victim, lower)
 
 	time.Sleep(time.Second) // restore passes run and must keep waiting
 	if victim.backend.Restored() {
