@@ -6,7 +6,10 @@
 // Blocks are named by Handle: a small dense integer the tier assigns (its
 // slot number) and reuses after Remove. Policies keep their per-block state in
 // arrays indexed by handle, a few bytes per block, with no per-block heap
-// objects.
+// objects. Their recency lists are one type, handleLists (intrusive doubly
+// linked lists over handle-indexed link arrays), which LRU and S3-FIFO use
+// directly; Segmented and Window share segments, two such lists per
+// priority class with each block's class, flags and chain fingerprints.
 package policy
 
 import "github.com/ctxtier/ctxtier/ctxstore/block"

@@ -28,16 +28,14 @@ type S3FIFO struct {
 
 // s3queue is S3-FIFO within one priority class.
 type s3queue struct {
-	prev, next []uint32
-	queue      []uint8 // s3Small or s3Main
-	freq       []uint8
-	fp         []uint32
-	seen       []uint32 // Victim call that last skipped the block
-	head, tail [2]uint32
-	count      [2]int
-	capacity   int
-	call       uint32
-	ghost      *ghostSet
+	lists    handleLists // list s3Small and list s3Main, head = newest
+	queue    []uint8     // s3Small or s3Main
+	freq     []uint8
+	fp       []uint32
+	seen     []uint32 // Victim call that last skipped the block
+	capacity int
+	call     uint32
+	ghost    *ghostSet
 }
 
 const (
@@ -98,17 +96,12 @@ func (p *S3FIFO) Len() int {
 }
 
 func newS3Queue(capacity int) *s3queue {
-	s := &s3queue{capacity: capacity, ghost: newGhostSet(capacity)}
-	for q := range s.head {
-		s.head[q], s.tail[q] = nilHandle, nilHandle
-	}
-	return s
+	return &s3queue{lists: newHandleLists(0), capacity: capacity, ghost: newGhostSet(capacity)}
 }
 
 func (s *s3queue) grow(h Handle) {
-	for int(h) >= len(s.prev) {
-		s.prev = append(s.prev, nilHandle)
-		s.next = append(s.next, nilHandle)
+	s.lists.grow(h)
+	for int(h) >= len(s.queue) {
 		s.queue = append(s.queue, 0)
 		s.freq = append(s.freq, 0)
 		s.fp = append(s.fp, 0)
@@ -119,34 +112,11 @@ func (s *s3queue) grow(h Handle) {
 // pushHead links h as the newest entry of queue q.
 func (s *s3queue) pushHead(h uint32, q uint8) {
 	s.queue[h] = q
-	s.prev[h] = nilHandle
-	s.next[h] = s.head[q]
-	if s.head[q] != nilHandle {
-		s.prev[s.head[q]] = h
-	}
-	s.head[q] = h
-	if s.tail[q] == nilHandle {
-		s.tail[q] = h
-	}
-	s.count[q]++
+	s.lists.pushFront(int(q), h)
 }
 
-func (s *s3queue) unlink(h uint32) {
-	q := s.queue[h]
-	p, n := s.prev[h], s.next[h]
-	if p != nilHandle {
-		s.next[p] = n
-	} else {
-		s.head[q] = n
-	}
-	if n != nilHandle {
-		s.prev[n] = p
-	} else {
-		s.tail[q] = p
-	}
-	s.prev[h], s.next[h] = nilHandle, nilHandle
-	s.count[q]--
-}
+// unlink takes h out of its queue.
+func (s *s3queue) unlink(h uint32) { s.lists.unlink(int(s.queue[h]), h) }
 
 func (s *s3queue) Insert(h Handle, m Meta) {
 	s.grow(h)
@@ -174,7 +144,7 @@ func (s *s3queue) Remove(h Handle) {
 }
 
 func (s *s3queue) smallFull() bool {
-	return float64(s.count[s3Small]) >= s3SmallFraction*float64(max(s.capacity, s.Len()))
+	return float64(s.lists.count[s3Small]) >= s3SmallFraction*float64(max(s.capacity, s.Len()))
 }
 
 // Victim proposes the victim of this class. A block that is not evictable is moved to the
@@ -197,11 +167,11 @@ func (s *s3queue) Victim(evictable func(Handle) bool) (Handle, bool) {
 		s.pushHead(h, q)
 	}
 	for {
-		smallLeft := s.count[s3Small] > skipped[s3Small]
-		mainLeft := s.count[s3Main] > skipped[s3Main]
+		smallLeft := s.lists.count[s3Small] > skipped[s3Small]
+		mainLeft := s.lists.count[s3Main] > skipped[s3Main]
 		switch {
 		case smallLeft && (s.smallFull() || !mainLeft):
-			t := s.tail[s3Small]
+			t := s.lists.tail[s3Small]
 			if evictable != nil && !evictable(Handle(t)) {
 				skip(t)
 				continue
@@ -218,7 +188,7 @@ func (s *s3queue) Victim(evictable func(Handle) bool) (Handle, bool) {
 			}
 			return Handle(t), true
 		case mainLeft:
-			t := s.tail[s3Main]
+			t := s.lists.tail[s3Main]
 			if evictable != nil && !evictable(Handle(t)) {
 				skip(t)
 				continue
@@ -236,4 +206,4 @@ func (s *s3queue) Victim(evictable func(Handle) bool) (Handle, bool) {
 	}
 }
 
-func (s *s3queue) Len() int { return s.count[s3Small] + s.count[s3Main] }
+func (s *s3queue) Len() int { return s.lists.count[s3Small] + s.lists.count[s3Main] }

@@ -64,12 +64,8 @@ func NewSegmented(expectedBlocks int) Policy {
 }
 
 const (
-	probation = 0
-	protected = 1
-
-	flagProtected = 1 << 0
-	flagHasChild  = 1 << 1
-	flagHasParent = 1 << 2
+	probation = segEntry
+	protected = segMain
 )
 
 const (
@@ -88,17 +84,11 @@ const (
 // expected block. Insert, Touch and Remove are O(1) amortized; Victim is
 // O(skipped) for non-evictable blocks, like LRU's.
 type Segmented struct {
-	cfg        SegmentedConfig
-	prev, next []uint32
-	fp, pfp    []uint32 // fingerprints of the block's and its parent's hash
-	class      []uint8
-	flags      []uint8
-	head, tail [block.MaxPriority + 1][2]uint32
-	count      [block.MaxPriority + 1][2]int
-	n          int
-	nProt      int
-	last       uint32 // handle of the previous Insert/Touch
-	ghost      *Sketch
+	cfg SegmentedConfig
+	segments
+	n     int
+	last  uint32 // handle of the previous Insert/Touch
+	ghost *Sketch
 
 	frac                  float64
 	step                  float64
@@ -111,21 +101,11 @@ type Segmented struct {
 func newSegmented(cfg SegmentedConfig, expectedBlocks int) *Segmented {
 	s := &Segmented{
 		cfg:        cfg,
-		prev:       make([]uint32, 0, expectedBlocks),
-		next:       make([]uint32, 0, expectedBlocks),
-		fp:         make([]uint32, 0, expectedBlocks),
-		pfp:        make([]uint32, 0, expectedBlocks),
-		class:      make([]uint8, 0, expectedBlocks),
-		flags:      make([]uint8, 0, expectedBlocks),
+		segments:   newSegments(expectedBlocks),
 		last:       nilHandle,
 		frac:       cfg.ProtectedFraction,
 		step:       climbInitStep,
 		periodSize: max(expectedBlocks/4, 512),
-	}
-	for c := range s.head {
-		for g := range s.head[c] {
-			s.head[c][g], s.tail[c][g] = nilHandle, nilHandle
-		}
 	}
 	if cfg.Ghost {
 		s.ghost = NewSketch(expectedBlocks)
@@ -136,87 +116,12 @@ func newSegmented(cfg SegmentedConfig, expectedBlocks int) *Segmented {
 // ProtectedFraction is the current protected share (it moves when Adaptive).
 func (s *Segmented) ProtectedFraction() float64 { return s.frac }
 
-func (s *Segmented) grow(h Handle) {
-	for int(h) >= len(s.prev) {
-		s.prev = append(s.prev, nilHandle)
-		s.next = append(s.next, nilHandle)
-		s.fp = append(s.fp, 0)
-		s.pfp = append(s.pfp, 0)
-		s.class = append(s.class, 0)
-		s.flags = append(s.flags, 0)
-	}
-}
-
-func (s *Segmented) seg(h uint32) int { return int(s.flags[h] & flagProtected) }
-
-func (s *Segmented) unlink(h uint32) {
-	c, g := s.class[h], s.seg(h)
-	p, n := s.prev[h], s.next[h]
-	if p != nilHandle {
-		s.next[p] = n
-	} else {
-		s.head[c][g] = n
-	}
-	if n != nilHandle {
-		s.prev[n] = p
-	} else {
-		s.tail[c][g] = p
-	}
-	s.prev[h], s.next[h] = nilHandle, nilHandle
-	s.count[c][g]--
-	if g == protected {
-		s.nProt--
-	}
-}
-
-// link adds h to its list: at the front, at the back, or right after a.
-func (s *Segmented) link(h uint32, after uint32, atBack bool) {
-	c, g := s.class[h], s.seg(h)
-	switch {
-	case after != nilHandle:
-		n := s.next[after]
-		s.prev[h], s.next[h] = after, n
-		s.next[after] = h
-		if n != nilHandle {
-			s.prev[n] = h
-		} else {
-			s.tail[c][g] = h
-		}
-	case atBack:
-		t := s.tail[c][g]
-		s.prev[h], s.next[h] = t, nilHandle
-		if t != nilHandle {
-			s.next[t] = h
-		} else {
-			s.head[c][g] = h
-		}
-		s.tail[c][g] = h
-	default:
-		f := s.head[c][g]
-		s.prev[h], s.next[h] = nilHandle, f
-		if f != nilHandle {
-			s.prev[f] = h
-		} else {
-			s.tail[c][g] = h
-		}
-		s.head[c][g] = h
-	}
-	s.count[c][g]++
-	if g == protected {
-		s.nProt++
-	}
-}
-
-func (s *Segmented) setSeg(h uint32, g int) {
-	s.flags[h] = s.flags[h]&^flagProtected | uint8(g)
-}
-
 // place links h (already unlinked, segment set) as the most recent block,
 // applying chain order and tail demotion.
 func (s *Segmented) place(h uint32) {
 	last := s.last
-	extends := last != nilHandle && last != h && s.flags[h]&flagHasParent != 0 && s.pfp[h] == s.fp[last]
-	if s.cfg.TailDemote && last != nilHandle && last != h && !extends && s.flags[last]&(flagHasChild|flagProtected) == 0 {
+	extends := s.extends(h, last)
+	if s.cfg.TailDemote && last != nilHandle && last != h && !extends && s.flags[last]&(flagHasChild|flagMain) == 0 {
 		s.unlink(last)
 		s.link(last, nilHandle, true)
 	}
@@ -232,8 +137,8 @@ func (s *Segmented) place(h uint32) {
 // first, until the protected segment is within its share.
 func (s *Segmented) balance() {
 	limit := int(s.frac * float64(s.n))
-	for c := 0; s.nProt > limit && c < len(s.tail); {
-		t := s.tail[c][protected]
+	for c := 0; s.perSeg[protected] > limit && c <= block.MaxPriority; {
+		t := s.tail(c, protected)
 		if t == nilHandle {
 			c++
 			continue
@@ -268,15 +173,8 @@ func (s *Segmented) climb() {
 
 // Insert implements Policy.
 func (s *Segmented) Insert(h Handle, m Meta) {
-	s.grow(h)
-	u := uint32(h)
-	s.class[u] = min(m.Priority, block.MaxPriority)
-	s.flags[u] = probation
-	s.fp[u] = fingerprint(m.Hash)
-	s.pfp[u] = 0
+	u := s.reset(h, m)
 	if m.HasParent {
-		s.flags[u] |= flagHasParent
-		s.pfp[u] = fingerprint(m.Parent)
 		if l := s.last; l != nilHandle && s.fp[l] == s.pfp[u] {
 			s.flags[l] |= flagHasChild
 		}
@@ -309,15 +207,6 @@ func (s *Segmented) Touch(h Handle) {
 	s.balance()
 }
 
-// fingerprint is a 32-bit digest of a block hash; the policy compares a
-// block's parent fingerprint with the previous block's own to recognise a
-// chain walk, which survives eviction and handle reuse where a stored parent
-// handle would go stale.
-func fingerprint(hash uint64) uint32 {
-	h := hash * 0x9E3779B97F4A7C15
-	return uint32(h >> 32)
-}
-
 // Remove implements Policy.
 func (s *Segmented) Remove(h Handle) {
 	u := uint32(h)
@@ -332,15 +221,13 @@ func (s *Segmented) Remove(h Handle) {
 // Victim implements Policy: the least recent evictable block of probation,
 // then of protected, in the lowest priority class that has one.
 func (s *Segmented) Victim(evictable func(Handle) bool) (Handle, bool) {
-	for c := range s.tail {
+	for c := range block.MaxPriority + 1 {
 		for g := probation; g <= protected; g++ {
-			for range s.count[c][g] {
-				h := s.tail[c][g]
-				if evictable == nil || evictable(Handle(h)) {
-					return Handle(h), true
-				}
-				s.unlink(h)
-				s.link(h, nilHandle, false)
+			if s.count(c, g) == 0 {
+				continue
+			}
+			if h, ok := s.scan(c, g, evictable); ok {
+				return h, true
 			}
 		}
 	}

@@ -81,15 +81,8 @@ func (c WindowConfig) Factory() Factory {
 // NewWindow returns a Window policy with the default configuration.
 func NewWindow(expectedBlocks int) Policy { return newWindow(DefaultWindowConfig(), expectedBlocks) }
 
-const (
-	segWindow = 0
-	segMain   = 1
-
-	wflagMain     = 1 << 0 // in the main segment (else the window)
-	wflagHasChild = 1 << 1
-	wflagParent   = 1 << 2 // Meta.HasParent
-	wflagHit      = 1 << 3 // touched since insertion
-)
+// segWindow is the window segment of a class (segMain is the main one).
+const segWindow = segEntry
 
 // Window is a two-segment policy for prefix caches, per priority class: new
 // blocks enter a small LRU window; blocks that are hit, or that come back
@@ -104,15 +97,10 @@ const (
 // (GhostSpan 3: 6 bytes; two marginal ghosts: 0.4). Insert, Touch and Remove
 // are O(1); Victim is O(skipped) for non-evictable blocks, like LRU's.
 type Window struct {
-	cfg        WindowConfig
-	prev, next []uint32
-	fp, pfp    []uint32
-	class      []uint8
-	flags      []uint8
-	head, tail [block.MaxPriority + 1][2]uint32
-	count      [block.MaxPriority + 1][2]int
-	n, nWin    int
-	last       uint32 // handle of the previous Insert/Touch
+	cfg WindowConfig
+	segments
+	n    int
+	last uint32 // handle of the previous Insert/Touch
 
 	capacity int     // blocks: the hint, then the size at which eviction starts
 	target   float64 // window target in blocks
@@ -127,19 +115,9 @@ type Window struct {
 func newWindow(cfg WindowConfig, expectedBlocks int) *Window {
 	w := &Window{
 		cfg:      cfg,
-		prev:     make([]uint32, 0, expectedBlocks),
-		next:     make([]uint32, 0, expectedBlocks),
-		fp:       make([]uint32, 0, expectedBlocks),
-		pfp:      make([]uint32, 0, expectedBlocks),
-		class:    make([]uint8, 0, expectedBlocks),
-		flags:    make([]uint8, 0, expectedBlocks),
+		segments: newSegments(expectedBlocks),
 		last:     nilHandle,
 		capacity: max(expectedBlocks, 1),
-	}
-	for c := range w.head {
-		for g := range w.head[c] {
-			w.head[c][g], w.tail[c][g] = nilHandle, nilHandle
-		}
 	}
 	w.target = cfg.WindowFraction * float64(w.capacity)
 	w.sizeGhosts()
@@ -185,91 +163,13 @@ func (w *Window) fit(n int) {
 // Adaptive).
 func (w *Window) WindowTarget() float64 { return w.target }
 
-func (w *Window) grow(h Handle) {
-	for int(h) >= len(w.prev) {
-		w.prev = append(w.prev, nilHandle)
-		w.next = append(w.next, nilHandle)
-		w.fp = append(w.fp, 0)
-		w.pfp = append(w.pfp, 0)
-		w.class = append(w.class, 0)
-		w.flags = append(w.flags, 0)
-	}
-}
-
-func (w *Window) seg(h uint32) int { return int(w.flags[h] & wflagMain) }
-
-func (w *Window) unlink(h uint32) {
-	c, g := w.class[h], w.seg(h)
-	p, n := w.prev[h], w.next[h]
-	if p != nilHandle {
-		w.next[p] = n
-	} else {
-		w.head[c][g] = n
-	}
-	if n != nilHandle {
-		w.prev[n] = p
-	} else {
-		w.tail[c][g] = p
-	}
-	w.prev[h], w.next[h] = nilHandle, nilHandle
-	w.count[c][g]--
-	if g == segWindow {
-		w.nWin--
-	}
-}
-
-// link adds h to its segment's list: at the front, at the back, or right
-// after a.
-func (w *Window) link(h uint32, after uint32, atBack bool) {
-	c, g := w.class[h], w.seg(h)
-	switch {
-	case after != nilHandle:
-		n := w.next[after]
-		w.prev[h], w.next[h] = after, n
-		w.next[after] = h
-		if n != nilHandle {
-			w.prev[n] = h
-		} else {
-			w.tail[c][g] = h
-		}
-	case atBack:
-		t := w.tail[c][g]
-		w.prev[h], w.next[h] = t, nilHandle
-		if t != nilHandle {
-			w.next[t] = h
-		} else {
-			w.head[c][g] = h
-		}
-		w.tail[c][g] = h
-	default:
-		f := w.head[c][g]
-		w.prev[h], w.next[h] = nilHandle, f
-		if f != nilHandle {
-			w.prev[f] = h
-		} else {
-			w.tail[c][g] = h
-		}
-		w.head[c][g] = h
-	}
-	w.count[c][g]++
-	if g == segWindow {
-		w.nWin++
-	}
-}
-
-// extends reports whether h's parent is the previous operation's block.
-func (w *Window) extends(h uint32) bool {
-	l := w.last
-	return l != nilHandle && l != h && w.flags[h]&wflagParent != 0 && w.pfp[h] == w.fp[l]
-}
-
 // place links h (unlinked, segment set) as the most recent block of its
 // segment, applying tail demotion and chain order.
 func (w *Window) place(h uint32, ext bool) {
 	l := w.last
 	if w.cfg.TailDemote && !ext && l != nilHandle && l != h &&
-		w.flags[l]&(wflagHasChild|wflagHit|wflagMain) == 0 &&
-		(w.flags[l]&wflagParent != 0 || 2*w.chained > w.inserts) {
+		w.flags[l]&(flagHasChild|flagHit|flagMain) == 0 &&
+		(w.flags[l]&flagHasParent != 0 || 2*w.chained > w.inserts) {
 		w.unlink(l)
 		w.link(l, nilHandle, true)
 	}
@@ -283,25 +183,18 @@ func (w *Window) place(h uint32, ext bool) {
 
 // Insert implements Policy.
 func (w *Window) Insert(h Handle, m Meta) {
-	w.grow(h)
-	u := uint32(h)
-	w.class[u] = min(m.Priority, block.MaxPriority)
-	w.flags[u] = 0
-	w.fp[u] = fingerprint(m.Hash)
-	w.pfp[u] = 0
+	u := w.reset(h, m)
 	w.inserts++
 	if m.HasParent {
 		w.chained++
-		w.flags[u] |= wflagParent
-		w.pfp[u] = fingerprint(m.Parent)
 	}
-	ext := w.extends(u)
+	ext := w.extends(u, w.last)
 	if ext {
-		w.flags[w.last] |= wflagHasChild
+		w.flags[w.last] |= flagHasChild
 	}
 	f := w.fp[u]
 	if w.ghost != nil && w.ghost.contains(f) {
-		w.flags[u] |= wflagMain
+		w.flags[u] |= flagMain
 	}
 	if w.cfg.Adaptive {
 		step := max(1, w.cfg.Step*float64(w.capacity))
@@ -320,9 +213,9 @@ func (w *Window) Insert(h Handle, m Meta) {
 // Touch implements Policy: a hit promotes a window block to main.
 func (w *Window) Touch(h Handle) {
 	u := uint32(h)
-	ext := w.extends(u)
+	ext := w.extends(u, w.last)
 	w.unlink(u)
-	w.flags[u] |= wflagMain | wflagHit
+	w.flags[u] |= flagMain | flagHit
 	w.place(u, ext)
 }
 
@@ -354,19 +247,17 @@ func (w *Window) Victim(evictable func(Handle) bool) (Handle, bool) {
 		w.refit = false
 		w.fit(w.n)
 	}
-	for c := range w.tail {
+	for c := range block.MaxPriority + 1 {
 		order := [2]int{segMain, segWindow}
-		if float64(w.nWin) > w.target || w.count[c][segMain] == 0 {
+		if float64(w.perSeg[segWindow]) > w.target || w.count(c, segMain) == 0 {
 			order = [2]int{segWindow, segMain}
 		}
 		for _, g := range order {
-			for range w.count[c][g] {
-				h := w.tail[c][g]
-				if evictable == nil || evictable(Handle(h)) {
-					return Handle(h), true
-				}
-				w.unlink(h)
-				w.link(h, nilHandle, false)
+			if w.count(c, g) == 0 {
+				continue
+			}
+			if h, ok := w.scan(c, g, evictable); ok {
+				return h, true
 			}
 		}
 	}
