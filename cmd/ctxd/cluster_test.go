@@ -87,36 +87,6 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.
 	return 0
 }
 
-// operatorCalls bounds retryOperator: an operator who gets a 503 back
-// from `ctxctl cluster drain` or `remove` runs it again, a few times.
-const operatorCalls = 5
-
-// retryOperator makes an operator's membership call (drain, remove: both
-// idempotent, so a call that committed before its answer was lost is
-// repeated harmlessly) and makes it again while it answers 503
-// (block.ErrUnavailable): "not the raft leader" when leadership moved
-// while the call was in flight, or "raft outcome unknown". ctxctl does
-// not retry these itself; an operator re-runs the command. At most
-// operatorCalls calls, 200 ms apart and doubling; any other error, or the
-// last 503, is returned.
-func retryOperator(ctx context.Context, t *testing.T, what string, call func() error) error {
-	t.Helper()
-	wait := 200 * time.Millisecond
-	for try := 1; ; try++ {
-		err := call()
-		if err == nil || !errors.Is(err, block.ErrUnavailable) || try == operatorCalls {
-			return err
-		}
-		t.Logf("%s (call %d of %d): %v; calling again", what, try, operatorCalls, err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last answer: %w)", what, ctx.Err(), err)
-		case <-time.After(wait):
-		}
-		wait *= 2
-	}
-}
-
 func leaderOf(t *testing.T, nodes []*testNode) (*testNode, bool) {
 	t.Helper()
 	for _, nd := range nodes {

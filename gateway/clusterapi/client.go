@@ -34,27 +34,40 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return st, err
 }
 
-// Remove takes member id out of the cluster.
+// Remove takes member id out of the cluster. A 503 (leadership moving) is
+// retried (retryMembership); a member already gone on a retry counts as
+// removed.
 func (c *Client) Remove(ctx context.Context, id string) error {
-	return c.Do(ctx, http.MethodPost, PathRemove, RemoveRequest{ID: id}, &RemoveResponse{})
+	return retryMembership(ctx, "remove "+id, true, func() error {
+		return c.Do(ctx, http.MethodPost, PathRemove, RemoveRequest{ID: id}, &RemoveResponse{})
+	})
 }
 
 // ForceRemove takes member id out of the cluster even though the index
 // still places shards on it: blocks with parity elsewhere are repaired,
-// the others are lost.
+// the others are lost. Retried as Remove is.
 func (c *Client) ForceRemove(ctx context.Context, id string) error {
-	return c.Do(ctx, http.MethodPost, PathRemove, RemoveRequest{ID: id, Force: true}, &RemoveResponse{})
+	return retryMembership(ctx, "remove --force "+id, true, func() error {
+		return c.Do(ctx, http.MethodPost, PathRemove, RemoveRequest{ID: id, Force: true}, &RemoveResponse{})
+	})
 }
 
 // Drain marks member id draining (through the leader) and returns what it
-// held when the drain started. See WaitDrained.
+// held when the drain started. See WaitDrained. A 503 (leadership moving)
+// is retried (retryMembership): draining a draining member answers what it
+// still holds.
 func (c *Client) Drain(ctx context.Context, id string) (DrainResponse, error) {
 	var out DrainResponse
-	err := c.Do(ctx, http.MethodPost, PathDrain, DrainRequest{ID: id}, &out)
+	err := retryMembership(ctx, "drain "+id, false, func() error {
+		out = DrainResponse{}
+		return c.Do(ctx, http.MethodPost, PathDrain, DrainRequest{ID: id}, &out)
+	})
 	return out, err
 }
 
 // CancelDrain makes a draining member alive again; what was moved stays.
+// It is not retried: a second call after one that committed would answer
+// that the member is not draining.
 func (c *Client) CancelDrain(ctx context.Context, id string) error {
 	return c.Do(ctx, http.MethodPost, PathDrain, DrainRequest{ID: id, Cancel: true}, &DrainResponse{})
 }
