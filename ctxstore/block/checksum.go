@@ -1,6 +1,9 @@
 package block
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"unsafe"
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -13,6 +16,12 @@ var useFold = foldSupported
 // (plus hash/crc32 for the tail) already beats hash/crc32 alone at 256 to
 // 512 bytes on the AMD EPYC this was tuned on, so no longer threshold pays.
 const foldMin = foldBytes
+
+// copyNTMin is the shortest copy CopyChecksum's kernel stores past the
+// cache (non-temporal stores, as the runtime's memmove does from the same
+// size on): a copy this large would evict more than it leaves in cache for
+// the reader, and the stores then skip reading dst's lines first.
+const copyNTMin = 1 << 20
 
 // copyChunk bounds how many bytes CopyChecksum copies before it checksums
 // them when there is no fused kernel, so the checksum reads them from cache.
@@ -49,10 +58,20 @@ func UpdateChecksum(sum uint32, b []byte) uint32 {
 func CopyChecksum(dst, src []byte, sum uint32) uint32 {
 	dst = dst[:len(src)]
 	if useFold && len(src) >= foldMin {
+		kernel := foldCopy
+		if len(src) >= copyNTMin {
+			// Non-temporal stores need dst 64-byte aligned: copy the
+			// head up to the boundary first.
+			head := int(-uintptr(unsafe.Pointer(&dst[0])) & 63)
+			copy(dst[:head], src[:head])
+			sum = crc32.Update(sum, castagnoli, dst[:head])
+			dst, src = dst[head:], src[head:]
+			kernel = foldCopyNT
+		}
 		n := len(src) &^ (foldBytes - 1)
-		sum = ^foldCopy(^sum, &dst[0], &src[0], n, foldConsts)
+		sum = ^kernel(^sum, &dst[0], &src[0], n, foldConsts)
 		copy(dst[n:], src[n:])
-		return crc32.Update(sum, castagnoli, dst[n:])
+		return crc32.Update(sum, castagnoli, dst[n:len(src)])
 	}
 	for off := 0; off < len(src); off += copyChunk {
 		end := min(off+copyChunk, len(src))

@@ -19,3 +19,9 @@ func foldUpdate(crc uint32, p *byte, n int, k *foldTable) uint32
 //
 //go:noescape
 func foldCopy(crc uint32, dst, src *byte, n int, k *foldTable) uint32
+
+// foldCopyNT is foldCopy with non-temporal stores; dst must be 64-byte
+// aligned.
+//
+//go:noescape
+func foldCopyNT(crc uint32, dst, src *byte, n int, k *foldTable) uint32

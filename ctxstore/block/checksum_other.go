@@ -22,3 +22,8 @@ func foldCopy(crc uint32, dst, src *byte, n int, k *foldTable) uint32 {
 	copy(unsafe.Slice(dst, n), unsafe.Slice(src, n))
 	return foldUpdate(crc, dst, n, k)
 }
+
+// foldCopyNT: see foldUpdate.
+func foldCopyNT(crc uint32, dst, src *byte, n int, k *foldTable) uint32 {
+	return foldCopy(crc, dst, src, n, k)
+}

@@ -266,6 +266,20 @@ func TestCopyChecksumAlignments(t *testing.T) {
 	})
 }
 
+// TestCopyChecksumLarge covers the non-temporal kernel (copies of
+// copyNTMin bytes or more) at every destination alignment.
+func TestCopyChecksumLarge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	buf := randBytes(rng, 2<<20+13+64)
+	withFold(t, func(t *testing.T) {
+		for align := range 64 {
+			for _, n := range []int{copyNTMin, copyNTMin + 300, 2<<20 + 13} {
+				checkCopy(t, buf[(align*3)%64:][:n], align, rng.Uint32())
+			}
+		}
+	})
+}
+
 func TestCopyChecksumShortDst(t *testing.T) {
 	defer func() {
 		if recover() == nil {
