@@ -53,23 +53,23 @@ func UpdateChecksum(sum uint32, b []byte) uint32 {
 // when src changes while it is copied (a mapping another process writes),
 // a mismatch against the expected sum reports what the caller got. With
 // the folding kernel each byte is loaded once, stored and folded in the
-// same pass; otherwise the copy and the checksum alternate in chunks small
-// enough to stay in cache.
+// same pass, and copies of 1 MiB or more are stored past the cache as the
+// runtime's memmove stores them; otherwise the copy and the checksum
+// alternate in chunks small enough to stay in cache.
 func CopyChecksum(dst, src []byte, sum uint32) uint32 {
 	dst = dst[:len(src)]
 	if useFold && len(src) >= foldMin {
-		kernel := foldCopy
-		if len(src) >= copyNTMin {
+		nt := len(src) >= copyNTMin
+		if nt {
 			// Non-temporal stores need dst 64-byte aligned: copy the
 			// head up to the boundary first.
 			head := int(-uintptr(unsafe.Pointer(&dst[0])) & 63)
 			copy(dst[:head], src[:head])
 			sum = crc32.Update(sum, castagnoli, dst[:head])
 			dst, src = dst[head:], src[head:]
-			kernel = foldCopyNT
 		}
 		n := len(src) &^ (foldBytes - 1)
-		sum = ^kernel(^sum, &dst[0], &src[0], n, foldConsts)
+		sum = ^foldCopy(^sum, &dst[0], &src[0], n, foldConsts, nt)
 		copy(dst[n:], src[n:])
 		return crc32.Update(sum, castagnoli, dst[n:len(src)])
 	}

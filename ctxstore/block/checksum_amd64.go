@@ -15,13 +15,8 @@ var foldSupported = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX5
 //go:noescape
 func foldUpdate(crc uint32, p *byte, n int, k *foldTable) uint32
 
-// foldCopy is foldUpdate over src[:n] that also copies those bytes to dst.
+// foldCopy is foldUpdate over src[:n] that also copies those bytes to dst,
+// with non-temporal stores if nt (then dst must be 64-byte aligned).
 //
 //go:noescape
-func foldCopy(crc uint32, dst, src *byte, n int, k *foldTable) uint32
-
-// foldCopyNT is foldCopy with non-temporal stores; dst must be 64-byte
-// aligned.
-//
-//go:noescape
-func foldCopyNT(crc uint32, dst, src *byte, n int, k *foldTable) uint32
+func foldCopy(crc uint32, dst, src *byte, n int, k *foldTable, nt bool) uint32

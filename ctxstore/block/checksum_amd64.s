@@ -129,25 +129,21 @@ reduce:
 	MOVL CX, ret+32(FP)
 	RET
 
-// func foldCopy(crc uint32, dst, src *byte, n int, k *foldTable) uint32
-TEXT ·foldCopy(SB), NOSPLIT, $0-44
+// func foldCopy(crc uint32, dst, src *byte, n int, k *foldTable, nt bool) uint32
+TEXT ·foldCopy(SB), NOSPLIT, $0-52
 	MOVL crc+0(FP), AX
 	MOVQ dst+8(FP), DI
 	MOVQ src+16(FP), SI
 	MOVQ n+24(FP), CX
 	MOVQ k+32(FP), DX
+	CMPB nt+40(FP), $0
+	JNE  nontemporal
 	COPYLOOP(STOREU, cloop, cdone)
-	MOVL CX, ret+40(FP)
+	MOVL CX, ret+48(FP)
 	RET
 
-// func foldCopyNT(crc uint32, dst, src *byte, n int, k *foldTable) uint32
-TEXT ·foldCopyNT(SB), NOSPLIT, $0-44
-	MOVL crc+0(FP), AX
-	MOVQ dst+8(FP), DI
-	MOVQ src+16(FP), SI
-	MOVQ n+24(FP), CX
-	MOVQ k+32(FP), DX
+nontemporal:
 	COPYLOOP(STORENT, ntloop, ntdone)
 	SFENCE
-	MOVL CX, ret+40(FP)
+	MOVL CX, ret+48(FP)
 	RET

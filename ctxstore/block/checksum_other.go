@@ -18,12 +18,7 @@ func foldUpdate(crc uint32, p *byte, n int, _ *foldTable) uint32 {
 }
 
 // foldCopy: see foldUpdate.
-func foldCopy(crc uint32, dst, src *byte, n int, k *foldTable) uint32 {
+func foldCopy(crc uint32, dst, src *byte, n int, k *foldTable, _ bool) uint32 {
 	copy(unsafe.Slice(dst, n), unsafe.Slice(src, n))
 	return foldUpdate(crc, dst, n, k)
-}
-
-// foldCopyNT: see foldUpdate.
-func foldCopyNT(crc uint32, dst, src *byte, n int, k *foldTable) uint32 {
-	return foldCopy(crc, dst, src, n, k)
 }

@@ -9,7 +9,8 @@
 // or more go through an assembly kernel that folds 256 bytes a step into
 // four 512-bit accumulators (checksum_amd64.s); its constants are derived
 // from the polynomial at start-up (checksum_fold.go). CopyChecksum's kernel
-// stores each 256 bytes it loads and folds them in the same pass, so a
+// stores each 256 bytes it loads and folds them in the same pass (with
+// non-temporal stores from 1 MiB on, as the runtime's memmove), so a
 // verified copy costs about one copy. Everywhere else hash/crc32 computes
 // the same values.
 package block
