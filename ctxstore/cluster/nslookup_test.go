@@ -2,24 +2,13 @@ package cluster
 
 import (
 	"bytes"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/catalogtest"
 )
-
-// countingCatalog counts the namespace lookups made through it.
-type countingCatalog struct {
-	ctxstore.Catalog
-	lookups atomic.Int64
-}
-
-func (c *countingCatalog) Namespace(name string) (block.Namespace, error) {
-	c.lookups.Add(1)
-	return c.Catalog.Namespace(name)
-}
 
 // A clustered Get looks its namespace up once on the node asked: the
 // Store, in the catalog, and hands it down, so the backend takes the
@@ -46,7 +35,7 @@ func TestGetLooksNamespaceUpOnce(t *testing.T) {
 		tc.waitEntry(key)
 		for _, n := range tc.nodes {
 			t.Run(code.name+"/"+n.id, func(t *testing.T) {
-				cat := &countingCatalog{Catalog: n.node.Catalog()}
+				cat := catalogtest.NewCounting(n.node.Catalog())
 				s, err := ctxstore.New(ctxstore.DefaultConfig(), cat, n.backend, testLog())
 				if err != nil {
 					t.Fatal(err)
@@ -69,7 +58,7 @@ func TestGetLooksNamespaceUpOnce(t *testing.T) {
 						local++
 					}
 				}
-				if got, backend := cat.lookups.Load(), n.backend.nsLookups.Load()-before; got != 1 || backend != 0 {
+				if got, backend := cat.Lookups(), n.backend.nsLookups.Load()-before; got != 1 || backend != 0 {
 					t.Fatalf("namespace lookups: %d in the catalog, %d in the backend; want 1 and 0", got, backend)
 				}
 			})

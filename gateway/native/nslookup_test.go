@@ -4,28 +4,17 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/catalogtest"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
 )
-
-// countingCatalog counts the namespace lookups made through it.
-type countingCatalog struct {
-	ctxstore.Catalog
-	lookups atomic.Int64
-}
-
-func (c *countingCatalog) Namespace(name string) (block.Namespace, error) {
-	c.lookups.Add(1)
-	return c.Catalog.Namespace(name)
-}
 
 // A frame looks its namespace up once, however many keys it reads: the
 // native server resolves it and hands it to the store's reads
@@ -37,7 +26,7 @@ func TestFrameLooksNamespaceUpOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := &countingCatalog{Catalog: base}
+	cat := catalogtest.NewCounting(base)
 	mt := nativetest.NewMapTier()
 	st, err := ctxstore.New(ctxstore.DefaultConfig(), cat, mt, nil)
 	if err != nil {
@@ -84,7 +73,7 @@ func TestFrameLooksNamespaceUpOnce(t *testing.T) {
 		{"lookup of three keys", wire.OpLookup, 0, keys},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := cat.lookups.Load()
+			before := cat.Lookups()
 			body := keyBody("default", tc.keys...)
 			f := wire.AppendHeader(nil, wire.Header{Length: uint32(len(body)), Op: tc.op, Flags: tc.flags, ID: uint64(i + 1), Count: uint32(len(tc.keys))})
 			r.send(append(f, body...))
@@ -102,7 +91,7 @@ func TestFrameLooksNamespaceUpOnce(t *testing.T) {
 					}
 				}
 			}
-			if got := cat.lookups.Load() - before; got != 1 {
+			if got := cat.Lookups() - before; got != 1 {
 				t.Fatalf("%d namespace lookups for the frame, want 1", got)
 			}
 		})
