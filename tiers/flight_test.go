@@ -23,7 +23,7 @@ type gatedLower struct {
 	failGets error
 }
 
-func (l *gatedLower) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
+func (l *gatedLower) Get(ctx context.Context, k block.Key, opts block.GetOptions) (*block.Ref, error) {
 	l.gets.Add(1)
 	select {
 	case <-l.gate:
@@ -33,7 +33,7 @@ func (l *gatedLower) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
 	if l.failGets != nil {
 		return nil, l.failGets
 	}
-	return l.memLower.Get(ctx, k)
+	return l.memLower.Get(ctx, k, opts)
 }
 
 // refuseAll is a promotion admission that admits nothing.
@@ -83,7 +83,7 @@ func TestConcurrentGetsShareOneLowerRead(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					ref, err := m.Get(context.Background(), k(7))
+					ref, err := m.Get(context.Background(), k(7), block.GetOptions{})
 					if err != nil {
 						errs <- err
 						return
@@ -123,7 +123,7 @@ func TestSharedReadFailureFallsBack(t *testing.T) {
 	done := make(chan error, 2)
 	for range 2 {
 		go func() {
-			_, err := m.Get(context.Background(), k(9))
+			_, err := m.Get(context.Background(), k(9), block.GetOptions{})
 			done <- err
 		}()
 	}
@@ -140,11 +140,11 @@ func TestSharedReadFailureFallsBack(t *testing.T) {
 	// A waiter whose own context ends stops waiting.
 	low2 := &gatedLower{memLower: mem, gate: make(chan struct{})}
 	m2 := newManager(t, low2, 8)
-	go m2.Get(context.Background(), k(9))
+	go m2.Get(context.Background(), k(9), block.GetOptions{})
 	waitFor(t, func() bool { return low2.gets.Load() == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := m2.Get(ctx, k(9)); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := m2.Get(ctx, k(9), block.GetOptions{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("waiter past its deadline: %v", err)
 	}
 	close(low2.gate)

@@ -63,7 +63,7 @@ func TestPutChecksTheRealNVMeTierCheaply(t *testing.T) {
 			if got := low.Stats().PresenceSkips - before; got != tc.skips {
 				t.Fatalf("filter skips %d, want %d", got, tc.skips)
 			}
-			ref, err := m.Get(ctx, k(tc.key))
+			ref, err := m.Get(ctx, k(tc.key), block.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

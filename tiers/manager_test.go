@@ -41,7 +41,7 @@ func (l *memLower) Put(_ context.Context, k block.Key, data []byte, sum uint32, 
 	return nil
 }
 
-func (l *memLower) Get(_ context.Context, k block.Key) (*block.Ref, error) {
+func (l *memLower) Get(_ context.Context, k block.Key, _ block.GetOptions) (*block.Ref, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d, ok := l.blocks[k]
@@ -143,7 +143,7 @@ func TestWriteBackDemotesAndPromotes(t *testing.T) {
 		if !m.Contains(k(i)) {
 			t.Fatalf("block %d lost", i)
 		}
-		ref, err := m.Get(ctx, k(i))
+		ref, err := m.Get(ctx, k(i), block.GetOptions{})
 		if err != nil {
 			t.Fatalf("get %d: %v", i, err)
 		}
@@ -396,7 +396,7 @@ func TestOnDropExactlyWhenNoTierHoldsTheBlock(t *testing.T) {
 						t.Fatal(err)
 					}
 				case "get":
-					ref, err := m.Get(ctx, k(o.i))
+					ref, err := m.Get(ctx, k(o.i), block.GetOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}

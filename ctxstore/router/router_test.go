@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -16,12 +17,12 @@ type fakeTier struct {
 	have   map[uint64]bool
 	pinned map[uint64]time.Duration
 	err    error
-	// retains is the read retain window (block.RetainFrom) of each Lookup.
+	// retains is the read retain window (ReadOptions.Retain) of each Lookup.
 	retains []time.Duration
 }
 
-func (f *fakeTier) Lookup(ctx context.Context, keys []block.Key) (int, error) {
-	f.retains = append(f.retains, block.RetainFrom(ctx))
+func (f *fakeTier) Lookup(_ context.Context, keys []block.Key, opts ctxstore.ReadOptions) (int, error) {
+	f.retains = append(f.retains, opts.Retain)
 	if f.err != nil {
 		return 0, f.err
 	}

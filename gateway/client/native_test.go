@@ -324,8 +324,8 @@ func TestRedialAfterServerDrop(t *testing.T) {
 // or a flipped bit on the way would.
 type corruptTier struct{ *nativetest.MapTier }
 
-func (c corruptTier) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
-	ref, err := c.MapTier.Get(ctx, k)
+func (c corruptTier) Get(ctx context.Context, k block.Key, opts block.GetOptions) (*block.Ref, error) {
+	ref, err := c.MapTier.Get(ctx, k, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -159,8 +159,8 @@ type flakyTier struct {
 	bad map[block.Key]int
 }
 
-func (f *flakyTier) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
-	ref, err := f.MapTier.Get(ctx, k)
+func (f *flakyTier) Get(ctx context.Context, k block.Key, opts block.GetOptions) (*block.Ref, error) {
+	ref, err := f.MapTier.Get(ctx, k, opts)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil || f.bad[k] == 0 {

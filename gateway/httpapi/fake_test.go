@@ -61,13 +61,13 @@ func (f *fakeTier) Put(_ context.Context, key block.Key, data []byte, sum uint32
 	return nil
 }
 
-func (f *fakeTier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+func (f *fakeTier) Get(_ context.Context, key block.Key, opts block.GetOptions) (*block.Ref, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if d := block.RetainFrom(ctx); d > 0 {
+	if d := opts.Retain; d > 0 {
 		f.noteRetainLocked(key, d)
 	}
-	f.readerMarks = append(f.readerMarks, block.ReaderVerifies(ctx))
+	f.readerMarks = append(f.readerMarks, opts.ReaderVerifies)
 	b, ok := f.blocks[key]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)

@@ -10,7 +10,7 @@ import (
 )
 
 // A whole-block GET that declares X-Ctxtier-Reader-Verifies: crc32c reaches
-// the tier marked (block.WithReaderVerify: the DRAM tier may skip its own
+// the tier with ReaderVerifies (the DRAM tier may skip its own
 // pass); every other read is served verified at rest, header or not.
 func TestReaderVerifiesHeader(t *testing.T) {
 	e := newEnv(t, nil)

@@ -321,10 +321,10 @@ type gateTier struct {
 	release chan struct{}
 }
 
-func (g *gateTier) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
+func (g *gateTier) Get(ctx context.Context, k block.Key, opts block.GetOptions) (*block.Ref, error) {
 	g.entered <- struct{}{}
 	<-g.release
-	return g.MapTier.Get(ctx, k)
+	return g.MapTier.Get(ctx, k, opts)
 }
 
 func TestShutdownDrains(t *testing.T) {

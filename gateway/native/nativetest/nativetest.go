@@ -34,11 +34,11 @@ type MapTier struct {
 	m    map[block.Key]*entry
 	mu2  sync.Mutex
 	open int
-	// marks records, per Get, whether its context carried
-	// block.WithReaderVerify (TakeReaderMarks).
+	// marks records, per Get, whether its options said the reader
+	// verifies (block.GetOptions.ReaderVerifies, TakeReaderMarks).
 	marks []bool
 	// retains records each Get's and Retain's read retain window
-	// (block.WithRetain) by key, the last one (Retains).
+	// (block.GetOptions.Retain) by key, the last one (Retains).
 	retains map[block.Key]time.Duration
 
 	file *os.File // the memory file; nil until the first Put
@@ -94,10 +94,10 @@ func (t *MapTier) PutOptions(key block.Key) (block.PutOptions, bool) {
 }
 
 // Get returns a lease on the stored bytes.
-func (t *MapTier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+func (t *MapTier) Get(_ context.Context, key block.Key, opts block.GetOptions) (*block.Ref, error) {
 	t.mu2.Lock()
-	t.marks = append(t.marks, block.ReaderVerifies(ctx))
-	if d := block.RetainFrom(ctx); d > 0 {
+	t.marks = append(t.marks, opts.ReaderVerifies)
+	if d := opts.Retain; d > 0 {
 		t.noteRetainLocked(key, d)
 	}
 	t.mu2.Unlock()
@@ -203,8 +203,8 @@ func (t *MapTier) Len() int {
 }
 
 // TakeReaderMarks returns, for every Get since the last call, whether its
-// context carried block.WithReaderVerify (the reader verifies the bytes
-// itself), in call order, and forgets them.
+// options said the reader verifies the bytes itself
+// (block.GetOptions.ReaderVerifies), in call order, and forgets them.
 func (t *MapTier) TakeReaderMarks() []bool {
 	t.mu2.Lock()
 	defer t.mu2.Unlock()
