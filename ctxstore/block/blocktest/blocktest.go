@@ -77,6 +77,7 @@ type Counts struct {
 }
 
 type config struct {
+	medium   block.Tier
 	capacity int
 	putDelay time.Duration
 	corrupt  bool
@@ -84,6 +85,10 @@ type config struct {
 
 // Option configures a Tier.
 type Option func(*config)
+
+// WithMedium makes the tier say it is medium (block.TierNVMe, say: a lower
+// tier) in the refs and infos it hands out; block.TierDRAM by default.
+func WithMedium(medium block.Tier) Option { return func(c *config) { c.medium = medium } }
 
 // WithCapacity bounds the tier to n blocks: a put beyond them evicts the
 // oldest block (first in, first out). 0, the default, is unbounded.
@@ -99,7 +104,7 @@ func WithCorruptReads() Option { return func(c *config) { c.corrupt = true } }
 
 // New returns an empty tier.
 func New(opts ...Option) *Tier {
-	t := &Tier{m: map[block.Key]*entry{}}
+	t := &Tier{m: map[block.Key]*entry{}, cfg: config{medium: block.TierDRAM}}
 	for _, o := range opts {
 		o(&t.cfg)
 	}
@@ -169,7 +174,7 @@ func (t *Tier) storeLocked(key block.Key, data []byte, sum uint32, opts block.Pu
 		return err
 	}
 	e := &entry{data: mapped, off: off, opts: opts,
-		info: block.Info{Key: key, Size: int64(len(data)), Sum: sum, Tier: block.TierDRAM, Priority: opts.Priority, Created: now, LastAccess: now}}
+		info: block.Info{Key: key, Size: int64(len(data)), Sum: sum, Tier: t.cfg.medium, Priority: opts.Priority, Created: now, LastAccess: now}}
 	if opts.PinTTL > 0 {
 		e.pinned = now.Add(opts.PinTTL)
 	}
@@ -227,9 +232,9 @@ func (t *Tier) get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	t.leases.Add(1)
 	release := func() { t.leases.Add(-1) }
 	if t.cfg.corrupt {
-		return block.NewRef(corrupted(e.data), e.info.Sum, block.TierDRAM, release), nil
+		return block.NewRef(corrupted(e.data), e.info.Sum, t.cfg.medium, release), nil
 	}
-	ref := block.NewRef(e.data, e.info.Sum, block.TierDRAM, release)
+	ref := block.NewRef(e.data, e.info.Sum, t.cfg.medium, release)
 	// Entries are never rewritten in place (Put appends), so sending from
 	// the file needs nothing from the tier afterwards.
 	ref.SetFile(int(t.file.Fd()), e.off, nil)

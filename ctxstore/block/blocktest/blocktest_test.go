@@ -40,7 +40,7 @@ func TestPutGetLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(ref.Data, data(1)) || ref.Sum != block.Checksum(data(1)) {
+	if !bytes.Equal(ref.Data, data(1)) || ref.Sum != block.Checksum(data(1)) || ref.Tier != block.TierDRAM {
 		t.Fatalf("got %q sum %x", ref.Data, ref.Sum)
 	}
 	if _, _, ok := ref.FileRange(); !ok {
@@ -98,6 +98,20 @@ func TestList(t *testing.T) {
 				t.Fatalf("listed %x, want %x", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestMedium(t *testing.T) {
+	tr := New(WithMedium(block.TierNVMe))
+	put(t, tr, 1)
+	ref, err := tr.Get(context.Background(), key(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.Release()
+	infos, _ := tr.List(context.Background(), "ns", "", "", 0)
+	if st, _ := tr.Stat(context.Background(), key(1)); ref.Tier != block.TierNVMe || st.Tier != block.TierNVMe || len(infos) != 1 || infos[0].Tier != block.TierNVMe {
+		t.Fatalf("ref on %s, stat %s, list %+v: want nvme", ref.Tier, st.Tier, infos)
 	}
 }
 
