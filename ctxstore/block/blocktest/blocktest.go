@@ -40,7 +40,7 @@ type Tier struct {
 
 	mu    sync.Mutex
 	m     map[block.Key]*entry
-	order []block.Key // insertion order, for the capacity's eviction
+	order []block.Key // insertion order, kept for a capacity's eviction
 	// marks records, per Get, whether its context carried
 	// block.WithReaderVerify (TakeReaderMarks).
 	marks []bool
@@ -179,8 +179,11 @@ func (t *Tier) storeLocked(key block.Key, data []byte, sum uint32, opts block.Pu
 		e.pinned = now.Add(opts.PinTTL)
 	}
 	t.m[key] = e
+	if t.cfg.capacity == 0 {
+		return nil
+	}
 	t.order = append(t.order, key)
-	for t.cfg.capacity > 0 && len(t.m) > t.cfg.capacity {
+	for len(t.m) > t.cfg.capacity {
 		delete(t.m, t.order[0])
 		t.order = t.order[1:]
 	}
@@ -349,7 +352,9 @@ func (t *Tier) Delete(_ context.Context, key block.Key) error {
 		return fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
 	delete(t.m, key)
-	t.order = slices.DeleteFunc(t.order, func(k block.Key) bool { return k == key })
+	if t.cfg.capacity > 0 {
+		t.order = slices.DeleteFunc(t.order, func(k block.Key) bool { return k == key })
+	}
 	return nil
 }
 
