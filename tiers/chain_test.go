@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 )
 
 // downLower is a cold tier whose reads fail as an unreachable S3 does.
-type downLower struct{ *memLower }
+type downLower struct{ *blocktest.Tier }
 
 func (d downLower) Get(_ context.Context, k block.Key, _ block.GetOptions) (*block.Ref, error) {
 	if d.Contains(k) {

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
 // gatedLower counts lower-tier reads and holds each until gate closes (or
 // fails it with failGets), so concurrent Gets pile up behind the first.
 type gatedLower struct {
-	*memLower
+	*blocktest.Tier
 	gets     atomic.Int64
 	gate     chan struct{}
 	failGets error
@@ -33,7 +34,7 @@ func (l *gatedLower) Get(ctx context.Context, k block.Key, opts block.GetOptions
 	if l.failGets != nil {
 		return nil, l.failGets
 	}
-	return l.memLower.Get(ctx, k, opts)
+	return l.Tier.Get(ctx, k, opts)
 }
 
 // refuseAll is a promotion admission that admits nothing.
@@ -65,7 +66,7 @@ func TestConcurrentGetsShareOneLowerRead(t *testing.T) {
 			if err := mem.Put(context.Background(), k(7), d, block.Checksum(d), block.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			low := &gatedLower{memLower: mem, gate: make(chan struct{})}
+			low := &gatedLower{Tier: mem, gate: make(chan struct{})}
 			cfg := DefaultConfig()
 			if tc.refuse {
 				cfg.PromoteAdmission = refuseAll{}
@@ -118,7 +119,7 @@ func TestSharedReadFailureFallsBack(t *testing.T) {
 	mem := newMemLower()
 	d := data(9)
 	mem.Put(context.Background(), k(9), d, block.Checksum(d), block.PutOptions{})
-	low := &gatedLower{memLower: mem, gate: make(chan struct{}), failGets: errors.New("disk on fire")}
+	low := &gatedLower{Tier: mem, gate: make(chan struct{}), failGets: errors.New("disk on fire")}
 	m := newManager(t, low, 8)
 	done := make(chan error, 2)
 	for range 2 {
@@ -138,7 +139,7 @@ func TestSharedReadFailureFallsBack(t *testing.T) {
 		t.Errorf("lower reads %d, shared %d: the waiter should have read for itself", low.gets.Load(), m.Stats().SharedReads)
 	}
 	// A waiter whose own context ends stops waiting.
-	low2 := &gatedLower{memLower: mem, gate: make(chan struct{})}
+	low2 := &gatedLower{Tier: mem, gate: make(chan struct{})}
 	m2 := newManager(t, low2, 8)
 	go m2.Get(context.Background(), k(9), block.GetOptions{})
 	waitFor(t, func() bool { return low2.gets.Load() == 1 })

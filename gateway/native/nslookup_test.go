@@ -9,10 +9,10 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/ctxstore/catalogtest"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native"
-	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
 )
 
@@ -27,7 +27,7 @@ func TestFrameLooksNamespaceUpOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat := catalogtest.NewCounting(base)
-	mt := nativetest.NewMapTier()
+	mt := blocktest.New()
 	st, err := ctxstore.New(ctxstore.DefaultConfig(), cat, mt, nil)
 	if err != nil {
 		t.Fatal(err)
