@@ -3,5 +3,9 @@
 // keys and namespaces, verifies checksums, enforces immutability (a re-put with
 // other bytes is a conflict, never an overwrite) and delegates bytes to the
 // node's tier stack. Namespaces come from a Catalog, which is a local file on a
-// single node and the Raft-replicated state in a cluster.
+// single node and the Raft-replicated state in a cluster. A read looks its
+// namespace up once (or takes the one its caller resolved) and hands it down
+// to the tier with the read's other options (ReadOptions, block.GetOptions):
+// parameters, not context values, except the read level of the reads that
+// take no options (WithReadLevel).
 package ctxstore

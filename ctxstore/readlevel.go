@@ -3,13 +3,15 @@ package ctxstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
-// ReadLevel chooses how fresh a read must be. It travels in the context of
-// a Store call (WithReadLevel), so the Store API keeps its signatures and
-// every wire surface sets it the same way.
+// ReadLevel chooses how fresh a read must be. A Get or Lookup takes it
+// explicitly (ReadOptions.Level, Store.Read); the other reads (Stat, Exists,
+// List, Descriptor, Locate and their batch forms) still find it in their
+// context (WithReadLevel), where the HTTP API and ctxstore/object put it.
 type ReadLevel uint8
 
 // Read levels.
@@ -44,11 +46,31 @@ func ParseReadLevel(s string) (ReadLevel, error) {
 	return ReadLocal, fmt.Errorf("%w: read level %q (want local or linearizable)", block.ErrInvalidArgument, s)
 }
 
+// ReadOptions are the explicit options of a Store read (Read, GetBatch,
+// Lookup). The zero value reads at ReadLocal, looks the namespace up, has
+// the tier verify the bytes and carries no agent hint.
+type ReadOptions struct {
+	// Level is how fresh the read must be.
+	Level ReadLevel
+	// Namespace is the key's namespace when the caller has already looked
+	// it up in this request (the native server does, once per frame;
+	// ctxstore/object does, for a key's slots); the zero value (or another
+	// namespace than the key's) has the Store look it up. It is handed down
+	// (block.GetOptions.Namespace), so no layer below looks it up again.
+	Namespace block.Namespace
+	// ReaderVerifies: the reader checks the bytes end to end
+	// (block.GetOptions.ReaderVerifies).
+	ReaderVerifies bool
+	// Retain is the read's agent hint, a retain window re-armed on every
+	// block the read touches (block.GetOptions.Retain); 0 for none.
+	Retain time.Duration
+}
+
 type readLevelKey struct{}
 
-// WithReadLevel returns ctx carrying level for the Store reads made with it
-// (Get, Stat, Exists, Lookup, List, Descriptor and their batch forms).
-// Writes ignore it.
+// WithReadLevel returns ctx carrying level for the Store reads that take no
+// ReadOptions (Stat, Exists, List, Descriptor, Locate, ExistsBatch) and for
+// Get, which reads at the level its context carries. Writes ignore it.
 func WithReadLevel(ctx context.Context, level ReadLevel) context.Context {
 	return context.WithValue(ctx, readLevelKey{}, level)
 }
@@ -75,10 +97,30 @@ func (s *Store) Linearize(ctx context.Context) (context.Context, error) {
 	if ReadLevelOf(ctx) != ReadLinearizable {
 		return ctx, nil
 	}
-	if rs, ok := s.tier.(ReadSyncer); ok {
-		if err := rs.SyncRead(ctx); err != nil {
-			return ctx, err
-		}
+	if err := s.sync(ctx, ReadLinearizable); err != nil {
+		return ctx, err
 	}
 	return WithReadLevel(ctx, ReadLocal), nil
+}
+
+// LinearizeOptions is Linearize for explicit options: at ReadLinearizable
+// it syncs the tier once and returns opts at ReadLocal, so the reads made
+// with them need no further sync.
+func (s *Store) LinearizeOptions(ctx context.Context, opts ReadOptions) (ReadOptions, error) {
+	if err := s.sync(ctx, opts.Level); err != nil {
+		return opts, err
+	}
+	opts.Level = ReadLocal
+	return opts, nil
+}
+
+// sync makes this node's view current when level asks for it.
+func (s *Store) sync(ctx context.Context, level ReadLevel) error {
+	if level != ReadLinearizable {
+		return nil
+	}
+	if rs, ok := s.tier.(ReadSyncer); ok {
+		return rs.SyncRead(ctx)
+	}
+	return nil
 }

@@ -49,6 +49,10 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 		}
 	}
 	lin := WithReadLevel(bg, ReadLinearizable)
+	ns, err := s.Namespace("default")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name  string
 		ctx   context.Context
@@ -59,14 +63,31 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 		{"local get", bg, func(ctx context.Context) error { _, err := s.Get(ctx, keys[0]); return err }, 0},
 		{"explicit local", WithReadLevel(bg, ReadLocal), func(ctx context.Context) error { _, err := s.Exists(ctx, keys[0]); return err }, 0},
 		{"get", lin, func(ctx context.Context) error { r, err := s.Get(ctx, keys[0]); r.Release(); return err }, 1},
-		{"local get resolved", bg, func(ctx context.Context) error { r, err := s.GetResolved(ctx, keys[0]); r.Release(); return err }, 0},
-		{"get resolved", lin, func(ctx context.Context) error { r, err := s.GetResolved(ctx, keys[0]); r.Release(); return err }, 1},
+		{"local read, namespace resolved", bg, func(ctx context.Context) error {
+			r, err := s.Read(ctx, keys[0], ReadOptions{Namespace: ns})
+			r.Release()
+			return err
+		}, 0},
+		{"linearizable read, namespace resolved", bg, func(ctx context.Context) error {
+			r, err := s.Read(ctx, keys[0], ReadOptions{Level: ReadLinearizable, Namespace: ns})
+			r.Release()
+			return err
+		}, 1},
+		{"read ignores the context's level", lin, func(ctx context.Context) error {
+			r, err := s.Read(ctx, keys[0], ReadOptions{})
+			r.Release()
+			return err
+		}, 0},
 		{"stat", lin, func(ctx context.Context) error { _, err := s.Stat(ctx, keys[0]); return err }, 1},
 		{"exists", lin, func(ctx context.Context) error { _, err := s.Exists(ctx, keys[0]); return err }, 1},
-		{"lookup of 3", lin, func(ctx context.Context) error { _, err := s.Lookup(ctx, keys); return err }, 1},
+		{"lookup of 3", bg, func(ctx context.Context) error {
+			_, err := s.Lookup(ctx, keys, ReadOptions{Level: ReadLinearizable})
+			return err
+		}, 1},
+		{"local lookup of 3", lin, func(ctx context.Context) error { _, err := s.Lookup(ctx, keys, ReadOptions{}); return err }, 0},
 		{"list", lin, func(ctx context.Context) error { _, err := s.List(ctx, "default", "", "", 0); return err }, 1},
-		{"get batch of 3", lin, func(ctx context.Context) error {
-			refs, errs := s.GetBatch(ctx, keys)
+		{"get batch of 3", bg, func(ctx context.Context) error {
+			refs, errs := s.GetBatch(ctx, keys, ReadOptions{Level: ReadLinearizable})
 			for i, r := range refs {
 				if errs[i] != nil {
 					return errs[i]
@@ -89,14 +110,14 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 		})
 	}
 	tier.err = block.ErrUnavailable
-	if _, err := s.Lookup(lin, keys); !errors.Is(err, block.ErrUnavailable) {
+	if _, err := s.Lookup(bg, keys, ReadOptions{Level: ReadLinearizable}); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("failed sync: lookup %v", err)
 	}
 	if _, errs := s.ExistsBatch(lin, keys); !errors.Is(errs[2], block.ErrUnavailable) {
 		t.Fatalf("failed sync: exists batch %v", errs)
 	}
-	if _, err := s.GetResolved(lin, keys[0]); !errors.Is(err, block.ErrUnavailable) {
-		t.Fatalf("failed sync: get resolved %v", err)
+	if _, err := s.Read(bg, keys[0], ReadOptions{Level: ReadLinearizable, Namespace: ns}); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("failed sync: read %v", err)
 	}
 	if _, err := s.Exists(bg, keys[0]); err != nil {
 		t.Fatalf("a local read does not sync: %v", err)

@@ -153,40 +153,40 @@ func (s *Store) preparePut(key block.Key, data []byte, opts block.PutOptions) (b
 }
 
 // Get returns a leased reference to a block's verified bytes; the caller must
-// Release it. Like every read it honours ctx's ReadLevel.
+// Release it. It reads at the level ctx carries (WithReadLevel) with the
+// default options: Read with ReadOptions{Level: ReadLevelOf(ctx)}.
 func (s *Store) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
-	ctx, err := s.Linearize(ctx)
+	return s.Read(ctx, key, ReadOptions{Level: ReadLevelOf(ctx)})
+}
+
+// Read returns a leased reference to a block's bytes, read with opts; the
+// caller must Release it. The namespace is looked up once (unless
+// opts.Namespace is key's) and handed down to the tier with the rest of the
+// options; the namespace's traffic counters count the answer.
+func (s *Store) Read(ctx context.Context, key block.Key, opts ReadOptions) (*block.Ref, error) {
+	if err := s.sync(ctx, opts.Level); err != nil {
+		return nil, err
+	}
+	ns, err := s.resolve(key.Namespace, &opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
-		return nil, err
-	}
-	return s.getTier(ctx, key)
-}
-
-// GetResolved is Get for a caller that has looked up key's namespace in
-// this same request (ctxstore/object resolves it for the key's slot): it
-// skips Get's second catalog lookup; reads, read levels, verification and
-// traffic counting are Get's. A namespace deleted in between is no
-// different from one deleted just after Get's own lookup.
-func (s *Store) GetResolved(ctx context.Context, key block.Key) (*block.Ref, error) {
-	ctx, err := s.Linearize(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.getTier(ctx, key)
-}
-
-// getTier reads key from the tier and counts the namespace's traffic.
-func (s *Store) getTier(ctx context.Context, key block.Key) (*block.Ref, error) {
-	ref, err := s.tier.Get(ctx, key)
+	ref, err := s.tier.Get(ctx, key, block.GetOptions{Namespace: ns, ReaderVerifies: opts.ReaderVerifies, Retain: opts.Retain})
 	size := 0
 	if ref != nil {
 		size = len(ref.Data)
 	}
 	s.traffic.get(key.Namespace, size, err)
 	return ref, err
+}
+
+// resolve returns namespace name: known, when it is that namespace (the
+// caller's), or looked up in the catalog.
+func (s *Store) resolve(name string, known *block.Namespace) (block.Namespace, error) {
+	if known.Name == name {
+		return *known, nil
+	}
+	return s.catalog.Namespace(name)
 }
 
 // Stat returns a block's metadata.
@@ -265,38 +265,39 @@ func (s *Store) UpdateNamespace(ctx context.Context, ns block.Namespace) error {
 
 // Lookup returns how many leading keys are present, stopping at the first
 // miss: the prefix an engine can fetch instead of recompute. All keys must be
-// in known namespaces.
-func (s *Store) Lookup(ctx context.Context, keys []block.Key) (int, error) {
-	if _, err := s.Linearize(ctx); err != nil {
+// in known namespaces. opts.Level, opts.Namespace and opts.Retain (which
+// re-arms the retain windows of the present prefix) apply;
+// opts.ReaderVerifies does not (no bytes are read).
+func (s *Store) Lookup(ctx context.Context, keys []block.Key, opts ReadOptions) (int, error) {
+	if err := s.sync(ctx, opts.Level); err != nil {
 		return 0, err
 	}
 	last := ""
 	for i, k := range keys {
 		if k.Namespace != last {
-			if _, err := s.catalog.Namespace(k.Namespace); err != nil {
+			if _, err := s.resolve(k.Namespace, &opts.Namespace); err != nil {
 				return 0, err
 			}
 			last = k.Namespace
 		}
 		if !s.tier.Contains(k) {
-			s.retain(ctx, keys[:i])
+			s.retain(opts.Retain, keys[:i])
 			return i, nil
 		}
 	}
-	s.retain(ctx, keys)
+	s.retain(opts.Retain, keys)
 	return len(keys), nil
 }
 
 // Retainer is implemented by tiers that can re-arm a block's retain window
-// without reading it (a LOOKUP's read hint, block.WithRetain); Retain
+// without reading it (a LOOKUP's read hint, ReadOptions.Retain); Retain
 // reports whether the block was resident where hints are kept.
 type Retainer interface {
 	Retain(key block.Key, d time.Duration) bool
 }
 
-// retain re-arms the retain windows of keys when ctx carries a read hint.
-func (s *Store) retain(ctx context.Context, keys []block.Key) {
-	d := block.RetainFrom(ctx)
+// retain re-arms the retain windows of keys to d when d > 0.
+func (s *Store) retain(d time.Duration, keys []block.Key) {
 	r, ok := s.tier.(Retainer)
 	if d <= 0 || !ok {
 		return
@@ -359,18 +360,19 @@ func (s *Store) PutBatch(ctx context.Context, items []PutItem) []error {
 	return errs
 }
 
-// GetBatch gets each key; refs[i] is nil where errs[i] is not. The caller
+// GetBatch reads each key with opts (one sync for the whole batch at
+// ReadLinearizable); refs[i] is nil where errs[i] is not. The caller
 // releases every non-nil ref.
-func (s *Store) GetBatch(ctx context.Context, keys []block.Key) ([]*block.Ref, []error) {
+func (s *Store) GetBatch(ctx context.Context, keys []block.Key, opts ReadOptions) ([]*block.Ref, []error) {
 	refs := make([]*block.Ref, len(keys))
 	errs := make([]error, len(keys))
-	ctx, err := s.Linearize(ctx)
+	opts, err := s.LinearizeOptions(ctx, opts)
 	for i, k := range keys {
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		refs[i], errs[i] = s.Get(ctx, k)
+		refs[i], errs[i] = s.Read(ctx, k, opts)
 	}
 	return refs, errs
 }

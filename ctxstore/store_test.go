@@ -105,12 +105,12 @@ func TestStoreLookupStopsAtFirstMiss(t *testing.T) {
 		{"present after gap", keys[4:], 2},
 	}
 	for _, tc := range cases {
-		n, err := s.Lookup(ctx, tc.keys)
+		n, err := s.Lookup(ctx, tc.keys, ReadOptions{})
 		if err != nil || n != tc.want {
 			t.Errorf("%s: Lookup = %d, %v; want %d", tc.name, n, err, tc.want)
 		}
 	}
-	if _, err := s.Lookup(ctx, []block.Key{keys[0], block.NewKey("ghost", 1)}); !errors.Is(err, block.ErrUnknownNamespace) {
+	if _, err := s.Lookup(ctx, []block.Key{keys[0], block.NewKey("ghost", 1)}, ReadOptions{}); !errors.Is(err, block.ErrUnknownNamespace) {
 		t.Errorf("unknown namespace in lookup: %v", err)
 	}
 }
@@ -161,7 +161,7 @@ func TestStoreBatchAndPin(t *testing.T) {
 	if errs[0] != nil || !errors.Is(errs[1], block.ErrUnknownNamespace) || errs[2] != nil {
 		t.Fatalf("batch put: %v", errs)
 	}
-	refs, gerrs := s.GetBatch(ctx, []block.Key{items[0].Key, block.NewKey("default", 9)})
+	refs, gerrs := s.GetBatch(ctx, []block.Key{items[0].Key, block.NewKey("default", 9)}, ReadOptions{})
 	if gerrs[0] != nil || string(refs[0].Data) != "a" || !errors.Is(gerrs[1], block.ErrNotFound) || refs[1] != nil {
 		t.Fatalf("batch get: %v", gerrs)
 	}

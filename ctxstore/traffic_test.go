@@ -63,9 +63,13 @@ func TestTrafficCountsEachOutcome(t *testing.T) {
 		return err
 	}
 	getResolved := func(ns string, id uint64) error {
-		ref, err := s.GetResolved(ctx, block.NewKey(ns, id))
+		n, err := s.Namespace(ns)
+		if err != nil {
+			return err
+		}
+		ref, err := s.Read(ctx, block.NewKey(ns, id), ReadOptions{Namespace: n})
 		if err == nil && string(ref.Data) != "hello" {
-			t.Fatalf("GetResolved %s/%d = %q", ns, id, ref.Data)
+			t.Fatalf("Read %s/%d with its namespace = %q", ns, id, ref.Data)
 		}
 		if ref != nil {
 			ref.Release()

@@ -55,10 +55,10 @@ func (c *Chain) Put(ctx context.Context, key block.Key, data []byte, sum uint32,
 // Get reads the tiers in order. The error, when every tier misses, is the
 // most telling one: a colder tier's ErrUnavailable (S3 down) wins over
 // ErrNotFound, so callers learn the block may exist but cannot be had now.
-func (c *Chain) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+func (c *Chain) Get(ctx context.Context, key block.Key, opts block.GetOptions) (*block.Ref, error) {
 	var first error
 	for i, t := range c.Tiers {
-		ref, err := t.Get(ctx, key)
+		ref, err := t.Get(ctx, key, opts)
 		if err == nil {
 			if i > 0 && c.Promote {
 				c.promote(ctx, key, ref)

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 )
 
 // downLower is a cold tier whose reads fail as an unreachable S3 does.
-type downLower struct{ *memLower }
+type downLower struct{ *blocktest.Tier }
 
-func (d downLower) Get(_ context.Context, k block.Key) (*block.Ref, error) {
+func (d downLower) Get(_ context.Context, k block.Key, _ block.GetOptions) (*block.Ref, error) {
 	if d.Contains(k) {
 		return nil, fmt.Errorf("%w: cold tier down", block.ErrUnavailable)
 	}
@@ -35,14 +36,14 @@ func TestChainReadsInOrderAndPromotes(t *testing.T) {
 	if !hot.Contains(k(2)) || cold.Contains(k(2)) {
 		t.Fatal("put must go to the first tier only")
 	}
-	ref, err := c.Get(ctx, k(1))
+	ref, err := c.Get(ctx, k(1), block.GetOptions{})
 	if err != nil || string(ref.Data) != string(data(1)) {
 		t.Fatalf("cold get: %v", err)
 	}
 	if !hot.Contains(k(1)) {
 		t.Fatal("cold hit not promoted into the first tier")
 	}
-	if _, err := c.Get(ctx, k(3)); !errors.Is(err, block.ErrNotFound) {
+	if _, err := c.Get(ctx, k(3), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("miss: %v", err)
 	}
 	infos, err := c.List(ctx, "default", "", "", 0)
@@ -69,7 +70,7 @@ func TestManagerOverChainWithColdTierDown(t *testing.T) {
 		}
 	}
 	for i := 0; i < 12; i++ {
-		ref, err := m.Get(ctx, k(i))
+		ref, err := m.Get(ctx, k(i), block.GetOptions{})
 		if err != nil {
 			t.Fatalf("get %d: %v", i, err)
 		}
@@ -79,7 +80,7 @@ func TestManagerOverChainWithColdTierDown(t *testing.T) {
 	if err := coldMem.Put(ctx, k(100), data(100), block.Checksum(data(100)), block.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Get(ctx, k(100)); !errors.Is(err, block.ErrUnavailable) {
+	if _, err := m.Get(ctx, k(100), block.GetOptions{}); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("cold-only get: %v", err)
 	}
 }

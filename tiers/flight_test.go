@@ -11,19 +11,20 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
 // gatedLower counts lower-tier reads and holds each until gate closes (or
 // fails it with failGets), so concurrent Gets pile up behind the first.
 type gatedLower struct {
-	*memLower
+	*blocktest.Tier
 	gets     atomic.Int64
 	gate     chan struct{}
 	failGets error
 }
 
-func (l *gatedLower) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
+func (l *gatedLower) Get(ctx context.Context, k block.Key, opts block.GetOptions) (*block.Ref, error) {
 	l.gets.Add(1)
 	select {
 	case <-l.gate:
@@ -33,7 +34,7 @@ func (l *gatedLower) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
 	if l.failGets != nil {
 		return nil, l.failGets
 	}
-	return l.memLower.Get(ctx, k)
+	return l.Tier.Get(ctx, k, opts)
 }
 
 // refuseAll is a promotion admission that admits nothing.
@@ -65,7 +66,7 @@ func TestConcurrentGetsShareOneLowerRead(t *testing.T) {
 			if err := mem.Put(context.Background(), k(7), d, block.Checksum(d), block.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			low := &gatedLower{memLower: mem, gate: make(chan struct{})}
+			low := &gatedLower{Tier: mem, gate: make(chan struct{})}
 			cfg := DefaultConfig()
 			if tc.refuse {
 				cfg.PromoteAdmission = refuseAll{}
@@ -83,7 +84,7 @@ func TestConcurrentGetsShareOneLowerRead(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					ref, err := m.Get(context.Background(), k(7))
+					ref, err := m.Get(context.Background(), k(7), block.GetOptions{})
 					if err != nil {
 						errs <- err
 						return
@@ -118,12 +119,12 @@ func TestSharedReadFailureFallsBack(t *testing.T) {
 	mem := newMemLower()
 	d := data(9)
 	mem.Put(context.Background(), k(9), d, block.Checksum(d), block.PutOptions{})
-	low := &gatedLower{memLower: mem, gate: make(chan struct{}), failGets: errors.New("disk on fire")}
+	low := &gatedLower{Tier: mem, gate: make(chan struct{}), failGets: errors.New("disk on fire")}
 	m := newManager(t, low, 8)
 	done := make(chan error, 2)
 	for range 2 {
 		go func() {
-			_, err := m.Get(context.Background(), k(9))
+			_, err := m.Get(context.Background(), k(9), block.GetOptions{})
 			done <- err
 		}()
 	}
@@ -138,13 +139,13 @@ func TestSharedReadFailureFallsBack(t *testing.T) {
 		t.Errorf("lower reads %d, shared %d: the waiter should have read for itself", low.gets.Load(), m.Stats().SharedReads)
 	}
 	// A waiter whose own context ends stops waiting.
-	low2 := &gatedLower{memLower: mem, gate: make(chan struct{})}
+	low2 := &gatedLower{Tier: mem, gate: make(chan struct{})}
 	m2 := newManager(t, low2, 8)
-	go m2.Get(context.Background(), k(9))
+	go m2.Get(context.Background(), k(9), block.GetOptions{})
 	waitFor(t, func() bool { return low2.gets.Load() == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := m2.Get(ctx, k(9)); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := m2.Get(ctx, k(9), block.GetOptions{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("waiter past its deadline: %v", err)
 	}
 	close(low2.gate)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 	"github.com/ctxtier/ctxtier/tiers/nvme"
 )
@@ -63,7 +64,7 @@ func TestPutChecksTheRealNVMeTierCheaply(t *testing.T) {
 			if got := low.Stats().PresenceSkips - before; got != tc.skips {
 				t.Fatalf("filter skips %d, want %d", got, tc.skips)
 			}
-			ref, err := m.Get(ctx, k(tc.key))
+			ref, err := m.Get(ctx, k(tc.key), block.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +83,7 @@ func TestPutChecksTheRealNVMeTierCheaply(t *testing.T) {
 // loadingLower is a lower tier whose index is still loading: Contains
 // misses every block (as an S3 tier's does before its rebuild), Stat finds
 // them.
-type loadingLower struct{ *memLower }
+type loadingLower struct{ *blocktest.Tier }
 
 func (loadingLower) Contains(block.Key) bool { return false }
 func (loadingLower) IndexLoaded() bool       { return false }
@@ -92,7 +93,7 @@ func (loadingLower) IndexLoaded() bool       { return false }
 // holds still makes a put of other bytes a conflict.
 func TestPutAsksStatWhileTheLowerIndexLoads(t *testing.T) {
 	low := loadingLower{newMemLower()}
-	low.blocks[k(7)] = data(7)
+	putBelow(t, low, 7)
 	m := newManager(t, low, 4)
 	other := data(8)
 	if err := m.Put(context.Background(), k(7), other, block.Checksum(other), block.PutOptions{}); !errors.Is(err, block.ErrConflict) {

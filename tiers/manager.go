@@ -267,10 +267,10 @@ func (m *Manager) Put(ctx context.Context, key block.Key, data []byte, sum uint3
 // wait for it and read the promoted copy from DRAM (each with its own
 // lease). When the promotion does not happen (admission, no space, an
 // error, the first reader's context ending) each waiter reads the lower
-// tier itself.
-func (m *Manager) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+// tier itself. opts go to every tier read (block.GetOptions).
+func (m *Manager) Get(ctx context.Context, key block.Key, opts block.GetOptions) (*block.Ref, error) {
 	m.cfg.DemoteAdmission.Record(key.Hash)
-	ref, err := m.dram.Get(ctx, key)
+	ref, err := m.dram.Get(ctx, key, opts)
 	if err == nil || m.lower == nil || !errors.Is(err, block.ErrNotFound) {
 		return ref, err
 	}
@@ -284,12 +284,12 @@ func (m *Manager) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 			return nil, ctx.Err()
 		}
 		if f.promoted {
-			if ref, err := m.dram.Get(ctx, key); err == nil {
+			if ref, err := m.dram.Get(ctx, key, opts); err == nil {
 				m.sharedReads.Add(1)
 				return ref, nil
 			}
 		}
-		ref, _, err := m.lowerGet(ctx, key)
+		ref, _, err := m.lowerGet(ctx, key, opts)
 		return ref, err
 	}
 	f := &flight{done: make(chan struct{})}
@@ -303,18 +303,18 @@ func (m *Manager) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 	}()
 	// A flight that ended between the DRAM miss and this one may have
 	// promoted the block.
-	if ref, err := m.dram.Get(ctx, key); err == nil {
+	if ref, err := m.dram.Get(ctx, key, opts); err == nil {
 		f.promoted = true
 		return ref, nil
 	}
-	ref, f.promoted, err = m.lowerGet(ctx, key)
+	ref, f.promoted, err = m.lowerGet(ctx, key, opts)
 	return ref, err
 }
 
 // lowerGet reads the lower tier and promotes the block if admitted; it
 // reports whether the block is now in DRAM.
-func (m *Manager) lowerGet(ctx context.Context, key block.Key) (*block.Ref, bool, error) {
-	ref, err := m.lower.Get(ctx, key)
+func (m *Manager) lowerGet(ctx context.Context, key block.Key, opts block.GetOptions) (*block.Ref, bool, error) {
+	ref, err := m.lower.Get(ctx, key, opts)
 	if err != nil {
 		m.lowerMisses.Add(1)
 		return nil, false, err
@@ -326,11 +326,11 @@ func (m *Manager) lowerGet(ctx context.Context, key block.Key) (*block.Ref, bool
 		return ref, false, nil
 	}
 	info, serr := m.lower.Stat(ctx, key)
-	opts := block.PutOptions{}
+	popts := block.PutOptions{}
 	if serr == nil {
-		opts.Priority, opts.HasPriority = info.Priority, true
+		popts.Priority, popts.HasPriority = info.Priority, true
 	}
-	perr := m.dram.PutClean(ctx, key, ref.Data, ref.Sum, opts, true)
+	perr := m.dram.PutClean(ctx, key, ref.Data, ref.Sum, popts, true)
 	if perr == nil {
 		m.promotions.Add(1)
 	} else if !errors.Is(perr, block.ErrNoSpace) && !errors.Is(perr, block.ErrQuotaExceeded) {

@@ -5,95 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 )
 
-// memLower is an in-memory stand-in for the NVMe tier (unit tests only).
-type memLower struct {
-	mu     sync.Mutex
-	blocks map[block.Key][]byte
-	puts   int
-	fail   error
-}
+// newMemLower returns an in-memory stand-in for the NVMe tier.
+func newMemLower() *blocktest.Tier { return blocktest.New(blocktest.WithMedium(block.TierNVMe)) }
 
-func newMemLower() *memLower { return &memLower{blocks: map[block.Key][]byte{}} }
-
-func (l *memLower) Put(_ context.Context, k block.Key, data []byte, sum uint32, _ block.PutOptions) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.fail != nil {
-		return l.fail
+// putBelow stores block i in the lower tier alone.
+func putBelow(t *testing.T, low block.Storage, i int) {
+	t.Helper()
+	d := data(i)
+	if err := low.Put(context.Background(), k(i), d, block.Checksum(d), block.PutOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	l.puts++
-	if old, ok := l.blocks[k]; ok {
-		if string(old) != string(data) {
-			return block.ErrConflict
-		}
-		return nil
-	}
-	l.blocks[k] = append([]byte(nil), data...)
-	return nil
-}
-
-func (l *memLower) Get(_ context.Context, k block.Key) (*block.Ref, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	d, ok := l.blocks[k]
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, k)
-	}
-	return block.NewRef(d, block.Checksum(d), block.TierNVMe, nil), nil
-}
-
-func (l *memLower) Stat(_ context.Context, k block.Key) (block.Info, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	d, ok := l.blocks[k]
-	if !ok {
-		return block.Info{}, block.ErrNotFound
-	}
-	return block.Info{Key: k, Size: int64(len(d)), Sum: block.Checksum(d), Tier: block.TierNVMe}, nil
-}
-
-func (l *memLower) Contains(k block.Key) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, ok := l.blocks[k]
-	return ok
-}
-
-func (l *memLower) Delete(_ context.Context, k block.Key) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.blocks[k]; !ok {
-		return block.ErrNotFound
-	}
-	delete(l.blocks, k)
-	return nil
-}
-
-func (l *memLower) Pin(context.Context, block.Key, time.Time) error { return nil }
-
-func (l *memLower) List(_ context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []block.Info
-	for k, d := range l.blocks {
-		if n := k.ObjectName(); k.Namespace == ns && n > after {
-			out = append(out, block.Info{Key: k, Size: int64(len(d)), Tier: block.TierNVMe})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key.ObjectName() < out[j].Key.ObjectName() })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
 }
 
 const bs = 8 << 10
@@ -136,14 +65,14 @@ func TestWriteBackDemotesAndPromotes(t *testing.T) {
 		}
 	}
 	// Six evicted blocks went down; all ten are visible and readable.
-	if st := m.Stats(); st.Demotions != 6 || len(low.blocks) != 6 {
-		t.Fatalf("demotions %d, lower holds %d", st.Demotions, len(low.blocks))
+	if st := m.Stats(); st.Demotions != 6 || low.Len() != 6 {
+		t.Fatalf("demotions %d, lower holds %d", st.Demotions, low.Len())
 	}
 	for i := range 10 {
 		if !m.Contains(k(i)) {
 			t.Fatalf("block %d lost", i)
 		}
-		ref, err := m.Get(ctx, k(i))
+		ref, err := m.Get(ctx, k(i), block.GetOptions{})
 		if err != nil {
 			t.Fatalf("get %d: %v", i, err)
 		}
@@ -157,14 +86,14 @@ func TestWriteBackDemotesAndPromotes(t *testing.T) {
 		t.Fatalf("no lower-tier hits or promotions: %+v", st)
 	}
 	// A promoted block is clean: evicting it again writes nothing new.
-	puts := low.puts
+	puts := low.Counts().Puts
 	for i := 100; i < 104; i++ {
 		if err := put(t, m, i, block.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if low.puts-puts > 4 {
-		t.Fatalf("clean promoted blocks were rewritten: %d lower puts for 4 new blocks", low.puts-puts)
+	if n := low.Counts().Puts - puts; n > 4 {
+		t.Fatalf("clean promoted blocks were rewritten: %d lower puts for 4 new blocks", n)
 	}
 }
 
@@ -180,7 +109,7 @@ func TestWriteThroughAndConflictAcrossTiers(t *testing.T) {
 	}
 	// A block that lives only below: a different-bytes put is a conflict, an
 	// identical put is idempotent.
-	low.blocks[k(7)] = data(7)
+	putBelow(t, low, 7)
 	other := data(8)
 	if err := m.Put(ctx, k(7), other, block.Checksum(other), block.PutOptions{}); !errors.Is(err, block.ErrConflict) {
 		t.Fatalf("conflict with a lower-tier block: got %v", err)
@@ -189,7 +118,7 @@ func TestWriteThroughAndConflictAcrossTiers(t *testing.T) {
 		t.Fatalf("idempotent re-put of a lower-tier block: %v", err)
 	}
 	// Write-through failure fails the put and stores nothing.
-	low.fail = block.ErrUnavailable
+	low.FailPuts(block.ErrUnavailable)
 	if err := put(t, m, 9, block.PutOptions{WriteThrough: true}); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("got %v", err)
 	}
@@ -248,8 +177,8 @@ func TestDemoteAdmissionFilters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if st := m.Stats(); st.DemoteSkipped != 3 || len(low.blocks) != 0 {
-		t.Fatalf("admission ignored: %+v, lower %d", st, len(low.blocks))
+	if st := m.Stats(); st.DemoteSkipped != 3 || low.Len() != 0 {
+		t.Fatalf("admission ignored: %+v, lower %d", st, low.Len())
 	}
 }
 
@@ -330,12 +259,9 @@ func (denyAll) Admit(uint64) bool { return false }
 
 // evict removes k from the lower tier the way the NVMe tier's reclaim does:
 // out of its index first, then the manager hears of it through LowerEvicted.
-func (l *memLower) evict(m *Manager, k block.Key) {
-	l.mu.Lock()
-	d, ok := l.blocks[k]
-	delete(l.blocks, k)
-	l.mu.Unlock()
-	if ok {
+func evict(l *blocktest.Tier, m *Manager, k block.Key) {
+	d := l.Data(k)
+	if d != nil && l.Delete(context.Background(), k) == nil {
 		m.LowerEvicted(k, d, block.Checksum(d))
 	}
 }
@@ -396,13 +322,13 @@ func TestOnDropExactlyWhenNoTierHoldsTheBlock(t *testing.T) {
 						t.Fatal(err)
 					}
 				case "get":
-					ref, err := m.Get(ctx, k(o.i))
+					ref, err := m.Get(ctx, k(o.i), block.GetOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
 					ref.Release()
 				case "lowerEvict":
-					low.evict(m, k(o.i))
+					evict(low, m, k(o.i))
 				case "fill":
 					for range 4 { // write-through fillers: DRAM evicts them clean, never drops them
 						if err := put(t, m, next, block.PutOptions{WriteThrough: true}); err != nil {

@@ -45,7 +45,7 @@ func TestOnDropWithRealNVMeEviction(t *testing.T) {
 			if m.DRAM().Contains(k(0)) {
 				t.Fatal("k(0) still in DRAM after the fill")
 			}
-			ref, err := m.Get(context.Background(), k(0)) // promoted: clean
+			ref, err := m.Get(context.Background(), k(0), block.GetOptions{}) // promoted: clean
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestOnDropWithRealNVMeEviction(t *testing.T) {
 					t.Fatal("NVMe never evicted k(0)")
 				}
 				fill(1)
-				ref, err := m.Get(ctx, k(0))
+				ref, err := m.Get(ctx, k(0), block.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -56,7 +56,7 @@ func TestManagerQuota(t *testing.T) {
 	}
 	for _, s := range steps {
 		for _, i := range s.read {
-			ref, err := m.Get(ctx, block.NewKey("a", uint64(i)))
+			ref, err := m.Get(ctx, block.NewKey("a", uint64(i)), block.GetOptions{})
 			if err != nil || !bytes.Equal(ref.Data, data(i)) {
 				t.Fatalf("%s: a/%d: %v", s.name, i, err)
 			}
@@ -73,7 +73,7 @@ func TestManagerQuota(t *testing.T) {
 		}
 	}
 	for i := range 10 {
-		ref, err := m.Get(ctx, block.NewKey("a", uint64(i)))
+		ref, err := m.Get(ctx, block.NewKey("a", uint64(i)), block.GetOptions{})
 		if err != nil || !bytes.Equal(ref.Data, data(i)) {
 			t.Fatalf("a/%d lost: %v", i, err)
 		}

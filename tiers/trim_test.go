@@ -79,7 +79,7 @@ func TestTrimQuotasLoweredDRAMQuota(t *testing.T) {
 				t.Fatalf("c holds %d bytes of dram, want %d (at its quota: untouched)", got, bs)
 			}
 			for i := range 10 {
-				ref, err := m.Get(ctx, block.NewKey("a", uint64(i)))
+				ref, err := m.Get(ctx, block.NewKey("a", uint64(i)), block.GetOptions{})
 				if err != nil || !bytes.Equal(ref.Data, data(i)) {
 					t.Fatalf("a/%d: %v", i, err)
 				}

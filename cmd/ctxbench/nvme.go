@@ -250,7 +250,7 @@ func (b *nvmeBench) round(ctx context.Context, cfg nvme.Config, tierFirst, last 
 	}
 	tierGet := func() (err error) {
 		res.get, err = b.parallel(ctx, func(i int) error {
-			ref, err := tr.Get(ctx, block.NewKey("bench", uint64(i)))
+			ref, err := tr.Get(ctx, block.NewKey("bench", uint64(i)), block.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -403,7 +403,7 @@ func (b *nvmeBench) churnRSS(ctx context.Context, base nvme.Config) error {
 			return fmt.Errorf("churn put %d: %w", i, err)
 		}
 		if i%4 == 0 {
-			if ref, err := tr.Get(ctx, k); err == nil {
+			if ref, err := tr.Get(ctx, k, block.GetOptions{}); err == nil {
 				ref.Release()
 			} else if !errors.Is(err, block.ErrNotFound) {
 				return err

@@ -157,7 +157,7 @@ func runS3Tier(ctx context.Context, args []string) error {
 		return err
 	}
 	tierGet := func(i int, _ []byte) error {
-		ref, err := tier.Get(ctx, keys[i])
+		ref, err := tier.Get(ctx, keys[i], block.GetOptions{})
 		if err != nil {
 			return err
 		}

@@ -77,7 +77,7 @@ func (o PutOptions) HasHints() bool {
 	return o.Reuse != ReuseUnknown || o.Retain != 0 || o.Session != 0
 }
 
-// ValidateRetain checks a read's retain window (WithRetain): in
+// ValidateRetain checks a read's retain window (GetOptions.Retain): in
 // (0, MaxRetain]. Errors wrap ErrInvalidArgument.
 func ValidateRetain(d time.Duration) error {
 	switch {
@@ -87,22 +87,6 @@ func ValidateRetain(d time.Duration) error {
 		return fmt.Errorf("%w: read retain window %v above the maximum %v", ErrInvalidArgument, d, MaxRetain)
 	}
 	return nil
-}
-
-type retainKey struct{}
-
-// WithRetain returns ctx carrying a read's agent hint: the caller expects
-// to come back for the blocks it reads within d (a tool call is running),
-// so every block a Get (or Lookup) with ctx touches has its retain window
-// re-armed to end d from now. Only tiers whose policy honours hints use it.
-func WithRetain(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, retainKey{}, d)
-}
-
-// RetainFrom is the read retain window of ctx (WithRetain), or 0.
-func RetainFrom(ctx context.Context) time.Duration {
-	d, _ := ctx.Value(retainKey{}).(time.Duration)
-	return d
 }
 
 // SessionReleaser is implemented by storage that can drop the retain

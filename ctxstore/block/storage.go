@@ -16,8 +16,9 @@ type Storage interface {
 	// A key that exists with the same bytes succeeds; with other bytes it is
 	// ErrConflict and nothing changes.
 	Put(ctx context.Context, key Key, data []byte, sum uint32, opts PutOptions) error
-	// Get returns a leased reference to the verified bytes.
-	Get(ctx context.Context, key Key) (*Ref, error)
+	// Get returns a leased reference to the verified bytes (unless
+	// opts.ReaderVerifies leaves the check to the reader).
+	Get(ctx context.Context, key Key, opts GetOptions) (*Ref, error)
 	// Stat returns metadata without touching recency.
 	Stat(ctx context.Context, key Key) (Info, error)
 	// Contains reports presence without touching recency or verifying bytes.

@@ -33,6 +33,10 @@ type Backend struct {
 	fwd   Forwarder
 	log   *slog.Logger
 	met   *metrics
+	// nsLookups counts the backend's own namespace lookups in the FSM
+	// (code): a Get whose caller handed the namespace down makes none,
+	// which a test checks.
+	nsLookups atomic.Uint64
 
 	// Data path. reads reads blocks from their holders (get.go,
 	// getcoded.go); own is this node's own-write watermark (ownwrites.go).

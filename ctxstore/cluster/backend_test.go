@@ -82,7 +82,7 @@ func TestGetSurvivesLostAndCorruptShards(t *testing.T) {
 					sk = key.WithShard(int(victim.Index))
 				}
 				vt := tc.byID(victim.NodeID).tiers
-				good, err := vt.Get(ctx, sk)
+				good, err := vt.Get(ctx, sk, block.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -81,7 +81,7 @@ func (b *Backend) entryVersion(ctx context.Context, key block.Key, e fsm.Entry, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.ShardTimeout)
 	defer cancel()
-	data, err := b.reads.getCoded(ctx, key, e, c)
+	data, err := b.reads.getCoded(ctx, key, e, c, 0)
 	if err == nil {
 		var shards [][]byte
 		if shards, err = c.Encode(data); err == nil {

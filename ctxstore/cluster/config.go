@@ -129,8 +129,9 @@ type Peers interface {
 	// GetShard returns the shard's bytes and their CRC-32C: the checksum
 	// the peer stored with them, which the bytes were verified against (so
 	// comparing it with an expected sum checks the bytes without a second
-	// pass over them).
-	GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, uint32, error)
+	// pass over them). retain > 0 is the read's retain window
+	// (block.GetOptions.Retain), passed on to the member as a read hint.
+	GetShard(ctx context.Context, m fsm.Member, key block.Key, retain time.Duration) ([]byte, uint32, error)
 	DeleteShard(ctx context.Context, m fsm.Member, key block.Key) error
 	// DeleteShardIf deletes the shard only while m holds the bytes whose
 	// CRC-32C is sum (block.ErrNotFound, changing nothing, otherwise): a

@@ -41,17 +41,21 @@ const hedgeDelay = 250 * time.Millisecond
 // Get reads the block's data shards in parallel (a local replica first),
 // reconstructing from parity only when a shard is missing or bad; the
 // result is checked against the block's CRC, so wrong bytes are never served.
-func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+// The erasure code comes from opts.Namespace when the caller resolved it
+// (the Store does), from the FSM otherwise; opts.ReaderVerifies applies to
+// a whole local replica only (every other read consumes the bytes here),
+// and opts.Retain goes with every shard read, local or remote.
+func (b *Backend) Get(ctx context.Context, key block.Key, opts block.GetOptions) (*block.Ref, error) {
 	key = key.Block()
 	e, ok := b.own.lookup(ctx, key)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
-	c, err := b.code(key.Namespace)
+	c, err := b.codeOf(key.Namespace, &opts)
 	if err != nil {
 		return nil, err
 	}
-	return b.reads.readEntry(ctx, key, e, c)
+	return b.reads.readEntry(ctx, key, e, c, opts)
 }
 
 // readEntry reads key from the placement of e, the entry Get looked up,
@@ -62,9 +66,9 @@ func (b *Backend) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
 // reused: a holder then has the new version's bytes, which do not match
 // e). A deleted key is NotFound; otherwise the newer entry is read, after
 // asking the leader first when this node's index has not seen one yet.
-func (rd *blockReader) readEntry(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code) (*block.Ref, error) {
+func (rd *blockReader) readEntry(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code, opts block.GetOptions) (*block.Ref, error) {
 	for try := 0; ; try++ {
-		ref, err := rd.getEntry(ctx, key, e, c)
+		ref, err := rd.getEntry(ctx, key, e, c, opts)
 		if err == nil || try == 2 || ctx.Err() != nil {
 			return ref, err
 		}
@@ -95,11 +99,11 @@ func (rd *blockReader) syncBriefly(ctx context.Context) error {
 }
 
 // getEntry reads the block from the placement of e.
-func (rd *blockReader) getEntry(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code) (*block.Ref, error) {
+func (rd *blockReader) getEntry(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code, opts block.GetOptions) (*block.Ref, error) {
 	if c.K == 1 {
-		return rd.getReplica(ctx, key, e)
+		return rd.getReplica(ctx, key, e, opts)
 	}
-	data, err := rd.getCoded(ctx, key, e, c)
+	data, err := rd.getCoded(ctx, key, e, c, opts.Retain)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +140,10 @@ func (rd *blockReader) readOrder(place []fsm.Shard) []fsm.Shard {
 	return out
 }
 
-func (rd *blockReader) getReplica(ctx context.Context, key block.Key, e fsm.Entry) (*block.Ref, error) {
+// getReplica reads a whole replica: this node's own first, with opts as
+// they are (the bytes go to the reader as read), then remote ones, whose
+// bytes are checked here.
+func (rd *blockReader) getReplica(ctx context.Context, key block.Key, e fsm.Entry, opts block.GetOptions) (*block.Ref, error) {
 	var last error // built lazily: the hit path allocates nothing for it
 	allGone := len(e.Placement) > 0
 	defer func() {
@@ -151,11 +158,11 @@ func (rd *blockReader) getReplica(ctx context.Context, key block.Key, e fsm.Entr
 	var remotes []fsm.Shard
 	for _, s := range rd.readOrder(e.Placement) {
 		if s.NodeID == rd.cfg.NodeID {
-			ref, err := rd.local.Get(ctx, key)
+			ref, err := rd.local.Get(ctx, key, opts)
 			if err == nil {
 				// The tier verified the bytes against the fingerprint it took
-				// from bytes that matched this CRC at put time (or, under
-				// block.WithReaderVerify, the reader checks them against
+				// from bytes that matched this CRC at put time (or, with
+				// opts.ReaderVerifies, the reader checks them against
 				// this CRC); comparing the recorded sums avoids a second
 				// pass over the block.
 				if int64(len(ref.Data)) == e.Size && ref.Sum == e.Sum {
@@ -181,6 +188,7 @@ func (rd *blockReader) getReplica(ctx context.Context, key block.Key, e fsm.Entr
 		err  error
 	}
 	answers := make(chan answer, len(remotes))
+	retain := opts.Retain // the goroutines take the window, not opts (which would then live on the heap)
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	launched, pending := 0, 0
@@ -191,7 +199,7 @@ func (rd *blockReader) getReplica(ctx context.Context, key block.Key, e fsm.Entr
 		go func() {
 			// The bytes were checked against sum as they arrived; sum
 			// equal to the index's is the same check as summing them here.
-			data, sum, err := rd.fetchSum(fctx, s.NodeID, key)
+			data, sum, err := rd.fetchSum(fctx, s.NodeID, key, retain)
 			if err == nil && (int64(len(data)) != e.Size || sum != e.Sum) {
 				err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
 			}
@@ -246,9 +254,11 @@ func (rd *blockReader) getReplica(ctx context.Context, key block.Key, e fsm.Entr
 
 // fetch reads one shard (a copy) from a node. The copy is used here
 // (decoded, or handed on as a replica's bytes), so the tier must verify it
-// whatever the reader declared (block.WithReaderVerify).
-func (rd *blockReader) fetch(ctx context.Context, nodeID string, sk block.Key) ([]byte, error) {
-	d, _, err := rd.fetchSum(ctx, nodeID, sk)
+// whatever the reader declared: it is read with
+// block.GetOptions.ReaderVerifies false. retain is the read's retain window
+// (0: none; repair, restore and rebalance reads carry none).
+func (rd *blockReader) fetch(ctx context.Context, nodeID string, sk block.Key, retain time.Duration) ([]byte, error) {
+	d, _, err := rd.fetchSum(ctx, nodeID, sk, retain)
 	return d, err
 }
 
@@ -256,11 +266,11 @@ func (rd *blockReader) fetch(ctx context.Context, nodeID string, sk block.Key) (
 // verified against on the way (by this node's tier for a local read, by
 // the peer client as they arrived for a remote one): a caller comparing it
 // with the index's sum checks the bytes without summing them again.
-func (rd *blockReader) fetchSum(ctx context.Context, nodeID string, sk block.Key) ([]byte, uint32, error) {
-	ctx, cancel := context.WithTimeout(block.WithoutReaderVerify(ctx), rd.cfg.ShardTimeout)
+func (rd *blockReader) fetchSum(ctx context.Context, nodeID string, sk block.Key, retain time.Duration) ([]byte, uint32, error) {
+	ctx, cancel := context.WithTimeout(ctx, rd.cfg.ShardTimeout)
 	defer cancel()
 	if nodeID == rd.cfg.NodeID {
-		ref, err := rd.local.Get(ctx, sk)
+		ref, err := rd.local.Get(ctx, sk, block.GetOptions{ReaderVerifies: false, Retain: retain})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -271,5 +281,5 @@ func (rd *blockReader) fetchSum(ctx context.Context, nodeID string, sk block.Key
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: unknown member %q", block.ErrUnavailable, nodeID)
 	}
-	return rd.peers.GetShard(ctx, m, sk)
+	return rd.peers.GetShard(ctx, m, sk, retain)
 }

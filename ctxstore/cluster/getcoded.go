@@ -18,7 +18,8 @@ import (
 // of them is wrong.
 
 // fetchShards reads the given placement entries in parallel into shards.
-func (rd *blockReader) fetchShards(ctx context.Context, key block.Key, c *erasure.Code, want []fsm.Shard, shards [][]byte, size int) {
+// retain is the read's retain window (fetch).
+func (rd *blockReader) fetchShards(ctx context.Context, key block.Key, c *erasure.Code, want []fsm.Shard, shards [][]byte, size int, retain time.Duration) {
 	var wg sync.WaitGroup
 	for _, s := range want {
 		if int(s.Index) >= len(shards) {
@@ -27,7 +28,7 @@ func (rd *blockReader) fetchShards(ctx context.Context, key block.Key, c *erasur
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := rd.fetch(ctx, s.NodeID, shardKey(key, c, int(s.Index)))
+			d, err := rd.fetch(ctx, s.NodeID, shardKey(key, c, int(s.Index)), retain)
 			if err != nil || len(d) != c.ShardSize(size) {
 				rd.met.shardErrors.Inc()
 				return
@@ -45,7 +46,7 @@ func (rd *blockReader) fetchShards(ctx context.Context, key block.Key, c *erasur
 // yet) costs a quarter second, not the shard timeout. It reports whether a
 // parity read was started. Reads still running when it returns are
 // cancelled; only this goroutine writes shards.
-func (rd *blockReader) fetchFirstK(ctx context.Context, key block.Key, c *erasure.Code, data, parity []fsm.Shard, shards [][]byte, size int) bool {
+func (rd *blockReader) fetchFirstK(ctx context.Context, key block.Key, c *erasure.Code, data, parity []fsm.Shard, shards [][]byte, size int, retain time.Duration) bool {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -61,7 +62,7 @@ func (rd *blockReader) fetchFirstK(ctx context.Context, key block.Key, c *erasur
 			}
 			pending++
 			go func() {
-				d, err := rd.fetch(fctx, s.NodeID, shardKey(key, c, int(s.Index)))
+				d, err := rd.fetch(fctx, s.NodeID, shardKey(key, c, int(s.Index)), retain)
 				if err != nil || len(d) != c.ShardSize(size) {
 					if fctx.Err() == nil {
 						rd.met.shardErrors.Inc()
@@ -104,7 +105,9 @@ func (rd *blockReader) fetchFirstK(ctx context.Context, key block.Key, c *erasur
 	return hedged
 }
 
-func (rd *blockReader) getCoded(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code) ([]byte, error) {
+// getCoded reads and decodes an erasure-coded block; retain is the read's
+// retain window (0: none), sent with every shard read.
+func (rd *blockReader) getCoded(ctx context.Context, key block.Key, e fsm.Entry, c *erasure.Code, retain time.Duration) ([]byte, error) {
 	size := int(e.Size)
 	shards := make([][]byte, c.N())
 	var data, parity []fsm.Shard
@@ -117,7 +120,7 @@ func (rd *blockReader) getCoded(ctx context.Context, key block.Key, e fsm.Entry,
 			parity = append(parity, s)
 		}
 	}
-	usedParity := rd.fetchFirstK(ctx, key, c, data, parity, shards, size)
+	usedParity := rd.fetchFirstK(ctx, key, c, data, parity, shards, size, retain)
 	if out, ok := tryDecode(c, shards, size, e.Sum); ok {
 		if usedParity {
 			rd.met.reconstructions.Inc()
@@ -132,7 +135,7 @@ func (rd *blockReader) getCoded(ctx context.Context, key block.Key, e fsm.Entry,
 			rest = append(rest, s)
 		}
 	}
-	rd.fetchShards(ctx, key, c, rest, shards, size)
+	rd.fetchShards(ctx, key, c, rest, shards, size, retain)
 	have := 0
 	for _, s := range shards {
 		if s != nil {

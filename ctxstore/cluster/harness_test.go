@@ -206,7 +206,7 @@ func (p *fakePeers) setStalled(id string, v bool) {
 // GetShard returns the bytes with the CRC-32C of the bytes themselves, as
 // the real client returns the sum it verified them against as they arrived
 // (so a corrupted copy still fails the caller's comparison with the index).
-func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key) ([]byte, uint32, error) {
+func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key, retain time.Duration) ([]byte, uint32, error) {
 	p.mu.Lock()
 	stalled, hook := p.stalled[m.ID], p.beforeGet
 	p.mu.Unlock()
@@ -221,7 +221,7 @@ func (p *fakePeers) GetShard(ctx context.Context, m fsm.Member, key block.Key) (
 	if err != nil {
 		return nil, 0, err
 	}
-	ref, err := t.Get(ctx, key)
+	ref, err := t.Get(ctx, key, block.GetOptions{Retain: retain})
 	if err != nil {
 		return nil, 0, err
 	}

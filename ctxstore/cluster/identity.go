@@ -52,7 +52,7 @@ func (b *Backend) verified(ctx context.Context, id string) bool {
 	if !ok {
 		return false
 	}
-	d, _, err := b.peers.GetShard(ctx, m, identityKey)
+	d, _, err := b.peers.GetShard(ctx, m, identityKey, 0)
 	return err == nil && string(d) == m.ID
 }
 

@@ -11,9 +11,20 @@ import (
 // holder, and the members that take new shards (placement.Pick chooses
 // among them).
 
-// code returns the erasure code of a namespace.
+// code returns the erasure code of a namespace, looked up in the FSM.
 func (b *Backend) code(ns string) (*erasure.Code, error) {
+	b.nsLookups.Add(1)
 	return namespaceCode(b.node.FSM(), ns)
+}
+
+// codeOf is the erasure code of namespace ns for a read with opts: from
+// opts.Namespace when the caller resolved it (no second lookup; erasure.New
+// is cached per (k, m)), from the FSM otherwise.
+func (b *Backend) codeOf(ns string, opts *block.GetOptions) (*erasure.Code, error) {
+	if opts.Resolved(ns) {
+		return erasure.New(opts.Namespace.DataShards, opts.Namespace.ParityShards)
+	}
+	return b.code(ns)
 }
 
 // namespaceCode returns the erasure code of namespace ns in f.

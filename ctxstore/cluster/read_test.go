@@ -62,7 +62,7 @@ func TestLinearizableReadThroughFollower(t *testing.T) {
 		if ok, err := b.store.Exists(ctx, key); err != nil || !ok {
 			t.Fatalf("put %d: linearizable exists on %s: %v %v", i, b.id, ok, err)
 		}
-		if n, err := b.store.Lookup(ctx, []block.Key{key}); err != nil || n != 1 {
+		if n, err := b.store.Lookup(ctx, []block.Key{key}, ctxstore.ReadOptions{Level: ctxstore.ReadLinearizable}); err != nil || n != 1 {
 			t.Fatalf("put %d: linearizable lookup on %s: %d %v", i, b.id, n, err)
 		}
 		mustGet(t, b.store, key, data)

@@ -5,14 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/tiers/tierstest"
 )
 
-// A read marked block.WithReaderVerify gets a local replica as the tier
-// holds it, with the CRC-32C recorded at put, for the reader to check; the
-// backend's own shard reads (erasure-coded blocks) are verified by the tier
-// whatever the mark, so a corrupt local shard is dropped and counted, and
+// A read with ReaderVerifies gets a local replica as the tier holds it,
+// with the CRC-32C recorded at put, for the reader to check; the backend's
+// own shard reads (erasure-coded blocks) are verified by the tier whatever
+// the reader declared, so a corrupt local shard is dropped and counted, and
 // the block is decoded from good shards.
 func TestReaderVerifyThroughBackend(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
@@ -44,7 +45,7 @@ func TestReaderVerifyThroughBackend(t *testing.T) {
 			}
 			tierstest.CorruptDRAM(t, r.tiers, sk, 1000)
 			before := r.tiers.DRAM().Stats()
-			ref, err := r.store.Get(block.WithReaderVerify(ctx), key)
+			ref, err := r.store.Read(ctx, key, ctxstore.ReadOptions{ReaderVerifies: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +61,7 @@ func TestReaderVerifyThroughBackend(t *testing.T) {
 				if block.Checksum(got) == sum || after.ReaderVerified != before.ReaderVerified+1 || after.Corruptions != before.Corruptions {
 					t.Fatalf("local replica: reader check passes %v, stats before %+v after %+v", block.Checksum(got) == sum, before, after)
 				}
-				// The reader's re-read without the mark: the tier drops the
+				// The reader's re-read without ReaderVerifies: the tier drops the
 				// replica and the backend serves another node's.
 				mustGet(t, r.store, key, data)
 			} else if !bytes.Equal(got, data) {

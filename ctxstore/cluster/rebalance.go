@@ -497,7 +497,7 @@ func (b *Backend) copyShard(ctx context.Context, t rebalanceTask, mv move) (int6
 	if c.K == 1 {
 		// Any replica will do: the moving one first, then the others.
 		for _, s := range append([]fsm.Shard{mv.from}, b.reads.readOrder(t.entry.Placement)...) {
-			if data, err = b.reads.fetch(ctx, s.NodeID, sk); err == nil && (int64(len(data)) != t.entry.Size || block.Checksum(data) != t.entry.Sum) {
+			if data, err = b.reads.fetch(ctx, s.NodeID, sk, 0); err == nil && (int64(len(data)) != t.entry.Size || block.Checksum(data) != t.entry.Sum) {
 				err = fmt.Errorf("%w: replica on %s does not match the index", block.ErrChecksum, s.NodeID)
 			}
 			if err == nil {
@@ -507,12 +507,12 @@ func (b *Backend) copyShard(ctx context.Context, t rebalanceTask, mv move) (int6
 		if err != nil {
 			return 0, 0, err
 		}
-	} else if data, err = b.reads.fetch(ctx, mv.from.NodeID, sk); err == nil && len(data) != c.ShardSize(size) {
+	} else if data, err = b.reads.fetch(ctx, mv.from.NodeID, sk, 0); err == nil && len(data) != c.ShardSize(size) {
 		err = fmt.Errorf("%w: shard %d on %s has %d bytes, want %d", block.ErrChecksum, mv.from.Index, mv.from.NodeID, len(data), c.ShardSize(size))
 	}
 	if err != nil {
 		// Rebuild the erasure shard from the block, checked against its CRC.
-		whole, gerr := b.reads.getCoded(ctx, t.key, t.entry, c)
+		whole, gerr := b.reads.getCoded(ctx, t.key, t.entry, c, 0)
 		if gerr != nil {
 			return 0, 0, fmt.Errorf("%v; rebuilding it: %w", err, gerr)
 		}

@@ -190,7 +190,7 @@ func (tc *testCluster) checkBalanced(blocks []testBlock, leftovers bool) map[str
 					continue
 				}
 				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-					ref, err := tn.tiers.Get(withTimeout(tc.t, 5*time.Second), sk)
+					ref, err := tn.tiers.Get(withTimeout(tc.t, 5*time.Second), sk, block.GetOptions{})
 					if errors.Is(err, block.ErrNotFound) {
 						break
 					}

@@ -440,7 +440,7 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 		gone := len(sources) == len(t.leaving) && len(t.healthy)+len(t.leaving) == len(t.entry.Placement)
 		var said []string
 		for _, s := range append(sources, b.reads.readOrder(t.healthy)...) {
-			d, err := b.reads.fetch(ctx, s.NodeID, t.key)
+			d, err := b.reads.fetch(ctx, s.NodeID, t.key, 0)
 			if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
 				data = d
 				break
@@ -469,7 +469,7 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 		if int(s.Index) >= c.N() {
 			continue
 		}
-		d, err := b.reads.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)))
+		d, err := b.reads.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)), 0)
 		if err == nil && len(d) == c.ShardSize(size) {
 			all[s.Index] = d
 			continue
@@ -483,10 +483,10 @@ func (b *Backend) rebuild(ctx context.Context, t repairTask) ([][]byte, error) {
 	if copied {
 		return all, nil
 	}
-	b.reads.fetchShards(ctx, t.key, c, t.healthy, all, size)
+	b.reads.fetchShards(ctx, t.key, c, t.healthy, all, size, 0)
 	if _, ok := tryDecode(c, all, size, t.entry.Sum); !ok {
 		// A surviving shard may be bad: decode by search, then re-encode.
-		data, err := b.reads.getCoded(ctx, t.key, t.entry, c)
+		data, err := b.reads.getCoded(ctx, t.key, t.entry, c, 0)
 		if err != nil {
 			return nil, err
 		}

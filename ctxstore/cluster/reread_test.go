@@ -52,7 +52,7 @@ func TestReadOfAReusedKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref, err := n.backend.reads.readEntry(ctx, key, stale, c)
+			ref, err := n.backend.reads.readEntry(ctx, key, stale, c, block.GetOptions{})
 			if !tt.putB {
 				if !errors.Is(err, block.ErrNotFound) {
 					t.Fatalf("read of a deleted key through A's entry: %v, want NotFound", err)

@@ -511,7 +511,7 @@ func (b *Backend) readReplica(ctx context.Context, t restoreTask, others []fsm.S
 	var last error
 	var said []string // holders that answered NotFound
 	for _, s := range b.reads.readOrder(others) {
-		d, err := b.reads.fetch(ctx, s.NodeID, t.key)
+		d, err := b.reads.fetch(ctx, s.NodeID, t.key, 0)
 		if err == nil && int64(len(d)) == t.entry.Size && block.Checksum(d) == t.entry.Sum {
 			return d, nil
 		}
@@ -551,7 +551,7 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := b.reads.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)))
+			d, err := b.reads.fetch(ctx, s.NodeID, shardKey(t.key, c, int(s.Index)), 0)
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil && len(d) == c.ShardSize(size) {
@@ -585,7 +585,7 @@ func (b *Backend) readCoded(ctx context.Context, t restoreTask, others []fsm.Sha
 		// A surviving shard is bad: the read path searches subsets.
 		e := t.entry
 		e.Placement = others
-		return b.reads.getCoded(ctx, t.key, e, c)
+		return b.reads.getCoded(ctx, t.key, e, c, 0)
 	}
 	possible := 0 // indexes some holder may still supply
 	for idx, n := range holders {

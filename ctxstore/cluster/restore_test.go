@@ -254,7 +254,7 @@ func (l *loadingLower) IndexLoaded() bool { return l.loaded.Load() }
 func (l *loadingLower) Put(context.Context, block.Key, []byte, uint32, block.PutOptions) error {
 	return nil
 }
-func (l *loadingLower) Get(_ context.Context, k block.Key) (*block.Ref, error) {
+func (l *loadingLower) Get(_ context.Context, k block.Key, _ block.GetOptions) (*block.Ref, error) {
 	return nil, fmt.Errorf("%w: %s", block.ErrNotFound, k)
 }
 func (l *loadingLower) Stat(_ context.Context, k block.Key) (block.Info, error) {

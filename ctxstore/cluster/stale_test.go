@@ -141,7 +141,7 @@ func TestPutRewritesShardsDroppedAtCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, s := range e.Placement {
-				ref, err := tc.byID(s.NodeID).tiers.Get(withTimeout(t, 5*time.Second), shardKey(key, c, int(s.Index)))
+				ref, err := tc.byID(s.NodeID).tiers.Get(withTimeout(t, 5*time.Second), shardKey(key, c, int(s.Index)), block.GetOptions{})
 				if err != nil {
 					t.Fatalf("%s does not hold shard %d: %v", s.NodeID, s.Index, err)
 				}

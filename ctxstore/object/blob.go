@@ -328,7 +328,7 @@ func (s *Store) retire(ctx context.Context, ns string, segs []Segment) error {
 
 // manifest reads key's manifest.
 func (s *Store) manifest(ctx context.Context, n block.Namespace, key []byte) (manifest, error) {
-	p, err := s.readPair(ctx, s.slotKeys(n, key))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, key))
 	if err != nil {
 		return manifest{}, err
 	}
@@ -540,6 +540,10 @@ type Entry struct {
 // walk calls fn with the key and value of every live record of namespace
 // ns that is its key's winning one, in slot order, each key once.
 func (s *Store) walk(ctx context.Context, ns string, fn func(key, value []byte) error) error {
+	n, err := s.blocks.Namespace(ns)
+	if err != nil {
+		return err
+	}
 	after := ""
 	now := s.now()
 	for {
@@ -547,7 +551,7 @@ func (s *Store) walk(ctx context.Context, ns string, fn func(key, value []byte) 
 		if err != nil {
 			return err
 		}
-		lastRead, err := s.eachWinner(ctx, ns, infos, now, func(r record) error { return fn(r.key, r.value) })
+		lastRead, err := s.eachWinner(ctx, n, infos, now, func(r record) error { return fn(r.key, r.value) })
 		if err != nil {
 			return err
 		}

@@ -74,7 +74,7 @@ func objectBlocks(t *testing.T, s *Store, key string) map[block.Key]bool {
 		out[p.key] = true
 	}
 	n, _ := s.blocks.Namespace("obj")
-	p, err := s.readPair(ctx, s.slotKeys(n, []byte(key)))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, []byte(key)))
 	if err != nil {
 		t.Fatal(err)
 	}

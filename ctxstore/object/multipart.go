@@ -155,7 +155,7 @@ func (s *Store) upload(ctx context.Context, n block.Namespace, id string) (Uploa
 		return Upload{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
 	}
 	uk := uploadKey(id)
-	p, err := s.readPair(ctx, s.slotKeys(n, uk))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, uk))
 	if err != nil {
 		return Upload{}, err
 	}

@@ -193,7 +193,7 @@ func (s *Store) Get(ctx context.Context, ns string, key []byte) (*Value, error) 
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.readPair(ctx, s.slotKeys(n, key))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, key))
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func (s *Store) GetIn(ctx context.Context, n block.Namespace, key []byte) (*Valu
 // getIn reads key in n, reserved keys included (the object side's own
 // records).
 func (s *Store) getIn(ctx context.Context, n block.Namespace, key []byte) (*Value, error) {
-	p, err := s.readPair(ctx, s.slotKeys(n, key))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, key))
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +348,7 @@ func (s *Store) Scan(ctx context.Context, ns string, cursor uint64, count int, m
 		return nil, 0, err
 	}
 	var keys [][]byte
-	lastRead, err := s.eachWinner(ctx, ns, infos, s.now(), func(r record) error {
+	lastRead, err := s.eachWinner(ctx, n, infos, s.now(), func(r record) error {
 		if checkKVKey(n, r.key) != nil {
 			return nil //nolint:nilerr // an object namespace's own record: skip it
 		}

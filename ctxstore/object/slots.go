@@ -80,14 +80,16 @@ func (p *pair) winner(i int) bool {
 	return p.current(p[i].rec.key) == i
 }
 
-// readSlot reads one slot: an index lookup, then the block when present.
-func (s *Store) readSlot(ctx context.Context, bk block.Key) (slot, error) {
+// readSlot reads one slot: an index lookup, then the block when present,
+// read at the level ctx carries with n, bk's namespace as the caller
+// resolved it.
+func (s *Store) readSlot(ctx context.Context, n block.Namespace, bk block.Key) (slot, error) {
 	sl := slot{key: bk}
 	ok, err := s.blocks.Exists(ctx, bk)
 	if err != nil || !ok {
 		return sl, err
 	}
-	ref, err := s.blocks.GetResolved(ctx, bk) // every caller resolved bk's namespace (s.namespace)
+	ref, err := s.blocks.Read(ctx, bk, ctxstore.ReadOptions{Level: ctxstore.ReadLevelOf(ctx), Namespace: n})
 	if errors.Is(err, block.ErrNotFound) {
 		return sl, nil // retired since the lookup
 	}
@@ -106,7 +108,7 @@ func (s *Store) readSlot(ctx context.Context, bk block.Key) (slot, error) {
 // reads. Each further pass that finds both empty needs two more moves in
 // between, so after readPasses passes the key is absent unless it was
 // replaced five times during the read.
-func (s *Store) readPair(ctx context.Context, k [2]block.Key) (pair, error) {
+func (s *Store) readPair(ctx context.Context, n block.Namespace, k [2]block.Key) (pair, error) {
 	ctx, err := s.blocks.Linearize(ctx)
 	if err != nil {
 		return pair{}, err
@@ -114,7 +116,7 @@ func (s *Store) readPair(ctx context.Context, k [2]block.Key) (pair, error) {
 	var p pair
 	for range readPasses {
 		for i := range k {
-			if p[i], err = s.readSlot(ctx, k[i]); err != nil {
+			if p[i], err = s.readSlot(ctx, n, k[i]); err != nil {
 				p.release()
 				return pair{}, err
 			}
@@ -235,7 +237,7 @@ func (s *Store) replaceHinted(ctx context.Context, n block.Namespace, key []byte
 		if strict || round > 0 {
 			rctx = lin
 		}
-		p, err := s.readPair(rctx, k)
+		p, err := s.readPair(rctx, n, k)
 		if err != nil {
 			return false, err
 		}
@@ -277,7 +279,7 @@ func (s *Store) replaceHinted(ctx context.Context, n block.Namespace, key []byte
 			return false, err
 		}
 		if rctx == ctx && ctxstore.ReadLevelOf(ctx) != ctxstore.ReadLinearizable {
-			if won, err := s.wins(ctx, k, key, target); err != nil || !won {
+			if won, err := s.wins(ctx, n, k, key, target); err != nil || !won {
 				p.release()
 				if err != nil {
 					return false, err
@@ -299,8 +301,8 @@ func (s *Store) replaceHinted(ctx context.Context, n block.Namespace, key []byte
 
 // wins reports whether slot target holds key's winning record, read from
 // this node's view.
-func (s *Store) wins(ctx context.Context, k [2]block.Key, key []byte, target int) (bool, error) {
-	p, err := s.readPair(ctx, k)
+func (s *Store) wins(ctx context.Context, n block.Namespace, k [2]block.Key, key []byte, target int) (bool, error) {
+	p, err := s.readPair(ctx, n, k)
 	if err != nil {
 		return false, err
 	}
@@ -313,7 +315,7 @@ func (s *Store) wins(ctx context.Context, k [2]block.Key, key []byte, target int
 // each record this call removed. It reports whether the key's winning
 // record was live.
 func (s *Store) deleteKey(ctx context.Context, n block.Namespace, key []byte, retired func(value []byte)) (bool, error) {
-	p, err := s.readPair(ctx, s.slotKeys(n, key))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, key))
 	if err != nil {
 		return false, err
 	}
@@ -353,7 +355,7 @@ func pastSlot(h uint64) string { return block.FormatHash(h) + "/" }
 // fn with every record there that is its key's winning one and live at now,
 // each key once per pair. It returns whether the page's last pair was read
 // (so a listing can continue after its second slot).
-func (s *Store) eachWinner(ctx context.Context, ns string, infos []block.Info, now time.Time, fn func(r record) error) (bool, error) {
+func (s *Store) eachWinner(ctx context.Context, n block.Namespace, infos []block.Info, now time.Time, fn func(r record) error) (bool, error) {
 	lastRead := false
 	for i := 0; i < len(infos); i++ {
 		in := infos[i]
@@ -368,7 +370,7 @@ func (s *Store) eachWinner(ctx context.Context, ns string, infos []block.Info, n
 		lastRead = true
 		// Read as a key's pair is (readPair), so a key that moves from one
 		// slot to the other between the two reads is not missed.
-		p, err := s.readPair(ctx, [2]block.Key{block.NewKey(ns, h), block.NewKey(ns, h|1)})
+		p, err := s.readPair(ctx, n, [2]block.Key{block.NewKey(n.Name, h), block.NewKey(n.Name, h|1)})
 		if err != nil {
 			return false, err
 		}

@@ -66,7 +66,7 @@ func slotGens(t *testing.T, s *Store, key []byte) [2]int64 {
 	n, _ := s.blocks.Namespace("default")
 	var out [2]int64
 	for i, bk := range s.slotKeys(n, key) {
-		sl, err := s.readSlot(ctx, bk)
+		sl, err := s.readSlot(ctx, n, bk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestReplaceRetiresOnlyTheVersionItRead(t *testing.T) {
 	}
 	// A slow writer read g1 in slot 0; meanwhile two replaces moved the key
 	// to slot 1 (g2) and back to slot 0 (g3).
-	stale, err := s.readSlot(ctx, k[0])
+	stale, err := s.readSlot(ctx, n, k[0])
 	if err != nil || stale.rec.gen != 1 {
 		t.Fatalf("slot 0: gen %d, %v", stale.rec.gen, err)
 	}
@@ -311,7 +311,7 @@ func TestScanDuringASwapReturnsTheKeyOnce(t *testing.T) {
 	}
 	cur.ETag = `"newer"`
 	k := s.slotKeys(n, key)
-	p, _ := s.readPair(ctx, k)
+	p, _ := s.readPair(ctx, n, k)
 	c := p.current(key)
 	gen := p[c].rec.gen
 	p.release()

@@ -10,13 +10,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
-// TierIndex reports how many leading keys ctxtier itself holds.
-// ctxstore.Store satisfies it.
+// TierIndex reports how many leading keys ctxtier itself holds; the
+// router passes a query's read hint as opts.Retain. ctxstore.Store
+// satisfies it.
 type TierIndex interface {
-	Lookup(ctx context.Context, keys []block.Key) (int, error)
+	Lookup(ctx context.Context, keys []block.Key, opts ctxstore.ReadOptions) (int, error)
 }
 
 // Pinner pins blocks in the tier for a while (agent cache_control).
@@ -291,12 +293,8 @@ func (r *Router) Route(ctx context.Context, q Query) (Result, error) {
 		}
 	}
 	if r.deps.Tier != nil && len(keys) > 0 {
-		lctx := ctx
-		if q.Hints.Retain > 0 {
-			// The read hint re-arms the prefix the lookup finds.
-			lctx = block.WithRetain(ctx, q.Hints.Retain)
-		}
-		d, err := r.deps.Tier.Lookup(lctx, keys)
+		// The read hint re-arms the prefix the lookup finds.
+		d, err := r.deps.Tier.Lookup(ctx, keys, ctxstore.ReadOptions{Retain: q.Hints.Retain})
 		if err != nil {
 			// The tier is one source among several: route without it.
 			res.TierError = err.Error()

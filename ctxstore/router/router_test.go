@@ -4,45 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 )
 
-// fakeTier holds a set of keys and records pins.
-type fakeTier struct {
-	have   map[uint64]bool
-	pinned map[uint64]time.Duration
-	err    error
-	// retains is the read retain window (block.RetainFrom) of each Lookup.
-	retains []time.Duration
-}
-
-func (f *fakeTier) Lookup(ctx context.Context, keys []block.Key) (int, error) {
-	f.retains = append(f.retains, block.RetainFrom(ctx))
-	if f.err != nil {
-		return 0, f.err
-	}
-	for i, k := range keys {
-		if !f.have[k.Hash] {
-			return i, nil
+// newTier returns an in-memory tier holding blocks hashes of namespace m.
+func newTier(t *testing.T, hashes ...uint64) *blocktest.Tier {
+	t.Helper()
+	tier := blocktest.New()
+	for _, h := range hashes {
+		data := []byte(fmt.Sprintf("block %d", h))
+		if err := tier.Put(context.Background(), block.NewKey("m", h), data, block.Checksum(data), block.PutOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return len(keys), nil
-}
-
-func (f *fakeTier) PinBatch(_ context.Context, keys []block.Key, ttl time.Duration) []error {
-	errs := make([]error, len(keys))
-	for i, k := range keys {
-		if !f.have[k.Hash] {
-			errs[i] = block.ErrNotFound
-			continue
-		}
-		f.pinned[k.Hash] = ttl
-	}
-	return errs
+	return tier
 }
 
 type fakeNS struct{}
@@ -73,12 +55,20 @@ func sumHash(ns block.Namespace, toks []uint32) ([]uint64, error) {
 	return out, nil
 }
 
-func newRouter(t *testing.T, tier *fakeTier) *Router {
+// tierIndex is blocktest.Tier as a TierIndex: a Lookup's options carry
+// the read retain window the tier notes.
+type tierIndex struct{ *blocktest.Tier }
+
+func (t tierIndex) Lookup(ctx context.Context, keys []block.Key, opts ctxstore.ReadOptions) (int, error) {
+	return t.LookupRetain(ctx, keys, opts.Retain)
+}
+
+func newRouter(t *testing.T, tier *blocktest.Tier) *Router {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Cost = testCost
 	cfg.Seed = 1
-	r, err := New(cfg, Deps{Tier: tier, Pinner: tier, Namespaces: fakeNS{}, Hash: sumHash})
+	r, err := New(cfg, Deps{Tier: tierIndex{tier}, Pinner: tier, Namespaces: fakeNS{}, Hash: sumHash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +76,7 @@ func newRouter(t *testing.T, tier *fakeTier) *Router {
 }
 
 func TestRoutePrefersCacheAndTier(t *testing.T) {
-	tier := &fakeTier{have: map[uint64]bool{1: true, 2: true, 3: true}, pinned: map[uint64]time.Duration{}}
+	tier := newTier(t, 1, 2, 3)
 	r := newRouter(t, tier)
 	ctx := context.Background()
 	if _, err := r.Apply("m", "hot", []Event{stored(Device, nil, 1, 2, 3, 4)}); err != nil {
@@ -95,10 +85,12 @@ func TestRoutePrefersCacheAndTier(t *testing.T) {
 	if _, err := r.Apply("m", "cold", []Event{stored(Device, nil, 9)}); err != nil {
 		t.Fatal(err)
 	}
+	before := time.Now()
 	res, err := r.Route(ctx, Query{Namespace: "m", BlockHashes: []uint64{1, 2, 3, 4, 5}, Hints: Hints{PinTTL: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	after := time.Now()
 	if res.Recommended != "hot" || res.TierDepth != 3 || res.BlockTokens != 100 {
 		t.Fatalf("result %+v", res)
 	}
@@ -109,8 +101,13 @@ func TestRoutePrefersCacheAndTier(t *testing.T) {
 	if c := res.Workers[1].Cost; c.FetchBlocks != 3 || c.RecomputeBlocks != 2 {
 		t.Fatalf("cold cost %+v", c)
 	}
-	if res.Pinned != 3 || tier.pinned[1] != time.Minute || len(tier.pinned) != 3 {
-		t.Fatalf("pinned %d %v", res.Pinned, tier.pinned)
+	if res.Pinned != 3 {
+		t.Fatalf("pinned %d", res.Pinned)
+	}
+	for _, h := range []uint64{1, 2, 3} {
+		if until := tier.PinnedUntil(block.NewKey("m", h)); until.Before(before.Add(time.Minute)) || until.After(after.Add(time.Minute)) {
+			t.Fatalf("block %d pinned until %v, want a minute from the route (%v)", h, until, before)
+		}
 	}
 
 	// Load on hot outweighs its cache: 20 queued prefill blocks = 2 s.
@@ -123,7 +120,7 @@ func TestRoutePrefersCacheAndTier(t *testing.T) {
 	}
 
 	// A tier failure is reported and routing goes on without it.
-	tier.err = errors.New("tier down")
+	tier.FailLookups(errors.New("tier down"))
 	res, err = r.Route(ctx, Query{Namespace: "m", BlockHashes: []uint64{1}})
 	if err != nil || res.TierError == "" || res.TierDepth != 0 || res.Recommended == "" {
 		t.Fatalf("tier down: %+v %v", res, err)
@@ -131,8 +128,7 @@ func TestRoutePrefersCacheAndTier(t *testing.T) {
 }
 
 func TestRouteTokensAndCommit(t *testing.T) {
-	tier := &fakeTier{have: map[uint64]bool{}, pinned: map[uint64]time.Duration{}}
-	r := newRouter(t, tier)
+	r := newRouter(t, newTier(t))
 	ctx := context.Background()
 	toks := []uint32{1, 1, 1, 1, 2, 2, 2, 2, 3} // two whole blocks
 	hs, _ := sumHash(block.Namespace{BlockTokens: 4}, toks)
@@ -171,7 +167,7 @@ func TestRouteTokensAndCommit(t *testing.T) {
 }
 
 func TestRouteTemperatureSpreads(t *testing.T) {
-	r := newRouter(t, &fakeTier{have: map[uint64]bool{}, pinned: map[uint64]time.Duration{}})
+	r := newRouter(t, newTier(t))
 	ctx := context.Background()
 	_, _ = r.Apply("m", "a", []Event{stored(Device, nil, 1, 2)})
 	_, _ = r.Apply("m", "b", []Event{stored(Device, nil, 1)})
@@ -197,7 +193,7 @@ func TestRouteTemperatureSpreads(t *testing.T) {
 }
 
 func TestRouteRejects(t *testing.T) {
-	r := newRouter(t, &fakeTier{have: map[uint64]bool{}, pinned: map[uint64]time.Duration{}})
+	r := newRouter(t, newTier(t))
 	ctx := context.Background()
 	neg := -1.0
 	for name, q := range map[string]Query{
@@ -222,7 +218,7 @@ func TestRouteRejects(t *testing.T) {
 }
 
 func TestObserveFetch(t *testing.T) {
-	r := newRouter(t, &fakeTier{})
+	r := newRouter(t, newTier(t))
 	before := r.FetchBytesPerSec()
 	for range 50 {
 		r.ObserveFetch(1e9, time.Second) // 1 GB/s measured
@@ -237,8 +233,7 @@ func TestObserveFetch(t *testing.T) {
 // exactly as Price does, matched or not, and the recommendation is the
 // cheapest at temperature 0.
 func TestRouteListsCheapestAndPricesExactly(t *testing.T) {
-	tier := &fakeTier{have: map[uint64]bool{1: true}, pinned: map[uint64]time.Duration{}}
-	r := newRouter(t, tier)
+	r := newRouter(t, newTier(t, 1))
 	ctx := context.Background()
 	const workers = 50
 	for w := range workers {
@@ -301,14 +296,21 @@ func TestRouteRetain(t *testing.T) {
 		{"maximum", block.MaxRetain},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tier := &fakeTier{have: map[uint64]bool{1: true, 2: true}, pinned: map[uint64]time.Duration{}}
+			tier := newTier(t, 1, 2)
 			r := newRouter(t, tier)
 			res, err := r.Route(context.Background(), Query{Namespace: "m", BlockHashes: []uint64{1, 2, 3}, Hints: Hints{Retain: tc.retain}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.TierDepth != 2 || len(tier.retains) != 1 || tier.retains[0] != tc.retain {
-				t.Fatalf("tier depth %d, lookups with retain %v; want 2 and [%v]", res.TierDepth, tier.retains, tc.retain)
+			// The present prefix, blocks 1 and 2, is re-armed with the
+			// query's window (none when it has none).
+			want := map[block.Key]time.Duration{}
+			if tc.retain > 0 {
+				want = map[block.Key]time.Duration{block.NewKey("m", 1): tc.retain, block.NewKey("m", 2): tc.retain}
+			}
+			got := tier.Retains()
+			if n := tier.Counts().Lookups; res.TierDepth != 2 || n != 1 || !maps.Equal(got, want) {
+				t.Fatalf("tier depth %d, %d lookups re-arming %v; want 2, 1 and %v", res.TierDepth, n, got, want)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/httpapi"
 	"github.com/ctxtier/ctxtier/gateway/native"
@@ -23,7 +24,7 @@ var (
 )
 
 func TestNativeAuth(t *testing.T) {
-	srv, err := nativetest.StartWithOptions(t, native.DefaultConfig(), nativetest.NewMapTier(),
+	srv, err := nativetest.StartWithOptions(t, native.DefaultConfig(), blocktest.New(),
 		[]native.Option{native.WithAuth(authKeys)}, block.Namespace{Name: "a"}, block.Namespace{Name: "b"})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestHTTPAuth(t *testing.T) {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := ctxstore.New(ctxstore.DefaultConfig(), cat, nativetest.NewMapTier(), log)
+	st, err := ctxstore.New(ctxstore.DefaultConfig(), cat, blocktest.New(), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/gateway/native"
-	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
 )
 
 // TestReadDirectRun reads runs of blocks spread over DRAM and NVMe, with
@@ -139,7 +139,7 @@ func TestReadDirectRunFallback(t *testing.T) {
 	}{
 		{"not colocated", func(t *testing.T) ctxstore.Tier { return farTier{stack(t, 8, false)} }, false, true},
 		{"not colocated with DirectFallback", func(t *testing.T) ctxstore.Tier { return farTier{stack(t, 8, false)} }, true, false},
-		{"tier without descriptors", func(t *testing.T) ctxstore.Tier { return nativetest.NewMapTier() }, false, false},
+		{"tier without descriptors", func(t *testing.T) ctxstore.Tier { return blocktest.New() }, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, c := startDirect(t, native.DefaultConfig(), tc.tier(t), Options{Conns: 1, DirectFallback: tc.fallback})

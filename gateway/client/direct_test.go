@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
 	"github.com/ctxtier/ctxtier/tiers"
@@ -345,7 +346,7 @@ func TestReadDirectFallback(t *testing.T) {
 		waitLeases(t, srv, 0)
 	})
 	t.Run("tier without descriptors", func(t *testing.T) {
-		_, c := startDirect(t, native.DefaultConfig(), nativetest.NewMapTier(), Options{Conns: 1})
+		_, c := startDirect(t, native.DefaultConfig(), blocktest.New(), Options{Conns: 1})
 		if err := c.Put(ctx, k, data); err != nil {
 			t.Fatal(err)
 		}

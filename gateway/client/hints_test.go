@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
@@ -15,9 +16,9 @@ import (
 
 // startMapTier starts a native server whose store keeps blocks in a map
 // tier the test can inspect (the options each put carried included).
-func startMapTier(t *testing.T) (*nativetest.MapTier, *nativetest.Server) {
+func startMapTier(t *testing.T) (*blocktest.Tier, *nativetest.Server) {
 	t.Helper()
-	mt := nativetest.NewMapTier()
+	mt := blocktest.New()
 	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), mt)
 	if err != nil {
 		t.Fatal(err)

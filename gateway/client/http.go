@@ -275,7 +275,7 @@ func (c *HTTPClient) newRequest(ctx context.Context, method, u string, body io.R
 	if linearizable(ctx) {
 		req.Header.Set(httpwire.HeaderRead, httpwire.ReadLinearizable)
 	}
-	if d := block.RetainFrom(ctx); d > 0 && block.ValidateRetain(d) == nil && readsBlocks(method, u) {
+	if d := retainFrom(ctx); d > 0 && block.ValidateRetain(d) == nil && readsBlocks(method, u) {
 		// Only on reads: on a put the same header is the put's own window.
 		ms := (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond //nolint:durationcheck // rounds d up to whole milliseconds
 		req.Header.Set(httpwire.HeaderRetain, httpwire.FormatPinTTL(ms))

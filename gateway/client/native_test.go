@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
@@ -322,10 +323,10 @@ func TestRedialAfterServerDrop(t *testing.T) {
 
 // corruptTier serves every block with a wrong checksum, as a broken server
 // or a flipped bit on the way would.
-type corruptTier struct{ *nativetest.MapTier }
+type corruptTier struct{ *blocktest.Tier }
 
-func (c corruptTier) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
-	ref, err := c.MapTier.Get(ctx, k)
+func (c corruptTier) Get(ctx context.Context, k block.Key, opts block.GetOptions) (*block.Ref, error) {
+	ref, err := c.Tier.Get(ctx, k, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func (c corruptTier) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
 }
 
 func TestGetChecksumMismatch(t *testing.T) {
-	mt := nativetest.NewMapTier()
+	mt := blocktest.New()
 	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), corruptTier{mt})
 	if err != nil {
 		t.Fatal(err)

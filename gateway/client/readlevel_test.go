@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/gateway/httpapi"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
@@ -18,7 +19,7 @@ import (
 // syncTier counts the store's read syncs (ctxstore.ReadSyncer), as a
 // cluster backend would serve them.
 type syncTier struct {
-	*nativetest.MapTier
+	*blocktest.Tier
 	syncs atomic.Int64
 	fail  atomic.Bool
 }
@@ -34,7 +35,7 @@ func (s *syncTier) SyncRead(context.Context) error {
 // TestWithLinearizable checks that both clients carry the read level to the
 // server (one sync per read request; none for writes or plain reads).
 func TestWithLinearizable(t *testing.T) {
-	tier := &syncTier{MapTier: nativetest.NewMapTier()}
+	tier := &syncTier{Tier: blocktest.New()}
 	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), tier)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,18 @@ import (
 // wire.HelloAgentSessions) is sent the read without it; SessionsAccepted
 // tells. A window that is not in (0, block.MaxRetain] is not sent.
 func WithRetain(ctx context.Context, d time.Duration) context.Context {
-	return block.WithRetain(ctx, d)
+	return context.WithValue(ctx, retainKey{}, d)
+}
+
+// retainKey is the context key of WithRetain: the client's own API for a
+// read hint (the server takes it from the wire and passes it explicitly,
+// block.GetOptions.Retain).
+type retainKey struct{}
+
+// retainFrom is the read retain window ctx carries (WithRetain), or 0.
+func retainFrom(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(retainKey{}).(time.Duration)
+	return d
 }
 
 // readRetain is the read hint to send with op over nc: 0 unless op is a
@@ -28,7 +39,7 @@ func readRetain(ctx context.Context, op wire.Op, nc *nconn) time.Duration {
 	if (op != wire.OpGet && op != wire.OpLookup) || !nc.sessions {
 		return 0
 	}
-	d := block.RetainFrom(ctx)
+	d := retainFrom(ctx)
 	if block.ValidateRetain(d) != nil {
 		return 0
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/httpapi"
 	"github.com/ctxtier/ctxtier/gateway/native"
@@ -154,13 +155,13 @@ func TestCorruptAtRestNeverServed(t *testing.T) {
 // flakyTier serves a key's CRC-32C wrong for its first bad[k] reads, as a
 // fault between the tier and the client would (the bytes are right).
 type flakyTier struct {
-	*nativetest.MapTier
+	*blocktest.Tier
 	mu  sync.Mutex
 	bad map[block.Key]int
 }
 
-func (f *flakyTier) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
-	ref, err := f.MapTier.Get(ctx, k)
+func (f *flakyTier) Get(ctx context.Context, k block.Key, opts block.GetOptions) (*block.Ref, error) {
+	ref, err := f.Tier.Get(ctx, k, opts)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil || f.bad[k] == 0 {
@@ -182,7 +183,7 @@ func (f *flakyTier) spoil(k block.Key, reads int) {
 // verifies, the damage was on the way and it is returned; a second
 // mismatch is ErrChecksum. A non-declaring client re-reads too, plainly.
 func TestGetRereadsAfterMismatch(t *testing.T) {
-	ft := &flakyTier{MapTier: nativetest.NewMapTier(), bad: map[block.Key]int{}}
+	ft := &flakyTier{Tier: blocktest.New(), bad: map[block.Key]int{}}
 	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), ft)
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +328,7 @@ func oldServerHello(t *testing.T, target string, known uint16) (addr string, ref
 // failing the client's check is still never returned. A client that does
 // not declare asks only for put hints, and then goes without.
 func TestOldServerNewClient(t *testing.T) {
-	ft := &flakyTier{MapTier: nativetest.NewMapTier(), bad: map[block.Key]int{}}
+	ft := &flakyTier{Tier: blocktest.New(), bad: map[block.Key]int{}}
 	srv, err := nativetest.StartWithTier(t, native.DefaultConfig(), ft)
 	if err != nil {
 		t.Fatal(err)

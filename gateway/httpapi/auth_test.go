@@ -115,7 +115,7 @@ func TestAuthNamespaceIsolation(t *testing.T) {
 	}
 	// Nothing reached b's blocks through key A: b still has exactly its own.
 	kb, _ := block.ParseObjectName("b", h1)
-	if got := string(e.tier.data(kb)); got != "block of b" {
+	if got := string(e.tier.Data(kb)); got != "block of b" {
 		t.Fatalf("b's block is %q", got)
 	}
 }
@@ -238,7 +238,7 @@ func TestAuthSigV4(t *testing.T) {
 	// A body that does not match its signed hash stores nothing.
 	st, hdr, body := put("a", "0000000000000004", data, keyA, sha([]byte("other")), time.Now())
 	wantError(t, st, hdr, body, 400, "ChecksumMismatch")
-	if k, _ := block.ParseObjectName("a", "0000000000000004"); e.tier.data(k) != nil {
+	if k, _ := block.ParseObjectName("a", "0000000000000004"); e.tier.Data(k) != nil {
 		t.Fatal("block stored despite a wrong payload hash")
 	}
 	// Wrong secret, unknown key, skewed clock: 401.

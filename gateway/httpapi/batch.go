@@ -24,18 +24,20 @@ func (s *Server) decodeJSONRequest(w http.ResponseWriter, r *http.Request, v any
 	return nil
 }
 
-// batchKeys decodes a HashesRequest of a known namespace into keys. Any
-// malformed hash fails the whole request before anything happens.
-func (s *Server) batchKeys(w http.ResponseWriter, r *http.Request) ([]block.Key, error) {
-	ns := r.PathValue("ns")
-	if _, err := s.store.Namespace(ns); err != nil {
-		return nil, err
+// batchKeys decodes a HashesRequest of a known namespace into keys, and
+// returns that namespace. Any malformed hash fails the whole request
+// before anything happens.
+func (s *Server) batchKeys(w http.ResponseWriter, r *http.Request) ([]block.Key, block.Namespace, error) {
+	ns, err := s.store.Namespace(r.PathValue("ns"))
+	if err != nil {
+		return nil, ns, err
 	}
 	var req httpwire.HashesRequest
 	if err := s.decodeJSONRequest(w, r, &req); err != nil {
-		return nil, err
+		return nil, ns, err
 	}
-	return httpwire.ParseKeys(ns, req.Hashes, s.cfg.MaxBatchItems)
+	keys, err := httpwire.ParseKeys(ns.Name, req.Hashes, s.cfg.MaxBatchItems)
+	return keys, ns, err
 }
 
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
@@ -65,7 +67,9 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	n, err := s.store.Lookup(r.Context(), keys)
+	opts := readOptions(r)
+	opts.Namespace = ns
+	n, err := s.store.Lookup(r.Context(), keys, opts)
 	if err != nil {
 		return err
 	}
@@ -77,7 +81,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) batchExists(w http.ResponseWriter, r *http.Request) error {
-	keys, err := s.batchKeys(w, r)
+	keys, _, err := s.batchKeys(w, r)
 	if err != nil {
 		return err
 	}
@@ -110,7 +114,7 @@ func (s *Server) results(op string, keys []block.Key, errs []error) httpwire.Bat
 }
 
 func (s *Server) batchDelete(w http.ResponseWriter, r *http.Request) error {
-	keys, err := s.batchKeys(w, r)
+	keys, _, err := s.batchKeys(w, r)
 	if err != nil {
 		return err
 	}
@@ -123,16 +127,17 @@ func (s *Server) batchDelete(w http.ResponseWriter, r *http.Request) error {
 // next is fetched, so at most one lease is held at a time. Items past
 // MaxBatchBytes get a TooLarge part.
 func (s *Server) batchGet(w http.ResponseWriter, r *http.Request) error {
-	keys, err := s.batchKeys(w, r)
+	keys, ns, err := s.batchKeys(w, r)
 	if err != nil {
 		return err
 	}
 	// One sync for the whole batch when the request asks for linearizable
-	// reads (the per-key gets below then read locally).
-	ctx, err := s.store.Linearize(r.Context())
+	// reads (the per-key reads below then read locally).
+	opts, err := s.store.LinearizeOptions(r.Context(), readOptions(r))
 	if err != nil {
 		return err
 	}
+	opts.Namespace = ns
 	mw := multipart.NewWriter(w)
 	w.Header().Set("Content-Type", httpwire.MixedContentType(mw.Boundary()))
 	w.WriteHeader(http.StatusOK)
@@ -141,7 +146,7 @@ func (s *Server) batchGet(w http.ResponseWriter, r *http.Request) error {
 		if err := r.Context().Err(); err != nil {
 			return errStarted{err}
 		}
-		ref, gerr := s.store.Get(ctx, k)
+		ref, gerr := s.store.Read(r.Context(), k, opts)
 		if gerr == nil && total+int64(len(ref.Data)) > s.cfg.MaxBatchBytes {
 			ref.Release()
 			gerr = fmt.Errorf("%w: %s: batch response would exceed the limit of %d bytes; fetch it separately", block.ErrTooLarge, k, s.cfg.MaxBatchBytes)

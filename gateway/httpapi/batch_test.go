@@ -111,7 +111,7 @@ func TestBatchExistsDelete(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, hdr, body := e.postJSON("/v1/namespaces/"+tc.ns+"/batch/"+tc.op, tc.body)
 			wantError(t, st, hdr, body, tc.status, tc.code)
-			if e.tier.len() != 2 {
+			if e.tier.Len() != 2 {
 				t.Fatal("bad batch changed the store")
 			}
 		})
@@ -127,8 +127,8 @@ func TestBatchExistsDelete(t *testing.T) {
 	if st != 200 || json.Unmarshal(body, &br) != nil || br.Failed != 1 || br.Results[0].Code != "OK" || br.Results[1].Code != "NotFound" || br.Results[1].Hash != h3 {
 		t.Fatalf("delete: %d %s", st, body)
 	}
-	if e.tier.len() != 1 {
-		t.Fatalf("delete left %d blocks", e.tier.len())
+	if e.tier.Len() != 1 {
+		t.Fatalf("delete left %d blocks", e.tier.Len())
 	}
 }
 
@@ -202,8 +202,8 @@ func TestBatchPut(t *testing.T) {
 			t.Fatalf("item %d: %+v, want %s", i, br.Results[i], w)
 		}
 	}
-	if br.Failed != 2 || e.tier.len() != 2 || string(e.tier.data(block.NewKey("default", 3))) != "existing" {
-		t.Fatalf("after batch: failed %d, %d blocks", br.Failed, e.tier.len())
+	if br.Failed != 2 || e.tier.Len() != 2 || string(e.tier.Data(block.NewKey("default", 3))) != "existing" {
+		t.Fatalf("after batch: failed %d, %d blocks", br.Failed, e.tier.Len())
 	}
 }
 
@@ -242,13 +242,13 @@ func TestBatchPutRejects(t *testing.T) {
 			}
 			st, hdr, resp := e.do("POST", "/v1/namespaces/"+tc.ns+"/batch/put", map[string]string{"Content-Type": tc.ct}, bytes.NewReader(body))
 			wantError(t, st, hdr, resp, tc.status, tc.code)
-			if e.tier.len() != 0 {
-				t.Fatalf("rejected batch stored %d blocks", e.tier.len())
+			if e.tier.Len() != 0 {
+				t.Fatalf("rejected batch stored %d blocks", e.tier.Len())
 			}
 		})
 	}
 	st, _, body := e.do("POST", "/v1/namespaces/default/batch/put", map[string]string{"Content-Type": okCT}, bytes.NewReader(okRaw))
-	if st != 200 || e.tier.len() != 2 {
+	if st != 200 || e.tier.Len() != 2 {
 		t.Fatalf("good batch: %d %s", st, body)
 	}
 }

@@ -132,15 +132,13 @@ func (s *Server) getBlock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	partial := r.Header.Get("Range") != "" || r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Range") != ""
-	ctx := r.Context()
-	if !partial && r.Header.Get(httpwire.HeaderReaderVerifies) == httpwire.ReaderVerifiesCRC32C {
-		// The client checks the whole body against the CRC-32C header and
-		// reads again without the declaration on a mismatch: the DRAM tier
-		// may leave the check to it. A partial body cannot be checked
-		// against the whole block's sum, so ranged reads stay verified.
-		ctx = block.WithReaderVerify(ctx)
-	}
-	ref, err := s.store.Get(ctx, key)
+	opts := readOptions(r)
+	// The client checks the whole body against the CRC-32C header and
+	// reads again without the declaration on a mismatch: the DRAM tier
+	// may leave the check to it. A partial body cannot be checked
+	// against the whole block's sum, so ranged reads stay verified.
+	opts.ReaderVerifies = !partial && r.Header.Get(httpwire.HeaderReaderVerifies) == httpwire.ReaderVerifiesCRC32C
+	ref, err := s.store.Read(r.Context(), key, opts)
 	s.metrics.Block(proto, "get", errcode.Of(err))
 	if err != nil {
 		return err

@@ -110,8 +110,8 @@ func TestPutRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, hdr, body := e.do("PUT", tc.path, tc.hdr, strings.NewReader(tc.body))
 			wantError(t, st, hdr, body, tc.status, tc.code)
-			if e.tier.len() != 1 || !bytes.Equal(e.tier.data(block.NewKey("default", 1)), orig) {
-				t.Fatalf("store changed: %d blocks", e.tier.len())
+			if e.tier.Len() != 1 || !bytes.Equal(e.tier.Data(block.NewKey("default", 1)), orig) {
+				t.Fatalf("store changed: %d blocks", e.tier.Len())
 			}
 		})
 	}
@@ -159,7 +159,7 @@ func TestPutOversizedNotRead(t *testing.T) {
 	}
 	st, hdr, body := e.do("PUT", "/v1/namespaces/small/blocks/"+h1, nil, strings.NewReader("12345"))
 	wantError(t, st, hdr, body, 413, "TooLarge")
-	if e.tier.len() != 0 {
+	if e.tier.Len() != 0 {
 		t.Fatal("oversized block stored")
 	}
 	// Over the real network, chunked.
@@ -262,7 +262,7 @@ func TestPutHintHeaders(t *testing.T) {
 		if st, b := e.put(hash, data, tc.hdr); st != http.StatusCreated {
 			t.Fatalf("put %d: %d %s", i, st, b)
 		}
-		o := e.tier.opts(block.NewKey("default", uint64(100+i)))
+		o, _ := e.tier.PutOptions(block.NewKey("default", uint64(100+i)))
 		if o.Reuse != tc.reuse || o.Retain != tc.retain {
 			t.Fatalf("put %d: the tier got reuse %v retain %v, want %v %v", i, o.Reuse, o.Retain, tc.reuse, tc.retain)
 		}

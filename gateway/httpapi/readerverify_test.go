@@ -10,7 +10,7 @@ import (
 )
 
 // A whole-block GET that declares X-Ctxtier-Reader-Verifies: crc32c reaches
-// the tier marked (block.WithReaderVerify: the DRAM tier may skip its own
+// the tier with ReaderVerifies (the DRAM tier may skip its own
 // pass); every other read is served verified at rest, header or not.
 func TestReaderVerifiesHeader(t *testing.T) {
 	e := newEnv(t, nil)
@@ -33,7 +33,7 @@ func TestReaderVerifiesHeader(t *testing.T) {
 		{"declared but conditional", map[string]string{httpwire.HeaderReaderVerifies: httpwire.ReaderVerifiesCRC32C, "If-None-Match": `"x"`}, http.StatusOK, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e.tier.takeReaderMarks()
+			e.tier.TakeReaderMarks()
 			st, hdr, body := e.do(http.MethodGet, path, tc.hdr, nil)
 			if st != tc.status {
 				t.Fatalf("status %d, want %d: %s", st, tc.status, body)
@@ -41,7 +41,7 @@ func TestReaderVerifiesHeader(t *testing.T) {
 			if st == http.StatusOK && (!bytes.Equal(body, data) || hdr.Get(httpwire.HeaderCRC) == "") {
 				t.Fatalf("body of %d bytes, checksum header %q", len(body), hdr.Get(httpwire.HeaderCRC))
 			}
-			if got := e.tier.takeReaderMarks(); !slices.Equal(got, []bool{tc.marked}) {
+			if got := e.tier.TakeReaderMarks(); !slices.Equal(got, []bool{tc.marked}) {
 				t.Fatalf("tier reads marked %v, want [%v]", got, tc.marked)
 			}
 		})

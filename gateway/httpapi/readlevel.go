@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
-	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
@@ -24,19 +23,24 @@ func withReadLevel(r *http.Request) (*http.Request, error) {
 	return r.WithContext(ctxstore.WithReadLevel(r.Context(), level)), nil
 }
 
-// withReadRetain carries a read's httpwire.HeaderRetain (GET, batch get,
-// lookup: the op names of those routes) into its context
-// (block.WithRetain): every block the read touches has its retain window
-// re-armed. On a put the same header is the put's own window and is read
-// by httpwire.ParsePutOptions instead. A value that is not a positive
-// window up to block.MaxRetain is InvalidArgument.
-func withReadRetain(r *http.Request, op string) (*http.Request, error) {
+// checkReadRetain checks a read's httpwire.HeaderRetain (GET, batch get,
+// lookup: the op names of those routes) before the handler runs, which
+// reads it with readOptions. On a put the same header is the put's own
+// window and is read by httpwire.ParsePutOptions instead. A value that is
+// not a positive window up to block.MaxRetain is InvalidArgument.
+func checkReadRetain(r *http.Request, op string) error {
 	if op != "get" && op != "batch_get" && op != "lookup" {
-		return r, nil
+		return nil
 	}
-	d, ok, err := httpwire.ParseReadRetain(r.Header)
-	if err != nil || !ok {
-		return r, err
-	}
-	return r.WithContext(block.WithRetain(r.Context(), d)), nil
+	_, _, err := httpwire.ParseReadRetain(r.Header)
+	return err
+}
+
+// readOptions are the explicit options of a GET, batch get or lookup: the
+// read level withReadLevel put in r's context and the read's retain window
+// (httpwire.HeaderRetain, checked by checkReadRetain: every block the read
+// touches has its retain window re-armed).
+func readOptions(r *http.Request) ctxstore.ReadOptions {
+	d, _, _ := httpwire.ParseReadRetain(r.Header)
+	return ctxstore.ReadOptions{Level: ctxstore.ReadLevelOf(r.Context()), Retain: d}
 }

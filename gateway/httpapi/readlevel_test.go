@@ -8,18 +8,23 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 )
 
-// fakeSyncs counts fakeTier.SyncRead calls (tests here run one at a time).
+// fakeSyncs counts syncTier.SyncRead calls (tests here run one at a time).
 var fakeSyncs atomic.Int64
 
-// SyncRead makes fakeTier a ctxstore.ReadSyncer, as a cluster backend is.
-func (f *fakeTier) SyncRead(context.Context) error {
+// syncTier is the tests' in-memory tier made a ctxstore.ReadSyncer, as a
+// cluster backend is.
+type syncTier struct{ *blocktest.Tier }
+
+// SyncRead counts the sync.
+func (syncTier) SyncRead(context.Context) error {
 	fakeSyncs.Add(1)
 	return nil
 }
 
-var _ ctxstore.ReadSyncer = (*fakeTier)(nil)
+var _ ctxstore.ReadSyncer = syncTier{}
 
 func TestReadLevelHeader(t *testing.T) {
 	e := newEnv(t, nil)

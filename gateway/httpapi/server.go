@@ -328,7 +328,7 @@ func (s *Server) handle(pattern, op string, h handlerFunc) {
 			err = gerr
 		} else if ar, gerr = withReadLevel(ar); gerr != nil {
 			err = gerr
-		} else if ar, gerr = withReadRetain(ar, op); gerr != nil {
+		} else if gerr = checkReadRetain(ar, op); gerr != nil {
 			err = gerr
 		} else {
 			err = h(w, ar)

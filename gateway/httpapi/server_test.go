@@ -17,6 +17,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 	"github.com/ctxtier/ctxtier/gateway/metrics"
@@ -138,7 +139,7 @@ func TestSharedMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg) // as the native surface would
 	cat, _ := ctxstore.OpenFileCatalog("")
-	st, _ := ctxstore.New(ctxstore.DefaultConfig(), cat, newFakeTier(), nil)
+	st, _ := ctxstore.New(ctxstore.DefaultConfig(), cat, syncTier{blocktest.New()}, nil)
 	s := New(DefaultConfig(), st, reg, slog.New(slog.NewTextHandler(io.Discard, nil)), WithMetrics(m))
 	if s.metrics != m {
 		t.Fatal("WithMetrics ignored")
@@ -189,7 +190,7 @@ func TestMountPage(t *testing.T) {
 
 func TestServeShutdown(t *testing.T) {
 	cat, _ := ctxstore.OpenFileCatalog("")
-	st, _ := ctxstore.New(ctxstore.DefaultConfig(), cat, newFakeTier(), nil)
+	st, _ := ctxstore.New(ctxstore.DefaultConfig(), cat, syncTier{blocktest.New()}, nil)
 	cfg := DefaultConfig()
 	cfg.ShutdownTimeout = time.Second
 	s := New(cfg, st, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -233,7 +234,7 @@ func TestMethodNotAllowed(t *testing.T) {
 // only once the handler has returned.
 func TestShutdownWaitsForAStuckGet(t *testing.T) {
 	cat, _ := ctxstore.OpenFileCatalog("")
-	st, _ := ctxstore.New(ctxstore.DefaultConfig(), cat, newFakeTier(), nil)
+	st, _ := ctxstore.New(ctxstore.DefaultConfig(), cat, syncTier{blocktest.New()}, nil)
 	s := New(DefaultConfig(), st, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

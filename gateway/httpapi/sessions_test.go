@@ -24,7 +24,7 @@ func TestAgentSessionHeaders(t *testing.T) {
 	if st, b := e.put(h2, []byte("two"), map[string]string{"X-Ctxtier-Session": "43"}); st != http.StatusCreated {
 		t.Fatalf("put: %d %s", st, b)
 	}
-	if o := e.tier.opts(k1); o.Session != 42 || o.Retain != 30*time.Second {
+	if o, _ := e.tier.PutOptions(k1); o.Session != 42 || o.Retain != 30*time.Second {
 		t.Fatalf("the tier got %+v", o)
 	}
 	for _, tc := range []struct {
@@ -53,7 +53,7 @@ func TestAgentSessionHeaders(t *testing.T) {
 			} else if st != 200 {
 				t.Fatalf("%d %s", st, b)
 			}
-			got := e.tier.takeRetains()
+			got := e.tier.Retains()
 			if len(got) != len(tc.want) {
 				t.Fatalf("the tier saw retain windows %v, want %v", got, tc.want)
 			}
@@ -85,7 +85,7 @@ func TestAgentSessionHeaders(t *testing.T) {
 			t.Fatalf("%s: %d %s, want %d released", tc.path, st, b, tc.released)
 		}
 	}
-	if o := e.tier.opts(k2); o.Session != 43 {
+	if o, _ := e.tier.PutOptions(k2); o.Session != 43 {
 		t.Fatalf("session 43's block lost its session: %+v", o)
 	}
 	st, hdr, b := e.do("POST", "/v1/namespaces/nosuch/sessions/43/end", nil, nil)

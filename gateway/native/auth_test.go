@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native"
@@ -42,7 +43,7 @@ func (k *keyring) revoke(id string) {
 func startAuth(t *testing.T) (*nativetest.Server, *keyring) {
 	t.Helper()
 	ring := &keyring{keys: credential.Static{keyA.AccessKeyID: keyA, keyAll.AccessKeyID: keyAll}}
-	srv, err := nativetest.StartWithOptions(t, smallConfig(), nativetest.NewMapTier(), []native.Option{native.WithAuth(ring)},
+	srv, err := nativetest.StartWithOptions(t, smallConfig(), blocktest.New(), []native.Option{native.WithAuth(ring)},
 		block.Namespace{Name: "a"}, block.Namespace{Name: "b"})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/gateway/client"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
@@ -43,7 +44,7 @@ func TestBudgetBackpressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := nativetest.StartWithOptions(t, native.DefaultConfig(), nativetest.NewMapTier(), []native.Option{native.WithBudget(b)})
+	srv, err := nativetest.StartWithOptions(t, native.DefaultConfig(), blocktest.New(), []native.Option{native.WithBudget(b)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 func (c *conn) execute(req *wire.Request, start time.Time) *response {
 	s := c.s
 	h := req.Header
+	var ns block.Namespace
 	if h.Op != wire.OpPing && h.Op != wire.OpRelease {
 		// Authorization comes first: a namespace outside the key's scope
 		// answers PermissionDenied whether or not it exists.
@@ -29,11 +30,14 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 		if h.Flags&wire.FlagLinearizable != 0 {
 			// One sync for the whole frame; its reads then answer from
 			// this node's index, which holds every acknowledged write.
-			if _, err := s.store.Linearize(ctxstore.WithReadLevel(s.base, ctxstore.ReadLinearizable)); err != nil {
+			if _, err := s.store.LinearizeOptions(s.base, ctxstore.ReadOptions{Level: ctxstore.ReadLinearizable}); err != nil {
 				return errorResponse(h, start, errcode.Of(err), err.Error(), false)
 			}
 		}
-		if _, err := s.store.Namespace(req.Namespace); err != nil {
+		// The frame's one namespace lookup: its reads take it along
+		// (ctxstore.ReadOptions.Namespace) instead of looking it up again.
+		var err error
+		if ns, err = s.store.Namespace(req.Namespace); err != nil {
 			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
 		}
 	}
@@ -58,7 +62,7 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 		}
 		s.met.Bytes(Proto, in, 0)
 	case wire.OpGet:
-		return c.get(req, r, b)
+		return c.get(req, r, b, ns)
 	case wire.OpDescribe:
 		b = c.describe(req, b)
 	case wire.OpRelease:
@@ -104,11 +108,7 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 				return errorResponse(h, start, errcode.Of(err), fmt.Sprintf("key %d: %v", i, err), false)
 			}
 		}
-		lctx := ctx
-		if req.Retain > 0 {
-			lctx = block.WithRetain(ctx, req.Retain)
-		}
-		n, err := s.store.Lookup(lctx, req.Keys)
+		n, err := s.store.Lookup(ctx, req.Keys, ctxstore.ReadOptions{Namespace: ns, Retain: req.Retain})
 		if err != nil {
 			return errorResponse(h, start, errcode.Of(err), err.Error(), false)
 		}
@@ -135,19 +135,16 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 // covers the tier's memory too. On a connection whose client declared that
 // it verifies (wire.HelloVerifiesGets) the DRAM tier skips its own pass,
 // unless the request asks for it (wire.FlagVerifyAtRest: the client's
-// check failed and it reads again).
-func (c *conn) get(req *wire.Request, r *response, b []byte) *response {
+// check failed and it reads again). ns is the frame's namespace, looked up
+// by execute. The frame's reads are local: a linearizable frame was synced
+// once by execute.
+func (c *conn) get(req *wire.Request, r *response, b []byte, ns block.Namespace) *response {
 	s := c.s
 	h := req.Header
 	op := h.Op.String()
 	ctx := s.base
 	atRest := h.Flags&wire.FlagVerifyAtRest != 0
-	if c.readerVerifies && !atRest {
-		ctx = s.readerCtx
-	}
-	if req.Retain > 0 {
-		ctx = block.WithRetain(ctx, req.Retain)
-	}
+	opts := ctxstore.ReadOptions{Namespace: ns, ReaderVerifies: c.readerVerifies && !atRest, Retain: req.Retain}
 	room := int64(s.limits.MaxResponseSize) - wire.HeaderSize
 	var used int64
 	// cuts[i] is where, in b, block i's payload goes (-1: none).
@@ -158,7 +155,7 @@ func (c *conn) get(req *wire.Request, r *response, b []byte) *response {
 		err := keyErr(req, i)
 		var ref *block.Ref
 		if err == nil {
-			ref, err = s.store.Get(ctx, k)
+			ref, err = s.store.Read(ctx, k, opts)
 		}
 		if atRest {
 			// Rare: the client received bytes that did not match their

@@ -46,10 +46,6 @@ type Server struct {
 	// that Shutdown lets in-flight requests finish.
 	base   context.Context
 	cancel context.CancelFunc
-	// readerCtx is base marked block.WithReaderVerify: the context of the
-	// GETs of a connection whose client verifies every block itself
-	// (wire.HelloVerifiesGets), so the DRAM tier skips its own pass.
-	readerCtx context.Context
 
 	// conns accepts and tracks the connections.
 	conns *listener.Set
@@ -69,7 +65,7 @@ func New(cfg Config, store *ctxstore.Store, met *metrics.Metrics, log *slog.Logg
 	base, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, store: store, met: met, log: log.With("proto", Proto),
-		limits: cfg.limits(), base: base, cancel: cancel, readerCtx: block.WithReaderVerify(base),
+		limits: cfg.limits(), base: base, cancel: cancel,
 	}
 	s.conns = listener.New(listener.Config{OnClose: cancel, Log: s.log})
 	for _, o := range opts {

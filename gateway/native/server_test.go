@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native"
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
@@ -316,15 +317,15 @@ func TestResponseSizeLimit(t *testing.T) {
 
 // gateTier holds every Get until released, to keep a request in flight.
 type gateTier struct {
-	*nativetest.MapTier
+	*blocktest.Tier
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (g *gateTier) Get(ctx context.Context, k block.Key) (*block.Ref, error) {
+func (g *gateTier) Get(ctx context.Context, k block.Key, opts block.GetOptions) (*block.Ref, error) {
 	g.entered <- struct{}{}
 	<-g.release
-	return g.MapTier.Get(ctx, k)
+	return g.Tier.Get(ctx, k, opts)
 }
 
 func TestShutdownDrains(t *testing.T) {
@@ -335,7 +336,7 @@ func TestShutdownDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Rebuild a server over a gated view of the same tier.
-	g := &gateTier{MapTier: srv.Tier, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	g := &gateTier{Tier: srv.Tier, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	gsrv, err := nativetest.StartWithTier(t, smallConfig(), g)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native/nativetest"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
@@ -64,7 +65,7 @@ func TestHelloVerifiesGets(t *testing.T) {
 // those that ask for verification at rest; the flag is refused (without
 // closing) on anything but GET.
 func TestGetReaderVerifyMark(t *testing.T) {
-	mt := nativetest.NewMapTier()
+	mt := blocktest.New()
 	srv, err := nativetest.StartWithTier(t, smallConfig(), mt)
 	if err != nil {
 		t.Fatal(err)

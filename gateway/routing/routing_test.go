@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 	"github.com/ctxtier/ctxtier/gateway/kvevent"
@@ -126,8 +127,8 @@ func TestHTTPErrors(t *testing.T) {
 // read retain window of each lookup.
 type retainTier struct{ got []time.Duration }
 
-func (f *retainTier) Lookup(ctx context.Context, keys []block.Key) (int, error) {
-	f.got = append(f.got, block.RetainFrom(ctx))
+func (f *retainTier) Lookup(_ context.Context, keys []block.Key, opts ctxstore.ReadOptions) (int, error) {
+	f.got = append(f.got, opts.Retain)
 	return len(keys), nil
 }
 

@@ -22,6 +22,7 @@ const module = "github.com/ctxtier/ctxtier"
 // no layer fails the test, so a new top-level folder must be placed here.
 var layerOf = []struct{ prefix, layer string }{
 	{"ctxstore/block", "block"},
+	{"ctxstore/block/blocktest", "testkit"},
 	{"ctxstore/block/descriptor", "leaf"},
 	{"ctxstore/router/query", "leaf"},
 	{"ctxstore", "ctxstore"},
@@ -62,9 +63,13 @@ var layerOf = []struct{ prefix, layer string }{
 // (TestControlPathsOutsideGateway). The Go client (client)
 // depends on leaves and internal helpers (exactly which: clientMay below)
 // and only programs (cmd) import it: no part of the
-// server calls another node through it.
+// server calls another node through it. The in-memory block store of the
+// tests (testkit: ctxstore/block/blocktest) imports only the block leaf, so
+// the tests of every layer can use it; outside tests only the test kits
+// that build on it import it (rule below).
 var mayImport = map[string][]string{
 	"block":     {},
+	"testkit":   {"block"},
 	"leaf":      {"block", "leaf"},
 	"client":    {"block", "leaf", "internal"},
 	"internal":  {"block", "internal"},
@@ -73,7 +78,7 @@ var mayImport = map[string][]string{
 	"ctxstore":  {"block", "leaf", "ctxstore", "raft", "tiers", "internal", "transport", "control"},
 	"transport": {"block", "leaf", "ctxstore", "transport", "internal"},
 	"control":   {"block", "leaf", "ctxstore", "control", "internal"},
-	"gateway":   {"block", "leaf", "ctxstore", "gateway", "internal", "control"},
+	"gateway":   {"block", "leaf", "ctxstore", "gateway", "internal", "control", "testkit"},
 	"sim":       {"block", "leaf", "ctxstore", "tiers", "sim", "internal"},
 	"cmd":       {"block", "leaf", "client", "ctxstore", "transport", "control", "raft", "tiers", "gateway", "internal", "sim", "cmd"},
 }
@@ -82,8 +87,10 @@ var mayImport = map[string][]string{
 // benchmark tool's library, not part of the server; the transport is
 // assembled by ctxd alone; the cluster's control traffic is the cluster
 // API's transport and no other gateway's; the client is for programs,
-// never for a node calling another node.
+// never for a node calling another node; the block test kit is for tests
+// and the test kits over it, never for the server.
 var onlyImportedBy = map[string][]string{
+	"testkit":   {"gateway/native/nativetest"},
 	"sim":       {"sim/", "cmd/ctxbench"},
 	"cmd":       {"cmd/"},
 	"transport": {"ctxstore/cluster", "ctxstore/cluster/", "cmd/ctxd"},
@@ -401,6 +408,17 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"another gateway imports control", func(g graph) { add(g, "gateway/native", "ctxstore/cluster/control") }, nil, 1, 0},
 		{"the domain imports control", func(g graph) { add(g, "ctxstore", "ctxstore/cluster/control") }, nil, 1, 0},
 		{"ctxctl imports control", func(g graph) { add(g, "cmd/ctxctl", "ctxstore/cluster/control") }, nil, 0, 0},
+		{"the native test kit imports the block test kit", func(g graph) {
+			g["ctxstore/block/blocktest"] = pkg{ImportPath: "ctxstore/block/blocktest", Imports: []string{"ctxstore/block"}}
+			g["gateway/native/nativetest"] = pkg{ImportPath: "gateway/native/nativetest", Imports: []string{"gateway/native", "ctxstore/block/blocktest"}}
+		}, nil, 0, 0},
+		{"the server imports the block test kit", func(g graph) {
+			g["ctxstore/block/blocktest"] = pkg{ImportPath: "ctxstore/block/blocktest", Imports: []string{"ctxstore/block"}}
+			add(g, "gateway/native", "ctxstore/block/blocktest")
+		}, nil, 1, 0},
+		{"the block test kit imports the domain", func(g graph) {
+			g["ctxstore/block/blocktest"] = pkg{ImportPath: "ctxstore/block/blocktest", Imports: []string{"ctxstore/block", "ctxstore"}}
+		}, nil, 1, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
@@ -27,7 +28,7 @@ func TestAttentionTermRaisesTheTierGainOnLongPrefixes(t *testing.T) {
 	gain := func(attention bool) float64 {
 		c := cfg
 		c.Prefill.Attention = attention
-		rep := run(t, c, newMemTier(0), reqs)
+		rep := run(t, c, blocktest.New(), reqs)
 		nc, st := rep.Policy(NoCache).Records[1], rep.Policy(SharedTier).Records[1]
 		if st.TierBlocks != 200 || st.ComputeTokens != 4 || nc.ComputeTokens != 804 {
 			t.Fatalf("attention %v: shared tier %+v, no cache %+v", attention, st, nc)

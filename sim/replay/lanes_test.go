@@ -4,34 +4,36 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/sim/trace"
 )
 
-// laneTier is one worker's own client of a shared memTier: it counts the
-// calls that came through it.
+// laneTier is one worker's own client of a shared in-memory tier: it
+// counts the calls that came through it.
 type laneTier struct {
-	*memTier
+	*blocktest.Tier
 	calls atomic.Int64
 }
 
 func (l *laneTier) Lookup(ctx context.Context, keys []block.Key) (int, error) {
 	l.calls.Add(1)
-	return l.memTier.Lookup(ctx, keys)
+	return l.Tier.Lookup(ctx, keys)
 }
 
 func (l *laneTier) GetBatchInto(ctx context.Context, keys []block.Key, bufs [][]byte) ([]int, []error, error) {
 	l.calls.Add(1)
-	return l.memTier.GetBatchInto(ctx, keys, bufs)
+	return l.Tier.GetBatchInto(ctx, keys, bufs)
 }
 
 func (l *laneTier) PutBatch(ctx context.Context, keys []block.Key, data [][]byte, opts []block.PutOptions) ([]error, error) {
 	l.calls.Add(1)
-	return l.memTier.PutBatch(ctx, keys, data, opts)
+	return l.Tier.PutBatch(ctx, keys, data, opts)
 }
 
 // TestConcurrentEqualsSequential checks the ordering rule (lanes.go): with
@@ -61,14 +63,13 @@ func TestConcurrentEqualsSequential(t *testing.T) {
 			cfg.PrefillWorkers = tc.workers
 			cfg.HBMBlocks = 6 // small: most hits must come from the tier
 			cfg.PutOverlap = tc.overlap
-			seq := run(t, cfg, newMemTier(0), reqs)
+			seq := run(t, cfg, blocktest.New(), reqs)
 
-			shared := newMemTier(0)
-			shared.putDelay = 300 * time.Microsecond
+			shared := blocktest.New(blocktest.WithPutDelay(300 * time.Microsecond))
 			var clients []TierClient
 			var lanes []*laneTier
 			for range min(tc.conc, tc.workers) {
-				l := &laneTier{memTier: shared}
+				l := &laneTier{Tier: shared}
 				lanes = append(lanes, l)
 				clients = append(clients, l)
 			}
@@ -89,8 +90,8 @@ func TestConcurrentEqualsSequential(t *testing.T) {
 			if tr := con.Policy(SharedTier); tr.TierHitBlocks == 0 {
 				t.Fatal("no tier hit: the comparison proves nothing")
 			}
-			if shared.maxInFlight < 2 {
-				t.Fatalf("at most %d put in flight at once: the calls were not concurrent", shared.maxInFlight)
+			if n := shared.Counts().MaxPutsInFlight; n < 2 {
+				t.Fatalf("at most %d put in flight at once: the calls were not concurrent", n)
 			}
 			// Each worker calls over its own lane's client.
 			for _, r := range con.Policy(SharedTier).Records {
@@ -98,7 +99,7 @@ func TestConcurrentEqualsSequential(t *testing.T) {
 					t.Errorf("worker %d's lane made no call", r.Worker)
 				}
 			}
-			t.Logf("%d puts in flight at most", shared.maxInFlight)
+			t.Logf("%d puts in flight at most", shared.Counts().MaxPutsInFlight)
 		})
 	}
 }
@@ -112,11 +113,11 @@ func TestConcurrentRunCountsMeasuredCalls(t *testing.T) {
 	cfg := testConfig()
 	cfg.HBMBlocks = 0
 	cfg.Policies = []Policy{SharedTier}
-	base := run(t, cfg, newMemTier(0), reqs).Policies[0].Records
+	base := run(t, cfg, blocktest.New(), reqs).Policies[0].Records
 	var ms atomic.Int64
 	tick := func() time.Time { return time.Unix(0, ms.Add(1)*int64(time.Millisecond)) }
 	cfg.Concurrency = 2
-	rep, err := Run(context.Background(), cfg, Deps{Tier: newMemTier(0), Now: tick}, reqs)
+	rep, err := Run(context.Background(), cfg, Deps{Tier: blocktest.New(), Now: tick}, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +139,8 @@ func TestConcurrentRunFailsOnFailedPut(t *testing.T) {
 	cfg := testConfig()
 	cfg.Policies = []Policy{SharedTier}
 	cfg.Concurrency = 2
-	tier := newMemTier(0)
-	tier.failPuts = true
+	tier := blocktest.New()
+	tier.FailPuts(fmt.Errorf("%w: the tier refuses puts", block.ErrUnavailable))
 	_, err := Run(context.Background(), cfg, Deps{Tier: tier, Now: still}, synthetic(50, 5))
 	if !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("err = %v, want the put's ErrUnavailable", err)
@@ -159,16 +160,16 @@ func TestOrderAllReadsAfterEveryPut(t *testing.T) {
 		cfg.PrefillWorkers, cfg.HBMBlocks = 4, 6
 		cfg.Policies = []Policy{SharedTier}
 		cfg.Concurrency, cfg.Ordering = 4, order
-		tier := newMemTier(0)
-		tier.putDelay = 300 * time.Microsecond
+		tier := blocktest.New(blocktest.WithPutDelay(300 * time.Microsecond))
 		if _, err := Run(context.Background(), cfg, Deps{Tier: tier, Now: still}, reqs); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: %d reads during puts, %d puts in flight at most", order, tier.readsInPuts, tier.maxInFlight)
+		n := tier.Counts()
+		t.Logf("%s: %d reads during puts, %d puts in flight at most", order, n.ReadsDuringPuts, n.MaxPutsInFlight)
 		switch {
-		case order == OrderAll && tier.readsInPuts != 0:
-			t.Errorf("%s: %d reads ran while a put was in flight", order, tier.readsInPuts)
-		case order == OrderBlocks && tier.readsInPuts == 0:
+		case order == OrderAll && n.ReadsDuringPuts != 0:
+			t.Errorf("%s: %d reads ran while a put was in flight", order, n.ReadsDuringPuts)
+		case order == OrderBlocks && n.ReadsDuringPuts == 0:
 			t.Errorf("%s: no read overlapped a put: the check cannot tell the orderings apart", order)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router"
 )
@@ -35,10 +36,11 @@ type LocalRouter struct {
 	ns string
 }
 
-// tierLookup adapts a TierClient to router.TierIndex.
+// tierLookup adapts a TierClient to router.TierIndex. The replay's queries
+// carry no read hint, so opts is not sent.
 type tierLookup struct{ c TierClient }
 
-func (t tierLookup) Lookup(ctx context.Context, keys []block.Key) (int, error) {
+func (t tierLookup) Lookup(ctx context.Context, keys []block.Key, _ ctxstore.ReadOptions) (int, error) {
 	return t.c.Lookup(ctx, keys)
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/internal/testdep"
 	"github.com/ctxtier/ctxtier/sim/trace"
 )
@@ -140,7 +141,7 @@ func TestSharedTierFetchesAcrossWorkers(t *testing.T) {
 	cfg := testConfig()
 	cfg.HBMBlocks = 0 // only the tier can hit
 	cfg.Policies = []Policy{SharedTier}
-	tier := newMemTier(0)
+	tier := blocktest.New()
 	rep := run(t, cfg, tier, []trace.Request{req(0, 12, 1, 1, 2, 3), req(1000, 16, 1, 1, 2, 3, 4)})
 	r := rep.Policies[0].Records[1]
 	if r.TierBlocks != 3 || r.HBMBlocks != 0 || r.ComputeTokens != 4 {
@@ -153,15 +154,20 @@ func TestSharedTierFetchesAcrossWorkers(t *testing.T) {
 	if !near(r.TTFT, r.FetchModeled+0.04+r.PutModeled) || r.PutBytes != 4000 {
 		t.Fatalf("ttft %v, put bytes %d: %+v", r.TTFT, r.PutBytes, r)
 	}
-	if len(tier.blocks) != 4 {
-		t.Fatalf("tier holds %d blocks, want 4", len(tier.blocks))
+	if n := tier.Len(); n != 4 {
+		t.Fatalf("tier holds %d blocks, want 4", n)
 	}
 	// Each put names its block's parent as an engine does: none for the
 	// chain's first block, the previous hash otherwise, also for block 4,
 	// put alone by the follow-up after fetching 1-3.
+	type parentOf struct {
+		hash uint64
+		has  bool
+	}
 	want := map[uint64]parentOf{1: {}, 2: {1, true}, 3: {2, true}, 4: {3, true}}
 	for h, p := range want {
-		if got := tier.parents[block.NewKey(cfg.Namespace, h)]; got != p {
+		o, _ := tier.PutOptions(block.NewKey(cfg.Namespace, h))
+		if got := (parentOf{o.Parent, o.HasParent}); got != p {
 			t.Errorf("block %d put with parent %+v, want %+v", h, got, p)
 		}
 	}
@@ -172,7 +178,7 @@ func TestSharedTierSeesBlocksOnlyOnceComputed(t *testing.T) {
 	cfg.Policies = []Policy{SharedTier}
 	// Same prompt twice at once: the second starts on the other worker before
 	// the first has put anything, so it cannot hit.
-	rep := run(t, cfg, newMemTier(0), []trace.Request{req(0, 8, 1, 1, 2), req(0, 8, 1, 1, 2)})
+	rep := run(t, cfg, blocktest.New(), []trace.Request{req(0, 8, 1, 1, 2), req(0, 8, 1, 1, 2)})
 	if h := rep.Policies[0].HitBlocks(); h != 0 {
 		t.Fatalf("%d hits on blocks not yet computed", h)
 	}
@@ -185,8 +191,7 @@ func TestSharedTierRejectsWrongBlock(t *testing.T) {
 	cfg := testConfig()
 	cfg.HBMBlocks = 0
 	cfg.Policies = []Policy{SharedTier}
-	tier := newMemTier(0)
-	tier.corrupt = true
+	tier := blocktest.New(blocktest.WithCorruptReads())
 	_, err := Run(context.Background(), cfg, Deps{Tier: tier, Now: still}, []trace.Request{req(0, 8, 1, 1, 2), req(1000, 8, 1, 1, 2)})
 	if !errors.Is(err, ErrWrongBlock) {
 		t.Fatalf("err = %v, want ErrWrongBlock", err)
@@ -197,7 +202,7 @@ func TestSharedTierEvictedBlockIsRecomputed(t *testing.T) {
 	cfg := testConfig()
 	cfg.HBMBlocks = 0
 	cfg.Policies = []Policy{SharedTier}
-	tier := newMemTier(2) // holds two blocks: the first request's head is evicted
+	tier := blocktest.New(blocktest.WithCapacity(2)) // holds two blocks: the first request's head is evicted
 	rep := run(t, cfg, tier, []trace.Request{req(0, 12, 1, 1, 2, 3), req(1000, 12, 1, 1, 2, 3)})
 	if r := rep.Policies[0].Records[1]; r.TierBlocks != 0 || r.ComputeTokens != 12 {
 		t.Fatalf("evicted head still hit: %+v", r)
@@ -208,8 +213,8 @@ func TestRunIsDeterministic(t *testing.T) {
 	reqs := synthetic(300, 11)
 	cfg := testConfig()
 	cfg.HBMBlocks = 20
-	a := run(t, cfg, newMemTier(0), reqs)
-	b := run(t, cfg, newMemTier(0), reqs)
+	a := run(t, cfg, blocktest.New(), reqs)
+	b := run(t, cfg, blocktest.New(), reqs)
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	if string(ja) != string(jb) {
@@ -257,7 +262,7 @@ func TestSharedTierReachesTheBound(t *testing.T) {
 	reqs := synthetic(400, 3)
 	cfg := testConfig()
 	cfg.HBMBlocks = 8
-	rep := run(t, cfg, newMemTier(0), reqs)
+	rep := run(t, cfg, blocktest.New(), reqs)
 	tierRes, nc := rep.Policy(SharedTier), rep.Policy(NoCache)
 	if tierRes.BlockHitRatio < 0.95*rep.InfiniteBlockHitRatio {
 		t.Fatalf("shared tier %.4f below 95%% of the bound %.4f", tierRes.BlockHitRatio, rep.InfiniteBlockHitRatio)
@@ -291,7 +296,7 @@ func TestSharedTierReachesTheBoundOnRealTrace(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.BytesScale = 1 << 16 // the fake tier copies bytes; keep them few
 			cfg.KeepRecords = false
-			rep := run(t, cfg, newMemTier(0), reqs)
+			rep := run(t, cfg, blocktest.New(), reqs)
 			tr := rep.Policy(SharedTier)
 			t.Logf("bound %.4f; shared tier %.4f; hbm-kv %.4f; hbm-rr %.4f; TTFT mean reduction %.1f%%",
 				rep.InfiniteBlockHitRatio, tr.BlockHitRatio, rep.Policy(HBMKVAware).BlockHitRatio,
@@ -404,14 +409,14 @@ func TestPutOverlapHidesTransferBehindCompute(t *testing.T) {
 	cfg.Policies = []Policy{SharedTier}
 	cfg.TierBytesPerSec = 1e5 // a 4000 B block: 36 ms modelled against 40 ms compute
 	reqs := []trace.Request{req(0, 8, 1, 1, 2)}
-	sync := run(t, cfg, newMemTier(0), reqs).Policies[0].Records[0]
+	sync := run(t, cfg, blocktest.New(), reqs).Policies[0].Records[0]
 	cfg.PutOverlap = true
-	over := run(t, cfg, newMemTier(0), reqs).Policies[0].Records[0]
+	over := run(t, cfg, blocktest.New(), reqs).Policies[0].Records[0]
 	if !near(sync.TTFT, 0.08+2*0.036) || !near(over.TTFT, 0.08) {
 		t.Fatalf("ttft sync %v (want 0.152), overlapped %v (want 0.08)", sync.TTFT, over.TTFT)
 	}
 	cfg.TierBytesPerSec = 2e4 // 180 ms per block: the transfer outlasts the compute
-	over = run(t, cfg, newMemTier(0), reqs).Policies[0].Records[0]
+	over = run(t, cfg, blocktest.New(), reqs).Policies[0].Records[0]
 	if !near(over.TTFT, 2*0.18) {
 		t.Fatalf("ttft overlapped %v, want 0.36", over.TTFT)
 	}

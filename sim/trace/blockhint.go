@@ -42,7 +42,7 @@ func (r *Request) BlockHint(i int, grace time.Duration, speed float64) (block.Re
 }
 
 // ReadRetain is the retain window the reads of r carry when the harness
-// says its session's context comes back (block.WithRetain): the window
+// says its session's context comes back (block.GetOptions.Retain): the window
 // BlockHint gives r's retained blocks (resume_within_ms plus grace, scaled
 // by 1/speed), which the simulator's hint policy extends every block r hits
 // to. It is 0 for a request without hints, without a resume window, or

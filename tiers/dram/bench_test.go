@@ -39,12 +39,12 @@ func BenchmarkGet(b *testing.B) {
 	var getNs [2]float64
 	for i, tc := range []struct {
 		name string
-		ctx  context.Context
-	}{{"verified", context.Background()}, {"readerverify", block.WithReaderVerify(context.Background())}} {
+		opts block.GetOptions
+	}{{"verified", block.GetOptions{}}, {"readerverify", block.GetOptions{ReaderVerifies: true}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				ref, err := tr.Get(tc.ctx, key(1))
+				ref, err := tr.Get(context.Background(), key(1), tc.opts)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -56,7 +56,7 @@ func BenchmarkGet(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					ref, err := tr.Get(tc.ctx, key(1))
+					ref, err := tr.Get(context.Background(), key(1), tc.opts)
 					if err != nil {
 						b.Error(err)
 						return

@@ -66,7 +66,7 @@ func TestCloseWaitsForWorkOutsideTheLock(t *testing.T) {
 						t.Errorf("put: %v", err)
 						return
 					}
-					ref, err := tr.Get(ctx, k)
+					ref, err := tr.Get(ctx, k, block.GetOptions{})
 					if errors.Is(err, block.ErrClosed) {
 						return
 					}
@@ -97,7 +97,7 @@ func TestCloseWaitsForWorkOutsideTheLock(t *testing.T) {
 		if err := tr.Put(context.Background(), key(-1), data, sum, block.PutOptions{}); !errors.Is(err, block.ErrClosed) {
 			t.Fatalf("Put after Close: %v, want ErrClosed", err)
 		}
-		if _, err := tr.Get(context.Background(), key(0)); !errors.Is(err, block.ErrClosed) {
+		if _, err := tr.Get(context.Background(), key(0), block.GetOptions{}); !errors.Is(err, block.ErrClosed) {
 			t.Fatalf("Get after Close: %v, want ErrClosed", err)
 		}
 	}

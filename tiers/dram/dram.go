@@ -167,7 +167,7 @@ type stats struct {
 	corruptions   atomic.Uint64
 	noSpace       atomic.Uint64
 	// readerVerified counts hits handed out unverified to a reader that
-	// checks the bytes itself (block.WithReaderVerify).
+	// checks the bytes itself (block.GetOptions.ReaderVerifies).
 	readerVerified atomic.Uint64
 	// quotaEvictions counts blocks evicted to keep their namespace within
 	// its quota; quotaRefused the puts refused with ErrQuotaExceeded.
@@ -188,7 +188,7 @@ type Stats struct {
 	Corruptions   uint64
 	NoSpace       uint64
 	// ReaderVerified counts the Hits that skipped the tier's at-rest check
-	// because the reader verifies the bytes end to end (block.WithReaderVerify).
+	// because the reader verifies the bytes end to end (block.GetOptions.ReaderVerifies).
 	ReaderVerified uint64
 	// QuotaEvictions are evictions made to keep a namespace within its
 	// quota; QuotaRefused the puts refused with block.ErrQuotaExceeded.
@@ -462,17 +462,18 @@ func (t *Tier) lookupLocked(key block.Key, now int64) (uint32, bool) {
 	return h, true
 }
 
-// Get returns a leased view of the block's verified bytes. Under
-// block.WithReaderVerify it skips its own pass over the bytes: the reader
+// Get returns a leased view of the block's verified bytes. With
+// opts.ReaderVerifies it skips its own pass over the bytes: the reader
 // checks them against Ref.Sum, the CRC-32C recorded at put time, and reads
-// again without the mark on a mismatch, which verifies, counts and drops a
+// again without it on a mismatch, which verifies, counts and drops a
 // corrupt block here (see docs/tiers.md, "Who verifies a read").
-func (t *Tier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
-	return t.get(key, !block.ReaderVerifies(ctx), block.RetainFrom(ctx))
+// opts.Retain > 0 re-arms the block's retain window.
+func (t *Tier) Get(_ context.Context, key block.Key, opts block.GetOptions) (*block.Ref, error) {
+	return t.get(key, !opts.ReaderVerifies, opts.Retain)
 }
 
 // get is Get; verify false leaves the check to the reader; retain > 0 is
-// the read's retain window (block.WithRetain).
+// the read's retain window (block.GetOptions.Retain).
 func (t *Tier) get(key block.Key, verify bool, retain time.Duration) (*block.Ref, error) {
 	now := t.now().UnixNano()
 	t.mu.Lock()

@@ -58,7 +58,7 @@ func TestPutGetRoundTrip(t *testing.T) {
 			if err := put(t, tr, key(i), data, block.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			ref, err := tr.Get(context.Background(), key(i))
+			ref, err := tr.Get(context.Background(), key(i), block.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestPutIdempotentAndConflict(t *testing.T) {
 	if err := put(t, tr, key(1), b, block.PutOptions{}); !errors.Is(err, block.ErrConflict) {
 		t.Fatalf("conflicting re-put: got %v, want ErrConflict", err)
 	}
-	ref, err := tr.Get(context.Background(), key(1))
+	ref, err := tr.Get(context.Background(), key(1), block.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +120,11 @@ func TestFillPastCapacity(t *testing.T) {
 	if err := tr.Pin(ctx, key(4), time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	lease, err := tr.Get(ctx, key(5))
+	lease, err := tr.Get(ctx, key(5), block.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	touch, err := tr.Get(ctx, key(6))
+	touch, err := tr.Get(ctx, key(6), block.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestTTLExpiry(t *testing.T) {
 		t.Fatal("block should be present before its TTL")
 	}
 	now = now.Add(2 * time.Second)
-	if _, err := tr.Get(context.Background(), key(0)); !errors.Is(err, block.ErrNotFound) {
+	if _, err := tr.Get(context.Background(), key(0), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("expired block: got %v, want ErrNotFound", err)
 	}
 	if s := tr.Stats(); s.Blocks != 0 || s.Expirations != 1 {
@@ -258,7 +258,7 @@ func TestCorruptionIsAMissNeverServed(t *testing.T) {
 	e := &tr.entries[tr.index[key(3)]]
 	tr.arena[int64(e.page)*PageSize+1234] ^= 0x40
 	tr.mu.Unlock()
-	if ref, err := tr.Get(context.Background(), key(3)); !errors.Is(err, block.ErrNotFound) {
+	if ref, err := tr.Get(context.Background(), key(3), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		if ref != nil {
 			ref.Release()
 		}
@@ -280,7 +280,7 @@ func TestDeleteWhileLeased(t *testing.T) {
 	if err := put(t, tr, key(4), data, block.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := tr.Get(context.Background(), key(4))
+	ref, err := tr.Get(context.Background(), key(4), block.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestConcurrentMixedLoad(t *testing.T) {
 						return
 					}
 				case 2:
-					ref, err := tr.Get(ctx, key(i))
+					ref, err := tr.Get(ctx, key(i), block.GetOptions{})
 					if err == nil {
 						if string(ref.Data) != string(d) {
 							errs <- fmt.Errorf("block %d: wrong bytes served", i)
@@ -411,7 +411,7 @@ func TestDemoteOnEvictionWriteBack(t *testing.T) {
 		// While being demoted the block is still readable from DRAM.
 		done := make(chan bool)
 		go func() {
-			ref, err := tr.Get(ctx, k)
+			ref, err := tr.Get(ctx, k, block.GetOptions{})
 			if err == nil {
 				ref.Release()
 			}

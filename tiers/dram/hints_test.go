@@ -69,7 +69,7 @@ func TestPutHintsReachPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 4 {
-				ref, err := tr.Get(context.Background(), key(i))
+				ref, err := tr.Get(context.Background(), key(i), block.GetOptions{})
 				if i == tc.evicted {
 					if !errors.Is(err, block.ErrNotFound) {
 						t.Fatalf("block %d should have been evicted: %v", i, err)

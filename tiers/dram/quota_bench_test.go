@@ -67,12 +67,11 @@ func BenchmarkQuotaEviction(b *testing.B) {
 			b.Fatalf("%s: no eviction happened", c.name)
 		}
 	}
-	rctx := block.WithReaderVerify(ctx)
 	var getNs float64
 	b.Run("get", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
-			ref, err := quota.Get(rctx, block.NewKey("q", uint64(i%resident)))
+			ref, err := quota.Get(ctx, block.NewKey("q", uint64(i%resident)), block.GetOptions{ReaderVerifies: true})
 			if err == nil {
 				ref.Release()
 			}

@@ -111,7 +111,7 @@ func TestQuotaEvictsOnlyOwnBlocks(t *testing.T) {
 				}
 			}
 			for i := range 10 {
-				ref, err := q.Get(ctx, nsKey("tenant-b", i))
+				ref, err := q.Get(ctx, nsKey("tenant-b", i), block.GetOptions{})
 				if err != nil {
 					t.Fatalf("tenant-b block %d lost: %v", i, err)
 				}
@@ -164,7 +164,7 @@ func TestQuotaLRUAndChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ref, err := q.Get(ctx, nsKey("a", 0)) // a/0 becomes the most recent
+	ref, err := q.Get(ctx, nsKey("a", 0), block.GetOptions{}) // a/0 becomes the most recent
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
@@ -17,25 +18,24 @@ func flip(tr *Tier, k block.Key, at int64) {
 	tr.mu.Unlock()
 }
 
-// A read under block.WithReaderVerify skips the tier's pass but hands out
-// the CRC-32C recorded at put time, so the reader's check catches a block
-// corrupted at rest; the reader's plain re-read then verifies, counts and
-// drops it. Every other read verifies as always.
+// A read with block.GetOptions.ReaderVerifies skips the tier's pass but
+// hands out the CRC-32C recorded at put time, so the reader's check catches
+// a block corrupted at rest; the reader's plain re-read then verifies,
+// counts and drops it. Every other read verifies as always.
 func TestReaderVerifyGet(t *testing.T) {
 	bg := context.Background()
-	marked := block.WithReaderVerify(bg)
 	cases := []struct {
 		name    string
-		ctx     context.Context
+		opts    block.GetOptions
 		corrupt bool
 		skips   bool // the tier leaves the check to the reader
 	}{
-		{"plain, intact", bg, false, false},
-		{"marked, intact", marked, false, true},
-		{"mark removed, intact", block.WithoutReaderVerify(marked), false, false},
-		{"plain, corrupt", bg, true, false},
-		{"marked, corrupt", marked, true, true},
-		{"mark removed, corrupt", block.WithoutReaderVerify(marked), true, false},
+		{"plain, intact", block.GetOptions{}, false, false},
+		{"reader verifies, intact", block.GetOptions{ReaderVerifies: true}, false, true},
+		{"plain with a retain window, intact", block.GetOptions{Retain: time.Minute}, false, false},
+		{"plain, corrupt", block.GetOptions{}, true, false},
+		{"reader verifies, corrupt", block.GetOptions{ReaderVerifies: true}, true, true},
+		{"plain with a retain window, corrupt", block.GetOptions{Retain: time.Minute}, true, false},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,7 +49,7 @@ func TestReaderVerifyGet(t *testing.T) {
 			if tc.corrupt {
 				flip(tr, k, 4321)
 			}
-			ref, err := tr.Get(tc.ctx, k)
+			ref, err := tr.Get(bg, k, tc.opts)
 			s := tr.Stats()
 			switch {
 			case tc.corrupt && !tc.skips:
@@ -83,7 +83,7 @@ func TestReaderVerifyGet(t *testing.T) {
 			}
 			ref.Release()
 			// The reader's re-read without the mark: verified, counted, dropped.
-			if _, err := tr.Get(bg, k); !errors.Is(err, block.ErrNotFound) {
+			if _, err := tr.Get(bg, k, block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 				t.Fatalf("re-read of the corrupt block: %v, want ErrNotFound", err)
 			}
 			if s := tr.Stats(); s.Corruptions != 1 || s.Blocks != 0 || tr.Contains(k) {
@@ -93,14 +93,14 @@ func TestReaderVerifyGet(t *testing.T) {
 	}
 }
 
-// Descriptor verifies the bytes whatever the context says.
+// Descriptor verifies the bytes: it takes no read options.
 func TestDescriptorIgnoresReaderVerify(t *testing.T) {
 	tr := newTier(t, 1<<20)
 	if err := put(t, tr, key(1), payload(1, 5000), block.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	flip(tr, key(1), 7)
-	if _, _, err := tr.Descriptor(block.WithReaderVerify(context.Background()), key(1)); !errors.Is(err, block.ErrNotFound) {
+	if _, _, err := tr.Descriptor(context.Background(), key(1)); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("Descriptor of a corrupt block: %v, want ErrNotFound", err)
 	}
 	if s := tr.Stats(); s.Corruptions != 1 || s.ReaderVerified != 0 || tr.Contains(key(1)) {

@@ -28,7 +28,7 @@ func TestFileRange(t *testing.T) {
 			if err := put(t, tr, key(i), data, block.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			ref, err := tr.Get(context.Background(), key(i))
+			ref, err := tr.Get(context.Background(), key(i), block.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestGetAllocatesOnlyTheRef(t *testing.T) {
 	}
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(200, func() {
-		ref, err := tr.Get(ctx, key(1))
+		ref, err := tr.Get(ctx, key(1), block.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestGetAllocatesOnlyTheRef(t *testing.T) {
 	if allocs > 1 {
 		t.Fatalf("a DRAM Get and Release allocate %.1f objects, want 1 (the Ref)", allocs)
 	}
-	ref, err := tr.Get(ctx, key(1))
+	ref, err := tr.Get(ctx, key(1), block.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestGetAllocatesOnlyTheRef(t *testing.T) {
 	}
 	ref.Release()
 	ref.Release() // a second Release must not end another lease
-	if _, err := tr.Get(ctx, key(1)); err == nil {
+	if _, err := tr.Get(ctx, key(1), block.GetOptions{}); err == nil {
 		t.Fatal("the deleted block is still readable after its lease ended")
 	}
 }
@@ -109,7 +109,7 @@ func TestLeaseEndingAfterCloseTouchesNoOtherFile(t *testing.T) {
 	if err := put(t, tr, key(9), data, block.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := tr.Get(context.Background(), key(9))
+	ref, err := tr.Get(context.Background(), key(9), block.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func sessionKey(ns string, session uint64) uint64 {
 }
 
 // retainLocked re-arms the retain window of the tracked block h to end
-// retain after now (a read's block.WithRetain), if the policy honours
+// retain after now (a read's block.GetOptions.Retain), if the policy honours
 // hints.
 func (t *Tier) retainLocked(h uint32, now int64, retain time.Duration) {
 	if retain <= 0 {

@@ -10,7 +10,7 @@ import (
 )
 
 // TestReadRetainAndSessionRelease: with the hint-aware default policy, a
-// read's retain window (block.WithRetain on Get, or Retain as LOOKUP does)
+// read's retain window (block.GetOptions.Retain on Get, or Retain as LOOKUP does)
 // keeps an otherwise oldest block past an eviction, and ending a session
 // makes its own block (not its shared one) the next victim.
 func TestReadRetainAndSessionRelease(t *testing.T) {
@@ -19,11 +19,7 @@ func TestReadRetainAndSessionRelease(t *testing.T) {
 	type op func(t *testing.T, tr *Tier)
 	get := func(i int, retain time.Duration) op {
 		return func(t *testing.T, tr *Tier) {
-			c := ctx
-			if retain > 0 {
-				c = block.WithRetain(ctx, retain)
-			}
-			ref, err := tr.Get(c, key(i))
+			ref, err := tr.Get(ctx, key(i), block.GetOptions{Retain: retain})
 			if err != nil {
 				t.Fatal(err)
 			}

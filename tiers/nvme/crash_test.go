@@ -61,7 +61,7 @@ func TestCrashChild(t *testing.T) {
 				h := r.Uint64()
 				switch {
 				case w == 3 && i%4 == 0: // a reader, so that reclamation also relocates
-					if ref, err := tr.Get(ctx, key(h%512+seed<<32)); err == nil {
+					if ref, err := tr.Get(ctx, key(h%512+seed<<32), block.GetOptions{}); err == nil {
 						ref.Release()
 					}
 					continue
@@ -119,7 +119,7 @@ func TestCrashRecovery(t *testing.T) {
 				t.Logf("round %d: killed after %d acks (%d distinct); recovery %+v", round, killAfter, len(a), rep)
 				ctx := context.Background()
 				for h := range acked {
-					ref, err := tr.Get(ctx, key(h))
+					ref, err := tr.Get(ctx, key(h), block.GetOptions{})
 					if err != nil {
 						if tc.keep && !deleted[h] {
 							t.Errorf("acked block %x lost: %v", h, err)
@@ -136,7 +136,7 @@ func TestCrashRecovery(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, in := range infos {
-					ref, err := tr.Get(ctx, in.Key)
+					ref, err := tr.Get(ctx, in.Key, block.GetOptions{})
 					if err != nil {
 						t.Errorf("indexed block %s unreadable: %v", in.Key, err)
 						continue

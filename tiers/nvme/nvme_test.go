@@ -67,7 +67,7 @@ func put(t testing.TB, tr *Tier, k block.Key, data []byte, opts block.PutOptions
 
 func mustGet(t testing.TB, tr *Tier, k block.Key, want []byte) {
 	t.Helper()
-	ref, err := tr.Get(context.Background(), k)
+	ref, err := tr.Get(context.Background(), k, block.GetOptions{})
 	if err != nil {
 		t.Fatalf("get %s: %v", k, err)
 	}
@@ -205,7 +205,7 @@ func TestPutGetSizes(t *testing.T) {
 	if s.Blocks != int64(len(cases)) || s.Puts != uint64(len(cases)) || s.Hits != uint64(len(cases)) {
 		t.Fatalf("stats %+v", s)
 	}
-	if _, err := tr.Get(context.Background(), key(999)); !errors.Is(err, block.ErrNotFound) {
+	if _, err := tr.Get(context.Background(), key(999), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("missing key: %v", err)
 	}
 	if tr.Stats().Misses != 1 {
@@ -310,7 +310,7 @@ func TestDeletePinStatContains(t *testing.T) {
 	if tr.Contains(key(3)) {
 		t.Fatal("expired block visible")
 	}
-	if _, err := tr.Get(ctx, key(3)); !errors.Is(err, block.ErrNotFound) {
+	if _, err := tr.Get(ctx, key(3), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		t.Fatal(err)
 	}
 }
@@ -414,7 +414,7 @@ func TestCorruptionIsACountedMiss(t *testing.T) {
 				t.Fatalf("descriptor.ReadExtent of a damaged extent: %v", err)
 			}
 			for range 2 {
-				if ref, err := tr.Get(ctx, key(2)); !errors.Is(err, block.ErrNotFound) {
+				if ref, err := tr.Get(ctx, key(2), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 					ref.Release()
 					t.Fatalf("damaged block served: %v", err)
 				}
@@ -494,7 +494,7 @@ func TestClosed(t *testing.T) {
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tr.Get(context.Background(), key(1)); !errors.Is(err, block.ErrClosed) {
+	if _, err := tr.Get(context.Background(), key(1), block.GetOptions{}); !errors.Is(err, block.ErrClosed) {
 		t.Fatal(err)
 	}
 	if err := tr.Put(context.Background(), key(2), []byte("y"), block.Checksum([]byte("y")), block.PutOptions{}); !errors.Is(err, block.ErrClosed) {

@@ -190,7 +190,7 @@ func (t *Tier) live(key block.Key, now int64) (entry, bool, error) {
 // Get returns the block's verified bytes, read with one aligned read into a
 // pooled buffer that Release returns. A block that fails verification is
 // dropped, counted, and reported as block.ErrNotFound.
-func (t *Tier) Get(_ context.Context, key block.Key) (*block.Ref, error) {
+func (t *Tier) Get(_ context.Context, key block.Key, _ block.GetOptions) (*block.Ref, error) {
 	if err := t.enter(); err != nil {
 		return nil, err
 	}

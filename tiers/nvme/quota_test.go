@@ -73,7 +73,7 @@ func TestNVMeQuota(t *testing.T) {
 					t.Fatalf("put %d: %v", i, err)
 				}
 				if i == 0 && tt.readFirst {
-					ref, err := tr.Get(ctx, k)
+					ref, err := tr.Get(ctx, k, block.GetOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}

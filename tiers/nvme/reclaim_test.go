@@ -183,7 +183,7 @@ func TestConcurrentChurn(t *testing.T) {
 					time.Sleep(time.Millisecond)
 					continue
 				}
-				ref, err := tr.Get(ctx, key(h))
+				ref, err := tr.Get(ctx, key(h), block.GetOptions{})
 				if err != nil {
 					continue
 				}

@@ -160,7 +160,7 @@ func TestVerifyOnOpenDropsHeaderMismatch(t *testing.T) {
 	if rep := tr.Recovery(); rep.Dropped != 1 || rep.Entries != 2 {
 		t.Fatalf("recovery %+v", rep)
 	}
-	if _, err := tr.Get(context.Background(), key(0)); !errors.Is(err, block.ErrNotFound) {
+	if _, err := tr.Get(context.Background(), key(0), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		t.Fatal(err)
 	}
 }

@@ -85,7 +85,7 @@ func TestFilesystemBoundsTheTier(t *testing.T) {
 	// Every block is either still served with its bytes or was evicted.
 	for i := range 60 {
 		k := key(uint64(i))
-		ref, err := tr.Get(ctx, k)
+		ref, err := tr.Get(ctx, k, block.GetOptions{})
 		switch {
 		case err == nil:
 			ref.Release()
@@ -115,7 +115,7 @@ func TestFilesystemBoundsTheTier(t *testing.T) {
 		t.Fatal("nothing held before the disk filled")
 	}
 	for k := range held {
-		ref, err := tr.Get(ctx, k)
+		ref, err := tr.Get(ctx, k, block.GetOptions{})
 		if err != nil {
 			t.Fatalf("get %v on a full disk: %v", k, err)
 		}
@@ -212,7 +212,7 @@ func TestOpenMakesRoom(t *testing.T) {
 		t.Fatalf("%d free after making room, floor %d", free(), cfg.MinFree)
 	}
 	mustGet(t, tr, key(29), payload(29, size)) // the newest block stays
-	if _, err := tr.Get(ctx, key(0)); !errors.Is(err, block.ErrNotFound) {
+	if _, err := tr.Get(ctx, key(0), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("the oldest block: %v, want NotFound (its segment was removed)", err)
 	}
 	if err := tr.Close(); err != nil {
@@ -296,7 +296,7 @@ func TestIndexWritesNeedRoom(t *testing.T) {
 	}
 	// Reads serve what is still indexed, without writing (touch is skipped).
 	for k := range tr.keysForTest(t) {
-		ref, err := tr.Get(ctx, k)
+		ref, err := tr.Get(ctx, k, block.GetOptions{})
 		if err != nil {
 			t.Fatalf("get %v below half the floor: %v", k, err)
 		}

@@ -79,7 +79,7 @@ func TestVersityDemoteEvictRestore(t *testing.T) {
 	}
 	fromS3 := 0
 	for i := 0; i < n; i++ {
-		ref, err := m.Get(ctx, key(i))
+		ref, err := m.Get(ctx, key(i), block.GetOptions{})
 		if err != nil {
 			t.Fatalf("get %d: %v", i, err)
 		}
@@ -135,17 +135,17 @@ func TestVersityRangedReadsOutageAndRecovery(t *testing.T) {
 	// A get with the server down fails (bounded by GetTimeout; the 30 s
 	// here only catches a hang, the time is logged).
 	start := time.Now()
-	_, err := tr.Get(ctx, key(5))
+	_, err := tr.Get(ctx, key(5), block.GetOptions{})
 	if !errors.Is(err, block.ErrUnavailable) || time.Since(start) > 30*time.Second {
 		t.Fatalf("get with the server down: %v after %v", err, time.Since(start))
 	}
 	t.Logf("get with the server down failed after %v", time.Since(start))
-	tr.Get(ctx, key(6))
+	tr.Get(ctx, key(6), block.GetOptions{})
 	// Then the breaker is open: the next get is refused without asking S3
 	// (counted as a fast fail, not as an S3 failure).
 	before := tr.Stats()
 	start = time.Now()
-	_, err = tr.Get(ctx, key(7))
+	_, err = tr.Get(ctx, key(7), block.GetOptions{})
 	took := time.Since(start)
 	after := tr.Stats()
 	if !errors.Is(err, block.ErrUnavailable) || !strings.Contains(err.Error(), "circuit open") {

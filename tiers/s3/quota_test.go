@@ -47,7 +47,7 @@ func putNS(t *testing.T, tr *Tier, ns string, i, size int, opts block.PutOptions
 
 func readNS(t *testing.T, tr *Tier, ns string, i, size int) error {
 	t.Helper()
-	ref, err := tr.Get(context.Background(), nsKey(ns, i))
+	ref, err := tr.Get(context.Background(), nsKey(ns, i), block.GetOptions{})
 	if err != nil {
 		return err
 	}

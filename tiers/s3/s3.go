@@ -552,7 +552,7 @@ func (t *Tier) expiredLocked(expires int64) bool {
 // the tier does not have is block.ErrNotFound at once; one S3 cannot serve
 // now is block.ErrUnavailable within GetTimeout, or at once while the
 // circuit breaker is open.
-func (t *Tier) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
+func (t *Tier) Get(ctx context.Context, key block.Key, _ block.GetOptions) (*block.Ref, error) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

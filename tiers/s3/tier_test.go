@@ -163,7 +163,7 @@ func openRebuilding(t *testing.T, cfg Config, st objectStore) *Tier {
 
 func mustGet(t *testing.T, tr *Tier, i, size int) {
 	t.Helper()
-	ref, err := tr.Get(context.Background(), key(i))
+	ref, err := tr.Get(context.Background(), key(i), block.GetOptions{})
 	if err != nil {
 		t.Fatalf("get %d: %v", i, err)
 	}
@@ -202,7 +202,7 @@ func TestPackRoundTrip(t *testing.T) {
 	if tr.Stats().Duplicates != 1 || tr.Stats().BufferedBytes != 0 {
 		t.Fatalf("duplicate: %+v", tr.Stats())
 	}
-	if _, err := tr.Get(context.Background(), key(99)); !errors.Is(err, block.ErrNotFound) {
+	if _, err := tr.Get(context.Background(), key(99), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("missing key: %v", err)
 	}
 }
@@ -274,7 +274,7 @@ func TestRebuildingAnswersUnavailable(t *testing.T) {
 	st.mu.Unlock()
 	cfg.Dir = t.TempDir() // no journal: rebuild from the bucket
 	again := openRebuilding(t, cfg, st)
-	if _, err := again.Get(context.Background(), key(1)); !errors.Is(err, block.ErrUnavailable) {
+	if _, err := again.Get(context.Background(), key(1), block.GetOptions{}); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("get while rebuilding: %v, want ErrUnavailable", err)
 	}
 	if _, err := again.Stat(context.Background(), key(1)); !errors.Is(err, block.ErrUnavailable) {
@@ -289,7 +289,7 @@ func TestRebuildingAnswersUnavailable(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	mustGet(t, again, 1, 500)
-	if _, err := again.Get(context.Background(), key(2)); !errors.Is(err, block.ErrNotFound) {
+	if _, err := again.Get(context.Background(), key(2), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("get of an unknown block after the rebuild: %v, want ErrNotFound", err)
 	}
 }
@@ -363,7 +363,7 @@ func TestCompactionRepacksLiveBlocks(t *testing.T) {
 	if err != nil || rep.PacksDeleted != 1 || st.count() != 1 {
 		t.Fatalf("second maintain: %+v %v, %d objects", rep, err, st.count())
 	}
-	if _, err := tr.Get(ctx, key(0)); !errors.Is(err, block.ErrNotFound) {
+	if _, err := tr.Get(ctx, key(0), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("deleted block: %v", err)
 	}
 }
@@ -397,12 +397,12 @@ func TestS3DownBoundsBufferAndFailsFast(t *testing.T) {
 	mustGet(t, tr, 12, 1000) // buffered blocks stay readable
 	// Gets of S3-only blocks fail with ErrUnavailable, then fast.
 	for i := 0; i < 2; i++ {
-		if _, err := tr.Get(ctx, key(i)); !errors.Is(err, block.ErrUnavailable) {
+		if _, err := tr.Get(ctx, key(i), block.GetOptions{}); !errors.Is(err, block.ErrUnavailable) {
 			t.Fatalf("get while down: %v", err)
 		}
 	}
 	reads := st.reads
-	_, err := tr.Get(ctx, key(2))
+	_, err := tr.Get(ctx, key(2), block.GetOptions{})
 	if !errors.Is(err, block.ErrUnavailable) || !strings.Contains(err.Error(), "circuit open") || st.reads != reads {
 		t.Fatalf("breaker: %v (reads %d→%d)", err, reads, st.reads)
 	}
@@ -441,7 +441,7 @@ func TestCorruptBlockIsNeverServed(t *testing.T) {
 	st.mu.Lock()
 	st.objects[l.Object][l.Offset+10] ^= 0xff
 	st.mu.Unlock()
-	_, err := tr.Get(ctx, key(1))
+	_, err := tr.Get(ctx, key(1), block.GetOptions{})
 	if !errors.Is(err, block.ErrNotFound) || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("corrupt get: %v", err)
 	}

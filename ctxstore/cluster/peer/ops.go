@@ -26,26 +26,27 @@ func itemErr(resp *wire.Response, j int) error {
 }
 
 // keyOp sends a one-key GET, DELETE or PIN and returns the key's outcome
-// (and, for a GET, its item). A GET carries the context's retain window
-// as a read hint to a member that reads them.
-func keyOp(ctx context.Context, l *link, op wire.Op, key block.Key, ttl time.Duration) error {
-	_, err := keyRequest(ctx, l, op, key, ttl)
+// (and, for a GET, its item). d is a PIN's TTL, and a GET's retain window
+// (block.GetOptions.Retain; 0: none), sent as a read hint to a member that
+// reads them.
+func keyOp(ctx context.Context, l *link, op wire.Op, key block.Key, d time.Duration) error {
+	_, err := keyRequest(ctx, l, op, key, d)
 	return err
 }
 
-func keyRequest(ctx context.Context, l *link, op wire.Op, key block.Key, ttl time.Duration) (*wire.ItemResult, error) {
+func keyRequest(ctx context.Context, l *link, op wire.Op, key block.Key, d time.Duration) (*wire.ItemResult, error) {
 	c, err := l.conn()
 	if err != nil {
 		return nil, err
 	}
 	var flags uint8
 	b := frameHead(key.Namespace, wire.ReadHintsSize+8+wire.KeySize)
-	if retain := block.RetainFrom(ctx); op == wire.OpGet && c.sessions && retain > 0 && block.ValidateRetain(retain) == nil {
+	if op == wire.OpGet && c.sessions && d > 0 && block.ValidateRetain(d) == nil {
 		flags |= wire.FlagReadHints
-		b = wire.AppendReadHints(b, retain)
+		b = wire.AppendReadHints(b, d)
 	}
 	if op == wire.OpPin {
-		ms := (ttl + time.Millisecond - 1) / time.Millisecond
+		ms := (d + time.Millisecond - 1) / time.Millisecond
 		b = binary.LittleEndian.AppendUint64(b, uint64(max(ms, 0)))
 	}
 	b = wire.AppendKey(b, key)
@@ -64,10 +65,10 @@ func keyRequest(ctx context.Context, l *link, op wire.Op, key block.Key, ttl tim
 // more (the serving tier verifies every shard read at rest, so a block
 // corrupt there is dropped and answered with an error, and one that went
 // wrong on the way arrives intact); a second mismatch is
-// block.ErrChecksum.
-func getVerified(ctx context.Context, l *link, key block.Key) ([]byte, uint32, error) {
+// block.ErrChecksum. retain is the read's retain window (0: none).
+func getVerified(ctx context.Context, l *link, key block.Key, retain time.Duration) ([]byte, uint32, error) {
 	for try := 0; ; try++ {
-		it, err := keyRequest(ctx, l, wire.OpGet, key, 0)
+		it, err := keyRequest(ctx, l, wire.OpGet, key, retain)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -177,7 +177,7 @@ func (p *Peers) done(m cluster.Member, l *link, err error) error {
 // take m's shards and answer NotFound for them. A node that has no
 // identity block (an older version, or evicted) is taken at its word.
 func checkIdentity(ctx context.Context, l *link, m cluster.Member) error {
-	d, _, err := getVerified(ctx, l, cluster.IdentityKey)
+	d, _, err := getVerified(ctx, l, cluster.IdentityKey, 0)
 	switch {
 	case err == nil && string(d) == m.ID:
 		return nil
@@ -228,10 +228,11 @@ func (p *Peers) PutShards(ctx context.Context, m cluster.Member, shards []cluste
 
 // GetShard reads a shard from m and returns it with its CRC-32C: the
 // bytes were checked against that checksum, the one m stored with them, as
-// they arrived.
-func (p *Peers) GetShard(ctx context.Context, m cluster.Member, key block.Key) (data []byte, sum uint32, err error) {
+// they arrived. retain > 0 is the read's retain window, sent as a read
+// hint to a member that reads them.
+func (p *Peers) GetShard(ctx context.Context, m cluster.Member, key block.Key, retain time.Duration) (data []byte, sum uint32, err error) {
 	err = p.call(ctx, m, func(l *link) error {
-		data, sum, err = getVerified(ctx, l, key)
+		data, sum, err = getVerified(ctx, l, key, retain)
 		return err
 	})
 	if err != nil {

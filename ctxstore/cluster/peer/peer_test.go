@@ -110,7 +110,7 @@ func TestShardRoundTrip(t *testing.T) {
 		if !stack.Contains(k) {
 			t.Fatalf("%v not in the peer's tiers", k)
 		}
-		got, sum, err := p.GetShard(ctx, m, k)
+		got, sum, err := p.GetShard(ctx, m, k, 0)
 		if err != nil || string(got) != string(d) || sum != block.Checksum(d) {
 			t.Fatalf("get %v: %q %08x %v", k, got, sum, err)
 		}
@@ -127,7 +127,7 @@ func TestShardRoundTrip(t *testing.T) {
 	if err := p.DeleteShard(ctx, m, whole.WithShard(0)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.GetShard(ctx, m, whole.WithShard(0)); !errors.Is(err, block.ErrNotFound) {
+	if _, _, err := p.GetShard(ctx, m, whole.WithShard(0), 0); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("deleted shard: %v", err)
 	}
 	if !stack.Contains(whole) || !stack.Contains(whole.WithShard(2)) {
@@ -191,7 +191,7 @@ func TestShardTLS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, _, err := p.GetShard(ctx, m, k)
+			got, _, err := p.GetShard(ctx, m, k, 0)
 			if err != nil || string(got) != string(d) || !stack.Contains(k) {
 				t.Fatalf("get over tls: %q %v", got, err)
 			}
@@ -326,12 +326,12 @@ func TestPutShardsReportsEachShard(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("shard %d (%v): %v", i, s.Key, errs[i])
 		}
-		got, sum, err := p.GetShard(ctx, m, s.Key)
+		got, sum, err := p.GetShard(ctx, m, s.Key, 0)
 		if err != nil || string(got) != string(s.Data) || sum != s.Sum {
 			t.Fatalf("shard %d read back: %v", i, err)
 		}
 	}
-	if got, _, err := p.GetShard(ctx, m, taken); err != nil || string(got) != string(old) {
+	if got, _, err := p.GetShard(ctx, m, taken, 0); err != nil || string(got) != string(old) {
 		t.Fatalf("the conflicting shard changed the stored one: %q %v", got, err)
 	}
 	if stack.Contains(shards[23].Key) {
