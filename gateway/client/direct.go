@@ -189,10 +189,6 @@ func (c *Client) waitDescribe(ctx context.Context, p *pendingDescribe) (leases [
 	return leases, errs, err
 }
 
-// directChunk bounds how many bytes are copied before they are checksummed,
-// so the checksum reads them from cache.
-const directChunk = 64 << 10
-
 // ReadLease copies l's block into buf itself (a read-only mmap of the memory
 // file for DRAM, an O_DIRECT pread of the extent for NVMe, via
 // descriptor.ReadExtent) and verifies it: by CRC-32C, or for a DRAM block with
@@ -258,14 +254,10 @@ func (c *Client) readMem(l *Lease, buf []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	src := m[d.Offset : d.Offset+d.Length]
-	dst := buf[:d.Length]
-	var sum uint32
-	for off := 0; off < len(src); off += directChunk {
-		end := min(off+directChunk, len(src))
-		copy(dst[off:end], src[off:end])
-		sum = block.UpdateChecksum(sum, dst[off:end])
-	}
+	// One pass: CopyChecksum folds each byte into the CRC as it stores it
+	// (or copies and checksums cache-sized chunks where there is no fused
+	// kernel), and the CRC is of the bytes that landed in buf.
+	sum := block.CopyChecksum(buf[:d.Length], m[d.Offset:d.Offset+d.Length], 0)
 	st.mu.RUnlock()
 	if sum != d.Sum {
 		c.dropIfReplaced(d.Path)
