@@ -149,6 +149,7 @@ func (s *Store) preparePut(key block.Key, data []byte, opts block.PutOptions) (b
 	}
 	opts.Sum, opts.HasSum = sum, true
 	opts.WriteThrough = ns.WriteMode == block.WriteThrough
+	opts.Namespace = ns
 	return opts, nil
 }
 

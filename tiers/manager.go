@@ -326,7 +326,7 @@ func (m *Manager) lowerGet(ctx context.Context, key block.Key, opts block.GetOpt
 		return ref, false, nil
 	}
 	info, serr := m.lower.Stat(ctx, key)
-	popts := block.PutOptions{}
+	popts := block.PutOptions{Namespace: opts.Namespace}
 	if serr == nil {
 		popts.Priority, popts.HasPriority = info.Priority, true
 	}

@@ -147,4 +147,15 @@ type PutOptions struct {
 	// the harness ends the session (SessionReleaser), its blocks lose
 	// their retain windows and are evicted first, except shared ones.
 	Session uint64
+	// Namespace is key's namespace as the store resolved it for this put
+	// (Resolved), so no layer below looks it up again in the same request:
+	// the cluster takes the erasure code from it, a tier the namespace's
+	// quota. The zero value means a layer that needs it looks it up.
+	Namespace Namespace
+}
+
+// Resolved reports whether o.Namespace is the namespace named name, so a
+// layer may use it instead of looking name up.
+func (o *PutOptions) Resolved(name string) bool {
+	return name != "" && o.Namespace.Name == name
 }

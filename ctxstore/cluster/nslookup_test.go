@@ -68,3 +68,36 @@ func TestGetLooksNamespaceUpOnce(t *testing.T) {
 		t.Fatalf("replicated reads: %d local, %d remote; the test needs both", local, remote)
 	}
 }
+
+// A clustered Put looks its namespace up once on the node asked too: the
+// Store resolves it (PutOptions.Namespace), and the backend takes the
+// erasure code from it instead of looking it up in the FSM.
+func TestPutLooksNamespaceUpOnce(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	ctx := withTimeout(t, 30*time.Second)
+	for _, code := range []struct {
+		name string
+		k, m int
+	}{{"put-once-one-copy", 1, 0}, {"put-once-two-copies", 1, 1}, {"put-once-coded", 2, 1}} {
+		tc.createNS(code.name, code.k, code.m)
+		for i, n := range tc.nodes {
+			t.Run(code.name+"/"+n.id, func(t *testing.T) {
+				cat := catalogtest.NewCounting(n.node.Catalog())
+				s, err := ctxstore.New(ctxstore.DefaultConfig(), cat, n.backend, testLog())
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := block.NewKey(code.name, uint64(100+i))
+				data := payload(100+i, 100_000)
+				before := n.backend.nsLookups.Load()
+				if err := s.Put(ctx, key, data, block.PutOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if got, backend := cat.Lookups(), n.backend.nsLookups.Load()-before; got != 1 || backend != 0 {
+					t.Fatalf("namespace lookups: %d in the catalog, %d in the backend; want 1 and 0", got, backend)
+				}
+				mustGet(t, n.store, key, data)
+			})
+		}
+	}
+}

@@ -27,6 +27,15 @@ func (b *Backend) codeOf(ns string, opts *block.GetOptions) (*erasure.Code, erro
 	return b.code(ns)
 }
 
+// putCode is codeOf for a put: the erasure code of the namespace the Store
+// resolved for it (PutOptions.Namespace), else of ns looked up in the index.
+func (b *Backend) putCode(ns string, opts *block.PutOptions) (*erasure.Code, error) {
+	if opts.Resolved(ns) {
+		return erasure.New(opts.Namespace.DataShards, opts.Namespace.ParityShards)
+	}
+	return b.code(ns)
+}
+
 // namespaceCode returns the erasure code of namespace ns in f.
 func namespaceCode(f *fsm.FSM, ns string) (*erasure.Code, error) {
 	n, err := f.Namespace(ns)

@@ -213,7 +213,7 @@ func (b *Backend) planPut(ctx context.Context, key block.Key, data []byte, sum u
 			return nil, err
 		}
 	}
-	c, err := b.code(key.Namespace)
+	c, err := b.putCode(key.Namespace, &opts)
 	if err != nil {
 		return nil, err
 	}

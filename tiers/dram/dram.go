@@ -361,7 +361,7 @@ func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uin
 		t.mu.Unlock()
 		return err
 	}
-	page, pages, err := t.reserveLocked(ctx, key, size)
+	page, pages, err := t.reserveLocked(ctx, key, size, t.putQuota(key.Namespace, &opts))
 	if err != nil {
 		t.mu.Unlock()
 		return err

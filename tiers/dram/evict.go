@@ -12,12 +12,11 @@ import (
 // the policy says, after evicting the key's namespace's own blocks as far
 // as its quota needs (quota.go); the bytes are charged to the namespace. It
 // may release and retake t.mu while a victim is being demoted.
-func (t *Tier) reserveLocked(ctx context.Context, key block.Key, size int64) (uint32, uint32, error) {
+func (t *Tier) reserveLocked(ctx context.Context, key block.Key, size, quota int64) (uint32, uint32, error) {
 	pages := uint32((size + PageSize - 1) / PageSize)
 	if int64(pages) > int64(t.alloc.npages) {
 		return 0, 0, fmt.Errorf("%w: block of %d bytes exceeds the dram capacity", block.ErrTooLarge, size)
 	}
-	quota := t.quotaOf(key.Namespace)
 	for {
 		if t.closed {
 			return 0, 0, block.ErrClosed

@@ -117,6 +117,16 @@ func (t *Tier) quotaOf(ns string) int64 {
 	return max(t.cfg.Quota(ns), 0)
 }
 
+// putQuota is the DRAM quota of a put's namespace: from the put's options
+// when the store resolved the namespace for it (no second lookup), else
+// Config.Quota's. Without Config.Quota no namespace has a quota here.
+func (t *Tier) putQuota(ns string, opts *block.PutOptions) int64 {
+	if t.cfg.Quota != nil && opts.Resolved(ns) {
+		return max(opts.Namespace.Quota.DRAM, 0)
+	}
+	return t.quotaOf(ns)
+}
+
 // fitQuotaLocked evicts ns's own blocks until size more bytes fit in its
 // quota. It may release and retake t.mu (a demotion).
 func (t *Tier) fitQuotaLocked(ctx context.Context, key block.Key, size, quota int64) error {

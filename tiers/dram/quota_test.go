@@ -250,3 +250,46 @@ func TestQuotaConcurrentPuts(t *testing.T) {
 	}
 	t.Logf("%d puts refused while all of a's blocks were being demoted", refused.Load())
 }
+
+// TestQuotaFromResolvedNamespace: a put whose options carry the namespace
+// the store resolved for it (PutOptions.Namespace) takes the quota from
+// there and does not look the namespace up again; a put without it, or
+// with another namespace's, asks Config.Quota.
+func TestQuotaFromResolvedNamespace(t *testing.T) {
+	var asked atomic.Int64
+	cfg := DefaultConfig()
+	cfg.Capacity = 64 * PageSize
+	cfg.Quota = func(ns string) int64 { asked.Add(1); return 0 }
+	tr, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	ctx := context.Background()
+	resolved := block.PutOptions{Namespace: block.Namespace{Name: "q", Quota: block.Quota{DRAM: 2 * PageSize}}}
+	data := make([]byte, PageSize)
+	for i := range 3 {
+		data[0] = byte(i)
+		err := tr.Put(ctx, nsKey("q", i), data, block.Checksum(data), resolved)
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("Config.Quota asked %d times for puts that carried their namespace", n)
+	}
+	// The resolved quota (2 pages) held: the third put evicted the first.
+	if got := tr.NamespaceBytes()["q"]; got != 2*PageSize {
+		t.Fatalf("namespace q holds %d bytes, want its resolved quota %d", got, 2*PageSize)
+	}
+	other := block.PutOptions{Namespace: block.Namespace{Name: "other"}}
+	for i, opts := range []block.PutOptions{{}, other} {
+		data[0] = byte(10 + i)
+		if err := tr.Put(ctx, nsKey("q", 10+i), data, block.Checksum(data), opts); err != nil {
+			t.Fatal(err)
+		}
+		if n := asked.Load(); n != int64(i+1) {
+			t.Fatalf("put %d without q's options: Config.Quota asked %d times, want %d", i, n, i+1)
+		}
+	}
+}

@@ -90,7 +90,7 @@ func (t *Tier) Put(ctx context.Context, key block.Key, data []byte, sum uint32, 
 		t.st.expirations.Add(1)
 	}
 
-	release, err := t.admitQuota(ctx, key, size)
+	release, err := t.admitQuota(ctx, key, size, &opts)
 	if err != nil {
 		return err
 	}

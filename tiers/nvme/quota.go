@@ -42,9 +42,13 @@ func (t *Tier) nsAddLocked(ns string, n int64) {
 // admitQuota makes room in key's namespace for size more bytes and
 // reserves them; release (never nil) ends the reservation once the put is
 // indexed or has failed.
-func (t *Tier) admitQuota(ctx context.Context, key block.Key, size int64) (release func(), err error) {
+func (t *Tier) admitQuota(ctx context.Context, key block.Key, size int64, opts *block.PutOptions) (release func(), err error) {
 	ns := key.Namespace
 	quota := t.quotaOf(ns)
+	if t.cfg.Quota != nil && opts.Resolved(ns) {
+		// The store resolved the namespace for this put: no second lookup.
+		quota = max(opts.Namespace.Quota.NVMe, 0)
+	}
 	if quota == 0 {
 		return func() {}, nil
 	}
