@@ -6,24 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 )
-
-// syncingTier counts SyncRead calls over a DRAM tier.
-type syncingTier struct {
-	*dram.Tier
-	syncs atomic.Int32
-	err   error
-}
-
-func (t *syncingTier) SyncRead(context.Context) error {
-	t.syncs.Add(1)
-	return t.err
-}
 
 func TestReadLevelSyncsOncePerCall(t *testing.T) {
 	cat, err := OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
@@ -37,7 +25,7 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	tier := &syncingTier{Tier: d}
+	tier := &blocktest.Syncing{Storage: d}
 	s, err := New(DefaultConfig(), cat, tier, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +45,7 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 	cases := []struct {
 		name  string
 		read  func() error
-		syncs int32
+		syncs int64
 	}{
 		{"put", func() error { return s.Put(bg, keys[0], []byte("block"), block.PutOptions{}) }, 0},
 		{"get is local", func() error { r, err := s.Get(bg, keys[0]); r.Release(); return err }, 0},
@@ -100,16 +88,16 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := tier.syncs.Load()
+			before := tier.Syncs()
 			if err := tc.read(); err != nil {
 				t.Fatal(err)
 			}
-			if got := tier.syncs.Load() - before; got != tc.syncs {
+			if got := tier.Syncs() - before; got != tc.syncs {
 				t.Fatalf("%d syncs, want %d", got, tc.syncs)
 			}
 		})
 	}
-	tier.err = block.ErrUnavailable
+	tier.Err = block.ErrUnavailable
 	if _, err := s.Lookup(bg, keys, lin); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("failed sync: lookup %v", err)
 	}

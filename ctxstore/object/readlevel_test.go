@@ -3,33 +3,21 @@ package object
 import (
 	"bytes"
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 )
-
-// syncCounter is a tier made a ctxstore.ReadSyncer, as a cluster backend
-// is: it counts the syncs the store asks for.
-type syncCounter struct {
-	block.Storage
-	syncs atomic.Int32
-}
-
-func (t *syncCounter) SyncRead(context.Context) error {
-	t.syncs.Add(1)
-	return nil
-}
 
 // TestReadLevelIsExplicit: every read takes its level as a parameter, and
 // syncs once at ctxstore.ReadLinearizable (a listing or a part list too, not
 // once per block); the writes read locally except a conditional write and a
 // multipart completion, which read linearizable.
 func TestReadLevelIsExplicit(t *testing.T) {
-	var tier *syncCounter
+	var tier *blocktest.Syncing
 	bs := newBlockStoreOver(t, func(st block.Storage) block.Storage {
-		tier = &syncCounter{Storage: st}
+		tier = &blocktest.Syncing{Storage: st}
 		return tier
 	})
 	s, err := New(testObjectConfig(0), bs)
@@ -44,26 +32,24 @@ func TestReadLevelIsExplicit(t *testing.T) {
 	if _, err := s.PutObject(ctx, "obj", []byte("o"), bytes.NewReader([]byte("object")), PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	u, err := s.CreateUpload(ctx, "obj", []byte("m"), nil, block.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// upload begins an upload of key with one part.
+	upload := func(key string) (Upload, Meta) {
+		u, err := s.CreateUpload(ctx, "obj", []byte(key), nil, block.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := s.UploadPart(ctx, "obj", u.ID, 1, bytes.NewReader([]byte("part")), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u, part
 	}
-	part, err := s.UploadPart(ctx, "obj", u.ID, 1, bytes.NewReader([]byte("part")), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done, err := s.CreateUpload(ctx, "obj", []byte("d"), nil, block.PutOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	donePart, err := s.UploadPart(ctx, "obj", done.ID, 1, bytes.NewReader([]byte("part")), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	u, part := upload("m")
+	done, donePart := upload("d")
 	cases := []struct {
 		name  string
 		op    func() error
-		syncs int32
+		syncs int64
 	}{
 		{"get, local", func() error { v, err := s.Get(ctx, "default", []byte("k"), local); v.Release(); return err }, 0},
 		{"get", func() error { v, err := s.Get(ctx, "default", []byte("k"), lin); v.Release(); return err }, 1},
@@ -103,11 +89,11 @@ func TestReadLevelIsExplicit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := tier.syncs.Load()
+			before := tier.Syncs()
 			if err := tc.op(); err != nil {
 				t.Fatal(err)
 			}
-			if got := tier.syncs.Load() - before; got != tc.syncs {
+			if got := tier.Syncs() - before; got != tc.syncs {
 				t.Fatalf("%d syncs, want %d", got, tc.syncs)
 			}
 		})
