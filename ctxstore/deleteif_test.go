@@ -39,7 +39,7 @@ func TestDeleteIfRemovesOnlyTheVersionNamed(t *testing.T) {
 			if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
 				t.Fatalf("DeleteIf = %v, want %v", err, tc.want)
 			}
-			if ok, _ := s.Exists(ctx, key); ok != tc.present {
+			if ok, _ := s.Exists(ctx, key, ReadOptions{}); ok != tc.present {
 				t.Fatalf("present after DeleteIf: %v, want %v", ok, tc.present)
 			}
 		})

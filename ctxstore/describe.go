@@ -19,13 +19,13 @@ type Describer interface {
 // block.Descriptor and docs/tiers.md, "Leases and descriptors"). It is
 // block.ErrNotFound for a missing block and block.ErrUnavailable when the
 // tier hands out no descriptor for it (read it with Get). The caller must
-// call release.
-func (s *Store) Descriptor(ctx context.Context, key block.Key) (block.Descriptor, func(), error) {
-	ctx, err := s.Linearize(ctx)
-	if err != nil {
+// call release. It reads at opts.Level (opts.Namespace applies; the other
+// options do not).
+func (s *Store) Descriptor(ctx context.Context, key block.Key, opts ReadOptions) (block.Descriptor, func(), error) {
+	if err := s.sync(ctx, opts.Level); err != nil {
 		return block.Descriptor{}, nil, err
 	}
-	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
+	if _, err := s.resolve(key.Namespace, &opts.Namespace); err != nil {
 		return block.Descriptor{}, nil, err
 	}
 	d, ok := s.tier.(Describer)

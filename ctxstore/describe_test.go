@@ -25,7 +25,7 @@ func TestStoreDescriptorNeedsADescriber(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, _, err := s.Descriptor(ctx, tc.key); !errors.Is(err, tc.want) {
+			if _, _, err := s.Descriptor(ctx, tc.key, ReadOptions{}); !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 		})

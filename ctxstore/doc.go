@@ -5,7 +5,7 @@
 // node's tier stack. Namespaces come from a Catalog, which is a local file on a
 // single node and the Raft-replicated state in a cluster. A read looks its
 // namespace up once (or takes the one its caller resolved) and hands it down
-// to the tier with the read's other options (ReadOptions, block.GetOptions):
-// parameters, not context values, except the read level of the reads that
-// take no options (WithReadLevel).
+// to the tier with the read's other options (ReadOptions, block.GetOptions).
+// Every read, Get aside (a local read with the default options), takes its
+// ReadOptions, read level included, as a parameter, never from its context.
 package ctxstore

@@ -45,13 +45,13 @@ type Locator interface {
 
 // Locate says which nodes hold key's shards. It is block.ErrUnavailable
 // when the store is not clustered (its one node holds every block), and
-// block.ErrNotFound for a block that is not there.
-func (s *Store) Locate(ctx context.Context, key block.Key) (Location, error) {
-	ctx, err := s.Linearize(ctx)
-	if err != nil {
+// block.ErrNotFound for a block that is not there. It reads at opts.Level
+// (opts.Namespace applies; the other options do not).
+func (s *Store) Locate(ctx context.Context, key block.Key, opts ReadOptions) (Location, error) {
+	if err := s.sync(ctx, opts.Level); err != nil {
 		return Location{}, err
 	}
-	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
+	if _, err := s.resolve(key.Namespace, &opts.Namespace); err != nil {
 		return Location{}, err
 	}
 	l, ok := s.tier.(Locator)

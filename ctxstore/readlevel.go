@@ -8,10 +8,9 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
-// ReadLevel chooses how fresh a read must be. A Get or Lookup takes it
-// explicitly (ReadOptions.Level, Store.Read); the other reads (Stat, Exists,
-// List, Descriptor, Locate and their batch forms) still find it in their
-// context (WithReadLevel), where the HTTP API and ctxstore/object put it.
+// ReadLevel chooses how fresh a read must be. Every Store read takes it
+// explicitly, as ReadOptions.Level (Read, GetBatch, Lookup, Stat, Exists,
+// ExistsBatch, List, Descriptor, Locate); no read finds it in its context.
 type ReadLevel uint8
 
 // Read levels.
@@ -46,9 +45,13 @@ func ParseReadLevel(s string) (ReadLevel, error) {
 	return ReadLocal, fmt.Errorf("%w: read level %q (want local or linearizable)", block.ErrInvalidArgument, s)
 }
 
-// ReadOptions are the explicit options of a Store read (Read, GetBatch,
-// Lookup). The zero value reads at ReadLocal, looks the namespace up, has
-// the tier verify the bytes and carries no agent hint.
+// ReadOptions are the explicit options of every Store read. The zero value
+// reads at ReadLocal, looks the namespace up, has the tier verify the bytes
+// and carries no agent hint. Level and Namespace apply to every read;
+// ReaderVerifies only to the reads that return bytes (Read, GetBatch);
+// Retain only to Read, GetBatch and Lookup. The reads that return no bytes
+// (Stat, Exists, ExistsBatch, List, Descriptor, Locate) ignore the fields
+// that do not apply to them.
 type ReadOptions struct {
 	// Level is how fresh the read must be.
 	Level ReadLevel
@@ -66,21 +69,6 @@ type ReadOptions struct {
 	Retain time.Duration
 }
 
-type readLevelKey struct{}
-
-// WithReadLevel returns ctx carrying level for the Store reads that take no
-// ReadOptions (Stat, Exists, List, Descriptor, Locate, ExistsBatch) and for
-// Get, which reads at the level its context carries. Writes ignore it.
-func WithReadLevel(ctx context.Context, level ReadLevel) context.Context {
-	return context.WithValue(ctx, readLevelKey{}, level)
-}
-
-// ReadLevelOf returns the level ctx carries (ReadLocal when none).
-func ReadLevelOf(ctx context.Context) ReadLevel {
-	l, _ := ctx.Value(readLevelKey{}).(ReadLevel)
-	return l
-}
-
 // ReadSyncer is implemented by a Tier whose index is replicated
 // (ctxstore/cluster's Backend). SyncRead returns once this node's view holds
 // every write acknowledged, through any node, before the call. A tier
@@ -89,24 +77,12 @@ type ReadSyncer interface {
 	SyncRead(ctx context.Context) error
 }
 
-// Linearize prepares the reads made with ctx: when ctx asks for
-// ReadLinearizable it syncs the tier once (ReadSyncer) and returns a ctx
-// whose reads need no further sync, so a batch or a handler that reads many
-// keys pays for one sync. Otherwise it returns ctx unchanged.
-func (s *Store) Linearize(ctx context.Context) (context.Context, error) {
-	if ReadLevelOf(ctx) != ReadLinearizable {
-		return ctx, nil
-	}
-	if err := s.sync(ctx, ReadLinearizable); err != nil {
-		return ctx, err
-	}
-	return WithReadLevel(ctx, ReadLocal), nil
-}
-
-// LinearizeOptions is Linearize for explicit options: at ReadLinearizable
-// it syncs the tier once and returns opts at ReadLocal, so the reads made
-// with them need no further sync.
-func (s *Store) LinearizeOptions(ctx context.Context, opts ReadOptions) (ReadOptions, error) {
+// Linearize prepares a batch of reads made with opts: at ReadLinearizable
+// it syncs the tier once (ReadSyncer) and returns opts at ReadLocal, so the
+// reads made with them need no further sync and a batch, or a handler that
+// reads many keys, pays for one sync. At ReadLocal it returns opts as they
+// are.
+func (s *Store) Linearize(ctx context.Context, opts ReadOptions) (ReadOptions, error) {
 	if err := s.sync(ctx, opts.Level); err != nil {
 		return opts, err
 	}

@@ -3,26 +3,15 @@ package ctxstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 )
-
-// syncingTier counts SyncRead calls over a DRAM tier.
-type syncingTier struct {
-	*dram.Tier
-	syncs atomic.Int32
-	err   error
-}
-
-func (t *syncingTier) SyncRead(context.Context) error {
-	t.syncs.Add(1)
-	return t.err
-}
 
 func TestReadLevelSyncsOncePerCall(t *testing.T) {
 	cat, err := OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
@@ -36,7 +25,7 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	tier := &syncingTier{Tier: d}
+	tier := &blocktest.Syncing{Storage: d}
 	s, err := New(DefaultConfig(), cat, tier, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -44,50 +33,42 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 	bg := context.Background()
 	keys := []block.Key{block.NewKey("default", 1), block.NewKey("default", 2), block.NewKey("default", 3)}
 	for _, k := range keys {
-		if err := s.Put(WithReadLevel(bg, ReadLinearizable), k, []byte("block"), block.PutOptions{}); err != nil {
+		if err := s.Put(bg, k, []byte("block"), block.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	lin := WithReadLevel(bg, ReadLinearizable)
+	lin := ReadOptions{Level: ReadLinearizable}
 	ns, err := s.Namespace("default")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name  string
-		ctx   context.Context
-		read  func(ctx context.Context) error
-		syncs int32
+		read  func() error
+		syncs int64
 	}{
-		{"put ignores the level", lin, func(ctx context.Context) error { return s.Put(ctx, keys[0], []byte("block"), block.PutOptions{}) }, 0},
-		{"local get", bg, func(ctx context.Context) error { _, err := s.Get(ctx, keys[0]); return err }, 0},
-		{"explicit local", WithReadLevel(bg, ReadLocal), func(ctx context.Context) error { _, err := s.Exists(ctx, keys[0]); return err }, 0},
-		{"get", lin, func(ctx context.Context) error { r, err := s.Get(ctx, keys[0]); r.Release(); return err }, 1},
-		{"local read, namespace resolved", bg, func(ctx context.Context) error {
-			r, err := s.Read(ctx, keys[0], ReadOptions{Namespace: ns})
+		{"put", func() error { return s.Put(bg, keys[0], []byte("block"), block.PutOptions{}) }, 0},
+		{"get is local", func() error { r, err := s.Get(bg, keys[0]); r.Release(); return err }, 0},
+		{"explicit local", func() error { _, err := s.Exists(bg, keys[0], ReadOptions{Level: ReadLocal}); return err }, 0},
+		{"read", func() error { r, err := s.Read(bg, keys[0], lin); r.Release(); return err }, 1},
+		{"local read, namespace resolved", func() error {
+			r, err := s.Read(bg, keys[0], ReadOptions{Namespace: ns})
 			r.Release()
 			return err
 		}, 0},
-		{"linearizable read, namespace resolved", bg, func(ctx context.Context) error {
-			r, err := s.Read(ctx, keys[0], ReadOptions{Level: ReadLinearizable, Namespace: ns})
+		{"linearizable read, namespace resolved", func() error {
+			r, err := s.Read(bg, keys[0], ReadOptions{Level: ReadLinearizable, Namespace: ns})
 			r.Release()
 			return err
 		}, 1},
-		{"read ignores the context's level", lin, func(ctx context.Context) error {
-			r, err := s.Read(ctx, keys[0], ReadOptions{})
-			r.Release()
-			return err
-		}, 0},
-		{"stat", lin, func(ctx context.Context) error { _, err := s.Stat(ctx, keys[0]); return err }, 1},
-		{"exists", lin, func(ctx context.Context) error { _, err := s.Exists(ctx, keys[0]); return err }, 1},
-		{"lookup of 3", bg, func(ctx context.Context) error {
-			_, err := s.Lookup(ctx, keys, ReadOptions{Level: ReadLinearizable})
-			return err
-		}, 1},
-		{"local lookup of 3", lin, func(ctx context.Context) error { _, err := s.Lookup(ctx, keys, ReadOptions{}); return err }, 0},
-		{"list", lin, func(ctx context.Context) error { _, err := s.List(ctx, "default", "", "", 0); return err }, 1},
-		{"get batch of 3", bg, func(ctx context.Context) error {
-			refs, errs := s.GetBatch(ctx, keys, ReadOptions{Level: ReadLinearizable})
+		{"stat", func() error { _, err := s.Stat(bg, keys[0], lin); return err }, 1},
+		{"local stat", func() error { _, err := s.Stat(bg, keys[0], ReadOptions{}); return err }, 0},
+		{"exists", func() error { _, err := s.Exists(bg, keys[0], lin); return err }, 1},
+		{"lookup of 3", func() error { _, err := s.Lookup(bg, keys, lin); return err }, 1},
+		{"local lookup of 3", func() error { _, err := s.Lookup(bg, keys, ReadOptions{}); return err }, 0},
+		{"list", func() error { _, err := s.List(bg, "default", "", "", 0, lin); return err }, 1},
+		{"get batch of 3", func() error {
+			refs, errs := s.GetBatch(bg, keys, lin)
 			for i, r := range refs {
 				if errs[i] != nil {
 					return errs[i]
@@ -96,30 +77,40 @@ func TestReadLevelSyncsOncePerCall(t *testing.T) {
 			}
 			return nil
 		}, 1},
-		{"exists batch of 3", lin, func(ctx context.Context) error { _, errs := s.ExistsBatch(ctx, keys); return errors.Join(errs...) }, 1},
+		{"exists batch of 3", func() error { _, errs := s.ExistsBatch(bg, keys, lin); return errors.Join(errs...) }, 1},
+		{"linearize", func() error {
+			opts, err := s.Linearize(bg, lin)
+			if err == nil && opts.Level != ReadLocal {
+				return fmt.Errorf("linearized options read at %v", opts.Level)
+			}
+			return err
+		}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := tier.syncs.Load()
-			if err := tc.read(tc.ctx); err != nil {
+			before := tier.Syncs()
+			if err := tc.read(); err != nil {
 				t.Fatal(err)
 			}
-			if got := tier.syncs.Load() - before; got != tc.syncs {
+			if got := tier.Syncs() - before; got != tc.syncs {
 				t.Fatalf("%d syncs, want %d", got, tc.syncs)
 			}
 		})
 	}
-	tier.err = block.ErrUnavailable
-	if _, err := s.Lookup(bg, keys, ReadOptions{Level: ReadLinearizable}); !errors.Is(err, block.ErrUnavailable) {
+	tier.Err = block.ErrUnavailable
+	if _, err := s.Lookup(bg, keys, lin); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("failed sync: lookup %v", err)
 	}
-	if _, errs := s.ExistsBatch(lin, keys); !errors.Is(errs[2], block.ErrUnavailable) {
+	if _, errs := s.ExistsBatch(bg, keys, lin); !errors.Is(errs[2], block.ErrUnavailable) {
 		t.Fatalf("failed sync: exists batch %v", errs)
 	}
 	if _, err := s.Read(bg, keys[0], ReadOptions{Level: ReadLinearizable, Namespace: ns}); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("failed sync: read %v", err)
 	}
-	if _, err := s.Exists(bg, keys[0]); err != nil {
+	if _, err := s.Stat(bg, keys[0], lin); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("failed sync: stat %v", err)
+	}
+	if _, err := s.Exists(bg, keys[0], ReadOptions{}); err != nil {
 		t.Fatalf("a local read does not sync: %v", err)
 	}
 }

@@ -154,10 +154,10 @@ func (s *Store) preparePut(key block.Key, data []byte, opts block.PutOptions) (b
 }
 
 // Get returns a leased reference to a block's verified bytes; the caller must
-// Release it. It reads at the level ctx carries (WithReadLevel) with the
-// default options: Read with ReadOptions{Level: ReadLevelOf(ctx)}.
+// Release it. It is Read with the default options, ReadOptions{}: a local
+// read (ReadLocal) that the tier verifies.
 func (s *Store) Get(ctx context.Context, key block.Key) (*block.Ref, error) {
-	return s.Read(ctx, key, ReadOptions{Level: ReadLevelOf(ctx)})
+	return s.Read(ctx, key, ReadOptions{})
 }
 
 // Read returns a leased reference to a block's bytes, read with opts; the
@@ -190,24 +190,25 @@ func (s *Store) resolve(name string, known *block.Namespace) (block.Namespace, e
 	return s.catalog.Namespace(name)
 }
 
-// Stat returns a block's metadata.
-func (s *Store) Stat(ctx context.Context, key block.Key) (block.Info, error) {
-	ctx, err := s.Linearize(ctx)
-	if err != nil {
+// Stat returns a block's metadata, read at opts.Level (opts.Namespace
+// applies; the other options do not).
+func (s *Store) Stat(ctx context.Context, key block.Key, opts ReadOptions) (block.Info, error) {
+	if err := s.sync(ctx, opts.Level); err != nil {
 		return block.Info{}, err
 	}
-	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
+	if _, err := s.resolve(key.Namespace, &opts.Namespace); err != nil {
 		return block.Info{}, err
 	}
 	return s.tier.Stat(ctx, key)
 }
 
-// Exists reports whether a block is present in any tier.
-func (s *Store) Exists(ctx context.Context, key block.Key) (bool, error) {
-	if _, err := s.Linearize(ctx); err != nil {
+// Exists reports whether a block is present in any tier, read at
+// opts.Level (opts.Namespace applies; the other options do not).
+func (s *Store) Exists(ctx context.Context, key block.Key, opts ReadOptions) (bool, error) {
+	if err := s.sync(ctx, opts.Level); err != nil {
 		return false, err
 	}
-	if _, err := s.catalog.Namespace(key.Namespace); err != nil {
+	if _, err := s.resolve(key.Namespace, &opts.Namespace); err != nil {
 		return false, err
 	}
 	return s.tier.Contains(key), nil
@@ -233,13 +234,13 @@ func (s *Store) Pin(ctx context.Context, key block.Key, ttl time.Duration) error
 }
 
 // List returns up to limit blocks of a namespace in object-name order (an
-// administrative scan, for S3 listings and ctxctl).
-func (s *Store) List(ctx context.Context, ns, prefix, after string, limit int) ([]block.Info, error) {
-	ctx, err := s.Linearize(ctx)
-	if err != nil {
+// administrative scan, for S3 listings and ctxctl), read at opts.Level
+// (opts.Namespace applies; the other options do not).
+func (s *Store) List(ctx context.Context, ns, prefix, after string, limit int, opts ReadOptions) ([]block.Info, error) {
+	if err := s.sync(ctx, opts.Level); err != nil {
 		return nil, err
 	}
-	if _, err := s.catalog.Namespace(ns); err != nil {
+	if _, err := s.resolve(ns, &opts.Namespace); err != nil {
 		return nil, err
 	}
 	return s.tier.List(ctx, ns, prefix, after, limit)
@@ -367,7 +368,7 @@ func (s *Store) PutBatch(ctx context.Context, items []PutItem) []error {
 func (s *Store) GetBatch(ctx context.Context, keys []block.Key, opts ReadOptions) ([]*block.Ref, []error) {
 	refs := make([]*block.Ref, len(keys))
 	errs := make([]error, len(keys))
-	opts, err := s.LinearizeOptions(ctx, opts)
+	opts, err := s.Linearize(ctx, opts)
 	for i, k := range keys {
 		if err != nil {
 			errs[i] = err
@@ -378,17 +379,19 @@ func (s *Store) GetBatch(ctx context.Context, keys []block.Key, opts ReadOptions
 	return refs, errs
 }
 
-// ExistsBatch reports presence of each key.
-func (s *Store) ExistsBatch(ctx context.Context, keys []block.Key) ([]bool, []error) {
+// ExistsBatch reports presence of each key, read at opts.Level (one sync
+// for the whole batch at ReadLinearizable; opts.Namespace applies, the
+// other options do not).
+func (s *Store) ExistsBatch(ctx context.Context, keys []block.Key, opts ReadOptions) ([]bool, []error) {
 	out := make([]bool, len(keys))
 	errs := make([]error, len(keys))
-	ctx, err := s.Linearize(ctx)
+	opts, err := s.Linearize(ctx, opts)
 	for i, k := range keys {
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		out[i], errs[i] = s.Exists(ctx, k)
+		out[i], errs[i] = s.Exists(ctx, k, opts)
 	}
 	return out, errs
 }

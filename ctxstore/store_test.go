@@ -65,7 +65,7 @@ func TestStoreBadInputChangesNothing(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 			if tc.key != k {
-				if ok, _ := s.Exists(ctx, tc.key); ok {
+				if ok, _ := s.Exists(ctx, tc.key, ReadOptions{}); ok {
 					t.Fatal("a rejected put stored something")
 				}
 			}
@@ -136,7 +136,7 @@ func TestStoreNamespacesAndTTL(t *testing.T) {
 	if err := s.Put(ctx, k, []byte("x"), block.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Stat(ctx, k)
+	info, err := s.Stat(ctx, k, ReadOptions{})
 	if err != nil || info.Size != 1 || info.Tier != block.TierDRAM {
 		t.Fatalf("stat: %+v %v", info, err)
 	}
@@ -144,7 +144,7 @@ func TestStoreNamespacesAndTTL(t *testing.T) {
 		t.Fatalf("namespaces: %d", got)
 	}
 	// Keys of one namespace are invisible from another.
-	if ok, _ := s.Exists(ctx, block.NewKey("default", 7)); ok {
+	if ok, _ := s.Exists(ctx, block.NewKey("default", 7), ReadOptions{}); ok {
 		t.Fatal("namespaces share keys")
 	}
 }
@@ -172,7 +172,7 @@ func TestStoreBatchAndPin(t *testing.T) {
 	if errs := s.PinBatch(ctx, []block.Key{items[0].Key}, 1000*time.Hour); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	info, _ := s.Stat(ctx, items[0].Key)
+	info, _ := s.Stat(ctx, items[0].Key, ReadOptions{})
 	if d := time.Until(info.PinnedUntil); d > 24*time.Hour+time.Minute || d < 23*time.Hour {
 		t.Fatalf("pin not capped at 24h: %v", d)
 	}
@@ -234,7 +234,7 @@ func TestStoreListAndDeleteNamespace(t *testing.T) {
 		{"000000000000001", "", 0, "10,10.2,1f"},
 	}
 	for _, tc := range cases {
-		got, err := s.List(ctx, "lst", tc.prefix, tc.after, tc.limit)
+		got, err := s.List(ctx, "lst", tc.prefix, tc.after, tc.limit, ReadOptions{})
 		if err != nil || names(got) != tc.want {
 			t.Errorf("List(%q,%q,%d) = %s, %v; want %s", tc.prefix, tc.after, tc.limit, names(got), err, tc.want)
 		}
@@ -242,7 +242,7 @@ func TestStoreListAndDeleteNamespace(t *testing.T) {
 	if err := s.DeleteNamespace(ctx, "lst"); !errors.Is(err, block.ErrNamespaceNotEmpty) {
 		t.Fatalf("delete non-empty: %v", err)
 	}
-	infos, _ := s.List(ctx, "lst", "", "", 0)
+	infos, _ := s.List(ctx, "lst", "", "", 0, ReadOptions{})
 	for _, i := range infos {
 		if err := s.Delete(ctx, i.Key); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
@@ -284,7 +285,7 @@ func TestCapacityDropsKeepTheIndexTruthful(t *testing.T) {
 	})
 	present := 0
 	for i, k := range keys {
-		if ok, _ := tc.nodes[1].store.Exists(ctx, k); ok {
+		if ok, _ := tc.nodes[1].store.Exists(ctx, k, ctxstore.ReadOptions{}); ok {
 			present++
 			mustGet(t, tc.nodes[2].store, k, payload(i, 1<<20))
 		}

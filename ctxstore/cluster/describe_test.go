@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -24,7 +25,7 @@ func TestDescriptorOfLocalReplicas(t *testing.T) {
 			tc.waitEntry(key)
 			described := 0
 			for _, n := range tc.nodes {
-				d, release, err := n.store.Descriptor(ctx, key)
+				d, release, err := n.store.Descriptor(ctx, key, ctxstore.ReadOptions{})
 				holds := code.k == 1 && n.tiers.Contains(key)
 				switch {
 				case holds && err == nil:
@@ -37,7 +38,7 @@ func TestDescriptorOfLocalReplicas(t *testing.T) {
 				default:
 					t.Fatalf("%s (holds a replica: %v): %v", n.id, holds, err)
 				}
-				if _, _, err := n.store.Descriptor(ctx, block.NewKey(name, 8)); !errors.Is(err, block.ErrNotFound) {
+				if _, _, err := n.store.Descriptor(ctx, block.NewKey(name, 8), ctxstore.ReadOptions{}); !errors.Is(err, block.ErrNotFound) {
 					t.Fatalf("%s: missing block: %v", n.id, err)
 				}
 			}

@@ -47,7 +47,7 @@ func TestLocate(t *testing.T) {
 			}
 			tc.waitSpread(key, tt.k+tt.m)
 			for _, tn := range tc.nodes {
-				loc, err := tn.store.Locate(ctx, key)
+				loc, err := tn.store.Locate(ctx, key, ctxstore.ReadOptions{})
 				if err != nil {
 					t.Fatalf("%s: %v", tn.id, err)
 				}
@@ -64,10 +64,10 @@ func TestLocate(t *testing.T) {
 					t.Fatalf("%s holds a shard but is not listed first: %+v", tn.id, loc.Holders)
 				}
 			}
-			if _, err := tc.nodes[1].store.Locate(ctx, block.NewKey(tt.name, 8)); !errors.Is(err, block.ErrNotFound) {
+			if _, err := tc.nodes[1].store.Locate(ctx, block.NewKey(tt.name, 8), ctxstore.ReadOptions{}); !errors.Is(err, block.ErrNotFound) {
 				t.Fatalf("missing block: %v, want ErrNotFound", err)
 			}
-			if _, err := tc.nodes[1].store.Locate(ctx, block.NewKey("nope", 7)); !errors.Is(err, block.ErrUnknownNamespace) {
+			if _, err := tc.nodes[1].store.Locate(ctx, block.NewKey("nope", 7), ctxstore.ReadOptions{}); !errors.Is(err, block.ErrUnknownNamespace) {
 				t.Fatalf("missing namespace: %v, want ErrUnknownNamespace", err)
 			}
 		})
@@ -75,7 +75,7 @@ func TestLocate(t *testing.T) {
 	tc.t = t
 	key := block.NewKey("replicated", 7)
 	leader := tc.leader()
-	loc, err := leader.store.Locate(ctx, key)
+	loc, err := leader.store.Locate(ctx, key, ctxstore.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestLocate(t *testing.T) {
 			if tn.id == victim {
 				continue
 			}
-			loc, err := tn.store.Locate(ctx, key)
+			loc, err := tn.store.Locate(ctx, key, ctxstore.ReadOptions{})
 			if err != nil || len(loc.Holders) != 3 {
 				return false
 			}
@@ -114,7 +114,7 @@ func TestLocateUnclustered(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.createNS("one", 1, 0)
-	if _, err := s.Locate(context.Background(), block.NewKey("one", 1)); !errors.Is(err, block.ErrUnavailable) {
+	if _, err := s.Locate(context.Background(), block.NewKey("one", 1), ctxstore.ReadOptions{}); !errors.Is(err, block.ErrUnavailable) {
 		t.Fatalf("unclustered locate: %v, want ErrUnavailable", err)
 	}
 	if s.LocalNode() != "" {

@@ -51,7 +51,8 @@ func TestLinearizableReadThroughFollower(t *testing.T) {
 		t.Fatalf("%d followers", len(followers))
 	}
 	a, b := followers[0], followers[1]
-	ctx := ctxstore.WithReadLevel(withTimeout(t, 30*time.Second), ctxstore.ReadLinearizable)
+	ctx := withTimeout(t, 30*time.Second)
+	lin := ctxstore.ReadOptions{Level: ctxstore.ReadLinearizable}
 	before := readIndexCalls.Load()
 	for i := range 30 {
 		key := block.NewKey(block.DefaultNamespace, uint64(1000+i))
@@ -59,10 +60,10 @@ func TestLinearizableReadThroughFollower(t *testing.T) {
 		if err := a.store.Put(ctx, key, data, block.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := b.store.Exists(ctx, key); err != nil || !ok {
+		if ok, err := b.store.Exists(ctx, key, lin); err != nil || !ok {
 			t.Fatalf("put %d: linearizable exists on %s: %v %v", i, b.id, ok, err)
 		}
-		if n, err := b.store.Lookup(ctx, []block.Key{key}, ctxstore.ReadOptions{Level: ctxstore.ReadLinearizable}); err != nil || n != 1 {
+		if n, err := b.store.Lookup(ctx, []block.Key{key}, lin); err != nil || n != 1 {
 			t.Fatalf("put %d: linearizable lookup on %s: %d %v", i, b.id, n, err)
 		}
 		mustGet(t, b.store, key, data)
@@ -72,7 +73,7 @@ func TestLinearizableReadThroughFollower(t *testing.T) {
 	}
 	// On the leader a linearizable read is a barrier, no round trip.
 	before = readIndexCalls.Load()
-	if ok, err := tc.leader().store.Exists(ctx, block.NewKey(block.DefaultNamespace, 1000)); err != nil || !ok {
+	if ok, err := tc.leader().store.Exists(ctx, block.NewKey(block.DefaultNamespace, 1000), lin); err != nil || !ok {
 		t.Fatalf("leader: %v %v", ok, err)
 	}
 	if got := readIndexCalls.Load() - before; got != 0 {

@@ -153,7 +153,7 @@ func (s *Store) checkPut(ctx context.Context, n block.Namespace, key []byte, opt
 	if !opts.IfAbsent && opts.IfMatch == "" {
 		return nil
 	}
-	cur, err := s.manifest(ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable), n, key)
+	cur, err := s.manifest(ctx, n, key, ctxstore.ReadLinearizable)
 	switch {
 	case err == nil && opts.IfAbsent:
 		return fmt.Errorf("%w: %q exists", ErrPreconditionFailed, key)
@@ -326,9 +326,9 @@ func (s *Store) retire(ctx context.Context, ns string, segs []Segment) error {
 	return first
 }
 
-// manifest reads key's manifest.
-func (s *Store) manifest(ctx context.Context, n block.Namespace, key []byte) (manifest, error) {
-	p, err := s.readPair(ctx, n, s.slotKeys(n, key))
+// manifest reads key's manifest at lvl.
+func (s *Store) manifest(ctx context.Context, n block.Namespace, key []byte, lvl ctxstore.ReadLevel) (manifest, error) {
+	p, err := s.readPair(ctx, n, s.slotKeys(n, key), lvl)
 	if err != nil {
 		return manifest{}, err
 	}
@@ -345,13 +345,14 @@ func (s *Store) manifest(ctx context.Context, n block.Namespace, key []byte) (ma
 	return m, nil
 }
 
-// StatObject returns the metadata of key's object, or block.ErrNotFound.
-func (s *Store) StatObject(ctx context.Context, ns string, key []byte) (Meta, error) {
+// StatObject returns the metadata of key's object, or block.ErrNotFound,
+// read at lvl.
+func (s *Store) StatObject(ctx context.Context, ns string, key []byte, lvl ctxstore.ReadLevel) (Meta, error) {
 	n, err := s.objectNamespace(ns, key)
 	if err != nil {
 		return Meta{}, err
 	}
-	m, err := s.manifest(ctx, n, key)
+	m, err := s.manifest(ctx, n, key, lvl)
 	return m.Meta, err
 }
 
@@ -364,13 +365,16 @@ type Object struct {
 	m  manifest
 }
 
-// OpenObject looks key's object up.
-func (s *Store) OpenObject(ctx context.Context, ns string, key []byte) (*Object, error) {
+// OpenObject looks key's object up at lvl. Its data blocks are then read
+// from this node's view (Object.WriteRange): at ctxstore.ReadLinearizable
+// the view was made current, with the blocks the manifest names, before
+// the manifest was read.
+func (s *Store) OpenObject(ctx context.Context, ns string, key []byte, lvl ctxstore.ReadLevel) (*Object, error) {
 	n, err := s.objectNamespace(ns, key)
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.manifest(ctx, n, key)
+	m, err := s.manifest(ctx, n, key, lvl)
 	if err != nil {
 		return nil, err
 	}
@@ -427,7 +431,7 @@ func (o *Object) pieces(first, length int64) []piece {
 // how many bytes it wrote. It writes nothing until the first Parallel
 // blocks are leased, so when the version was retired before that it fails
 // with ErrObjectChanged having written nothing (a caller may open the key
-// again).
+// again). The data blocks are read from this node's view (see OpenObject).
 func (o *Object) WriteRange(ctx context.Context, w io.Writer, first, length int64) (int64, error) {
 	if first < 0 || length < 0 || first+length > o.Size {
 		return 0, fmt.Errorf("%w: range %d+%d outside %d bytes", block.ErrInvalidArgument, first, length, o.Size)
@@ -538,16 +542,20 @@ type Entry struct {
 }
 
 // walk calls fn with the key and value of every live record of namespace
-// ns that is its key's winning one, in slot order, each key once.
-func (s *Store) walk(ctx context.Context, ns string, fn func(key, value []byte) error) error {
+// ns that is its key's winning one, in slot order, each key once, read at
+// lvl (one sync for the whole walk at ctxstore.ReadLinearizable).
+func (s *Store) walk(ctx context.Context, ns string, fn func(key, value []byte) error, lvl ctxstore.ReadLevel) error {
 	n, err := s.blocks.Namespace(ns)
 	if err != nil {
+		return err
+	}
+	if lvl, err = s.linearize(ctx, lvl); err != nil {
 		return err
 	}
 	after := ""
 	now := s.now()
 	for {
-		infos, err := s.blocks.List(ctx, ns, "", after, 1000)
+		infos, err := s.blocks.List(ctx, ns, "", after, 1000, ctxstore.ReadOptions{Level: lvl, Namespace: n})
 		if err != nil {
 			return err
 		}
@@ -569,8 +577,8 @@ func (s *Store) walk(ctx context.Context, ns string, fn func(key, value []byte) 
 
 // ListObjects returns the objects of namespace ns whose keys start with
 // prefix, sorted by key. It reads every record of the namespace (a full
-// scan: the index is ordered by slot hash, not by key).
-func (s *Store) ListObjects(ctx context.Context, ns, prefix string) ([]Entry, error) {
+// scan: the index is ordered by slot hash, not by key), read at lvl.
+func (s *Store) ListObjects(ctx context.Context, ns, prefix string, lvl ctxstore.ReadLevel) ([]Entry, error) {
 	if _, err := s.objectNamespace(ns, nil); err != nil {
 		return nil, err
 	}
@@ -583,7 +591,7 @@ func (s *Store) ListObjects(ctx context.Context, ns, prefix string) ([]Entry, er
 			out = append(out, Entry{Key: string(key), Meta: m.Meta})
 		}
 		return nil
-	})
+	}, lvl)
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
 	return out, err
 }

@@ -88,7 +88,7 @@ func pattern(n int, seed byte) []byte {
 // blockCount counts the blocks namespace ns holds (records and data).
 func blockCount(t *testing.T, s *Store, ns string) int {
 	t.Helper()
-	infos, err := s.blocks.List(context.Background(), ns, "", "", 100000)
+	infos, err := s.blocks.List(context.Background(), ns, "", "", 100000, ctxstore.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func blockCount(t *testing.T, s *Store, ns string) int {
 
 func readAll(t *testing.T, s *Store, key string) ([]byte, Meta) {
 	t.Helper()
-	o, err := s.OpenObject(context.Background(), "obj", []byte(key))
+	o, err := s.OpenObject(context.Background(), "obj", []byte(key), ctxstore.ReadLocal)
 	if err != nil {
 		t.Fatalf("open %q: %v", key, err)
 	}
@@ -127,7 +127,7 @@ func TestPutObjectRoundTrip(t *testing.T) {
 		if !bytes.Equal(got, data) || gm.ETag != m.ETag || len(gm.Headers) != 2 || gm.Headers[1] != hdrs[1] {
 			t.Fatalf("size %d: read back %d bytes, meta %+v", size, len(got), gm)
 		}
-		o, _ := s.OpenObject(ctx, "obj", []byte(key))
+		o, _ := s.OpenObject(ctx, "obj", []byte(key), ctxstore.ReadLocal)
 		for _, r := range [][2]int64{{0, 0}, {0, 1}, {int64(size) / 3, int64(size) / 2}, {int64(size) - 1, 1}} {
 			if r[0] < 0 || r[0]+r[1] > int64(size) || (size == 0 && r[1] > 0) {
 				continue
@@ -165,7 +165,7 @@ func TestPutObjectReplaceRetiresOldBlocks(t *testing.T) {
 	if n := blockCount(t, s, "obj"); n != 0 {
 		t.Fatalf("%d blocks after delete, want 0", n)
 	}
-	if _, err := s.StatObject(ctx, "obj", []byte("k")); !errors.Is(err, block.ErrNotFound) {
+	if _, err := s.StatObject(ctx, "obj", []byte("k"), ctxstore.ReadLocal); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("stat after delete: %v", err)
 	}
 	if err := s.DeleteObject(ctx, "obj", []byte("k")); err != nil {
@@ -251,7 +251,7 @@ func TestPutObjectConditions(t *testing.T) {
 	if n := blockCount(t, s, "obj"); n != 3 {
 		t.Fatalf("%d blocks, want the winner's 3 (losers' chunks retired)", n)
 	}
-	m, _ := s.StatObject(ctx, "obj", []byte("h.lock"))
+	m, _ := s.StatObject(ctx, "obj", []byte("h.lock"), ctxstore.ReadLocal)
 	if _, err := s.PutObject(ctx, "obj", []byte("h.lock"), bytes.NewReader([]byte("x")), PutObjectOptions{IfMatch: `"0000"`}); !errors.Is(err, ErrPreconditionFailed) {
 		t.Fatalf("if-match with a stale ETag: %v", err)
 	}
@@ -281,7 +281,7 @@ func TestListObjectsSortedWithoutUploads(t *testing.T) {
 		{"zz", nil},
 	}
 	for _, tt := range tests {
-		es, err := s.ListObjects(ctx, "obj", tt.prefix)
+		es, err := s.ListObjects(ctx, "obj", tt.prefix, ctxstore.ReadLocal)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func TestMultipartUpload(t *testing.T) {
 	if _, err := s.UploadPart(ctx, "obj", u.ID, 9, bytes.NewReader([]byte("spare")), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, ps, err := s.ListParts(ctx, "obj", u.ID); err != nil || len(ps) != 4 || ps[3].Number != 9 {
+	if _, ps, err := s.ListParts(ctx, "obj", u.ID, ctxstore.ReadLocal); err != nil || len(ps) != 4 || ps[3].Number != 9 {
 		t.Fatalf("list parts: %v %v", ps, err)
 	}
 	bad := []struct {
@@ -375,7 +375,7 @@ func TestMultipartUpload(t *testing.T) {
 	if n := blockCount(t, s, "obj"); n != 13 {
 		t.Fatalf("%d blocks after the sweep, want 13", n)
 	}
-	if ups, _ := s.ListUploads(ctx, "obj", ""); len(ups) != 0 {
+	if ups, _ := s.ListUploads(ctx, "obj", "", ctxstore.ReadLocal); len(ups) != 0 {
 		t.Fatalf("uploads left: %v", ups)
 	}
 }

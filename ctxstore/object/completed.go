@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -66,12 +67,13 @@ func (s *Store) recordDone(ctx context.Context, n block.Namespace, id, key strin
 }
 
 // completed returns the object key and metadata upload id completed as,
-// or ErrNoSuchUpload when it was not completed within Config.CompletedTTL.
-func (s *Store) completed(ctx context.Context, n block.Namespace, id string) (string, Meta, error) {
+// or ErrNoSuchUpload when it was not completed within Config.CompletedTTL,
+// read at lvl.
+func (s *Store) completed(ctx context.Context, n block.Namespace, id string, lvl ctxstore.ReadLevel) (string, Meta, error) {
 	if !validUploadID(id) {
 		return "", Meta{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
 	}
-	v, err := s.getIn(ctx, n, doneKey(id))
+	v, err := s.getIn(ctx, n, doneKey(id), lvl)
 	if errors.Is(err, block.ErrNotFound) {
 		return "", Meta{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
 	}
@@ -92,12 +94,13 @@ func (s *Store) completed(ctx context.Context, n block.Namespace, id string) (st
 // CompletedUpload returns the object key and metadata of upload id of
 // namespace ns if it was completed within Config.CompletedTTL, else
 // ErrNoSuchUpload: a repeated CompleteMultipartUpload answers with them.
-func (s *Store) CompletedUpload(ctx context.Context, ns, id string) (string, Meta, error) {
+// It reads at lvl.
+func (s *Store) CompletedUpload(ctx context.Context, ns, id string, lvl ctxstore.ReadLevel) (string, Meta, error) {
 	n, err := s.objectNamespace(ns, nil)
 	if err != nil {
 		return "", Meta{}, err
 	}
-	return s.completed(ctx, n, id)
+	return s.completed(ctx, n, id, lvl)
 }
 
 // sweepDone deletes the completion records in done (id → the time the

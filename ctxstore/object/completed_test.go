@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -59,7 +60,7 @@ func TestCompleteAgain(t *testing.T) {
 					t.Fatalf("completion %d: ETag %s, err %v; again: %s", i, etags[i], errs[i], again.ETag)
 				}
 			}
-			key, m, err := s.CompletedUpload(ctx, "obj", u.ID)
+			key, m, err := s.CompletedUpload(ctx, "obj", u.ID, ctxstore.ReadLocal)
 			if err != nil || key != "k" || m.ETag != again.ETag || m.Size != int64(len(p1)+len(p2)) || m.Parts != 2 {
 				t.Fatalf("CompletedUpload: %q %+v %v", key, m, err)
 			}
@@ -98,7 +99,7 @@ func TestCompleteAgainIsNotAnotherUpload(t *testing.T) {
 		if _, err := s.CompleteUpload(ctx, "obj", id, []CompletedPart{{1, `"x"`}}, false); !errors.Is(err, ErrNoSuchUpload) {
 			t.Fatalf("%q: %v, want NoSuchUpload", id, err)
 		}
-		if _, _, err := s.CompletedUpload(ctx, "obj", id); !errors.Is(err, ErrNoSuchUpload) {
+		if _, _, err := s.CompletedUpload(ctx, "obj", id, ctxstore.ReadLocal); !errors.Is(err, ErrNoSuchUpload) {
 			t.Fatalf("CompletedUpload(%q): %v", id, err)
 		}
 	}

@@ -32,6 +32,16 @@
 // slots at the linearizable level; a plain one reads its node's own view
 // and, after its put, checks there that its generation won (see replace).
 //
+// Every public method that only reads (Get, GetIn, Exists, Scan, Count,
+// StatObject, OpenObject, ListObjects, GetUpload, ListParts, ListUploads,
+// CompletedUpload) takes its read level from its caller, as its last
+// parameter (a ctxstore.ReadLevel: the level is all a read here takes
+// from ctxstore.ReadOptions), and hands it down explicitly through the
+// helpers; the package reads no level from a context. The writes read
+// their node's view (ctxstore.ReadLocal) except where they must not: a
+// conditional write, a replace's retry and a multipart completion's part
+// list are read at ctxstore.ReadLinearizable, passed explicitly.
+//
 // Expiry (a Redis TTL) is kept in the record's header and also handed to the
 // tiers, which drop the block when it lapses; a reader treats a record past
 // its expiry as absent even before the tiers drop it. Expiry applies to the

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -39,8 +40,8 @@ func TestGetInAnswersAsGet(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := s.GetIn(ctx, tc.ns, []byte(tc.key))
-			ref, refErr := s.Get(ctx, tc.ns.Name, []byte(tc.key))
+			v, err := s.GetIn(ctx, tc.ns, []byte(tc.key), ctxstore.ReadLocal)
+			ref, refErr := s.Get(ctx, tc.ns.Name, []byte(tc.key), ctxstore.ReadLocal)
 			if !errors.Is(err, tc.wantErr) || !errors.Is(refErr, tc.wantErr) {
 				t.Fatalf("GetIn: %v, Get: %v; want %v", err, refErr, tc.wantErr)
 			}

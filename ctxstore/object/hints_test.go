@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -65,7 +66,7 @@ func newLoggedObjectStore(t *testing.T) (*Store, *putLog) {
 func objectBlocks(t *testing.T, s *Store, key string) map[block.Key]bool {
 	t.Helper()
 	ctx := context.Background()
-	o, err := s.OpenObject(ctx, "obj", []byte(key))
+	o, err := s.OpenObject(ctx, "obj", []byte(key), ctxstore.ReadLocal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func objectBlocks(t *testing.T, s *Store, key string) map[block.Key]bool {
 		out[p.key] = true
 	}
 	n, _ := s.blocks.Namespace("obj")
-	p, err := s.readPair(ctx, n, s.slotKeys(n, []byte(key)))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, []byte(key)), ctxstore.ReadLocal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestObjectHints(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got, err := s.GetUpload(ctx, "obj", u.ID); err != nil || got.Hints != tc.hints {
+				if got, err := s.GetUpload(ctx, "obj", u.ID, ctxstore.ReadLocal); err != nil || got.Hints != tc.hints {
 					t.Fatalf("upload record hints %+v, %v; want %+v", got.Hints, err, tc.hints)
 				}
 				var list []CompletedPart
@@ -155,7 +156,7 @@ func TestObjectHints(t *testing.T) {
 					t.Errorf("block %s (of the object: %v) put with hints %+v, want %+v", k, mine[k], o, want)
 				}
 			}
-			o, err := s.OpenObject(ctx, "obj", []byte(key))
+			o, err := s.OpenObject(ctx, "obj", []byte(key), ctxstore.ReadLocal)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +189,7 @@ func TestObjectHintsRejected(t *testing.T) {
 			if n := len(log.hintsOf(func(block.Key) bool { return true })); n != 0 {
 				t.Fatalf("%d blocks written", n)
 			}
-			if ups, err := s.ListUploads(ctx, "obj", ""); err != nil || len(ups) != 0 {
+			if ups, err := s.ListUploads(ctx, "obj", "", ctxstore.ReadLocal); err != nil || len(ups) != 0 {
 				t.Fatalf("uploads %v, %v", ups, err)
 			}
 		})

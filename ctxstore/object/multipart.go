@@ -149,13 +149,13 @@ func (s *Store) CreateUpload(ctx context.Context, ns string, key []byte, headers
 	return u, nil
 }
 
-// upload reads upload id of namespace n.
-func (s *Store) upload(ctx context.Context, n block.Namespace, id string) (Upload, error) {
+// upload reads upload id of namespace n at lvl.
+func (s *Store) upload(ctx context.Context, n block.Namespace, id string, lvl ctxstore.ReadLevel) (Upload, error) {
 	if !validUploadID(id) {
 		return Upload{}, fmt.Errorf("%w: %q", ErrNoSuchUpload, id)
 	}
 	uk := uploadKey(id)
-	p, err := s.readPair(ctx, n, s.slotKeys(n, uk))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, uk), lvl)
 	if err != nil {
 		return Upload{}, err
 	}
@@ -170,13 +170,14 @@ func (s *Store) upload(ctx context.Context, n block.Namespace, id string) (Uploa
 	return decodeUpload(id, v.Data)
 }
 
-// GetUpload returns upload id of namespace ns, or ErrNoSuchUpload.
-func (s *Store) GetUpload(ctx context.Context, ns, id string) (Upload, error) {
+// GetUpload returns upload id of namespace ns, or ErrNoSuchUpload, read at
+// lvl.
+func (s *Store) GetUpload(ctx context.Context, ns, id string, lvl ctxstore.ReadLevel) (Upload, error) {
 	n, err := s.objectNamespace(ns, nil)
 	if err != nil {
 		return Upload{}, err
 	}
-	return s.upload(ctx, n, id)
+	return s.upload(ctx, n, id, lvl)
 }
 
 // UploadPart stores part number num of upload id from body (at most limit
@@ -190,7 +191,7 @@ func (s *Store) UploadPart(ctx context.Context, ns, id string, num int, body io.
 	if num < 1 || num > MaxParts {
 		return Meta{}, fmt.Errorf("%w: part number %d outside 1..%d", block.ErrInvalidArgument, num, MaxParts)
 	}
-	u, err := s.upload(ctx, n, id)
+	u, err := s.upload(ctx, n, id, ctxstore.ReadLocal)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -209,8 +210,13 @@ func (s *Store) UploadPart(ctx context.Context, ns, id string, num int, body io.
 }
 
 // parts returns the uploaded parts of upload id in number order. Part
-// records are found by probing each number's slot in the index (no scan).
-func (s *Store) parts(ctx context.Context, n block.Namespace, id string) ([]Part, []manifest, error) {
+// records are found by probing each number's slot in the index (no scan),
+// read at lvl (one sync for them all at ctxstore.ReadLinearizable).
+func (s *Store) parts(ctx context.Context, n block.Namespace, id string, lvl ctxstore.ReadLevel) ([]Part, []manifest, error) {
+	lvl, err := s.linearize(ctx, lvl)
+	if err != nil {
+		return nil, nil, err
+	}
 	var out []Part
 	var ms []manifest
 	for num := 1; num <= MaxParts; num++ {
@@ -220,7 +226,7 @@ func (s *Store) parts(ctx context.Context, n block.Namespace, id string) ([]Part
 		} else if !ok {
 			continue
 		}
-		m, err := s.manifest(ctx, n, pk)
+		m, err := s.manifest(ctx, n, pk, lvl)
 		if errors.Is(err, block.ErrNotFound) {
 			continue
 		}
@@ -233,17 +239,21 @@ func (s *Store) parts(ctx context.Context, n block.Namespace, id string) ([]Part
 	return out, ms, nil
 }
 
-// ListParts returns upload id and its uploaded parts in number order.
-func (s *Store) ListParts(ctx context.Context, ns, id string) (Upload, []Part, error) {
+// ListParts returns upload id and its uploaded parts in number order, read
+// at lvl (one sync at ctxstore.ReadLinearizable).
+func (s *Store) ListParts(ctx context.Context, ns, id string, lvl ctxstore.ReadLevel) (Upload, []Part, error) {
 	n, err := s.objectNamespace(ns, nil)
 	if err != nil {
 		return Upload{}, nil, err
 	}
-	u, err := s.upload(ctx, n, id)
+	if lvl, err = s.linearize(ctx, lvl); err != nil {
+		return Upload{}, nil, err
+	}
+	u, err := s.upload(ctx, n, id, lvl)
 	if err != nil {
 		return Upload{}, nil, err
 	}
-	ps, _, err := s.parts(ctx, n, id)
+	ps, _, err := s.parts(ctx, n, id, lvl)
 	return u, ps, err
 }
 
@@ -268,10 +278,10 @@ func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []Comple
 	if len(list) == 0 || len(list) > MaxParts {
 		return Meta{}, fmt.Errorf("%w: a completion lists 1..%d parts, not %d", ErrInvalidPart, MaxParts, len(list))
 	}
-	u, err := s.upload(ctx, n, id)
+	u, err := s.upload(ctx, n, id, ctxstore.ReadLocal)
 	if errors.Is(err, ErrNoSuchUpload) {
 		// Completed already (by this client before, or by another at once).
-		if _, m, derr := s.completed(ctx, n, id); derr == nil {
+		if _, m, derr := s.completed(ctx, n, id, ctxstore.ReadLocal); derr == nil {
 			return m, nil
 		}
 	}
@@ -283,11 +293,9 @@ func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []Comple
 			return Meta{}, fmt.Errorf("%w: part %d after part %d", ErrInvalidPartOrder, list[i].Number, list[i-1].Number)
 		}
 	}
-	lin, err := s.blocks.Linearize(ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable))
-	if err != nil {
-		return Meta{}, err
-	}
-	all, ms, err := s.parts(lin, n, id)
+	// The parts as every acknowledged upload left them (one sync); the
+	// reads after it answer from this node's view, current by then.
+	all, ms, err := s.parts(ctx, n, id, ctxstore.ReadLinearizable)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -303,7 +311,7 @@ func (s *Store) CompleteUpload(ctx context.Context, ns, id string, list []Comple
 		if !ok {
 			// A completion of this upload running alongside may have
 			// dropped the part records after it recorded its success.
-			if _, m, derr := s.completed(lin, n, id); derr == nil {
+			if _, m, derr := s.completed(ctx, n, id, ctxstore.ReadLocal); derr == nil {
 				return m, nil
 			}
 			return Meta{}, fmt.Errorf("%w: part %d was not uploaded", ErrInvalidPart, c.Number)
@@ -346,14 +354,14 @@ func (s *Store) AbortUpload(ctx context.Context, ns, id string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.upload(ctx, n, id); err != nil {
+	if _, err := s.upload(ctx, n, id, ctxstore.ReadLocal); err != nil {
 		return err
 	}
 	return s.abort(ctx, n, id)
 }
 
 func (s *Store) abort(ctx context.Context, n block.Namespace, id string) error {
-	all, _, err := s.parts(ctx, n, id)
+	all, _, err := s.parts(ctx, n, id, ctxstore.ReadLocal)
 	if err != nil {
 		return err
 	}
@@ -373,26 +381,28 @@ func (s *Store) abort(ctx context.Context, n block.Namespace, id string) error {
 }
 
 // ListUploads returns the uploads in progress in namespace ns whose object
-// keys start with prefix, sorted by key and then initiation time.
-func (s *Store) ListUploads(ctx context.Context, ns, prefix string) ([]Upload, error) {
+// keys start with prefix, sorted by key and then initiation time, read at
+// lvl.
+func (s *Store) ListUploads(ctx context.Context, ns, prefix string, lvl ctxstore.ReadLevel) ([]Upload, error) {
 	if _, err := s.objectNamespace(ns, nil); err != nil {
 		return nil, err
 	}
-	out, _, err := s.scanUploads(ctx, ns, prefix)
+	out, _, err := s.scanUploads(ctx, ns, prefix, lvl)
 	return out, err
 }
 
-// scanUploads reads every record of namespace ns (one walk) and returns the
-// uploads in progress whose keys start with prefix, sorted as ListUploads
-// says, and the completion records (upload id → when it completed).
-func (s *Store) scanUploads(ctx context.Context, ns, prefix string) ([]Upload, map[string]time.Time, error) {
-	out, done, _, err := s.scanRecords(ctx, ns, prefix, -1)
+// scanUploads reads every record of namespace ns (one walk, at lvl) and
+// returns the uploads in progress whose keys start with prefix, sorted as
+// ListUploads says, and the completion records (upload id → when it
+// completed).
+func (s *Store) scanUploads(ctx context.Context, ns, prefix string, lvl ctxstore.ReadLevel) ([]Upload, map[string]time.Time, error) {
+	out, done, _, err := s.scanRecords(ctx, ns, prefix, -1, lvl)
 	return out, done, err
 }
 
 // scanRecords is scanUploads that also gathers (up to retireBatch) the ids
 // of the retire records due with grace wait (none when wait is negative).
-func (s *Store) scanRecords(ctx context.Context, ns, prefix string, wait time.Duration) ([]Upload, map[string]time.Time, []string, error) {
+func (s *Store) scanRecords(ctx context.Context, ns, prefix string, wait time.Duration, lvl ctxstore.ReadLevel) ([]Upload, map[string]time.Time, []string, error) {
 	var out []Upload
 	var retired []string
 	done := map[string]time.Time{}
@@ -416,7 +426,7 @@ func (s *Store) scanRecords(ctx context.Context, ns, prefix string, wait time.Du
 			out = append(out, u)
 		}
 		return nil
-	})
+	}, lvl)
 	slices.SortFunc(out, func(a, b Upload) int {
 		if c := strings.Compare(a.Key, b.Key); c != 0 {
 			return c
@@ -438,7 +448,7 @@ func (s *Store) SweepUploads(ctx context.Context, ns string, ttl time.Duration) 
 		return 0, err
 	}
 	wait := min(ttl, s.cfg.RetireGrace)
-	ups, finished, retired, err := s.scanRecords(ctx, ns, "", wait)
+	ups, finished, retired, err := s.scanRecords(ctx, ns, "", wait, ctxstore.ReadLocal)
 	if err != nil {
 		return 0, err
 	}

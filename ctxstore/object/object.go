@@ -187,13 +187,13 @@ func checkKVKey(n block.Namespace, key []byte) error {
 }
 
 // Get returns key's value, or block.ErrNotFound when it is absent or expired
-// (or its slots hold other keys).
-func (s *Store) Get(ctx context.Context, ns string, key []byte) (*Value, error) {
+// (or its slots hold other keys), read at lvl.
+func (s *Store) Get(ctx context.Context, ns string, key []byte, lvl ctxstore.ReadLevel) (*Value, error) {
 	n, err := s.kvNamespace(ns, key)
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.readPair(ctx, n, s.slotKeys(n, key))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, key), lvl)
 	if err != nil {
 		return nil, err
 	}
@@ -202,29 +202,29 @@ func (s *Store) Get(ctx context.Context, ns string, key []byte) (*Value, error) 
 
 // GetIn is Get in namespace n, which the caller looked up itself (the RESP
 // server resolves its database's namespace once per batch of requests).
-func (s *Store) GetIn(ctx context.Context, n block.Namespace, key []byte) (*Value, error) {
+func (s *Store) GetIn(ctx context.Context, n block.Namespace, key []byte, lvl ctxstore.ReadLevel) (*Value, error) {
 	if len(key) > s.cfg.MaxKeyLen {
 		return nil, fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", block.ErrInvalidKey, len(key), s.cfg.MaxKeyLen)
 	}
 	if err := checkKVKey(n, key); err != nil {
 		return nil, err
 	}
-	return s.getIn(ctx, n, key)
+	return s.getIn(ctx, n, key, lvl)
 }
 
 // getIn reads key in n, reserved keys included (the object side's own
-// records).
-func (s *Store) getIn(ctx context.Context, n block.Namespace, key []byte) (*Value, error) {
-	p, err := s.readPair(ctx, n, s.slotKeys(n, key))
+// records), at lvl.
+func (s *Store) getIn(ctx context.Context, n block.Namespace, key []byte, lvl ctxstore.ReadLevel) (*Value, error) {
+	p, err := s.readPair(ctx, n, s.slotKeys(n, key), lvl)
 	if err != nil {
 		return nil, err
 	}
 	return s.take(&p, key)
 }
 
-// Exists reports whether key holds a live value.
-func (s *Store) Exists(ctx context.Context, ns string, key []byte) (bool, error) {
-	v, err := s.Get(ctx, ns, key)
+// Exists reports whether key holds a live value, read at lvl.
+func (s *Store) Exists(ctx context.Context, ns string, key []byte, lvl ctxstore.ReadLevel) (bool, error) {
+	v, err := s.Get(ctx, ns, key, lvl)
 	if errors.Is(err, block.ErrNotFound) {
 		return false, nil
 	}
@@ -331,7 +331,8 @@ func (s *Store) SetExpiry(ctx context.Context, ns string, key []byte, at time.Ti
 // returned once) for which match (nil: all) is true, and
 // the cursor to continue from (0 when the namespace is done). Like Redis's
 // SCAN, a call may return fewer keys than count, even none, before the end.
-func (s *Store) Scan(ctx context.Context, ns string, cursor uint64, count int, match func(key []byte) bool) ([][]byte, uint64, error) {
+// It reads at lvl (one sync per call at ctxstore.ReadLinearizable).
+func (s *Store) Scan(ctx context.Context, ns string, cursor uint64, count int, match func(key []byte) bool, lvl ctxstore.ReadLevel) ([][]byte, uint64, error) {
 	if count < 1 {
 		return nil, 0, fmt.Errorf("%w: scan count %d must be positive", block.ErrInvalidArgument, count)
 	}
@@ -343,7 +344,10 @@ func (s *Store) Scan(ctx context.Context, ns string, cursor uint64, count int, m
 	if err != nil {
 		return nil, 0, err
 	}
-	infos, err := s.blocks.List(ctx, ns, "", after, count)
+	if lvl, err = s.linearize(ctx, lvl); err != nil {
+		return nil, 0, err
+	}
+	infos, err := s.blocks.List(ctx, ns, "", after, count, ctxstore.ReadOptions{Level: lvl, Namespace: n})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -373,12 +377,17 @@ func (s *Store) Scan(ctx context.Context, ns string, cursor uint64, count int, m
 	return keys, last + 1, nil
 }
 
-// Count returns how many live keys namespace ns holds (a full scan).
-func (s *Store) Count(ctx context.Context, ns string) (int64, error) {
+// Count returns how many live keys namespace ns holds (a full scan), read
+// at lvl (one sync at ctxstore.ReadLinearizable).
+func (s *Store) Count(ctx context.Context, ns string, lvl ctxstore.ReadLevel) (int64, error) {
+	lvl, err := s.linearize(ctx, lvl)
+	if err != nil {
+		return 0, err
+	}
 	var n int64
 	cursor := uint64(0)
 	for {
-		keys, next, err := s.Scan(ctx, ns, cursor, 1000, nil)
+		keys, next, err := s.Scan(ctx, ns, cursor, 1000, nil, lvl)
 		if err != nil {
 			return 0, err
 		}

@@ -67,7 +67,7 @@ func newStoreOver(t *testing.T, wrap func(block.Storage) block.Storage) (*Store,
 
 func get(t *testing.T, s *Store, ns, key string) (string, bool) {
 	t.Helper()
-	v, err := s.Get(context.Background(), ns, []byte(key))
+	v, err := s.Get(context.Background(), ns, []byte(key), ctxstore.ReadLocal)
 	if errors.Is(err, block.ErrNotFound) {
 		return "", false
 	}
@@ -114,7 +114,7 @@ func TestSetGetReplace(t *testing.T) {
 		}
 	}
 	// The replaced value's block is retired: exactly one block per key.
-	infos, err := s.Blocks().List(ctx, "default", "", "", 100)
+	infos, err := s.Blocks().List(ctx, "default", "", "", 100, ctxstore.ReadOptions{})
 	if err != nil || len(infos) != 4 {
 		t.Fatalf("blocks after replaces: %d, %v; want 4", len(infos), err)
 	}
@@ -127,7 +127,7 @@ func TestExpiry(t *testing.T) {
 	if _, err := s.Set(ctx, "default", k, []byte("v1"), SetOptions{Expires: now.Add(10 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.Get(ctx, "default", k)
+	v, err := s.Get(ctx, "default", k, ctxstore.ReadLocal)
 	if err != nil || !v.Expires.Equal(now.Add(10*time.Second)) {
 		t.Fatalf("expires %v, %v", v, err)
 	}
@@ -136,7 +136,7 @@ func TestExpiry(t *testing.T) {
 	if _, err := s.Set(ctx, "default", k, []byte("v2"), SetOptions{KeepTTL: true}); err != nil {
 		t.Fatal(err)
 	}
-	if v, err = s.Get(ctx, "default", k); err != nil || !v.Expires.Equal(now.Add(10*time.Second)) || string(v.Data) != "v2" {
+	if v, err = s.Get(ctx, "default", k, ctxstore.ReadLocal); err != nil || !v.Expires.Equal(now.Add(10*time.Second)) || string(v.Data) != "v2" {
 		t.Fatalf("after KEEPTTL: %+v, %v", v, err)
 	}
 	v.Release()
@@ -144,7 +144,7 @@ func TestExpiry(t *testing.T) {
 	if _, ok := get(t, s, "default", "ttl"); ok {
 		t.Fatal("expired key still readable")
 	}
-	if ok, _ := s.Exists(ctx, "default", k); ok {
+	if ok, _ := s.Exists(ctx, "default", k, ctxstore.ReadLocal); ok {
 		t.Fatal("expired key exists")
 	}
 	// An expired key is absent for NX, and its slot is reused.
@@ -155,14 +155,14 @@ func TestExpiry(t *testing.T) {
 	if ok, err := s.SetExpiry(ctx, "default", k, now.Add(time.Minute)); !ok || err != nil {
 		t.Fatalf("expire: %v %v", ok, err)
 	}
-	if v, err = s.Get(ctx, "default", k); err != nil || string(v.Data) != "v3" || !v.Expires.Equal(now.Add(time.Minute)) {
+	if v, err = s.Get(ctx, "default", k, ctxstore.ReadLocal); err != nil || string(v.Data) != "v3" || !v.Expires.Equal(now.Add(time.Minute)) {
 		t.Fatalf("after expire: %+v %v", v, err)
 	}
 	v.Release()
 	if ok, err := s.SetExpiry(ctx, "default", k, time.Time{}); !ok || err != nil {
 		t.Fatalf("persist: %v %v", ok, err)
 	}
-	if v, err = s.Get(ctx, "default", k); err != nil || !v.Expires.IsZero() {
+	if v, err = s.Get(ctx, "default", k, ctxstore.ReadLocal); err != nil || !v.Expires.IsZero() {
 		t.Fatalf("after persist: %+v %v", v, err)
 	}
 	v.Release()
@@ -193,7 +193,7 @@ func TestCollisionIsAClearErrorAndKeepsTheFirstKey(t *testing.T) {
 	if _, ok := get(t, s, "default", "second"); ok {
 		t.Fatal("the colliding key reads something")
 	}
-	if ok, _ := s.Exists(ctx, "default", []byte("second")); ok {
+	if ok, _ := s.Exists(ctx, "default", []byte("second"), ctxstore.ReadLocal); ok {
 		t.Fatal("the colliding key exists")
 	}
 	if ok, err := s.Delete(ctx, "default", []byte("second")); ok || err != nil {
@@ -272,7 +272,7 @@ func TestLimitsStoreNothing(t *testing.T) {
 	if _, err := s.Set(ctx, "nope", []byte("k"), []byte("v"), SetOptions{}); !errors.Is(err, block.ErrUnknownNamespace) {
 		t.Fatalf("unknown namespace: %v", err)
 	}
-	infos, _ := s.Blocks().List(ctx, "small", "", "", 10)
+	infos, _ := s.Blocks().List(ctx, "small", "", "", 10, ctxstore.ReadOptions{})
 	if len(infos) != 1 {
 		t.Fatalf("%d blocks stored, want 1", len(infos))
 	}
@@ -299,7 +299,7 @@ func TestScanReturnsEveryLiveKeyOnce(t *testing.T) {
 		seen := map[string]bool{}
 		cursor, calls := uint64(0), 0
 		for {
-			keys, next, err := s.Scan(ctx, "default", cursor, count, nil)
+			keys, next, err := s.Scan(ctx, "default", cursor, count, nil, ctxstore.ReadLocal)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -327,7 +327,7 @@ func TestScanReturnsEveryLiveKeyOnce(t *testing.T) {
 			}
 		}
 	}
-	keys, _, err := s.Scan(ctx, "default", 0, 1000, func(k []byte) bool { return bytes.HasSuffix(k, []byte("7")) })
+	keys, _, err := s.Scan(ctx, "default", 0, 1000, func(k []byte) bool { return bytes.HasSuffix(k, []byte("7")) }, ctxstore.ReadLocal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestScanReturnsEveryLiveKeyOnce(t *testing.T) {
 	if !slices.Equal(got, []string{"key:07", "key:17", "key:27", "key:37", "key:47"}) {
 		t.Fatalf("match: %v", got)
 	}
-	if n, err := s.Count(ctx, "default"); err != nil || n != int64(len(want)) {
+	if n, err := s.Count(ctx, "default", ctxstore.ReadLocal); err != nil || n != int64(len(want)) {
 		t.Fatalf("count %d %v, want %d", n, err, len(want))
 	}
 }
@@ -382,7 +382,7 @@ func TestConcurrentSetsEndOnOneValue(t *testing.T) {
 		t.Fatalf("final value %q is not one a writer wrote", got)
 	}
 	// Every replaced record was retired: one block (one slot) is left.
-	infos, _ := s.Blocks().List(ctx, "default", "", "", 10)
+	infos, _ := s.Blocks().List(ctx, "default", "", "", 10, ctxstore.ReadOptions{})
 	if len(infos) != 1 {
 		t.Fatalf("%d blocks for one key", len(infos))
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -36,9 +37,9 @@ func TestKeyValueCallsCannotReachObjectRecords(t *testing.T) {
 		name string
 		call func(key []byte) error
 	}{
-		{"Get", func(k []byte) error { _, err := s.Get(ctx, "obj", k); return err }},
-		{"GetIn", func(k []byte) error { _, err := s.GetIn(ctx, n, k); return err }},
-		{"Exists", func(k []byte) error { _, err := s.Exists(ctx, "obj", k); return err }},
+		{"Get", func(k []byte) error { _, err := s.Get(ctx, "obj", k, ctxstore.ReadLocal); return err }},
+		{"GetIn", func(k []byte) error { _, err := s.GetIn(ctx, n, k, ctxstore.ReadLocal); return err }},
+		{"Exists", func(k []byte) error { _, err := s.Exists(ctx, "obj", k, ctxstore.ReadLocal); return err }},
 		{"Set", func(k []byte) error { _, err := s.Set(ctx, "obj", k, []byte("forged"), SetOptions{}); return err }},
 		{"Delete", func(k []byte) error { _, err := s.Delete(ctx, "obj", k); return err }},
 		{"SetExpiry", func(k []byte) error { _, err := s.SetExpiry(ctx, "obj", k, time.Now().Add(-time.Hour)); return err }},
@@ -52,13 +53,13 @@ func TestKeyValueCallsCannotReachObjectRecords(t *testing.T) {
 		}
 	}
 	// The upload record survived every call: the upload still answers.
-	if _, err := s.GetUpload(ctx, "obj", up.ID); err != nil {
+	if _, err := s.GetUpload(ctx, "obj", up.ID, ctxstore.ReadLocal); err != nil {
 		t.Fatalf("upload record after the refused calls: %v", err)
 	}
-	if _, err := s.getIn(ctx, n, forged); !errors.Is(err, block.ErrNotFound) {
+	if _, err := s.getIn(ctx, n, forged, ctxstore.ReadLocal); !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("a forged retire record exists: %v", err)
 	}
-	keys, next, err := s.Scan(ctx, "obj", 0, 1000, nil)
+	keys, next, err := s.Scan(ctx, "obj", 0, 1000, nil, ctxstore.ReadLocal)
 	if err != nil || next != 0 {
 		t.Fatalf("Scan: %v, next %d", err, next)
 	}
@@ -70,7 +71,7 @@ func TestKeyValueCallsCannotReachObjectRecords(t *testing.T) {
 	if len(keys) != 1 || string(keys[0]) != "model.bin" {
 		t.Errorf("Scan = %q, want only the object's key", keys)
 	}
-	if c, err := s.Count(ctx, "obj"); err != nil || c != 1 {
+	if c, err := s.Count(ctx, "obj", ctxstore.ReadLocal); err != nil || c != 1 {
 		t.Errorf("Count = %d, %v; want 1", c, err)
 	}
 
@@ -80,7 +81,7 @@ func TestKeyValueCallsCannotReachObjectRecords(t *testing.T) {
 	if _, err := b.Set(ctx, "default", k, []byte("v"), SetOptions{}); err != nil {
 		t.Fatalf("Set of a NUL-led key in a block namespace: %v", err)
 	}
-	v, err := b.Get(ctx, "default", k)
+	v, err := b.Get(ctx, "default", k, ctxstore.ReadLocal)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -128,7 +129,7 @@ func (s *Store) sweepRetired(ctx context.Context, n block.Namespace, ids []strin
 		if err := s.walk(ctx, n.Name, func(key, value []byte) error {
 			dueRetire(key, value, now, wait, &ids)
 			return nil
-		}); err != nil {
+		}, ctxstore.ReadLocal); err != nil {
 			return done, err
 		}
 	}
@@ -139,7 +140,7 @@ func (s *Store) sweepRetired(ctx context.Context, n block.Namespace, ids []strin
 // one record (every node sweeps) and a sweep stopped between the two steps
 // are harmless: the record outlives its blocks, never the reverse.
 func (s *Store) retireNow(ctx context.Context, n block.Namespace, id string) error {
-	v, err := s.getIn(ctx, n, retireKey(id))
+	v, err := s.getIn(ctx, n, retireKey(id), ctxstore.ReadLocal)
 	if errors.Is(err, block.ErrNotFound) {
 		return nil // another sweep took it
 	}

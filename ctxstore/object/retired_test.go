@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -42,7 +43,7 @@ func retireRecords(t *testing.T, s *Store) map[string][]Segment {
 			out[id] = segs
 		}
 		return nil
-	})
+	}, ctxstore.ReadLocal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func segmentBlocks(t *testing.T, s *Store, segs []Segment) int {
 	n := 0
 	for _, g := range segs {
 		for i := range g.Blocks() {
-			ok, err := s.blocks.Exists(context.Background(), dataKey("obj", g.Version, i))
+			ok, err := s.blocks.Exists(context.Background(), dataKey("obj", g.Version, i), ctxstore.ReadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +91,7 @@ func TestReplaceWhileStreaming(t *testing.T) {
 			if _, err := s.PutObject(ctx, "obj", []byte("k"), bytes.NewReader(old), PutObjectOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			o, err := s.OpenObject(ctx, "obj", []byte("k"))
+			o, err := s.OpenObject(ctx, "obj", []byte("k"), ctxstore.ReadLocal)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +144,7 @@ func TestRetireAfterGrace(t *testing.T) {
 			if _, err := s.PutObject(ctx, "obj", []byte("k"), bytes.NewReader(pattern(5<<20+7, 3)), PutObjectOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			o, err := s.OpenObject(ctx, "obj", []byte("k"))
+			o, err := s.OpenObject(ctx, "obj", []byte("k"), ctxstore.ReadLocal)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -221,7 +222,7 @@ func TestRacingReplacesRetireOnce(t *testing.T) {
 					t.Fatalf("writer %d: %v", i, err)
 				}
 			}
-			cur, err := s.OpenObject(ctx, "obj", []byte("k"))
+			cur, err := s.OpenObject(ctx, "obj", []byte("k"), ctxstore.ReadLocal)
 			if err != nil {
 				t.Fatal(err)
 			}

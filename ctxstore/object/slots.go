@@ -80,16 +80,25 @@ func (p *pair) winner(i int) bool {
 	return p.current(p[i].rec.key) == i
 }
 
+// linearize makes this node's view current when lvl is
+// ctxstore.ReadLinearizable (one sync, ctxstore.Store.Linearize) and returns
+// the level the reads after it then use: ctxstore.ReadLocal.
+func (s *Store) linearize(ctx context.Context, lvl ctxstore.ReadLevel) (ctxstore.ReadLevel, error) {
+	opts, err := s.blocks.Linearize(ctx, ctxstore.ReadOptions{Level: lvl})
+	return opts.Level, err
+}
+
 // readSlot reads one slot: an index lookup, then the block when present,
-// read at the level ctx carries with n, bk's namespace as the caller
-// resolved it.
+// both from this node's view (readPair made it current first when its
+// caller asked) with n, bk's namespace as the caller resolved it.
 func (s *Store) readSlot(ctx context.Context, n block.Namespace, bk block.Key) (slot, error) {
 	sl := slot{key: bk}
-	ok, err := s.blocks.Exists(ctx, bk)
+	opts := ctxstore.ReadOptions{Level: ctxstore.ReadLocal, Namespace: n}
+	ok, err := s.blocks.Exists(ctx, bk, opts)
 	if err != nil || !ok {
 		return sl, err
 	}
-	ref, err := s.blocks.Read(ctx, bk, ctxstore.ReadOptions{Level: ctxstore.ReadLevelOf(ctx), Namespace: n})
+	ref, err := s.blocks.Read(ctx, bk, opts)
 	if errors.Is(err, block.ErrNotFound) {
 		return sl, nil // retired since the lookup
 	}
@@ -107,12 +116,13 @@ func (s *Store) readSlot(ctx context.Context, n block.Namespace, bk block.Key) (
 // 1, means the key is absent or moved from slot 1 to slot 0 between the two
 // reads. Each further pass that finds both empty needs two more moves in
 // between, so after readPasses passes the key is absent unless it was
-// replaced five times during the read.
-func (s *Store) readPair(ctx context.Context, n block.Namespace, k [2]block.Key) (pair, error) {
-	ctx, err := s.blocks.Linearize(ctx)
-	if err != nil {
+// replaced five times during the read. It reads at lvl (one sync for both
+// slots and every pass at ctxstore.ReadLinearizable).
+func (s *Store) readPair(ctx context.Context, n block.Namespace, k [2]block.Key, lvl ctxstore.ReadLevel) (pair, error) {
+	if _, err := s.linearize(ctx, lvl); err != nil {
 		return pair{}, err
 	}
+	var err error
 	var p pair
 	for range readPasses {
 		for i := range k {
@@ -230,14 +240,13 @@ func (s *Store) replace(ctx context.Context, n block.Namespace, key []byte, deci
 // (an S3 object's manifest, hints.go).
 func (s *Store) replaceHinted(ctx context.Context, n block.Namespace, key []byte, hints block.PutOptions, decide decision, retired func(value []byte), strict bool) (bool, error) {
 	k := s.slotKeys(n, key)
-	lin := ctxstore.WithReadLevel(ctx, ctxstore.ReadLinearizable)
 	bg := context.WithoutCancel(ctx)
 	for round := range s.cfg.ReplaceAttempts {
-		rctx := ctx
+		lvl := ctxstore.ReadLocal
 		if strict || round > 0 {
-			rctx = lin
+			lvl = ctxstore.ReadLinearizable
 		}
-		p, err := s.readPair(rctx, n, k)
+		p, err := s.readPair(ctx, n, k, lvl)
 		if err != nil {
 			return false, err
 		}
@@ -278,7 +287,7 @@ func (s *Store) replaceHinted(ctx context.Context, n block.Namespace, key []byte
 			p.release()
 			return false, err
 		}
-		if rctx == ctx && ctxstore.ReadLevelOf(ctx) != ctxstore.ReadLinearizable {
+		if lvl != ctxstore.ReadLinearizable {
 			if won, err := s.wins(ctx, n, k, key, target); err != nil || !won {
 				p.release()
 				if err != nil {
@@ -302,7 +311,7 @@ func (s *Store) replaceHinted(ctx context.Context, n block.Namespace, key []byte
 // wins reports whether slot target holds key's winning record, read from
 // this node's view.
 func (s *Store) wins(ctx context.Context, n block.Namespace, k [2]block.Key, key []byte, target int) (bool, error) {
-	p, err := s.readPair(ctx, n, k)
+	p, err := s.readPair(ctx, n, k, ctxstore.ReadLocal)
 	if err != nil {
 		return false, err
 	}
@@ -313,9 +322,9 @@ func (s *Store) wins(ctx context.Context, n block.Namespace, k [2]block.Key, key
 // deleteKey removes every record of key, the lower generation first, so a
 // reader never sees an older value come back; retired gets the value of
 // each record this call removed. It reports whether the key's winning
-// record was live.
+// record was live. It reads the slots from this node's view.
 func (s *Store) deleteKey(ctx context.Context, n block.Namespace, key []byte, retired func(value []byte)) (bool, error) {
-	p, err := s.readPair(ctx, n, s.slotKeys(n, key))
+	p, err := s.readPair(ctx, n, s.slotKeys(n, key), ctxstore.ReadLocal)
 	if err != nil {
 		return false, err
 	}
@@ -336,10 +345,10 @@ func (s *Store) deleteKey(ctx context.Context, n block.Namespace, key []byte, re
 }
 
 // present reports whether either slot of key is occupied in the index
-// (by anything: a cheap probe before reading).
+// (by anything: a cheap probe before reading), in this node's view.
 func (s *Store) present(ctx context.Context, n block.Namespace, key []byte) (bool, error) {
 	for _, bk := range s.slotKeys(n, key) {
-		if ok, err := s.blocks.Exists(ctx, bk); err != nil || ok {
+		if ok, err := s.blocks.Exists(ctx, bk, ctxstore.ReadOptions{Level: ctxstore.ReadLocal, Namespace: n}); err != nil || ok {
 			return ok, err
 		}
 	}
@@ -354,7 +363,8 @@ func pastSlot(h uint64) string { return block.FormatHash(h) + "/" }
 // eachWinner reads the pairs of slots that the listed blocks touch and calls
 // fn with every record there that is its key's winning one and live at now,
 // each key once per pair. It returns whether the page's last pair was read
-// (so a listing can continue after its second slot).
+// (so a listing can continue after its second slot). It reads this node's
+// view: its caller syncs first when asked for ctxstore.ReadLinearizable.
 func (s *Store) eachWinner(ctx context.Context, n block.Namespace, infos []block.Info, now time.Time, fn func(r record) error) (bool, error) {
 	lastRead := false
 	for i := 0; i < len(infos); i++ {
@@ -370,7 +380,7 @@ func (s *Store) eachWinner(ctx context.Context, n block.Namespace, infos []block
 		lastRead = true
 		// Read as a key's pair is (readPair), so a key that moves from one
 		// slot to the other between the two reads is not missed.
-		p, err := s.readPair(ctx, n, [2]block.Key{block.NewKey(n.Name, h), block.NewKey(n.Name, h|1)})
+		p, err := s.readPair(ctx, n, [2]block.Key{block.NewKey(n.Name, h), block.NewKey(n.Name, h|1)}, ctxstore.ReadLocal)
 		if err != nil {
 			return false, err
 		}

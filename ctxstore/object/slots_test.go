@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -245,7 +246,7 @@ func TestReadersNeverSeeAMissOrAMix(t *testing.T) {
 	for r := range readers {
 		wg.Go(func() {
 			for !stop.Load() {
-				v, err := s.Get(ctx, "default", key)
+				v, err := s.Get(ctx, "default", key, ctxstore.ReadLocal)
 				if err != nil {
 					errs <- fmt.Errorf("reader %d: %w", r, err)
 					return
@@ -305,13 +306,13 @@ func TestScanDuringASwapReturnsTheKeyOnce(t *testing.T) {
 	}
 	// Key o07 mid-swap: its newer manifest put beside the older one.
 	key := []byte("o07")
-	cur, err := s.manifest(ctx, n, key)
+	cur, err := s.manifest(ctx, n, key, ctxstore.ReadLocal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cur.ETag = `"newer"`
 	k := s.slotKeys(n, key)
-	p, _ := s.readPair(ctx, n, k)
+	p, _ := s.readPair(ctx, n, k, ctxstore.ReadLocal)
 	c := p.current(key)
 	gen := p[c].rec.gen
 	p.release()
@@ -322,7 +323,7 @@ func TestScanDuringASwapReturnsTheKeyOnce(t *testing.T) {
 		seen := map[string]int{}
 		cursor := uint64(0)
 		for {
-			keys, next, err := s.Scan(ctx, "obj", cursor, count, nil)
+			keys, next, err := s.Scan(ctx, "obj", cursor, count, nil, ctxstore.ReadLocal)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,10 +339,10 @@ func TestScanDuringASwapReturnsTheKeyOnce(t *testing.T) {
 			t.Fatalf("count %d: scan saw %d keys, o07 %d times", count, len(seen), seen["o07"])
 		}
 	}
-	if c, err := s.Count(ctx, "obj"); err != nil || c != 20 {
+	if c, err := s.Count(ctx, "obj", ctxstore.ReadLocal); err != nil || c != 20 {
 		t.Fatalf("Count %d, %v", c, err)
 	}
-	list, err := s.ListObjects(ctx, "obj", "")
+	list, err := s.ListObjects(ctx, "obj", "", ctxstore.ReadLocal)
 	if err != nil || len(list) != 20 || list[7].Key != "o07" || list[7].ETag != `"newer"` {
 		t.Fatalf("listing: %d entries, %v (o07: %+v)", len(list), err, list[7])
 	}

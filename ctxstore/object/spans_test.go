@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -33,7 +34,7 @@ func TestObjectSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	whole := bytes.Join(parts, nil)
-	o, err := s.OpenObject(ctx, "obj", []byte("big"))
+	o, err := s.OpenObject(ctx, "obj", []byte("big"), ctxstore.ReadLocal)
 	if err != nil {
 		t.Fatal(err)
 	}

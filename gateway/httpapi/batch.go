@@ -40,7 +40,7 @@ func (s *Server) batchKeys(w http.ResponseWriter, r *http.Request) ([]block.Key,
 	return keys, ns, err
 }
 
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, opts ctxstore.ReadOptions) error {
 	ns, err := s.store.Namespace(r.PathValue("ns"))
 	if err != nil {
 		return err
@@ -67,7 +67,6 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	opts := readOptions(r)
 	opts.Namespace = ns
 	n, err := s.store.Lookup(r.Context(), keys, opts)
 	if err != nil {
@@ -80,12 +79,13 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) batchExists(w http.ResponseWriter, r *http.Request) error {
-	keys, _, err := s.batchKeys(w, r)
+func (s *Server) batchExists(w http.ResponseWriter, r *http.Request, opts ctxstore.ReadOptions) error {
+	keys, ns, err := s.batchKeys(w, r)
 	if err != nil {
 		return err
 	}
-	exists, errs := s.store.ExistsBatch(r.Context(), keys)
+	opts.Namespace = ns
+	exists, errs := s.store.ExistsBatch(r.Context(), keys, opts)
 	// Exists fails only for the namespace, checked above; a failure here
 	// (the namespace deleted meanwhile) fails the request.
 	if err := errors.Join(errs...); err != nil {
@@ -126,14 +126,14 @@ func (s *Server) batchDelete(w http.ResponseWriter, r *http.Request) error {
 // order, each written straight from the tier's memory and released before the
 // next is fetched, so at most one lease is held at a time. Items past
 // MaxBatchBytes get a TooLarge part.
-func (s *Server) batchGet(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) batchGet(w http.ResponseWriter, r *http.Request, opts ctxstore.ReadOptions) error {
 	keys, ns, err := s.batchKeys(w, r)
 	if err != nil {
 		return err
 	}
 	// One sync for the whole batch when the request asks for linearizable
 	// reads (the per-key reads below then read locally).
-	opts, err := s.store.LinearizeOptions(r.Context(), readOptions(r))
+	opts, err = s.store.Linearize(r.Context(), opts)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
@@ -126,13 +127,12 @@ func setInfoHeaders(h http.Header, size int64, sum uint32, tier block.Tier) {
 	}
 }
 
-func (s *Server) getBlock(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) getBlock(w http.ResponseWriter, r *http.Request, opts ctxstore.ReadOptions) error {
 	key, err := blockKey(r)
 	if err != nil {
 		return err
 	}
 	partial := r.Header.Get("Range") != "" || r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Range") != ""
-	opts := readOptions(r)
 	// The client checks the whole body against the CRC-32C header and
 	// reads again without the declaration on a mismatch: the DRAM tier
 	// may leave the check to it. A partial body cannot be checked
@@ -207,12 +207,12 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *Server) headBlock(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) headBlock(w http.ResponseWriter, r *http.Request, opts ctxstore.ReadOptions) error {
 	key, err := blockKey(r)
 	if err != nil {
 		return err
 	}
-	info, err := s.store.Stat(r.Context(), key)
+	info, err := s.store.Stat(r.Context(), key, opts)
 	if err != nil {
 		return err
 	}

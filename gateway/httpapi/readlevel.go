@@ -8,39 +8,32 @@ import (
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
-// withReadLevel carries the request's httpwire.HeaderRead into its context
-// (ctxstore.WithReadLevel), where the store's reads find it; writes ignore
-// it. An unknown value is InvalidArgument.
-func withReadLevel(r *http.Request) (*http.Request, error) {
-	v := r.Header.Get(httpwire.HeaderRead)
-	if v == "" {
-		return r, nil
-	}
-	level, err := ctxstore.ParseReadLevel(v)
-	if err != nil {
-		return r, fmt.Errorf("%s: %w", httpwire.HeaderRead, err)
-	}
-	return r.WithContext(ctxstore.WithReadLevel(r.Context(), level)), nil
-}
+// readHandlerFunc serves an operation that reads blocks (GET, HEAD,
+// lookup, batch exists/get): it gets the request's read options, parsed
+// once by readOptions, as a parameter and hands them to the store.
+type readHandlerFunc func(w http.ResponseWriter, r *http.Request, opts ctxstore.ReadOptions) error
 
-// checkReadRetain checks a read's httpwire.HeaderRetain (GET, batch get,
-// lookup: the op names of those routes) before the handler runs, which
-// reads it with readOptions. On a put the same header is the put's own
-// window and is read by httpwire.ParsePutOptions instead. A value that is
-// not a positive window up to block.MaxRetain is InvalidArgument.
-func checkReadRetain(r *http.Request, op string) error {
+// readOptions parses a request's read headers, once per request and before
+// its handler runs: httpwire.HeaderRead, the read level, on every route (a
+// write ignores the level but refuses a value that is none, as every route
+// always has), and, on the routes that read blocks' bytes or re-arm their
+// windows (ops get, batch_get, lookup), httpwire.HeaderRetain as the read's
+// retain window (every block the read touches has its window re-armed; on
+// a put the same header is the put's own window, read by
+// httpwire.ParsePutOptions instead). A bad value is InvalidArgument.
+func readOptions(r *http.Request, op string) (ctxstore.ReadOptions, error) {
+	var opts ctxstore.ReadOptions
+	if v := r.Header.Get(httpwire.HeaderRead); v != "" {
+		level, err := ctxstore.ParseReadLevel(v)
+		if err != nil {
+			return opts, fmt.Errorf("%s: %w", httpwire.HeaderRead, err)
+		}
+		opts.Level = level
+	}
 	if op != "get" && op != "batch_get" && op != "lookup" {
-		return nil
+		return opts, nil
 	}
-	_, _, err := httpwire.ParseReadRetain(r.Header)
-	return err
-}
-
-// readOptions are the explicit options of a GET, batch get or lookup: the
-// read level withReadLevel put in r's context and the read's retain window
-// (httpwire.HeaderRetain, checked by checkReadRetain: every block the read
-// touches has its retain window re-armed).
-func readOptions(r *http.Request) ctxstore.ReadOptions {
-	d, _, _ := httpwire.ParseReadRetain(r.Header)
-	return ctxstore.ReadOptions{Level: ctxstore.ReadLevelOf(r.Context()), Retain: d}
+	d, _, err := httpwire.ParseReadRetain(r.Header)
+	opts.Retain = d
+	return opts, err
 }

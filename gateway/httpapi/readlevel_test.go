@@ -50,6 +50,8 @@ func TestReadLevelHeader(t *testing.T) {
 		{"batch get", "POST", "/v1/namespaces/default/batch/get", hashes, "linearizable", 200, 1},
 		{"a put ignores it", "PUT", blk, "kv block " + h1, "linearizable", 201, 0},
 		{"unknown level", "GET", blk, "", "strong", 400, 0},
+		{"unknown level on a put", "PUT", blk, "kv block " + h1, "strong", 400, 0},
+		{"unknown level on a lookup", "POST", "/v1/namespaces/default/lookup", hashes, "strong", 400, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -195,14 +195,14 @@ func New(cfg Config, store *ctxstore.Store, reg *prometheus.Registry, log *slog.
 func (s *Server) routes() {
 	const blk = "/v1/namespaces/{ns}/blocks/{hash}"
 	s.handle("PUT "+blk, "put", s.putBlock)
-	s.handle("GET "+blk, "get", s.getBlock)
-	s.handle("HEAD "+blk, "head", s.headBlock)
+	s.handleRead("GET "+blk, "get", s.getBlock)
+	s.handleRead("HEAD "+blk, "head", s.headBlock)
 	s.handle("DELETE "+blk, "delete", s.deleteBlock)
 	s.handle("POST "+blk+"/pin", "pin", s.pinBlock)
-	s.handle("POST /v1/namespaces/{ns}/lookup", "lookup", s.lookup)
-	s.handle("POST /v1/namespaces/{ns}/batch/exists", "batch_exists", s.batchExists)
+	s.handleRead("POST /v1/namespaces/{ns}/lookup", "lookup", s.lookup)
+	s.handleRead("POST /v1/namespaces/{ns}/batch/exists", "batch_exists", s.batchExists)
 	s.handle("POST /v1/namespaces/{ns}/batch/delete", "batch_delete", s.batchDelete)
-	s.handle("POST /v1/namespaces/{ns}/batch/get", "batch_get", s.batchGet)
+	s.handleRead("POST /v1/namespaces/{ns}/batch/get", "batch_get", s.batchGet)
 	s.handle("POST /v1/namespaces/{ns}/batch/put", "batch_put", s.batchPut)
 	s.handle("POST /v1/namespaces", "ns_create", s.createNamespace)
 	s.handle("GET /v1/namespaces", "ns_list", s.listNamespaces)
@@ -316,22 +316,32 @@ type statusError struct {
 func (e statusError) Error() string { return e.err.Error() }
 func (e statusError) Unwrap() error { return e.err }
 
+// handle routes an operation that reads no blocks (its read options, still
+// checked, are dropped).
 func (s *Server) handle(pattern, op string, h handlerFunc) {
+	s.route(pattern, op, func(w http.ResponseWriter, r *http.Request, _ ctxstore.ReadOptions) error { return h(w, r) })
+}
+
+// handleRead routes an operation that reads blocks: h gets the request's
+// read options (readOptions).
+func (s *Server) handleRead(pattern, op string, h readHandlerFunc) { s.route(pattern, op, h) }
+
+// route serves pattern: authentication, the path's namespace name and the
+// read headers are checked before h runs; its error becomes the response.
+func (s *Server) route(pattern, op string, h readHandlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		var err error
 		if op == "readyz" {
-			err = h(w, r)
+			err = h(w, r, ctxstore.ReadOptions{})
 		} else if ar, gerr := s.guard(r); gerr != nil {
 			err = gerr
 		} else if gerr = validPathNamespace(ar); gerr != nil {
 			err = gerr
-		} else if ar, gerr = withReadLevel(ar); gerr != nil {
-			err = gerr
-		} else if gerr = checkReadRetain(ar, op); gerr != nil {
+		} else if opts, gerr := readOptions(ar, op); gerr != nil {
 			err = gerr
 		} else {
-			err = h(w, ar)
+			err = h(w, ar, opts)
 		}
 		code := errcode.Of(err)
 		var started errStarted

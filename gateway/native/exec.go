@@ -30,7 +30,7 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 		if h.Flags&wire.FlagLinearizable != 0 {
 			// One sync for the whole frame; its reads then answer from
 			// this node's index, which holds every acknowledged write.
-			if _, err := s.store.LinearizeOptions(s.base, ctxstore.ReadOptions{Level: ctxstore.ReadLinearizable}); err != nil {
+			if _, err := s.store.Linearize(s.base, ctxstore.ReadOptions{Level: ctxstore.ReadLinearizable}); err != nil {
 				return errorResponse(h, start, errcode.Of(err), err.Error(), false)
 			}
 		}
@@ -72,7 +72,7 @@ func (c *conn) execute(req *wire.Request, start time.Time) *response {
 			err := keyErr(req, i)
 			var ok bool
 			if err == nil {
-				ok, err = s.store.Exists(ctx, k)
+				ok, err = s.store.Exists(ctx, k, ctxstore.ReadOptions{Namespace: ns})
 			}
 			code := errcode.Of(err)
 			s.met.Block(Proto, op, code)

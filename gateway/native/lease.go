@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 	"github.com/ctxtier/ctxtier/gateway/native/wire"
@@ -122,7 +123,7 @@ func (c *conn) describe(req *wire.Request, b []byte) []byte {
 // lease takes one descriptor lease from the store and registers it.
 func (c *conn) lease(k block.Key) (wire.Lease, error) {
 	s := c.s
-	d, release, err := s.store.Descriptor(s.base, k)
+	d, release, err := s.store.Descriptor(s.base, k, ctxstore.ReadOptions{}) // a local read, as a frame without wire.FlagLinearizable is
 	if err != nil {
 		return wire.Lease{}, err
 	}

@@ -170,7 +170,7 @@ func cmdGet(c *conn, args [][]byte) errcode.Code {
 	if err != nil {
 		return c.fail(err)
 	}
-	v, err := c.s.objects.GetIn(c.s.base, n, args[1])
+	v, err := c.s.objects.GetIn(c.s.base, n, args[1], readLevel)
 	if errors.Is(err, block.ErrNotFound) {
 		c.pending.misses++
 		c.writer().null()
@@ -249,7 +249,7 @@ func cmdMGet(c *conn, args [][]byte) errcode.Code {
 	w := c.writer()
 	w.array(len(args) - 1)
 	for _, k := range args[1:] {
-		v, err := c.s.objects.GetIn(c.s.base, n, k)
+		v, err := c.s.objects.GetIn(c.s.base, n, k, readLevel)
 		if err != nil {
 			// Redis answers nil for what it cannot return here, since
 			// an array element cannot be an error in RESP2.
@@ -286,7 +286,7 @@ func cmdMSet(c *conn, args [][]byte) errcode.Code {
 func cmdExists(c *conn, args [][]byte) errcode.Code {
 	var n int64
 	for _, k := range args[1:] {
-		ok, err := c.s.objects.Exists(c.s.base, c.ns, k)
+		ok, err := c.s.objects.Exists(c.s.base, c.ns, k, readLevel)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -314,7 +314,7 @@ func cmdDel(c *conn, args [][]byte) errcode.Code {
 }
 
 func cmdStrlen(c *conn, args [][]byte) errcode.Code {
-	v, err := c.s.objects.Get(c.s.base, c.ns, args[1])
+	v, err := c.s.objects.Get(c.s.base, c.ns, args[1], readLevel)
 	if errors.Is(err, block.ErrNotFound) {
 		c.writer().int(0)
 		return errcode.OK
@@ -333,7 +333,7 @@ func cmdGetRange(c *conn, args [][]byte) errcode.Code {
 	if !ok1 || !ok2 {
 		return c.notInteger()
 	}
-	v, err := c.s.objects.Get(c.s.base, c.ns, args[1])
+	v, err := c.s.objects.Get(c.s.base, c.ns, args[1], readLevel)
 	if errors.Is(err, block.ErrNotFound) {
 		c.writer().bulk(nil)
 		return errcode.OK
@@ -365,7 +365,7 @@ func subrange(b []byte, start, end int64) []byte {
 }
 
 func cmdTTL(c *conn, args [][]byte) errcode.Code {
-	v, err := c.s.objects.Get(c.s.base, c.ns, args[1])
+	v, err := c.s.objects.Get(c.s.base, c.ns, args[1], readLevel)
 	if errors.Is(err, block.ErrNotFound) {
 		c.writer().int(-2)
 		return errcode.OK
@@ -429,7 +429,7 @@ func cmdExpire(c *conn, args [][]byte) errcode.Code {
 		return errcode.InvalidArgument
 	}
 	if nx || xx || gt || lt {
-		v, err := c.s.objects.Get(c.s.base, c.ns, args[1])
+		v, err := c.s.objects.Get(c.s.base, c.ns, args[1], readLevel)
 		if errors.Is(err, block.ErrNotFound) {
 			c.writer().int(0)
 			return errcode.OK
@@ -456,7 +456,7 @@ func cmdExpire(c *conn, args [][]byte) errcode.Code {
 }
 
 func cmdPersist(c *conn, args [][]byte) errcode.Code {
-	v, err := c.s.objects.Get(c.s.base, c.ns, args[1])
+	v, err := c.s.objects.Get(c.s.base, c.ns, args[1], readLevel)
 	if errors.Is(err, block.ErrNotFound) {
 		c.writer().int(0)
 		return errcode.OK
@@ -520,7 +520,7 @@ func cmdScan(c *conn, args [][]byte) errcode.Code {
 	if pattern != nil && !bytes.Equal(pattern, []byte("*")) {
 		match = func(k []byte) bool { return globMatch(pattern, k) }
 	}
-	keys, next, err := c.s.objects.Scan(c.s.base, c.ns, cursor, int(count), match)
+	keys, next, err := c.s.objects.Scan(c.s.base, c.ns, cursor, int(count), match, readLevel)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -538,7 +538,7 @@ func cmdScan(c *conn, args [][]byte) errcode.Code {
 }
 
 func cmdDBSize(c *conn, _ [][]byte) errcode.Code {
-	n, err := c.s.objects.Count(c.s.base, c.ns)
+	n, err := c.s.objects.Count(c.s.base, c.ns, readLevel)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
 )
 
@@ -116,7 +117,7 @@ func countBlocks(s *Server, ns string) (int, error) {
 	n, after := 0, ""
 	lastPair, counted := uint64(0), false
 	for {
-		infos, err := s.objects.Blocks().List(s.base, ns, "", after, page)
+		infos, err := s.objects.Blocks().List(s.base, ns, "", after, page, ctxstore.ReadOptions{Level: readLevel})
 		if err != nil {
 			return n, err
 		}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 	"github.com/ctxtier/ctxtier/ctxstore/object"
@@ -16,6 +17,10 @@ import (
 	"github.com/ctxtier/ctxtier/internal/listener"
 	"github.com/ctxtier/ctxtier/internal/membudget"
 )
+
+// readLevel is the level of every read the RESP server makes: this node's
+// own view (ctxstore.ReadLocal). RESP has no read-level option.
+const readLevel = ctxstore.ReadLocal
 
 // Proto is the metrics label of this protocol.
 const Proto = "resp"

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
@@ -331,7 +332,7 @@ func TestAWSSDKIsolationAndBadCredentials(t *testing.T) {
 			}
 		}
 	}
-	if ok, _ := e.store.Exists(ctx, blockKey("team-b", 1)); !ok {
+	if ok, _ := e.store.Exists(ctx, blockKey("team-b", 1), ctxstore.ReadOptions{}); !ok {
 		t.Fatal("team-b block deleted by a team-a key")
 	}
 

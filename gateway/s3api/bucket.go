@@ -170,7 +170,7 @@ func (s *Server) deleteBucket(q *request) error {
 	if ns, err := s.store.Namespace(q.bucket); err == nil && ns.IsObject() {
 		// As in S3, uploads in progress do not keep a bucket alive: with no
 		// object left, abort them (and their parts) first.
-		es, err := s.objs.ListObjects(q.r.Context(), q.bucket, "")
+		es, err := s.objs.ListObjects(q.r.Context(), q.bucket, "", readLevel)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -85,7 +86,7 @@ func (s *Server) list(q *request, prefix, delim, cursor string, maxKeys int) (li
 	lastPrefix := ""
 	for {
 		want := maxKeys - len(out.objects) - len(out.prefixes) + 1
-		infos, err := s.store.List(q.r.Context(), q.bucket, prefix, cursor, want)
+		infos, err := s.store.List(q.r.Context(), q.bucket, prefix, cursor, want, ctxstore.ReadOptions{Level: readLevel})
 		if err != nil {
 			return out, err
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/internal/locations"
 )
@@ -49,7 +50,7 @@ func (s *Server) getLocations(q *request) error {
 		}
 	}
 	ctx := q.r.Context()
-	o, err := s.objs.OpenObject(ctx, q.bucket, key)
+	o, err := s.objs.OpenObject(ctx, q.bucket, key, readLevel)
 	if err != nil {
 		return err
 	}
@@ -66,7 +67,7 @@ func (s *Server) getLocations(q *request) error {
 	}
 	for _, sp := range spans {
 		b := LocatedBlock{Offset: sp.Offset, Length: sp.Length, DataShards: 1}
-		loc, err := s.store.Locate(ctx, sp.Key)
+		loc, err := s.store.Locate(ctx, sp.Key, ctxstore.ReadOptions{Level: readLevel})
 		switch {
 		case errors.Is(err, block.ErrUnavailable) && out.Node == "":
 			// Not clustered: this node holds every block.

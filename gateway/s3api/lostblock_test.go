@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
 )
 
 // TestGetObjectLostBlock: an object whose data block is gone from the
@@ -48,7 +50,7 @@ func TestGetObjectLostBlock(t *testing.T) {
 	if st, body := get(); st != http.StatusOK || !bytes.Equal(body, data) {
 		t.Fatalf("GET before the loss: %d, %d bytes", st, len(body))
 	}
-	infos, err := e.store.List(ctx, "lost", "", "", 100)
+	infos, err := e.store.List(ctx, "lost", "", "", 100, ctxstore.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

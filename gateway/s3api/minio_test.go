@@ -15,6 +15,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/lifecycle"
 	"github.com/minio/minio-go/v7/pkg/tags"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
@@ -323,7 +324,7 @@ func TestMinioIsolationAndBadCredentials(t *testing.T) {
 	if _, err := minioClient(t, e, wrong).PutObject(ctx, "team-a", objName(9), bytes.NewReader([]byte("x")), 1, minio.PutObjectOptions{}); err == nil {
 		t.Fatal("put with wrong secret succeeded")
 	}
-	if ok, _ := e.store.Exists(ctx, blockKey("team-a", 9)); ok {
+	if ok, _ := e.store.Exists(ctx, blockKey("team-a", 9), ctxstore.ReadOptions{}); ok {
 		t.Fatal("rejected put stored a block")
 	}
 }

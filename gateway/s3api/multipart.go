@@ -56,7 +56,7 @@ func partNumber(v string) (int, error) {
 
 // upload checks that the request's uploadId names an upload of its key.
 func (s *Server) upload(q *request) (object.Upload, error) {
-	u, err := s.objs.GetUpload(q.r.Context(), q.bucket, q.r.URL.Query().Get("uploadId"))
+	u, err := s.objs.GetUpload(q.r.Context(), q.bucket, q.r.URL.Query().Get("uploadId"), readLevel)
 	if err != nil {
 		return u, err
 	}
@@ -151,7 +151,7 @@ func (s *Server) completeUpload(q *request) error {
 	// answered as its completion was, while ctxd remembers it.
 	var done *object.Meta
 	if _, err := s.upload(q); errors.Is(err, object.ErrNoSuchUpload) {
-		key, m, cerr := s.objs.CompletedUpload(q.r.Context(), q.bucket, q.r.URL.Query().Get("uploadId"))
+		key, m, cerr := s.objs.CompletedUpload(q.r.Context(), q.bucket, q.r.URL.Query().Get("uploadId"), readLevel)
 		if cerr != nil || key != q.key {
 			return err
 		}
@@ -262,7 +262,7 @@ func (s *Server) listParts(q *request) error {
 	if _, err := s.upload(q); err != nil {
 		return err
 	}
-	_, parts, err := s.objs.ListParts(q.r.Context(), q.bucket, qs.Get("uploadId"))
+	_, parts, err := s.objs.ListParts(q.r.Context(), q.bucket, qs.Get("uploadId"), readLevel)
 	if err != nil {
 		return err
 	}
@@ -327,7 +327,7 @@ func (s *Server) listUploads(q *request) error {
 	if !ns.IsObject() {
 		return q.writeXML(res)
 	}
-	ups, err := s.objs.ListUploads(q.r.Context(), q.bucket, res.Prefix)
+	ups, err := s.objs.ListUploads(q.r.Context(), q.bucket, res.Prefix, readLevel)
 	if err != nil {
 		return err
 	}

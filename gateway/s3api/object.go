@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
@@ -104,7 +105,7 @@ func (s *Server) headObject(q *request) error {
 	if err != nil {
 		return err
 	}
-	info, err := s.store.Stat(q.r.Context(), k)
+	info, err := s.store.Stat(q.r.Context(), k, ctxstore.ReadOptions{Level: readLevel})
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (s *Server) getObject(q *request) error {
 		return err
 	}
 	defer ref.Release()
-	info, err := s.store.Stat(q.r.Context(), k)
+	info, err := s.store.Stat(q.r.Context(), k, ctxstore.ReadOptions{Level: readLevel})
 	if err != nil {
 		// Evicted between Get and Stat: the lease still holds the bytes.
 		info = block.Info{Key: k, Size: int64(len(ref.Data)), Sum: ref.Sum, Tier: ref.Tier}
@@ -269,7 +270,7 @@ func (s *Server) putObject(q *request) error {
 		return err
 	}
 	// The store computed the checksum; read it back rather than hash twice.
-	info, err := s.store.Stat(q.r.Context(), k)
+	info, err := s.store.Stat(q.r.Context(), k, ctxstore.ReadOptions{Level: readLevel})
 	if err != nil {
 		info.Sum = block.Checksum(data) // evicted already: recompute
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/minio/minio-go/v7"
+
+	"github.com/ctxtier/ctxtier/ctxstore"
 )
 
 // TestMinioObjects drives an object namespace with minio-go: arbitrary
@@ -101,8 +103,8 @@ func TestMinioObjects(t *testing.T) {
 	// replaced and removed versions with their data blocks (kept for
 	// Config.RetireGrace, so a GET streaming them is served whole). The
 	// sweep a bucket deletion runs removes them all.
-	ups, _ := e.srv.objs.ListUploads(ctx, "mobj", "")
-	infos, err := e.store.List(ctx, "mobj", "", "", 100000)
+	ups, _ := e.srv.objs.ListUploads(ctx, "mobj", "", ctxstore.ReadLocal)
+	infos, err := e.store.List(ctx, "mobj", "", "", 100000, ctxstore.ReadOptions{})
 	if err != nil || len(ups) != 0 {
 		t.Fatalf("uploads %v left, %v", ups, err)
 	}
@@ -130,7 +132,7 @@ func TestMinioObjects(t *testing.T) {
 	if _, err := e.srv.objs.SweepUploads(ctx, "mobj", 0); err != nil {
 		t.Fatal(err)
 	}
-	if infos, err := e.store.List(ctx, "mobj", "", "", 10); err != nil || len(infos) != 0 {
+	if infos, err := e.store.List(ctx, "mobj", "", "", 10, ctxstore.ReadOptions{}); err != nil || len(infos) != 0 {
 		t.Fatalf("blocks left in the bucket after the sweep: %v %v", infos, err)
 	}
 	if err := mc.RemoveBucket(ctx, "mobj"); err != nil {
@@ -294,7 +296,7 @@ func TestObjectBadInputLeavesNothing(t *testing.T) {
 			if code, st := awsCode(err); code != tt.code || st != 400 {
 				t.Fatalf("%v, want %s", err, tt.code)
 			}
-			if infos, err := e.store.List(ctx, *b, "", "", 10); err != nil || len(infos) != 0 {
+			if infos, err := e.store.List(ctx, *b, "", "", 10, ctxstore.ReadOptions{}); err != nil || len(infos) != 0 {
 				t.Fatalf("%d blocks left behind (%v)", len(infos), err)
 			}
 		})

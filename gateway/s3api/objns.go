@@ -176,7 +176,7 @@ func (s *Server) openForRead(q *request) (o *object.Object, first, n int64, stat
 			return nil, 0, 0, 0, true, err
 		}
 	}
-	o, err = s.objs.OpenObject(q.r.Context(), q.bucket, key)
+	o, err = s.objs.OpenObject(q.r.Context(), q.bucket, key, readLevel)
 	if err != nil {
 		return nil, 0, 0, 0, true, err
 	}
@@ -337,7 +337,7 @@ func (s *Server) deleteConditions(q *request, key []byte) error {
 	if im == "" && sz == "" && lm == "" {
 		return nil
 	}
-	m, err := s.objs.StatObject(q.r.Context(), q.bucket, key)
+	m, err := s.objs.StatObject(q.r.Context(), q.bucket, key, readLevel)
 	if err != nil {
 		return err
 	}
@@ -401,7 +401,7 @@ func (s *Server) copySource(q *request) (*object.Object, string, string, error) 
 	if err != nil {
 		return nil, "", "", err
 	}
-	o, err := s.objs.OpenObject(q.r.Context(), bucket, k)
+	o, err := s.objs.OpenObject(q.r.Context(), bucket, k, readLevel)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -483,7 +483,7 @@ func (s *Server) listObjectsNS(q *request, prefix, delim, cursor string, maxKeys
 	if maxKeys == 0 {
 		return out, nil
 	}
-	es, err := s.objs.ListObjects(q.r.Context(), q.bucket, prefix)
+	es, err := s.objs.ListObjects(q.r.Context(), q.bucket, prefix, readLevel)
 	if err != nil {
 		return out, err
 	}

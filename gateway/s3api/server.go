@@ -36,6 +36,11 @@ import (
 	"github.com/ctxtier/ctxtier/internal/membudget"
 )
 
+// readLevel is the level of every read the S3 API makes: this node's own
+// view (ctxstore.ReadLocal). S3 has no read-level header; a client that
+// needs linearizable reads uses the HTTP API's X-Ctxtier-Read.
+const readLevel = ctxstore.ReadLocal
+
 const proto = "s3"
 
 // Config configures the S3 server.

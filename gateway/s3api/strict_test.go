@@ -20,6 +20,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/credential"
 )
@@ -172,7 +173,7 @@ func TestStrictAuthResponses(t *testing.T) {
 			}
 		})
 	}
-	if _, err := e.store.Stat(ctx, block.NewKey("team-a", 0x51)); err == nil {
+	if _, err := e.store.Stat(ctx, block.NewKey("team-a", 0x51), ctxstore.ReadOptions{}); err == nil {
 		t.Fatal("a refused PUT stored the block")
 	}
 	// The same request, correctly signed, succeeds: the cases above fail for

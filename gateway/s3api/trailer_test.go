@@ -23,6 +23,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	mcreds "github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -150,7 +151,7 @@ func TestTrailerChecksumMismatch(t *testing.T) {
 		if st != tc.status || !strings.Contains(b, tc.code) {
 			t.Errorf("object %d: %d %s, want %d %s", tc.h, st, b, tc.status, tc.code)
 		}
-		_, err := e.store.Stat(context.Background(), block.NewKey("team-a", tc.h))
+		_, err := e.store.Stat(context.Background(), block.NewKey("team-a", tc.h), ctxstore.ReadOptions{})
 		if (err == nil) != (tc.status == 200) {
 			t.Errorf("object %d: stored=%v after %d", tc.h, err == nil, st)
 		}

@@ -6,7 +6,8 @@
 // first out), slow or failing puts and corrupted reads. It also answers the
 // batch calls a Store or a client offers on top of a tier (Lookup,
 // PinBatch, GetBatchInto, PutBatch), so the router's and the replay's tests
-// use it as their tier too.
+// use it as their tier too. Syncing wraps any block.Storage as a
+// ctxstore.ReadSyncer that counts the syncs of linearizable reads.
 //
 // It imports nothing of the project but ctxstore/block (its own layer in
 // internal/layers: only test code and the test kits may import it).
