@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -347,6 +348,10 @@ func (s *Server) route(pattern, op string, h readHandlerFunc) {
 		var started errStarted
 		switch {
 		case err == nil:
+		case errors.As(err, &started) && clientGone(r, err):
+			// The client closed the connection (or gave up) mid-body: its
+			// own doing, not the server's; the request metric counts it.
+			s.log.Debug("response aborted: client gone", "op", op, "path", r.URL.Path, "err", err)
 		case errors.As(err, &started):
 			s.log.Warn("response aborted", "op", op, "path", r.URL.Path, "err", err)
 		default:
@@ -412,4 +417,11 @@ func bodyErr(err error) error {
 	default:
 		return fmt.Errorf("%w: reading request body: %v", block.ErrInvalidArgument, err)
 	}
+}
+
+// clientGone reports whether err, met while a response body was being
+// written, means the client went away: its request context ended, or the
+// connection was reset or closed under the write.
+func clientGone(r *http.Request, err error) bool {
+	return r.Context().Err() != nil || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }
