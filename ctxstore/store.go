@@ -182,9 +182,10 @@ func (s *Store) Read(ctx context.Context, key block.Key, opts ReadOptions) (*blo
 }
 
 // resolve returns namespace name: known, when it is that namespace (the
-// caller's), or looked up in the catalog.
+// caller's), or looked up in the catalog. An empty name is always looked
+// up (and refused there): the zero options carry an empty namespace.
 func (s *Store) resolve(name string, known *block.Namespace) (block.Namespace, error) {
-	if known.Name == name {
+	if name != "" && known.Name == name {
 		return *known, nil
 	}
 	return s.catalog.Namespace(name)
@@ -274,13 +275,13 @@ func (s *Store) Lookup(ctx context.Context, keys []block.Key, opts ReadOptions) 
 	if err := s.sync(ctx, opts.Level); err != nil {
 		return 0, err
 	}
-	last := ""
+	last, checked := "", false
 	for i, k := range keys {
-		if k.Namespace != last {
+		if !checked || k.Namespace != last {
 			if _, err := s.resolve(k.Namespace, &opts.Namespace); err != nil {
 				return 0, err
 			}
-			last = k.Namespace
+			last, checked = k.Namespace, true
 		}
 		if !s.tier.Contains(k) {
 			s.retain(opts.Retain, keys[:i])

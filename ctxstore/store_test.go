@@ -255,3 +255,30 @@ func TestStoreListAndDeleteNamespace(t *testing.T) {
 		t.Fatalf("namespace still there: %v", err)
 	}
 }
+
+// TestStoreReadsRefuseTheEmptyNamespace: a key without a namespace is
+// refused by every read, whatever options it comes with: the zero
+// ReadOptions carry an empty Namespace, which must not pass for the key's.
+func TestStoreReadsRefuseTheEmptyNamespace(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	k := block.NewKey("", 1)
+	reads := []struct {
+		name string
+		call func() error
+	}{
+		{"get", func() error { _, err := s.Get(ctx, k); return err }},
+		{"read", func() error { _, err := s.Read(ctx, k, ReadOptions{}); return err }},
+		{"stat", func() error { _, err := s.Stat(ctx, k, ReadOptions{}); return err }},
+		{"exists", func() error { _, err := s.Exists(ctx, k, ReadOptions{}); return err }},
+		{"list", func() error { _, err := s.List(ctx, "", "", "", 10, ReadOptions{}); return err }},
+		{"lookup", func() error { _, err := s.Lookup(ctx, []block.Key{k}, ReadOptions{}); return err }},
+	}
+	for _, r := range reads {
+		t.Run(r.name, func(t *testing.T) {
+			if err := r.call(); !errors.Is(err, block.ErrUnknownNamespace) && !errors.Is(err, block.ErrInvalidArgument) {
+				t.Fatalf("err = %v, want unknown namespace or invalid argument", err)
+			}
+		})
+	}
+}
