@@ -230,16 +230,25 @@ func (r *route) add(loc *locations.Locations, off, size int64, nodes map[string]
 	return off, false, fmt.Errorf("%w: page ends at %d of %d (truncated %v)", errBadLocations, off, size, loc.Truncated)
 }
 
-// holderEndpoint picks the endpoint of b's first alive holder of a data
-// shard (the answer lists holders in read order), -1 when none has one.
+// holderEndpoint picks the endpoint of b's alive holder of a data shard
+// with the lowest shard index, -1 when none has one. The answer lists
+// holders in the answering node's read order (its own shard first), so
+// taking the first would send every puller of a replicated block to its
+// own node, and each replica would be read from its node's lower tiers
+// once per node (3 lower-tier bytes per checkpoint byte with three
+// copies, measured). The shard index is the block's placement rank, the
+// same in every node's answer: every puller reads a block from the same
+// holder, whose single-flight and DRAM promotion then serve the others,
+// and the blocks' first ranks are spread over the nodes by placement.
 func holderEndpoint(nodes map[string]int, b locations.Block) int {
+	best, bestShard := -1, 0
 	for _, h := range b.Holders {
 		if h.State != "alive" || (b.DataShards > 1 && h.Shard >= b.DataShards) {
 			continue
 		}
-		if ep, ok := nodes[h.Node]; ok {
-			return ep
+		if ep, ok := nodes[h.Node]; ok && (best < 0 || h.Shard < bestShard) {
+			best, bestShard = ep, h.Shard
 		}
 	}
-	return -1
+	return best
 }

@@ -69,6 +69,11 @@ func TestHolderEndpoint(t *testing.T) {
 		{"unknown node", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n7", 0, "alive"), h("n2", 1, "alive")}}, 1},
 		{"suspect only", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n1", 0, "suspect")}}, -1},
 		{"not clustered", locations.Block{DataShards: 1}, -1},
+		// Every node lists its own replica first; all must pick the same.
+		{"replicas, n2 answering", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n2", 1, "alive"), h("n3", 0, "alive"), h("n1", 2, "alive")}}, 2},
+		{"replicas, n1 answering", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n1", 2, "alive"), h("n3", 0, "alive"), h("n2", 1, "alive")}}, 2},
+		{"replicas, rank 0 dead", locations.Block{DataShards: 1, Holders: []locations.Holder{h("n1", 2, "alive"), h("n3", 0, "dead"), h("n2", 1, "alive")}}, 1},
+		{"coded, data shards listed out of rank", locations.Block{DataShards: 2, Holders: []locations.Holder{h("n3", 2, "alive"), h("n2", 1, "alive"), h("n1", 0, "alive")}}, 0},
 	} {
 		if got := holderEndpoint(nodes, tt.b); got != tt.want {
 			t.Errorf("%s: endpoint %d, want %d", tt.name, got, tt.want)
