@@ -30,7 +30,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 	}{
 		{"defaults", nil, nil, func(c Config) bool {
 			return c.DataDir == "./ctxd-data" && c.Listen == "127.0.0.1:7400" && c.HTTPListen == "127.0.0.1:7401" && c.DRAMCapacity == 1<<30 &&
-				c.RESPListen == "127.0.0.1:7405" && c.RESPDatabases == "default"
+				c.RESPListen == "127.0.0.1:7405" && c.RESPDatabases == "default" && !c.DRAMHuge
 		}},
 		{"resp off and databases", []string{"--resp-listen", "", "--resp-databases", "default, kv"}, nil, func(c Config) bool {
 			dbs, err := parseDatabases(c.RESPDatabases)
@@ -45,6 +45,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		{"flag over env", []string{"--config", file, "--dram-capacity", "8GiB"}, map[string]string{"CTXD_DRAM_CAPACITY": "3GiB"}, func(c Config) bool {
 			return c.DRAMCapacity == 8<<30
 		}},
+		{"huge pages off by default, on by flag", []string{"--dram-hugepages"}, nil, func(c Config) bool { return c.DRAMHuge }},
+		{"huge pages by env", nil, map[string]string{"CTXD_DRAM_HUGEPAGES": "true"}, func(c Config) bool { return c.DRAMHuge }},
 		{"config from env", nil, map[string]string{"CTXD_CONFIG": file}, func(c Config) bool {
 			return c.DRAMCapacity == 2<<30
 		}},

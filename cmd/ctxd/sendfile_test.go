@@ -19,8 +19,22 @@ import (
 // CRC-32C recorded at put on each), and the server must never have had to
 // re-read a block because the client's check failed (its warning log line):
 // freed pages that were sent by reference are punched out, not rewritten.
+// With --dram-hugepages too, where the kernel gives shared memory huge
+// pages, those punches split huge pages under sockets still sending them.
 func TestCtxdSendfile(t *testing.T) {
-	p := startCtxd(t, "--dram-capacity", "16MiB", "--sendfile")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"4KiB pages", nil},
+		{"huge pages", []string{"--dram-hugepages"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testCtxdSendfile(t, tc.args...) })
+	}
+}
+
+func testCtxdSendfile(t *testing.T, extra ...string) {
+	p := startCtxd(t, append([]string{"--dram-capacity", "16MiB", "--sendfile"}, extra...)...)
 	// 256 puts and up to 768 GETs of 1 MiB: a few seconds on a quiet
 	// machine; the bound only stops a hung server, on a loaded one too.
 	ctx := withTimeout(t, 5*time.Minute)
@@ -56,5 +70,12 @@ func TestCtxdSendfile(t *testing.T) {
 	}
 	if log := p.Log(); strings.Contains(log, "re-read with at-rest verification") || strings.Contains(log, "punch out pages") {
 		t.Fatalf("the server saw a failed end-to-end check or a failed punch:\n%s", log)
+	}
+	if len(extra) > 0 {
+		log := p.Log()
+		if !strings.Contains(log, "huge pages advised") && !strings.Contains(log, "does not allow them") {
+			t.Fatalf("--dram-hugepages: the log says neither that huge pages were advised nor why not:\n%s", log)
+		}
+		t.Logf("huge pages advised: %v", strings.Contains(log, "huge pages advised"))
 	}
 }

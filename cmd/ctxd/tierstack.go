@@ -65,6 +65,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	dcfg := dram.DefaultConfig()
 	dcfg.Capacity = cfg.DRAMCapacity
 	dcfg.MemFile = cfg.DRAMMemFile
+	dcfg.HugePages = cfg.DRAMHuge
 	dcfg.MaxBlockSize = cfg.MaxBlockSize
 	dcfg.Policy = factory
 	tcfg := tiers.DefaultConfig()

@@ -50,6 +50,10 @@ type Config struct {
 	MemFile string
 	// MaxBlockSize bounds one block.
 	MaxBlockSize int64
+	// HugePages asks the kernel to back the arena with transparent huge
+	// pages (hugepage.go); it takes effect only where the kernel's
+	// shmem_enabled setting allows it, which the start-up log reports.
+	HugePages bool
 	// Policy builds the replacement policy; nil means policy.NewLRU.
 	Policy policy.Factory
 	// SweepInterval is how often expired blocks are dropped by Run.
@@ -239,6 +243,18 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("dram: mmap %d bytes: %w", fileSize, err)
+	}
+	if cfg.HugePages {
+		setting, err := adviseHugePages(mem[:size])
+		switch {
+		case err != nil:
+			log.Warn("dram arena: huge pages not available", "err", err, "shmem_enabled", setting)
+		case !hugePagesHonoured(setting):
+			log.Warn("dram arena: huge pages asked for, but the kernel's shmem_enabled does not allow them for shared memory; the arena uses 4 KiB pages",
+				"shmem_enabled", setting, "file", shmemTHPFile)
+		default:
+			log.Info("dram arena: huge pages advised", "shmem_enabled", setting)
+		}
 	}
 	// The mapping is page-aligned, so every version word is 8-byte aligned.
 	vers := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[size])), size/PageSize)
