@@ -2,9 +2,6 @@ package weights
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,9 +30,10 @@ type PullStats struct {
 const partSuffix = ".ctxpart"
 
 // Pull fetches model's checkpoint into dir. Files already there with the
-// manifest's size and SHA-256 are skipped; a FILE.ctxpart left by an
-// interrupted pull keeps every chunk that matches its checksum, and only
-// the others are fetched (ranged GETs, Parallel at a time, each verified
+// manifest's size and digests (every chunk's XXH3-128, or the whole file's
+// SHA-256: see complete) are skipped; a FILE.ctxpart left by an
+// interrupted pull keeps every chunk that matches its digest, and only the
+// others are fetched (ranged GETs, Parallel at a time, each verified
 // before it is written). progress may be nil.
 func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress) (PullStats, error) {
 	var st PullStats
@@ -45,7 +43,7 @@ func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress
 	}
 	for _, f := range m.Files {
 		dst := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if ok, err := complete(dst, f); err != nil {
+		if ok, err := complete(dst, f, m.ChunkSize, c.cfg.Verify); err != nil {
 			return st, err
 		} else if ok {
 			st.FilesSkipped++
@@ -58,26 +56,6 @@ func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress
 		}
 	}
 	return st, nil
-}
-
-// complete reports whether dst already holds f (size and SHA-256).
-func complete(dst string, f File) (bool, error) {
-	fh, err := os.Open(dst)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	defer fh.Close()
-	info, err := fh.Stat()
-	if err != nil || !info.Mode().IsRegular() || info.Size() != f.Size {
-		return false, err
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, fh); err != nil {
-		return false, err
-	}
-	return hex.EncodeToString(h.Sum(nil)) == f.SHA256, nil
 }
 
 func (c *Client) pullFile(ctx context.Context, m *Manifest, f File, dst string, progress *Progress, st *PullStats) error {
@@ -95,13 +73,14 @@ func (c *Client) pullFile(ctx context.Context, m *Manifest, f File, dst string, 
 	}
 	// Keep the chunks an earlier pull finished.
 	var todo []int
+	alg := digest(c.cfg.Verify, f)
 	buf := make([]byte, m.ChunkSize)
 	for i := range f.Chunks {
 		off, n := chunkSpan(m.ChunkSize, f.Size, i)
 		if _, err := fh.ReadAt(buf[:n], off); err != nil {
 			return fmt.Errorf("weights: read %s: %w", part, err)
 		}
-		if sumHex(buf[:n]) == f.Chunks[i] {
+		if chunkOK(alg, f, i, buf[:n]) {
 			st.ChunksReused++
 			progress.Total.Add(-n)
 			continue
@@ -186,6 +165,7 @@ feed:
 func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route, i int, off int64, b []byte, fetched *atomic.Int64, progress *Progress) error {
 	var last error
 	name := c.objectName(model, f.Path)
+	alg := digest(c.cfg.Verify, f)
 	spans := rt.spans(off, int64(len(b)))
 	for try := 0; try <= c.cfg.Retries; try++ {
 		if err := ctx.Err(); err != nil {
@@ -201,7 +181,7 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route
 			last = err
 			continue
 		}
-		if sumHex(b) != f.Chunks[i] {
+		if !chunkOK(alg, f, i, b) {
 			last = fmt.Errorf("%w: %s chunk %d", ErrChecksum, f.Path, i)
 			continue
 		}
@@ -241,11 +221,6 @@ func (c *Client) getSpan(ctx context.Context, name string, sp span, b []byte, fe
 func chunkSpan(chunk, size int64, i int) (off, n int64) {
 	off = int64(i) * chunk
 	return off, min(chunk, size-off)
-}
-
-func sumHex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // begin reads model's manifest and sets progress's total to its size
