@@ -195,7 +195,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, rt: &router{}}
+	c := &Client{cfg: cfg, rt: &router{down: map[int]time.Time{}}}
 	for _, ep := range cfg.Endpoints {
 		mc, err := minio.New(ep, &minio.Options{
 			Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.Secret, ""),
