@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
 // PullStats says what a pull moved and what it kept.
@@ -161,11 +163,16 @@ feed:
 // fetchChunk reads chunk i of f into b with ranged GETs (one per span of
 // rt, one in all without routing), retrying a failed or corrupt read (a
 // failed one through the next endpoint), and verifies it against the
-// manifest.
+// manifest. Its GETs declare that the client verifies (readerVerifies), so
+// the nodes' DRAM tiers may skip their own check of the bytes; after a
+// mismatch the retries declare nothing, and a node then verifies the
+// blocks at rest itself (and drops a corrupt one: the read goes to a lower
+// tier, or fails).
 func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route, i int, off int64, b []byte, fetched *atomic.Int64, progress *Progress) error {
 	var last error
 	name := c.objectName(model, f.Path)
 	alg := digest(c.cfg.Verify, f)
+	declare := readerVerifies(alg)
 	spans := rt.spans(off, int64(len(b)))
 	for try := 0; try <= c.cfg.Retries; try++ {
 		if err := ctx.Err(); err != nil {
@@ -173,7 +180,7 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route
 		}
 		var err error
 		for _, sp := range spans {
-			if err = c.getSpan(ctx, name, sp, b[sp.off-off:sp.off-off+sp.n], fetched, progress); err != nil {
+			if err = c.getSpan(ctx, name, sp, b[sp.off-off:sp.off-off+sp.n], declare, fetched, progress); err != nil {
 				break
 			}
 		}
@@ -183,6 +190,7 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route
 		}
 		if !chunkOK(alg, f, i, b) {
 			last = fmt.Errorf("%w: %s chunk %d", ErrChecksum, f.Path, i)
+			declare = ""
 			continue
 		}
 		return nil
@@ -192,12 +200,16 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route
 
 // getSpan reads sp into b with one ranged GET: through sp's endpoint when
 // it has one that routing may use now, else through the endpoint in use.
-// A failure takes the endpoint out of routing for a while and moves the
-// endpoint in use on when it was that one.
-func (c *Client) getSpan(ctx context.Context, name string, sp span, b []byte, fetched *atomic.Int64, progress *Progress) error {
+// A non-empty declare is sent as httpwire.HeaderReaderVerifies. A failure
+// takes the endpoint out of routing for a while and moves the endpoint in
+// use on when it was that one.
+func (c *Client) getSpan(ctx context.Context, name string, sp span, b []byte, declare string, fetched *atomic.Int64, progress *Progress) error {
 	opts := minio.GetObjectOptions{}
 	if err := opts.SetRange(sp.off, sp.off+sp.n-1); err != nil {
 		return err
+	}
+	if declare != "" {
+		opts.Set(httpwire.HeaderReaderVerifies, declare)
 	}
 	mc, ep := c.client()
 	if sp.ep >= 0 && int64(sp.ep) != ep && c.rt.usable(sp.ep) {

@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
 // Chunk digests. A manifest records, per chunk, a SHA-256 (always) and an
@@ -36,6 +38,16 @@ func digest(verify string, f File) string {
 		return VerifyXXH3
 	}
 	return VerifySHA256
+}
+
+// readerVerifies is the httpwire.HeaderReaderVerifies value a GET checked
+// with alg declares: the S3 endpoint then reads the object's data blocks
+// without the DRAM tier's at-rest check (docs/s3.md).
+func readerVerifies(alg string) string {
+	if alg == VerifyXXH3 {
+		return httpwire.ReaderVerifiesXXH3
+	}
+	return httpwire.ReaderVerifiesSHA256
 }
 
 // chunkOK reports whether b is chunk i of f by the digest alg.
