@@ -39,6 +39,9 @@ type weightsConfig struct {
 	// blocks (weights.Config.Route); off, every GET goes through the
 	// worker's first node.
 	Route bool
+	// Verify is the digest the workers check every chunk with
+	// (weights.Config.Verify).
+	Verify string
 	// Dir holds the checkpoint, the versitygw bucket and the nodes' data
 	// (default: the system's temporary directory).
 	Dir string
@@ -67,6 +70,7 @@ func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
 	fs.IntVar(&c.DataShards, "data-shards", 1, "erasure code of the weights namespace: data shards")
 	fs.IntVar(&c.ParityShards, "parity-shards", 0, "erasure code of the weights namespace: parity shards")
 	fs.BoolVar(&c.Route, "route", true, "send each ranged GET to the node that holds its blocks (GetObjectLocations); false: every GET through the worker's own node, which reads the blocks it does not hold from their holders")
+	fs.StringVar(&c.Verify, "verify", weights.VerifyXXH3, "digest every chunk is checked with: xxh3 (the manifest's XXH3-128) or sha256")
 	fs.StringVar(&c.Dir, "dir", "", "directory for the checkpoint, versitygw's bucket and the nodes' data (default: $TMPDIR)")
 	fs.StringVar(&c.Profile, "profile", "", "start the nodes with --pprof-listen and write CPU profiles of every node (n1.pprof...) and of ctxbench, the pullers (ctxbench.pprof), taken from the start of the tier pull, to this directory")
 	fs.IntVar(&c.ProfileSeconds, "profile-seconds", 5, "length of the --profile CPU profiles (keep it under the tier pull's duration)")
@@ -105,9 +109,9 @@ func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
 		return c, errors.New("--profile-seconds must be in 1..600")
 	}
 	wc := weights.DefaultConfig()
-	wc.ChunkSize = c.ChunkSize
+	wc.ChunkSize, wc.Verify = c.ChunkSize, c.Verify
 	if err := wc.Validate(); err != nil {
-		return c, fmt.Errorf("--chunk-size: %w", err)
+		return c, fmt.Errorf("--chunk-size or --verify: %w", err)
 	}
 	return c, nil
 }
@@ -231,7 +235,7 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	tierCfg := func(endpoints []string) weights.Config {
 		wc := weights.DefaultConfig()
 		wc.Endpoints, wc.AccessKey, wc.Secret = endpoints, key.AccessKeyID, key.Secret
-		wc.Namespace, wc.ChunkSize, wc.Parallel, wc.Route = weightsNS, cfg.ChunkSize, cfg.Parallel, cfg.Route
+		wc.Namespace, wc.ChunkSize, wc.Parallel, wc.Route, wc.Verify = weightsNS, cfg.ChunkSize, cfg.Parallel, cfg.Route, cfg.Verify
 		return wc
 	}
 	vgwCfg := tierCfg([]string{vgw.addr})
@@ -397,13 +401,13 @@ func pullAll(ctx context.Context, cfgs []weights.Config, size int64) (time.Durat
 
 func (r *weightsResult) print(out io.Writer, cfg weightsConfig) {
 	gbs := func(d time.Duration) float64 { return r.served / d.Seconds() / 1e9 }
-	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d route=%v "+
+	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d route=%v verify=%s "+
 		"tier_gb_s=%.3f raw_tcp_gb_s=%.3f ratio_vs_raw_tcp=%.3f "+
 		"lower_tier_bytes_per_served_byte=%.3f lower_tier_bytes_per_checkpoint_byte=%.3f lower_tier_bytes=%s (nvme=%s s3=%s; %v) promotions=%.0f shared_reads=%.0f "+
 		"last_complete_s=%.2f versitygw_last_complete_s=%.2f speedup_vs_versitygw=%.3f push_gb_s=%.3f "+
 		"node_cpu_s_per_gb=%.3f puller_cpu_s_per_gb=%.3f raw_tcp_cpu_s_per_gb=%.3f "+
 		"local_read_share=%.3f peer_read_bytes_per_served_byte=%.3f\n",
-		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards, cfg.Route,
+		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards, cfg.Route, cfg.Verify,
 		gbs(r.tier), gbs(r.raw), r.raw.Seconds()/r.tier.Seconds(),
 		r.lowerBytes/r.served, r.lowerBytes/float64(r.size), block.FormatSize(int64(r.lowerBytes)), block.FormatSize(int64(r.nvmeReads)), block.FormatSize(int64(r.s3Reads)), r.lowerByNode,
 		r.promotions, r.shared,

@@ -26,11 +26,14 @@ func TestParseWeightsFlags(t *testing.T) {
 	if c, err := parseWeightsFlags(strings.Fields("--start --route=false"), io.Discard); err != nil || c.Route {
 		t.Fatalf("--route=false: %+v %v", c, err)
 	}
-	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" || !c.Route {
+	if c, err := parseWeightsFlags(strings.Fields("--start --verify sha256"), io.Discard); err != nil || c.Verify != "sha256" {
+		t.Fatalf("--verify sha256: %+v %v", c, err)
+	}
+	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" || !c.Route || c.Verify != "xxh3" {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}
 	for _, bad := range []string{"", "--start --size lots", "--start --size 1MiB --files 2", "--start --files 0", "--start --pullers 0",
-		"--start --parallel 0", "--start --chunk-size 1MiB", "--start --data-shards 2 --parity-shards 2", "--start --dram-capacity x", "--start extra", "--start --profile-seconds 0"} {
+		"--start --parallel 0", "--start --chunk-size 1MiB", "--start --data-shards 2 --parity-shards 2", "--start --dram-capacity x", "--start extra", "--start --profile-seconds 0", "--start --verify crc32"} {
 		if _, err := parseWeightsFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -160,6 +163,10 @@ func TestWeightsBenchAgainstRealCluster(t *testing.T) {
 	// only manifest records (KiB) may come from peers.
 	if v := vals["local_read_share"]; v < 0.9 || !strings.Contains(out.String(), " route=true ") {
 		t.Errorf("routed run: local_read_share=%v, want >= 0.9 (peer_read_bytes_per_served_byte=%v)", v, vals["peer_read_bytes_per_served_byte"])
+	}
+	// --verify (the default): the workers check XXH3-128 chunk digests.
+	if !strings.Contains(out.String(), " verify=xxh3 ") {
+		t.Error("the result line does not say verify=xxh3")
 	}
 	// --profile: a CPU profile of every node and of the pullers, each a
 	// gzipped pprof file.

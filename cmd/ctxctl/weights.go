@@ -25,7 +25,8 @@ const weightsUsage = `usage:
 Moves a model checkpoint between a directory and the tier's S3 endpoint
 (--s3, default 127.0.0.1:7403; several, comma-separated, for a pull to fail over): one object per file under MODEL/ in the
 object namespace --namespace (default weights, created on first push), and
-a manifest of sizes and SHA-256s. A pull verifies every chunk, skips files
+a manifest of sizes, SHA-256s and per-chunk XXH3-128s. A pull verifies every
+chunk (--verify xxh3, the default, or sha256), skips files
 already complete, and resumes a file left by an interrupted pull (FILE.ctxpart)
 from its verified chunks. With several endpoints a pull sends each ranged GET
 to the listed node that holds its blocks (--route=false: all through the first
@@ -48,6 +49,7 @@ func weightsFlags(action string, args []string, errOut io.Writer) (cfg weights.C
 	chunkMiB := fs.Int64("chunk-mib", cfg.ChunkSize>>20, "chunk (part, ranged GET, resume unit) size in MiB")
 	fs.IntVar(&cfg.Parallel, "parallel", cfg.Parallel, "chunks in flight at once")
 	fs.IntVar(&cfg.Retries, "retries", cfg.Retries, "retries of a failed chunk GET")
+	fs.StringVar(&cfg.Verify, "verify", cfg.Verify, "pull: the manifest digest every chunk is checked with: xxh3 (XXH3-128; SHA-256 for a manifest without it) or sha256")
 	fs.BoolVar(&cfg.Route, "route", cfg.Route, "pull: send each ranged GET to the node holding its blocks (of those listed in --s3), the others being the fallback")
 	fs.BoolVar(&progress, "progress", true, "print a progress line to stderr")
 	if action == "push" {

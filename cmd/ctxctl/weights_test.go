@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxtier/ctxtier/internal/weights"
 )
 
 func TestWeightsFlags(t *testing.T) {
@@ -20,6 +22,11 @@ func TestWeightsFlags(t *testing.T) {
 	if cfg, _, _, _, err = weightsFlags("pull", strings.Fields("llama/7b /models/llama --route=false"), io.Discard); err != nil || cfg.Route {
 		t.Fatalf("pull --route=false: %+v %v", cfg, err)
 	}
+	for args, want := range map[string]string{"m d": weights.VerifyXXH3, "m d --verify sha256": weights.VerifySHA256, "m d --verify xxh3": weights.VerifyXXH3} {
+		if cfg, _, _, _, err = weightsFlags("pull", strings.Fields(args), io.Discard); err != nil || cfg.Verify != want {
+			t.Errorf("pull %q: verify %q %v, want %q", args, cfg.Verify, err, want)
+		}
+	}
 	bad := []struct{ action, args string }{
 		{"push", "dir"},                       // no --name
 		{"push", "--name m"},                  // no DIR
@@ -29,6 +36,7 @@ func TestWeightsFlags(t *testing.T) {
 		{"pull", "m d --parallel 0"},          // no workers
 		{"pull", "m d --namespace="},          // empty namespace
 		{"pull", "m d --s3 ,"},                // no endpoint
+		{"pull", "m d --verify md5"},          // unknown digest
 		{"push", "d --name m --frobnicate 1"}, // unknown flag
 	}
 	for _, b := range bad {

@@ -15,8 +15,10 @@ type GetOptions struct {
 	// pointer, so that handing it down allocates nothing.
 	Namespace Namespace
 	// ReaderVerifies says that the reader checks every byte of the block
-	// against Ref.Sum (the CRC-32C recorded at put time) before it uses
-	// them and, on a mismatch, reads again without it. A tier may then skip
+	// against Ref.Sum (the CRC-32C recorded at put time), or, for an S3
+	// object's data blocks, every byte it receives against a digest of its
+	// own (ctxstore/object.RangeOptions), before it uses them and, on a
+	// mismatch, reads again without it. A tier may then skip
 	// its own at-rest check of the bytes: the reader's check covers them
 	// and more (the copy on the way and in the reader's memory). Only
 	// tiers/dram honours it; every other tier verifies as always. A Ref

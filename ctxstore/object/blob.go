@@ -426,13 +426,26 @@ func (o *Object) pieces(first, length int64) []piece {
 	return out
 }
 
+// RangeOptions are a WriteRange's options; the zero value has the tiers
+// verify every data block.
+type RangeOptions struct {
+	// ReaderVerifies: whoever receives the bytes checks every one of them
+	// against a digest of its own and, on a mismatch, reads the range again
+	// without it (an S3 client declaring X-Ctxtier-Reader-Verifies). The
+	// data blocks are read with ctxstore.ReadOptions.ReaderVerifies, so the
+	// DRAM tier may skip its at-rest check of them. A caller that keeps or
+	// copies the bytes itself (CopyObject) leaves it false.
+	ReaderVerifies bool
+}
+
 // WriteRange writes bytes [first, first+length) of the object to w,
 // fetching up to Config.Parallel data blocks ahead in parallel, and returns
 // how many bytes it wrote. It writes nothing until the first Parallel
 // blocks are leased, so when the version was retired before that it fails
 // with ErrObjectChanged having written nothing (a caller may open the key
-// again). The data blocks are read from this node's view (see OpenObject).
-func (o *Object) WriteRange(ctx context.Context, w io.Writer, first, length int64) (int64, error) {
+// again). The data blocks are read from this node's view (see OpenObject),
+// with opts.
+func (o *Object) WriteRange(ctx context.Context, w io.Writer, first, length int64, opts RangeOptions) (int64, error) {
 	if first < 0 || length < 0 || first+length > o.Size {
 		return 0, fmt.Errorf("%w: range %d+%d outside %d bytes", block.ErrInvalidArgument, first, length, o.Size)
 	}
@@ -459,7 +472,7 @@ func (o *Object) WriteRange(ctx context.Context, w io.Writer, first, length int6
 				return
 			}
 			go func() {
-				ref, err := o.s.blocks.Get(ctx, p.key)
+				ref, err := o.s.blocks.Read(ctx, p.key, ctxstore.ReadOptions{ReaderVerifies: opts.ReaderVerifies})
 				res[i] <- result{ref, err}
 			}()
 		}

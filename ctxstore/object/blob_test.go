@@ -102,7 +102,7 @@ func readAll(t *testing.T, s *Store, key string) ([]byte, Meta) {
 		t.Fatalf("open %q: %v", key, err)
 	}
 	var buf bytes.Buffer
-	if n, err := o.WriteRange(context.Background(), &buf, 0, o.Size); err != nil || n != o.Size {
+	if n, err := o.WriteRange(context.Background(), &buf, 0, o.Size, RangeOptions{}); err != nil || n != o.Size {
 		t.Fatalf("read %q: %d bytes, %v", key, n, err)
 	}
 	return buf.Bytes(), o.Meta
@@ -133,7 +133,7 @@ func TestPutObjectRoundTrip(t *testing.T) {
 				continue
 			}
 			var b bytes.Buffer
-			if _, err := o.WriteRange(ctx, &b, r[0], r[1]); err != nil || !bytes.Equal(b.Bytes(), data[r[0]:r[0]+r[1]]) {
+			if _, err := o.WriteRange(ctx, &b, r[0], r[1], RangeOptions{}); err != nil || !bytes.Equal(b.Bytes(), data[r[0]:r[0]+r[1]]) {
 				t.Fatalf("size %d range %v: %v", size, r, err)
 			}
 		}

@@ -161,7 +161,7 @@ func TestObjectHints(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got bytes.Buffer
-			if _, err := o.WriteRange(ctx, &got, 0, o.Size); err != nil || !bytes.Equal(got.Bytes(), data) {
+			if _, err := o.WriteRange(ctx, &got, 0, o.Size, RangeOptions{}); err != nil || !bytes.Equal(got.Bytes(), data) {
 				t.Fatalf("read back: %v (%d bytes, want %d)", err, got.Len(), len(data))
 			}
 		})

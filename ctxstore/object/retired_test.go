@@ -99,7 +99,7 @@ func TestReplaceWhileStreaming(t *testing.T) {
 				_, err := s.PutObject(ctx, "obj", []byte("k"), bytes.NewReader(next), PutObjectOptions{})
 				return err
 			}}
-			n, err := o.WriteRange(ctx, w, 0, o.Size)
+			n, err := o.WriteRange(ctx, w, 0, o.Size, RangeOptions{})
 			if w.err != nil {
 				t.Fatalf("replace during the GET: %v", w.err)
 			}

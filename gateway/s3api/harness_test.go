@@ -45,14 +45,7 @@ func newEnvSized(t *testing.T, capacity int64, mut func(*Config), srvLog *slog.L
 // (nil: as it is).
 func newEnvOver(t *testing.T, capacity int64, wrap func(ctxstore.Tier) ctxstore.Tier, mut func(*Config), srvLog *slog.Logger) *env {
 	t.Helper()
-	// This machine may export AWS_CA_BUNDLE, which breaks AWS SDK v2 clients.
-	t.Setenv("AWS_CA_BUNDLE", "")
-	os.Unsetenv("AWS_CA_BUNDLE")
 	log := slog.New(slog.DiscardHandler)
-	cat, err := ctxstore.OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	dcfg := dram.DefaultConfig()
 	dcfg.Capacity = capacity
 	dcfg.MaxBlockSize = 8 << 20
@@ -64,6 +57,21 @@ func newEnvOver(t *testing.T, capacity int64, wrap func(ctxstore.Tier) ctxstore.
 	var top ctxstore.Tier = tier
 	if wrap != nil {
 		top = wrap(tier)
+	}
+	return newEnvOn(t, top, mut, srvLog)
+}
+
+// newEnvOn is a running S3 server over a store on top, with the namespaces
+// team-a and team-b.
+func newEnvOn(t *testing.T, top ctxstore.Tier, mut func(*Config), srvLog *slog.Logger) *env {
+	t.Helper()
+	// This machine may export AWS_CA_BUNDLE, which breaks AWS SDK v2 clients.
+	t.Setenv("AWS_CA_BUNDLE", "")
+	os.Unsetenv("AWS_CA_BUNDLE")
+	log := slog.New(slog.DiscardHandler)
+	cat, err := ctxstore.OpenFileCatalog(filepath.Join(t.TempDir(), "namespaces.json"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	st, err := ctxstore.New(ctxstore.DefaultConfig(), cat, top, log)
 	if err != nil {

@@ -47,7 +47,9 @@ var layerOf = []struct{ prefix, layer string }{
 // tiers); ctxstore/block is the shared leaf and imports nothing of the
 // project; the descriptor formats, the routing query types, the error
 // table and the wire codecs of the native and HTTP protocols are leaves
-// beside it (they import only the block leaf and each other); sim (trace
+// beside it (they import only the block leaf and each other, so every
+// layer may use them: internal/weights, a client of the S3 endpoint, uses
+// the HTTP wire's header names); sim (trace
 // reading, replay, policy simulation) sits beside gateway, above the
 // domain, and only cmd/ctxbench imports it (rule below). The cluster's
 // node-to-node transport (transport: ctxstore/cluster/peer, the shard
@@ -72,7 +74,7 @@ var mayImport = map[string][]string{
 	"testkit":   {"block"},
 	"leaf":      {"block", "leaf"},
 	"client":    {"block", "leaf", "internal"},
-	"internal":  {"block", "internal"},
+	"internal":  {"block", "leaf", "internal"},
 	"tiers":     {"block", "leaf", "tiers", "internal"},
 	"raft":      {"block", "leaf", "raft", "internal"},
 	"ctxstore":  {"block", "leaf", "ctxstore", "raft", "tiers", "internal", "transport", "control"},

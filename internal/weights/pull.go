@@ -2,9 +2,6 @@ package weights
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/ctxtier/ctxtier/gateway/httpapi/httpwire"
 )
 
 // PullStats says what a pull moved and what it kept.
@@ -33,9 +32,10 @@ type PullStats struct {
 const partSuffix = ".ctxpart"
 
 // Pull fetches model's checkpoint into dir. Files already there with the
-// manifest's size and SHA-256 are skipped; a FILE.ctxpart left by an
-// interrupted pull keeps every chunk that matches its checksum, and only
-// the others are fetched (ranged GETs, Parallel at a time, each verified
+// manifest's size and digests (every chunk's XXH3-128, or the whole file's
+// SHA-256: see complete) are skipped; a FILE.ctxpart left by an
+// interrupted pull keeps every chunk that matches its digest, and only the
+// others are fetched (ranged GETs, Parallel at a time, each verified
 // before it is written). progress may be nil.
 func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress) (PullStats, error) {
 	var st PullStats
@@ -45,7 +45,7 @@ func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress
 	}
 	for _, f := range m.Files {
 		dst := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if ok, err := complete(dst, f); err != nil {
+		if ok, err := complete(dst, f, m.ChunkSize, c.cfg.Verify); err != nil {
 			return st, err
 		} else if ok {
 			st.FilesSkipped++
@@ -58,26 +58,6 @@ func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress
 		}
 	}
 	return st, nil
-}
-
-// complete reports whether dst already holds f (size and SHA-256).
-func complete(dst string, f File) (bool, error) {
-	fh, err := os.Open(dst)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	defer fh.Close()
-	info, err := fh.Stat()
-	if err != nil || !info.Mode().IsRegular() || info.Size() != f.Size {
-		return false, err
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, fh); err != nil {
-		return false, err
-	}
-	return hex.EncodeToString(h.Sum(nil)) == f.SHA256, nil
 }
 
 func (c *Client) pullFile(ctx context.Context, m *Manifest, f File, dst string, progress *Progress, st *PullStats) error {
@@ -95,13 +75,14 @@ func (c *Client) pullFile(ctx context.Context, m *Manifest, f File, dst string, 
 	}
 	// Keep the chunks an earlier pull finished.
 	var todo []int
+	alg := digest(c.cfg.Verify, f)
 	buf := make([]byte, m.ChunkSize)
 	for i := range f.Chunks {
 		off, n := chunkSpan(m.ChunkSize, f.Size, i)
 		if _, err := fh.ReadAt(buf[:n], off); err != nil {
 			return fmt.Errorf("weights: read %s: %w", part, err)
 		}
-		if sumHex(buf[:n]) == f.Chunks[i] {
+		if chunkOK(alg, f, i, buf[:n]) {
 			st.ChunksReused++
 			progress.Total.Add(-n)
 			continue
@@ -182,10 +163,16 @@ feed:
 // fetchChunk reads chunk i of f into b with ranged GETs (one per span of
 // rt, one in all without routing), retrying a failed or corrupt read (a
 // failed one through the next endpoint), and verifies it against the
-// manifest.
+// manifest. Its GETs declare that the client verifies (readerVerifies), so
+// the nodes' DRAM tiers may skip their own check of the bytes; after a
+// mismatch the retries declare nothing, and a node then verifies the
+// blocks at rest itself (and drops a corrupt one: the read goes to a lower
+// tier, or fails).
 func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route, i int, off int64, b []byte, fetched *atomic.Int64, progress *Progress) error {
 	var last error
 	name := c.objectName(model, f.Path)
+	alg := digest(c.cfg.Verify, f)
+	declare := readerVerifies(alg)
 	spans := rt.spans(off, int64(len(b)))
 	for try := 0; try <= c.cfg.Retries; try++ {
 		if err := ctx.Err(); err != nil {
@@ -193,7 +180,7 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route
 		}
 		var err error
 		for _, sp := range spans {
-			if err = c.getSpan(ctx, name, sp, b[sp.off-off:sp.off-off+sp.n], fetched, progress); err != nil {
+			if err = c.getSpan(ctx, name, sp, b[sp.off-off:sp.off-off+sp.n], declare, fetched, progress); err != nil {
 				break
 			}
 		}
@@ -201,8 +188,9 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route
 			last = err
 			continue
 		}
-		if sumHex(b) != f.Chunks[i] {
+		if !chunkOK(alg, f, i, b) {
 			last = fmt.Errorf("%w: %s chunk %d", ErrChecksum, f.Path, i)
+			declare = ""
 			continue
 		}
 		return nil
@@ -212,12 +200,16 @@ func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route
 
 // getSpan reads sp into b with one ranged GET: through sp's endpoint when
 // it has one that routing may use now, else through the endpoint in use.
-// A failure takes the endpoint out of routing for a while and moves the
-// endpoint in use on when it was that one.
-func (c *Client) getSpan(ctx context.Context, name string, sp span, b []byte, fetched *atomic.Int64, progress *Progress) error {
+// A non-empty declare is sent as httpwire.HeaderReaderVerifies. A failure
+// takes the endpoint out of routing for a while and moves the endpoint in
+// use on when it was that one.
+func (c *Client) getSpan(ctx context.Context, name string, sp span, b []byte, declare string, fetched *atomic.Int64, progress *Progress) error {
 	opts := minio.GetObjectOptions{}
 	if err := opts.SetRange(sp.off, sp.off+sp.n-1); err != nil {
 		return err
+	}
+	if declare != "" {
+		opts.Set(httpwire.HeaderReaderVerifies, declare)
 	}
 	mc, ep := c.client()
 	if sp.ep >= 0 && int64(sp.ep) != ep && c.rt.usable(sp.ep) {
@@ -241,11 +233,6 @@ func (c *Client) getSpan(ctx context.Context, name string, sp span, b []byte, fe
 func chunkSpan(chunk, size int64, i int) (off, n int64) {
 	off = int64(i) * chunk
 	return off, min(chunk, size-off)
-}
-
-func sumHex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // begin reads model's manifest and sets progress's total to its size

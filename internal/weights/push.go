@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/zeebo/xxh3"
 )
 
 // Push uploads every regular file under dir as model's checkpoint, then
@@ -88,8 +89,8 @@ func (c *Client) sum(p string, f *File) error {
 	whole := sha256.New()
 	buf := make([]byte, 1<<20)
 	for {
-		h := sha256.New()
-		n, err := io.CopyBuffer(io.MultiWriter(whole, h), io.LimitReader(fh, c.cfg.ChunkSize), buf)
+		h, x := sha256.New(), xxh3.New128()
+		n, err := io.CopyBuffer(io.MultiWriter(whole, h, x), io.LimitReader(fh, c.cfg.ChunkSize), buf)
 		if err != nil {
 			return fmt.Errorf("weights: read %s: %w", p, err)
 		}
@@ -98,6 +99,8 @@ func (c *Client) sum(p string, f *File) error {
 		}
 		f.Size += n
 		f.Chunks = append(f.Chunks, hex.EncodeToString(h.Sum(nil)))
+		xs := x.Sum128().Bytes()
+		f.ChunksXXH3 = append(f.ChunksXXH3, hex.EncodeToString(xs[:]))
 		if n < c.cfg.ChunkSize {
 			break
 		}

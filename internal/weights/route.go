@@ -90,14 +90,13 @@ type router struct {
 	http *http.Client
 
 	mu    sync.Mutex
-	nodes map[string]int // member ID -> endpoint index (replaced whole, never changed)
-	down  map[int]time.Time
+	nodes map[string]int    // member ID -> endpoint index (replaced whole, never changed)
+	down  map[int]time.Time // made by New: a failed GET marks its endpoint whether or not routing ever started
 }
 
 func (c *Client) routerInit() *router {
 	r := c.rt
 	r.once.Do(func() {
-		r.down = map[int]time.Time{}
 		if r.http == nil {
 			r.http = &http.Client{Timeout: 30 * time.Second}
 		}

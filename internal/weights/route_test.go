@@ -149,3 +149,25 @@ func FuzzLocations(f *testing.F) {
 		}
 	})
 }
+
+// A failed GET marks its endpoint down even when routing never started (a
+// single endpoint, or Route off): that used to write to a nil map and
+// panic, so a lone node answering one chunk GET with an error crashed the
+// pull instead of retrying it.
+func TestMarkDownWithoutRouting(t *testing.T) {
+	for _, eps := range [][]string{{"127.0.0.1:1"}, {"127.0.0.1:1", "127.0.0.1:2"}} {
+		cfg := DefaultConfig()
+		cfg.Endpoints = eps
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.rt.usable(0) {
+			t.Fatal("a new client's endpoint is down")
+		}
+		c.rt.markDown(0)
+		if c.rt.usable(0) {
+			t.Errorf("%d endpoints: endpoint 0 still usable after markDown", len(eps))
+		}
+	}
+}

@@ -13,7 +13,7 @@ type Sink func(f File, off int64, b []byte) error
 // Stream reads model's whole checkpoint from the tier without writing it
 // to disk: every chunk of every file is fetched (ranged GETs, Parallel at a
 // time, failing over between endpoints like Pull), checked against the
-// manifest's SHA-256 and handed to sink (nil discards the verified bytes).
+// manifest's digest (Config.Verify) and handed to sink (nil discards the verified bytes).
 // It is what a loader filling memory does, and what `ctxbench weights`
 // measures.
 func (c *Client) Stream(ctx context.Context, model string, sink Sink, progress *Progress) (PullStats, error) {

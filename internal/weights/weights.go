@@ -51,6 +51,10 @@ type Config struct {
 	Parallel int
 	// Retries is how many times a failed chunk GET is retried.
 	Retries int
+	// Verify names the digest each pulled chunk (and each chunk of a file
+	// a pull finds on disk) is checked with: VerifyXXH3 (the manifest's
+	// XXH3-128, SHA-256 for a manifest without them) or VerifySHA256.
+	Verify string
 	// Route sends each piece of a chunk that lies in one data block to an
 	// endpoint whose node holds the block (route.go), when there are
 	// several endpoints; off, every GET goes to the endpoint in use.
@@ -58,7 +62,7 @@ type Config struct {
 }
 
 // DefaultConfig returns the local endpoint, namespace "weights", 16 MiB
-// chunks, 4 in parallel, 3 retries and routing on.
+// chunks, 4 in parallel, 3 retries, XXH3-128 verification and routing on.
 func DefaultConfig() Config {
 	return Config{
 		Endpoints: []string{"127.0.0.1:7403"},
@@ -67,6 +71,7 @@ func DefaultConfig() Config {
 		ChunkSize: 16 << 20,
 		Parallel:  4,
 		Retries:   3,
+		Verify:    VerifyXXH3,
 		Route:     true,
 	}
 }
@@ -87,6 +92,8 @@ func (c Config) Validate() error {
 		return bad("parallel %d out of range 1..256", c.Parallel)
 	case c.Retries < 0:
 		return bad("negative retries")
+	case c.Verify != VerifyXXH3 && c.Verify != VerifySHA256:
+		return bad("verify %q: want %s or %s", c.Verify, VerifyXXH3, VerifySHA256)
 	}
 	return nil
 }
@@ -100,6 +107,10 @@ type File struct {
 	SHA256 string `json:"sha256"`
 	// Chunks are the hex SHA-256s of the file's ChunkSize pieces, in order.
 	Chunks []string `json:"chunk_sha256"`
+	// ChunksXXH3 are the same pieces' hex XXH3-128s (canonical, big-endian
+	// form), in order; absent from manifests written before they were
+	// added (a pull then checks chunks with SHA-256).
+	ChunksXXH3 []string `json:"chunk_xxh3_128,omitempty"`
 }
 
 // Manifest lists a checkpoint's files.
@@ -136,6 +147,9 @@ func (m *Manifest) check() error {
 		seen[f.Path] = true
 		if f.Size < 0 || int64(len(f.Chunks)) != chunkCount(f.Size, m.ChunkSize) {
 			return fmt.Errorf("%w: %q: %d chunk sums for %d bytes", ErrBadManifest, f.Path, len(f.Chunks), f.Size)
+		}
+		if f.ChunksXXH3 != nil && len(f.ChunksXXH3) != len(f.Chunks) {
+			return fmt.Errorf("%w: %q: %d XXH3-128 chunk sums for %d chunks", ErrBadManifest, f.Path, len(f.ChunksXXH3), len(f.Chunks))
 		}
 	}
 	return nil
@@ -181,7 +195,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, rt: &router{}}
+	c := &Client{cfg: cfg, rt: &router{down: map[int]time.Time{}}}
 	for _, ep := range cfg.Endpoints {
 		mc, err := minio.New(ep, &minio.Options{
 			Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.Secret, ""),

@@ -184,6 +184,9 @@ func TestManifestCheck(t *testing.T) {
 		{"duplicate", Manifest{ChunkSize: 5, Files: []File{good, good}}, false},
 		{"chunk count", Manifest{ChunkSize: 5, Files: []File{{Path: "a", Size: 11, Chunks: []string{"x", "y"}}}}, false},
 		{"negative size", Manifest{ChunkSize: 5, Files: []File{{Path: "a", Size: -1}}}, false},
+		{"xxh3 sums", Manifest{ChunkSize: 5, Files: []File{{Path: "a", Size: 10, Chunks: []string{"x", "y"}, ChunksXXH3: []string{"p", "q"}}}}, true},
+		{"xxh3 sum count", Manifest{ChunkSize: 5, Files: []File{{Path: "a", Size: 10, Chunks: []string{"x", "y"}, ChunksXXH3: []string{"p"}}}}, false},
+		{"xxh3 sums empty", Manifest{ChunkSize: 5, Files: []File{{Path: "a", Size: 10, Chunks: []string{"x", "y"}, ChunksXXH3: []string{}}}}, false},
 	}
 	for _, tc := range tests {
 		if err := tc.m.check(); (err == nil) != tc.ok {

@@ -68,14 +68,31 @@ const (
 	// recorded at put) and, on a mismatch, reads the block again without
 	// this header. The server may then skip the DRAM tier's own pass over
 	// the bytes, as for a native client whose hello declared
-	// wire.HelloVerifiesGets. Its one value is ReaderVerifiesCRC32C; any
-	// other value, a ranged or conditional GET, and every other request
+	// wire.HelloVerifiesGets. Its one value there is ReaderVerifiesCRC32C;
+	// any other value, a ranged or conditional GET, and every other request
 	// are served verified at rest as before (the header is ignored).
+	//
+	// On the S3 endpoint's GetObject (gateway/s3api) the same header with
+	// ReaderVerifiesXXH3 or ReaderVerifiesSHA256 declares that the client
+	// checks every byte of the body, whole or ranged, against a digest of
+	// its own (a weights manifest's chunk digest) and, on a mismatch, reads
+	// the range again without the header: the object's data blocks are
+	// then read with ctxstore.ReadOptions.ReaderVerifies. Any other value
+	// (crc32c included: an object has no whole-block sum a client could
+	// check) is ignored there.
 	HeaderReaderVerifies = "X-Ctxtier-Reader-Verifies"
 )
 
-// ReaderVerifiesCRC32C is HeaderReaderVerifies's value.
-const ReaderVerifiesCRC32C = "crc32c"
+// HeaderReaderVerifies values.
+const (
+	// ReaderVerifiesCRC32C: the HTTP API's whole-block GET, checked
+	// against HeaderCRC.
+	ReaderVerifiesCRC32C = "crc32c"
+	// ReaderVerifiesXXH3 and ReaderVerifiesSHA256: an S3 GetObject whose
+	// body the client checks against its own XXH3-128 or SHA-256 digests.
+	ReaderVerifiesXXH3   = "xxh3-128"
+	ReaderVerifiesSHA256 = "sha256"
+)
 
 // HeaderRead values.
 const (
