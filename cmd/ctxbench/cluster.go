@@ -35,6 +35,7 @@ type clusterConfig struct {
 	Start            bool
 	Ctxd             string
 	DRAMCapacity     string
+	DRAMPrefault     bool
 	BlockSize        int
 	Blocks           int
 	Rounds           int
@@ -71,6 +72,7 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 	fs.BoolVar(&c.Start, "start", false, "start 3 ctxd processes on free 127.0.0.1 ports in a temporary directory, run against them, then stop them and delete the directory (--addrs is ignored)")
 	fs.StringVar(&c.Ctxd, "ctxd", "", "ctxd binary for --start (default: the ctxd next to ctxbench, else ctxd on PATH)")
 	fs.StringVar(&c.DRAMCapacity, "dram-capacity", "1GiB", "--dram-capacity of each node started by --start")
+	fs.BoolVar(&c.DRAMPrefault, "dram-prefault", false, "start the nodes of --start with --dram-prefault (each populates its whole DRAM arena before it serves, so puts take no first-touch page faults)")
 	fs.StringVar(&size, "block-size", "2MiB", "block size of the put/get phases")
 	fs.IntVar(&c.Blocks, "blocks", 64, "blocks put, then read back, per round and namespace")
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds; each puts and gets --blocks blocks in both namespaces (alternating which goes first), then deletes them")
@@ -190,7 +192,7 @@ func newBenchHTTPClient(addr string, conns int) (*client.HTTPClient, error) {
 func runClusterWith(ctx context.Context, cfg clusterConfig, out, progress io.Writer) error {
 	addrs := cfg.Addrs
 	if cfg.Start {
-		opts := clusterOptions{Ctxd: cfg.Ctxd, Nodes: 3, DRAM: cfg.DRAMCapacity}
+		opts := clusterOptions{Ctxd: cfg.Ctxd, Nodes: 3, DRAM: cfg.DRAMCapacity, Prefault: cfg.DRAMPrefault}
 		var prof *nodeProfiler
 		if cfg.Profile != "" {
 			if err := os.MkdirAll(cfg.Profile, 0o755); err != nil {

@@ -93,6 +93,8 @@ type clusterOptions struct {
 	Ctxd  string
 	Nodes int
 	DRAM  string
+	// Prefault starts every node with --dram-prefault.
+	Prefault bool
 	// Dir is where the cluster's temporary directory is made (empty: $TMPDIR).
 	Dir string
 	// S3 serves each node's S3 endpoint on a free port (localNode.s3).
@@ -143,11 +145,16 @@ func startLocalClusterWith(ctx context.Context, o clusterOptions, progress io.Wr
 			nd.s3 = ports[5*i+4]
 		}
 		var extra []string
+		if o.Prefault {
+			extra = append(extra, "--dram-prefault")
+		}
 		if o.Prepare != nil {
-			if extra, err = o.Prepare(i, data); err != nil {
+			more, err := o.Prepare(i, data)
+			if err != nil {
 				lc.stop(progress, false)
 				return nil, err
 			}
+			extra = append(extra, more...)
 		}
 		nd.log = filepath.Join(data, "ctxd.log")
 		logf, err := os.Create(nd.log)

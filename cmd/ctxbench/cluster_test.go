@@ -24,6 +24,9 @@ func TestParseClusterFlags(t *testing.T) {
 	if c, err := parseClusterFlags(strings.Fields("--start --profile /tmp/p --profile-seconds 3"), io.Discard); err != nil || c.Profile != "/tmp/p" || c.ProfileSeconds != 3 {
 		t.Fatalf("--profile: %+v %v", c, err)
 	}
+	if c, err := parseClusterFlags([]string{"--start", "--dram-prefault"}, io.Discard); err != nil || !c.DRAMPrefault {
+		t.Fatalf("--dram-prefault: %+v %v", c, err)
+	}
 	if c, err := parseClusterFlags([]string{"--read", "local"}, io.Discard); err != nil || c.Read != "local" {
 		t.Fatalf("--read local: %+v %v", c, err)
 	}
@@ -108,7 +111,7 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 	}
 	const blocks, rounds = 12, 2
 	profDir := t.TempDir()
-	cfg, err := parseClusterFlags(strings.Fields("--start --ctxd "+bin+" --dram-capacity 64MiB --block-size 64KiB --blocks 12 --rounds 2 --concurrency 3 --index-blocks 320 --index-batch 16 --index-concurrency 16 --read-ops 400 --read-concurrency 8 --profile "+profDir+" --profile-seconds 1"), io.Discard)
+	cfg, err := parseClusterFlags(strings.Fields("--start --ctxd "+bin+" --dram-capacity 64MiB --dram-prefault --block-size 64KiB --blocks 12 --rounds 2 --concurrency 3 --index-blocks 320 --index-batch 16 --index-concurrency 16 --read-ops 400 --read-concurrency 8 --profile "+profDir+" --profile-seconds 1"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ type Config struct {
 	DRAMMemFile  string
 	DRAMPolicy   string
 	DRAMHuge     bool
+	DRAMPrefault bool
 	NVMeDir      string
 	NVMeCapacity int64
 	NVMeSegment  int64
@@ -307,6 +308,7 @@ func flags(c *Config, out io.Writer) *flag.FlagSet {
 	fs.Var(sizeValue{&c.DRAMCapacity}, "dram-capacity", "DRAM tier capacity, a hard bound (e.g. 8GiB)")
 	fs.StringVar(&c.DRAMMemFile, "dram-memfile", c.DRAMMemFile, "memory file backing the DRAM arena (default: an anonymous memfd)")
 	fs.BoolVar(&c.DRAMHuge, "dram-hugepages", c.DRAMHuge, "back the DRAM arena with transparent huge pages (madvise; needs the kernel's transparent_hugepage/shmem_enabled at advise or always, else the startup log warns and 4 KiB pages are used)")
+	fs.BoolVar(&c.DRAMPrefault, "dram-prefault", c.DRAMPrefault, "populate the whole DRAM arena at start-up, so that puts never take first-touch page faults (start-up takes longer and the arena is resident at once)")
 	fs.StringVar(&c.DRAMPolicy, "dram-policy", c.DRAMPolicy, "DRAM replacement policy: "+strings.Join(policy.Names(), ", "))
 	fs.StringVar(&c.NVMeDir, "nvme-dir", c.NVMeDir, "directory of the NVMe tier (segment files and index); default DATA_DIR/nvme; off disables the tier")
 	fs.Var(sizeValue{&c.NVMeCapacity}, "nvme-capacity", "NVMe tier capacity, a hard bound on its segment files; 0 (default): min(16GiB, half the free space of its filesystem), said in the startup log")

@@ -50,6 +50,12 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		{"config from env", nil, map[string]string{"CTXD_CONFIG": file}, func(c Config) bool {
 			return c.DRAMCapacity == 2<<30
 		}},
+		{"dram prefault from env", nil, map[string]string{"CTXD_DRAM_PREFAULT": "true"}, func(c Config) bool {
+			return c.DRAMPrefault
+		}},
+		{"dram prefault off by default", nil, nil, func(c Config) bool {
+			return !c.DRAMPrefault
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -66,6 +66,7 @@ func openTiers(cfg Config, namespaces func(string) (block.Namespace, error), reg
 	dcfg.Capacity = cfg.DRAMCapacity
 	dcfg.MemFile = cfg.DRAMMemFile
 	dcfg.HugePages = cfg.DRAMHuge
+	dcfg.Prefault = cfg.DRAMPrefault
 	dcfg.MaxBlockSize = cfg.MaxBlockSize
 	dcfg.Policy = factory
 	tcfg := tiers.DefaultConfig()

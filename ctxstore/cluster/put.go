@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore"
@@ -85,8 +84,21 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 		first = append(first, i)
 	}
 	start := time.Now()
-	eachBounded(first, batchWriters, func(i int) {
-		plans[i], errs[i] = b.planPut(ctx, items[i].Key, items[i].Data, items[i].Sum, items[i].Opts)
+	// One member list for the whole batch, read once. A replicated block
+	// the index does not hold is planned here: placing it is a hash per
+	// member, not worth a goroutine. The others (erasure coding, or a key
+	// that may wait for a pending drop) are planned in parallel.
+	nodes := b.candidates(nil)
+	var slow []int
+	for _, i := range first {
+		if pl, ok, err := b.planNew(items[i], nodes); ok {
+			plans[i], errs[i] = pl, err
+		} else {
+			slow = append(slow, i)
+		}
+	}
+	eachBounded(slow, batchWriters, func(i int) {
+		plans[i], errs[i] = b.planPut(ctx, items[i].Key, items[i].Data, items[i].Sum, items[i].Opts, nodes)
 	})
 	var planned []int
 	for _, i := range first {
@@ -96,7 +108,18 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 	}
 	written := b.writePlans(ctx, plans, planned)
 	pend := make([]*pendingPut, len(items))
-	eachBounded(planned, batchWriters, func(i int) {
+	// A block whose every shard was written needs no spare and no cleanup:
+	// finishing it only builds its index operation, here. The others may
+	// write to spare members, in parallel.
+	var short []int
+	for _, i := range planned {
+		if len(written[i].ok) == len(plans[i].place) {
+			pend[i], errs[i] = b.finishPut(ctx, plans[i], written[i].ok, written[i].first)
+		} else {
+			short = append(short, i)
+		}
+	}
+	eachBounded(short, batchWriters, func(i int) {
 		pend[i], errs[i] = b.finishPut(ctx, plans[i], written[i].ok, written[i].first)
 	})
 	ops := make([]fsm.Op, 0, len(items))
@@ -157,29 +180,28 @@ type wroteShards struct {
 // writePlans writes the shards of plans[i] for every i in idx at once
 // (sendShards: one request per member for all of them) and returns each
 // block's outcome, by the same rule as writeShards: a block stops waiting
-// stragglerGrace after its enough'th shard.
+// stragglerGrace after its enough'th shard. One goroutine (this one)
+// collects the outcomes of all the blocks (collectBatch).
 func (b *Backend) writePlans(ctx context.Context, plans []*putPlan, idx []int) []wroteShards {
 	out := make([]wroteShards, len(plans))
 	if len(idx) == 0 {
 		return out
 	}
 	var writes []shardWrite
-	results := make([]chan shardResult, len(plans))
+	tallies := make([]*shardTally, len(plans))
 	for _, i := range idx {
 		pl := plans[i]
-		results[i] = make(chan shardResult, len(pl.place))
+		tallies[i] = newShardTally(pl.place, pl.enough())
 		writes = appendShardWrites(writes, i, pl.key, pl.c, pl.shards, pl.place, pl.opts)
 	}
+	results := make(chan batchShard, len(writes))
 	b.sendShards(ctx, writes, func(w *shardWrite, err error) {
-		results[w.blk] <- shardResult{w.i, err}
+		results <- batchShard{w.blk, shardResult{w.i, err}}
 	})
-	var wg sync.WaitGroup
+	collectBatch(results, tallies, idx, stragglerGrace)
 	for _, i := range idx {
-		wg.Go(func() {
-			out[i].ok, out[i].first = collectShards(results[i], plans[i].place, plans[i].enough())
-		})
+		out[i].ok, out[i].first = tallies[i].outcome()
 	}
-	wg.Wait()
 	return out
 }
 
@@ -187,7 +209,7 @@ func (b *Backend) writePlans(ctx context.Context, plans []*putPlan, idx []int) [
 // It returns (nil, nil) when the index already holds the same block, and
 // an error (having deleted what it wrote) when too few shards were written.
 func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) (*pendingPut, error) {
-	pl, err := b.planPut(ctx, key, data, sum, opts)
+	pl, err := b.planPut(ctx, key, data, sum, opts, nil)
 	if err != nil || pl == nil {
 		return nil, err
 	}
@@ -195,9 +217,25 @@ func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum 
 	return b.finishPut(ctx, pl, written, firstErr)
 }
 
-// planPut encodes and places key's block. It returns (nil, nil) when the
-// index already holds the same block.
-func (b *Backend) planPut(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) (*putPlan, error) {
+// planNew plans it as planPut does when that is only placement: a
+// replicated (k=1) block that the index does not hold, so nothing to
+// encode, compare or wait for. ok is false for any other block.
+func (b *Backend) planNew(it ctxstore.TierPut, nodes []placement.Node) (pl *putPlan, ok bool, err error) {
+	key := it.Key.Block()
+	if _, held := b.node.FSM().Lookup(key); held {
+		return nil, false, nil
+	}
+	c, err := b.putCode(key.Namespace, &it.Opts)
+	if err != nil || c.K != 1 {
+		return nil, false, nil //nolint:nilerr // planPut meets the error again and reports it
+	}
+	pl, err = b.place(key, it.Data, it.Sum, it.Opts, c, nodes)
+	return pl, true, err
+}
+
+// planPut encodes and places key's block on nodes (nil: the alive members
+// now). It returns (nil, nil) when the index already holds the same block.
+func (b *Backend) planPut(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions, nodes []placement.Node) (*putPlan, error) {
 	key = key.Block()
 	for {
 		e, ok := b.node.FSM().Lookup(key)
@@ -217,11 +255,18 @@ func (b *Backend) planPut(ctx context.Context, key block.Key, data []byte, sum u
 	if err != nil {
 		return nil, err
 	}
+	if nodes == nil {
+		nodes = b.candidates(nil)
+	}
+	return b.place(key, data, sum, opts, c, nodes)
+}
+
+// place encodes key's block with c and places its shards on nodes.
+func (b *Backend) place(key block.Key, data []byte, sum uint32, opts block.PutOptions, c *erasure.Code, nodes []placement.Node) (*putPlan, error) {
 	shards, err := c.Encode(data)
 	if err != nil {
 		return nil, err
 	}
-	nodes := b.candidates(nil)
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: %s: no alive member to place shards on", block.ErrUnavailable, key)
 	}

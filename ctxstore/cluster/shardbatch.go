@@ -139,13 +139,13 @@ func (b *Backend) putShardsTo(ctx context.Context, node string, ws []*shardWrite
 // of an erasure-coded block has none (its parent's shards may live on other
 // members, and the wire's parent field carries the shard index).
 func shardOpts(sk block.Key, data []byte, opts block.PutOptions) block.PutOptions {
-	sum := block.Checksum(data)
 	o := opts
 	if sk.Shard == 0 {
-		sum = opts.Sum // the whole block: the caller verified it already
+		o.Sum = opts.Sum // the whole block: the caller verified it already
 	} else {
+		o.Sum = block.Checksum(data)
 		o.HasParent, o.Parent = false, 0
 	}
-	o.Sum, o.HasSum = sum, true
+	o.HasSum = true
 	return o
 }

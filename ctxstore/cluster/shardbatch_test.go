@@ -350,3 +350,23 @@ func TestShardOpts(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkShardOpts is the options of a one-copy 4 KiB block's shard (the
+// whole block, whose CRC the caller verified) and of an erasure shard
+// (whose CRC is computed).
+func BenchmarkShardOpts(b *testing.B) {
+	data := payload(7, 4096)
+	in := block.PutOptions{Sum: block.Checksum(data), HasSum: true}
+	for _, bc := range []struct {
+		name string
+		key  block.Key
+	}{{"whole block", block.NewKey("ns", 9)}, {"erasure shard", block.NewKey("ns", 9).WithShard(1)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for range b.N {
+				if o := shardOpts(bc.key, data, in); !o.HasSum {
+					b.Fatal("no sum")
+				}
+			}
+		})
+	}
+}

@@ -98,37 +98,151 @@ func (b *Backend) writeShards(ctx context.Context, key block.Key, c *erasure.Cod
 // returns the entries that succeeded: all of them, or those done within
 // stragglerGrace of the enough'th success; first is the first failure.
 func collectShards(results <-chan shardResult, place []fsm.Shard, enough int) (ok []fsm.Shard, first error) {
-	errs := make([]error, len(place))
-	done := make([]bool, len(place))
+	t := newShardTally(place, enough)
 	var grace <-chan time.Time
-	succeeded := 0
-collect:
-	for range place {
+	for !t.complete() {
 		select {
 		case r := <-results:
-			errs[r.i], done[r.i] = r.err, true
-			if r.err == nil {
-				if succeeded++; succeeded == enough && grace == nil {
-					grace = time.After(stragglerGrace)
-				}
+			if t.add(r) {
+				grace = time.After(stragglerGrace)
 			}
 		case <-grace:
-			break collect
+			return t.outcome()
 		}
 	}
-	for i := range errs {
-		if !done[i] {
-			errs[i] = fmt.Errorf("%w: still writing %v after the other shards were written", block.ErrUnavailable, stragglerGrace)
+	return t.outcome()
+}
+
+// shardTally is one block's shard outcomes as they arrive.
+type shardTally struct {
+	place          []fsm.Shard
+	enough         int
+	errs           []error
+	done           []bool
+	got, succeeded int
+	// For collectBatch: when the block stops waiting (stragglerGrace
+	// after its enough'th success), and whether it has.
+	graceAt time.Time
+	closed  bool
+}
+
+func newShardTally(place []fsm.Shard, enough int) *shardTally {
+	return &shardTally{place: place, enough: enough, errs: make([]error, len(place)), done: make([]bool, len(place))}
+}
+
+// add records r and reports whether it is the enough'th success.
+func (t *shardTally) add(r shardResult) bool {
+	t.errs[r.i], t.done[r.i] = r.err, true
+	t.got++
+	if r.err != nil {
+		return false
+	}
+	t.succeeded++
+	return t.succeeded == t.enough
+}
+
+// complete reports whether every entry's outcome is in.
+func (t *shardTally) complete() bool { return t.got == len(t.place) }
+
+// outcome is the entries that succeeded and the first failure; an entry
+// with no outcome yet failed (still writing after the grace).
+func (t *shardTally) outcome() (ok []fsm.Shard, first error) {
+	for i := range t.errs {
+		if !t.done[i] {
+			t.errs[i] = fmt.Errorf("%w: still writing %v after the other shards were written", block.ErrUnavailable, stragglerGrace)
 		}
 	}
-	for i, err := range errs {
+	for i, err := range t.errs {
 		if err == nil {
-			ok = append(ok, place[i])
+			ok = append(ok, t.place[i])
 		} else if first == nil {
-			first = fmt.Errorf("shard %d on %s: %w", place[i].Index, place[i].NodeID, err)
+			first = fmt.Errorf("shard %d on %s: %w", t.place[i].Index, t.place[i].NodeID, err)
 		}
 	}
 	return ok, first
+}
+
+// batchShard is the outcome of one shard write of a batch: blk is the
+// block's position in the batch.
+type batchShard struct {
+	blk int
+	r   shardResult
+}
+
+// collectBatch is collectShards for the blocks of a batch at once, in the
+// calling goroutine: it reads every block's outcomes from results (one per
+// write, buffered so that late ones never block) into tallies[blk] until
+// each block of idx is complete or grace (stragglerGrace) past its
+// enough'th success. One timer serves all the blocks' graces.
+func collectBatch(results <-chan batchShard, tallies []*shardTally, idx []int, grace time.Duration) {
+	open := 0
+	for _, i := range idx {
+		if tallies[i].complete() { // nothing to wait for (no placement)
+			tallies[i].closed = true
+		} else {
+			open++
+		}
+	}
+	var (
+		timer   *time.Timer
+		expired <-chan time.Time
+		waiting []int // blocks in their grace, by deadline (each is now+grace when set)
+	)
+	arm := func(now time.Time) {
+		for len(waiting) > 0 && tallies[waiting[0]].closed {
+			waiting = waiting[1:]
+		}
+		if len(waiting) == 0 {
+			expired = nil
+			return
+		}
+		d := tallies[waiting[0]].graceAt.Sub(now)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		expired = timer.C
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for open > 0 {
+		select {
+		case s := <-results:
+			t := tallies[s.blk]
+			if t.closed {
+				continue // a straggler after its block's grace
+			}
+			if t.add(s.r) && !t.complete() {
+				now := time.Now()
+				t.graceAt = now.Add(grace)
+				waiting = append(waiting, s.blk)
+				if expired == nil {
+					arm(now)
+				}
+			}
+			if t.complete() {
+				t.closed = true
+				open--
+			}
+		case now := <-expired:
+			for len(waiting) > 0 {
+				t := tallies[waiting[0]]
+				if !t.closed && t.graceAt.After(now) {
+					break
+				}
+				if !t.closed {
+					t.closed = true
+					open--
+				}
+				waiting = waiting[1:]
+			}
+			arm(now)
+		}
+	}
 }
 
 // writeShard stores one shard on a node. A conflict (the node holds other

@@ -9,7 +9,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/zeebo/xxh3"
 
@@ -35,50 +36,72 @@ func Pick(key block.Key, nodes []Node, n int) ([]Node, error) {
 	if len(nodes) < n {
 		return nil, fmt.Errorf("%w: placement of %d shards needs %d nodes, %d available", block.ErrUnavailable, n, n, len(nodes))
 	}
-	ranked := Rank(key, nodes)
+	// Pick runs for every block put and every entry a rebalance scan
+	// looks at: it allocates the ranking and the answer, nothing else.
+	ranked := rank(key, nodes)
 	out := make([]Node, 0, n)
-	used := make(map[string]bool, n)
-	taken := make([]bool, len(ranked))
 	// First pass: the best node of each unused zone, in rank order.
-	for i, nd := range ranked {
+	for i := range ranked {
 		if len(out) == n {
 			break
 		}
-		if !used[nd.Zone] {
-			used[nd.Zone] = true
-			taken[i] = true
-			out = append(out, nd)
+		if !zoneUsed(out, ranked[i].n.Zone) {
+			ranked[i].taken = true
+			out = append(out, ranked[i].n)
 		}
 	}
 	// Then the best remaining nodes regardless of zone.
-	for i, nd := range ranked {
+	for i := range ranked {
 		if len(out) == n {
 			break
 		}
-		if !taken[i] {
-			out = append(out, nd)
+		if !ranked[i].taken {
+			out = append(out, ranked[i].n)
 		}
 	}
 	return out, nil
 }
 
-// Rank orders all nodes by their rendezvous score for key, highest first.
-func Rank(key block.Key, nodes []Node) []Node {
-	type scored struct {
-		n Node
-		s float64
+// zoneUsed reports whether a node of out is in zone. A linear scan: out
+// holds one node per shard of a block, a handful.
+func zoneUsed(out []Node, zone string) bool {
+	for i := range out {
+		if out[i].Zone == zone {
+			return true
+		}
 	}
+	return false
+}
+
+// scored is a node with its rendezvous score for one key.
+type scored struct {
+	n     Node
+	s     float64
+	taken bool // Pick's
+}
+
+// rank scores nodes for key and sorts them, highest score first, ties by ID.
+func rank(key block.Key, nodes []Node) []scored {
 	kh := KeyHash(key)
 	ss := make([]scored, len(nodes))
 	for i, nd := range nodes {
-		ss[i] = scored{nd, score(kh, nd)}
+		ss[i] = scored{n: nd, s: score(kh, nd)}
 	}
-	sort.Slice(ss, func(i, j int) bool {
-		if ss[i].s != ss[j].s {
-			return ss[i].s > ss[j].s
+	slices.SortFunc(ss, func(a, b scored) int {
+		switch {
+		case a.s > b.s:
+			return -1
+		case a.s < b.s:
+			return 1
 		}
-		return ss[i].n.ID < ss[j].n.ID
+		return strings.Compare(a.n.ID, b.n.ID)
 	})
+	return ss
+}
+
+// Rank orders all nodes by their rendezvous score for key, highest first.
+func Rank(key block.Key, nodes []Node) []Node {
+	ss := rank(key, nodes)
 	out := make([]Node, len(ss))
 	for i := range ss {
 		out[i] = ss[i].n

@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -101,5 +102,53 @@ func TestWeights(t *testing.T) {
 	}
 	if f := float64(big) / keys; math.Abs(f-0.75) > 0.02 {
 		t.Fatalf("weight 3 of 4 got share %.3f", f)
+	}
+}
+
+// TestPickUnchangedAcrossVersions pins Pick's answers: every node of a
+// cluster computes placement itself, so a build that placed differently
+// would disagree with its peers during a rolling upgrade. The strings were
+// produced by the implementation before Pick stopped allocating per call
+// (sort.Slice, a zone map): each key's four picks as node digits.
+func TestPickUnchangedAcrossVersions(t *testing.T) {
+	cases := []struct {
+		zones int
+		want  string
+	}{
+		{1, "2150142012302046624136102631410540232631354110234253206123144216362443024621201326513204432023102630621521432605251026153410301223043064342106314162514220343261"},
+		{2, "2150142012302104612436102361410543022361345110234523210623144126362443024162210325613204432023102360612521432560251021653410301223043064342103614162541223043261"},
+		{3, "2105120412302046624131262613405140232613354110234235201623144261324643204621201326153240432023102613621521342610210526153421312023403420342101564621510420433216"},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%d zones", tc.zones), func(t *testing.T) {
+			ns := nodes(7, tc.zones)
+			ns[2].Weight = 3
+			ns[5].Weight = 0.5
+			var got strings.Builder
+			for h := range 40 {
+				picked, err := Pick(block.NewKey("ns-golden", uint64(h)*0x9e3779b97f4a7c15), ns, 4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, n := range picked {
+					got.WriteString(strings.TrimPrefix(n.ID, "node-"))
+				}
+			}
+			if got.String() != tc.want {
+				t.Fatalf("placement changed:\n got %s\nwant %s", got.String(), tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkPick is one block's placement among three members in three
+// zones, as a put of a one-copy block and a rebalance scan's entry do.
+func BenchmarkPick(b *testing.B) {
+	ns := nodes(3, 3)
+	b.ReportAllocs()
+	for i := range b.N {
+		if _, err := Pick(block.NewKey("default", uint64(i)), ns, 1); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -54,6 +54,10 @@ type Config struct {
 	// pages (hugepage.go); it takes effect only where the kernel's
 	// shmem_enabled setting allows it, which the start-up log reports.
 	HugePages bool
+	// Prefault populates the whole arena when the tier starts (prefault.go),
+	// so that no put pays a first-touch page fault. It costs start-up time
+	// and makes the arena resident at once instead of as it fills.
+	Prefault bool
 	// Policy builds the replacement policy; nil means policy.NewLRU.
 	Policy policy.Factory
 	// SweepInterval is how often expired blocks are dropped by Run.
@@ -255,6 +259,13 @@ func New(cfg Config, log *slog.Logger) (*Tier, error) {
 		default:
 			log.Info("dram arena: huge pages advised", "shmem_enabled", setting)
 		}
+	}
+	// After the advice, so that a populated arena gets huge pages where
+	// the kernel allows them.
+	if cfg.Prefault {
+		start := time.Now()
+		how := prefault(mem[:size])
+		log.Info("dram arena prefaulted", "bytes", size, "how", how, "took", time.Since(start))
 	}
 	// The mapping is page-aligned, so every version word is 8-byte aligned.
 	vers := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[size])), size/PageSize)
