@@ -66,14 +66,7 @@ func TestHugePagesArena(t *testing.T) {
 		blocks[k] = d
 	}
 	for k, d := range blocks {
-		ref, err := tr.Get(ctx, k, block.GetOptions{})
-		if err != nil {
-			t.Fatalf("%v: %v", k, err)
-		}
-		if !bytes.Equal(ref.Data, d) {
-			t.Fatalf("%v: bytes differ", k)
-		}
-		ref.Release()
+		readBack(t, tr, k, d)
 	}
 	setting := shmemTHPSetting(shmemTHPFile)
 	if !hugePagesHonoured(setting) {

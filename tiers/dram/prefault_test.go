@@ -2,7 +2,6 @@ package dram
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"os"
 	"testing"
@@ -65,14 +64,7 @@ func TestPrefaultMakesTheArenaResident(t *testing.T) {
 			if err := put(t, tr, key(i), data, block.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			ref, err := tr.Get(context.Background(), key(i), block.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ref.Release()
-			if !bytes.Equal(ref.Data, data) || ref.Sum != block.Checksum(data) {
-				t.Fatal("round trip mismatch after prefault")
-			}
+			readBack(t, tr, key(i), data)
 		})
 	}
 }
