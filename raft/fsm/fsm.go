@@ -568,6 +568,21 @@ func (f *FSM) Scan(ns, hexPrefix string, fn func(block.Key, Entry) bool) error {
 	return nil
 }
 
+// ScanReusing calls fn with every entry of namespace ns in hash order, as
+// Scan with an empty prefix, until fn returns false; but every entry's
+// Placement is in one buffer reused from call to call: valid only until fn
+// returns (clone it to keep it). A scan of the whole index (the leader's
+// repair scan) then allocates nothing per entry.
+func (f *FSM) ScanReusing(ns string, fn func(block.Key, Entry) bool) {
+	s := f.cur.Load()
+	var buf []Shard
+	s.index[ns].ascend(ikey{}, func(sl *slot) bool {
+		e := sl.entryInto(s.nodeNames, buf)
+		buf = e.Placement
+		return fn(sl.key().blockKey(ns), e)
+	})
+}
+
 // Members lists the members sorted by id, in a slice of the caller's own.
 func (f *FSM) Members() []Member {
 	s := f.cur.Load()

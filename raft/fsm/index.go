@@ -110,13 +110,24 @@ func (sl *slot) setPlacement(s *state, p []Shard) { //nolint:revive,staticcheck 
 
 // entry unpacks sl; names is the state's name table.
 func (sl *slot) entry(names []string) Entry { //nolint:revive,staticcheck // sl, as setPlacement
+	return sl.entryInto(names, nil)
+}
+
+// entryInto is entry with the placement appended to buf[:0] (a new slice
+// when buf is nil).
+func (sl *slot) entryInto(names []string, buf []Shard) Entry { //nolint:revive,staticcheck // sl, as setPlacement
 	e := Entry{Size: sl.size, Sum: sl.sum, TierHints: sl.hints, PinUntil: fromUnixNano(sl.pin), Generation: sl.gen, Created: fromUnixNano(sl.created)}
 	switch sl.shards {
 	case 1:
-		e.Placement = []Shard{{NodeID: names[sl.first.node], Index: sl.first.index}}
+		if buf == nil {
+			buf = make([]Shard, 0, 1)
+		}
+		e.Placement = append(buf[:0], Shard{NodeID: names[sl.first.node], Index: sl.first.index})
 	case 2:
-		e.Placement = make([]Shard, 0, 1+len(*sl.more))
-		e.Placement = append(e.Placement, Shard{NodeID: names[sl.first.node], Index: sl.first.index})
+		if buf == nil {
+			buf = make([]Shard, 0, 1+len(*sl.more))
+		}
+		e.Placement = append(buf[:0], Shard{NodeID: names[sl.first.node], Index: sl.first.index})
 		for _, x := range *sl.more {
 			e.Placement = append(e.Placement, Shard{NodeID: names[x.node], Index: x.index})
 		}
