@@ -263,7 +263,7 @@ func countHeld(f *fsm.FSM, ids map[string]bool) map[string]*held {
 		out[id] = &held{ns: map[string]int{}}
 	}
 	for _, ns := range f.Namespaces() {
-		_ = f.Scan(ns.Name, "", func(_ block.Key, e fsm.Entry) bool {
+		f.ScanReusing(ns.Name, func(_ block.Key, e fsm.Entry) bool {
 			for i, s := range e.Placement {
 				h := out[s.NodeID]
 				if h == nil {

@@ -32,7 +32,7 @@ type metrics struct {
 	restoreLost                  prometheus.Counter
 	restoring                    prometheus.Gauge
 	spareWrites                  prometheus.Counter
-	lastScan                     prometheus.Gauge
+	lastScan, scanSeconds        prometheus.Gauge
 	rebalPending, rebalDeferred  prometheus.Gauge
 	rebalMoved, rebalBytes       prometheus.Counter
 	rebalInflight, rebalLastScan prometheus.Gauge
@@ -83,6 +83,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Shards a put wrote to a spare member because the member placement picked did not take them."}),
 		lastScan: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_repair_last_scan_timestamp_seconds",
 			Help: "When the leader's last repair scan began (Unix seconds): ctxtier_repair_shards_pending counts every entry committed before then."}),
+		scanSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_repair_scan_seconds",
+			Help: "How long the leader's last repair scan of the whole index took (the scan alone, not the repairs it found). Periodic scans are spaced so that they take at most a tenth of the leader's time."}),
 		rebalPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_rebalance_shards_pending",
 			Help: "Shards on a member that placement no longer picks for their block, waiting to move (last scan, leader only)."}),
 		rebalDeferred: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctxtier_rebalance_blocks_deferred",
@@ -107,7 +109,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.putShards, m.putCommit = m.putPhase.WithLabelValues("shards"), m.putPhase.WithLabelValues("commit")
 	m.readLocal, m.readRemote, m.readDecoded = m.reads.WithLabelValues("local"), m.reads.WithLabelValues("remote"), m.reads.WithLabelValues("decoded")
 	m.readLocalBytes, m.readRemoteBytes, m.readDecodedBytes = m.readBytes.WithLabelValues("local"), m.readBytes.WithLabelValues("remote"), m.readBytes.WithLabelValues("decoded")
-	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.readBytes, m.shardErrors, m.reconstructions, m.shardsWritten, m.shardBatches, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan,
+	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.readBytes, m.shardErrors, m.reconstructions, m.shardsWritten, m.shardBatches, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan, m.scanSeconds,
 		m.rebalPending, m.rebalDeferred, m.rebalMoved, m.rebalBytes, m.rebalInflight, m.rebalLastScan, m.relookups, m.cleanupByKey, m.putPhase}
 	if reg == nil {
 		return m, nil

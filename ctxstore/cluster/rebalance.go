@@ -212,7 +212,7 @@ func (b *Backend) rebalanceScan(limit int, skip map[block.Key]bool) (tasks []reb
 		if err != nil {
 			continue
 		}
-		_ = f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+		f.ScanReusing(ns.Name, func(k block.Key, e fsm.Entry) bool {
 			scanned++
 			moves, ok := planMoves(k, e, c, ms, nodes, usable)
 			if len(moves) == 0 {
@@ -224,6 +224,7 @@ func (b *Backend) rebalanceScan(limit int, skip map[block.Key]bool) (tasks []reb
 				return true
 			}
 			if len(tasks) < limit && !skip[k] {
+				e.Placement = slices.Clone(e.Placement) // the task keeps it
 				tasks = append(tasks, rebalanceTask{key: k, entry: e, code: c, moves: moves})
 			}
 			return true

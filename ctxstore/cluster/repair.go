@@ -67,19 +67,38 @@ type repairResult struct {
 	forgot  bool        // no holder had the block: its entry was deleted
 }
 
+// scanShare bounds the leader's time in periodic repair scans: after a
+// scan that took d, the next periodic one waits until (scanShare-1) x d
+// has passed, so scans take at most 1/scanShare of the leader's time
+// however large the index. A wake-up (a member's state changed, a drain,
+// a rebalancing page) scans at once.
+const scanShare = 10
+
+// scanDue reports whether a periodic repair scan is due at now, the last
+// one having ended at last after taking took.
+func scanDue(now, last time.Time, took time.Duration) bool {
+	return !now.Before(last.Add((scanShare - 1) * took))
+}
+
 func (b *Backend) repairLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.RepairInterval)
 	defer t.Stop()
+	var last time.Time
+	var took time.Duration
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-t.C:
+			if !scanDue(time.Now(), last, took) {
+				continue
+			}
 		case <-b.wake:
 		}
 		if b.node.IsLeader() {
-			b.repairPass()
+			took = b.repairPass()
+			last = time.Now()
 		}
 		// Rebalancing goes after repair, one page per turn, each page
 		// after a full repair pass.
@@ -122,56 +141,26 @@ func holderOK(ms map[string]fsm.Member, id string) bool {
 // restores them itself), but they count as pending, so that an operator
 // who waits for pending to reach 0 waits for the restore too.
 func (b *Backend) scan() (tasks []repairTask, scanned, restoring int) {
-	f := b.node.FSM()
+	return scanIndex(b.node.FSM())
+}
+
+// scanIndex is scan over the index f.
+func scanIndex(f *fsm.FSM) (tasks []repairTask, scanned, restoring int) {
 	ms, usable := memberView(f)
 	for _, ns := range f.Namespaces() {
 		c, err := erasure.New(ns.DataShards, ns.ParityShards)
 		if err != nil {
 			continue
 		}
-		_ = f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+		f.ScanReusing(ns.Name, func(k block.Key, e fsm.Entry) bool {
 			scanned++
-			t := repairTask{key: k, entry: e, code: c}
-			have := map[int]bool{}
-			nodes := map[string]bool{}
-			for _, s := range e.Placement {
-				if ms[s.NodeID].State == fsm.MemberDraining {
-					t.leaving = append(t.leaving, s)
-					continue
-				}
-				if !holderOK(ms, s.NodeID) {
-					continue
-				}
-				if ms[s.NodeID].Restoring {
-					restoring++
-				}
-				if c.K == 1 && nodes[s.NodeID] {
-					continue // a second replica on one node is no redundancy
-				}
-				if nodes[s.NodeID] && usable >= c.N() {
-					// A second erasure shard on one node (written while
-					// fewer members were alive than the code has shards):
-					// losing that node would lose both. Rebuild the shard
-					// on another member and drop this entry.
-					t.dups = append(t.dups, s)
-					continue
-				}
-				t.healthy = append(t.healthy, s)
-				have[int(s.Index)] = true
-				nodes[s.NodeID] = true
+			if r, ok := wellPlaced(e.Placement, ms, c, usable); ok {
+				restoring += r
+				return true
 			}
-			if c.K == 1 {
-				// Replicas are interchangeable: want min(n, usable members).
-				for i := len(t.healthy); i < min(c.N(), usable); i++ {
-					t.missing = append(t.missing, i)
-				}
-			} else {
-				for i := range c.N() {
-					if !have[i] {
-						t.missing = append(t.missing, i)
-					}
-				}
-			}
+			e.Placement = slices.Clone(e.Placement) // the task keeps it
+			t, r := checkPlacement(k, e, c, ms, usable)
+			restoring += r
 			if len(t.missing) > 0 || len(t.leaving) > 0 {
 				tasks = append(tasks, t)
 			}
@@ -181,10 +170,97 @@ func (b *Backend) scan() (tasks []repairTask, scanned, restoring int) {
 	return tasks, scanned, restoring
 }
 
-func (b *Backend) repairPass() {
+// checkPlacement is scan's check of one entry: the repair task it needs (no
+// missing or leaving shards: none) and how many of its shards are on
+// restoring members.
+func checkPlacement(k block.Key, e fsm.Entry, c *erasure.Code, ms map[string]fsm.Member, usable int) (t repairTask, restoring int) {
+	t = repairTask{key: k, entry: e, code: c}
+	have := map[int]bool{}
+	nodes := map[string]bool{}
+	for _, s := range e.Placement {
+		if ms[s.NodeID].State == fsm.MemberDraining {
+			t.leaving = append(t.leaving, s)
+			continue
+		}
+		if !holderOK(ms, s.NodeID) {
+			continue
+		}
+		if ms[s.NodeID].Restoring {
+			restoring++
+		}
+		if c.K == 1 && nodes[s.NodeID] {
+			continue // a second replica on one node is no redundancy
+		}
+		if nodes[s.NodeID] && usable >= c.N() {
+			// A second erasure shard on one node (written while
+			// fewer members were alive than the code has shards):
+			// losing that node would lose both. Rebuild the shard
+			// on another member and drop this entry.
+			t.dups = append(t.dups, s)
+			continue
+		}
+		t.healthy = append(t.healthy, s)
+		have[int(s.Index)] = true
+		nodes[s.NodeID] = true
+	}
+	if c.K == 1 {
+		// Replicas are interchangeable: want min(n, usable members).
+		for i := len(t.healthy); i < min(c.N(), usable); i++ {
+			t.missing = append(t.missing, i)
+		}
+	} else {
+		for i := range c.N() {
+			if !have[i] {
+				t.missing = append(t.missing, i)
+			}
+		}
+	}
+	return t, restoring
+}
+
+// wellPlaced reports whether checkPlacement would find nothing to do for an
+// entry placed on p: every shard on an alive or suspect member that is
+// not draining, on distinct members, and the code's shards all there (every
+// index of an erasure code; min(n, usable) replicas). It also returns how
+// many of those shards are on restoring members, as checkPlacement counts
+// them. Where it answers false, checkPlacement decides. It allocates nothing: most entries of a large index are well placed, and
+// the leader scans them all every RepairInterval.
+func wellPlaced(p []fsm.Shard, ms map[string]fsm.Member, c *erasure.Code, usable int) (restoring int, ok bool) {
+	var idx uint64 // erasure shard indexes seen (erasure.MaxShards <= 64)
+	for i, s := range p {
+		m, found := ms[s.NodeID]
+		if !found || m.State != fsm.MemberAlive && m.State != fsm.MemberSuspect {
+			return 0, false // draining, dead, left or unknown
+		}
+		for _, o := range p[:i] {
+			if o.NodeID == s.NodeID {
+				return 0, false // two shards on one member
+			}
+		}
+		if m.Restoring {
+			restoring++
+		}
+		if c.K > 1 {
+			if int(s.Index) >= c.N() || idx&(1<<s.Index) != 0 {
+				return 0, false
+			}
+			idx |= 1 << s.Index
+		}
+	}
+	if c.K == 1 {
+		return restoring, len(p) >= min(c.N(), usable)
+	}
+	return restoring, idx == 1<<c.N()-1
+}
+
+// repairPass scans the index and repairs what the scan found; it returns
+// how long the scan took.
+func (b *Backend) repairPass() (took time.Duration) {
 	scanStart := time.Now()
 	tasks, scanned, restoring := b.scan()
+	took = time.Since(scanStart)
 	b.met.lastScan.Set(float64(scanStart.UnixNano()) / 1e9)
+	b.met.scanSeconds.Set(took.Seconds())
 	pending := restoring
 	for _, t := range tasks {
 		pending += len(t.missing)
@@ -199,11 +275,11 @@ func (b *Backend) repairPass() {
 	for _, t := range tasks {
 		select {
 		case <-b.stop:
-			return
+			return took
 		default:
 		}
 		if !b.node.IsLeader() {
-			return
+			return took
 		}
 		res, err := b.repairOne(t)
 		if err != nil {
@@ -224,7 +300,7 @@ func (b *Backend) repairPass() {
 			d := time.Duration(float64(res.bytes) / float64(b.cfg.RepairBytesPerSec) * float64(time.Second))
 			select {
 			case <-b.stop:
-				return
+				return took
 			case <-time.After(d):
 			}
 		}
@@ -233,6 +309,7 @@ func (b *Backend) repairPass() {
 	b.repair.st.Unrepairable = unrepairable
 	b.repair.mu.Unlock()
 	b.drain.finishPass(b.node.FSM(), pass, b.log)
+	return took
 }
 
 // repairOne rebuilds t's missing shards onto members that hold none of the

@@ -260,7 +260,7 @@ func (b *Backend) restorePass() bool {
 		if err != nil {
 			continue
 		}
-		_ = f.Scan(ns.Name, "", func(k block.Key, e fsm.Entry) bool {
+		f.ScanReusing(ns.Name, func(k block.Key, e fsm.Entry) bool {
 			if e.Generation <= minGen {
 				return true
 			}
@@ -270,7 +270,9 @@ func (b *Backend) restorePass() bool {
 				}
 				checked++
 				if !b.local.Contains(shardKey(k, c, int(s.Index))) {
-					missing = append(missing, restoreTask{key: k, entry: e, code: c, index: int(s.Index)})
+					kept := e
+					kept.Placement = slices.Clone(e.Placement) // the task keeps it
+					missing = append(missing, restoreTask{key: k, entry: kept, code: c, index: int(s.Index)})
 				}
 				if c.K == 1 {
 					break // one replica per node
