@@ -86,7 +86,7 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 	fs.IntVar(&c.ReadConcurrency, "read-concurrency", 32, "requests in flight in the read-level phase")
 	fs.StringVar(&c.Read, "read", "linearizable", "read level of the get phases: linearizable (X-Ctxtier-Read: linearizable; gets start right after the puts) or local (each node's own index; the bench first waits, untimed, until every node has applied the puts)")
 	fs.StringVar(&c.Profile, "profile", "", "with --start: start the nodes with --pprof-listen and write CPU profiles of every node and of ctxbench, taken at the start of the index phase's main run, to this directory")
-	fs.IntVar(&c.ProfileSeconds, "profile-seconds", 5, "length of the --profile CPU profiles")
+	fs.IntVar(&c.ProfileSeconds, "profile-seconds", 5, "length of the --profile CPU profiles: keep it under the main run's duration (a window longer than the run also profiles the checks and deletes that follow it)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
