@@ -223,8 +223,9 @@ func checkPlacement(k block.Key, e fsm.Entry, c *erasure.Code, ms map[string]fsm
 // not draining, on distinct members, and the code's shards all there (every
 // index of an erasure code; min(n, usable) replicas). It also returns how
 // many of those shards are on restoring members, as checkPlacement counts
-// them. Where it answers false, checkPlacement decides. It allocates nothing: most entries of a large index are well placed, and
-// the leader scans them all every RepairInterval.
+// them. Where it answers false, checkPlacement decides. It allocates
+// nothing: most entries of a large index are well placed, and the leader
+// scans them all every RepairInterval.
 func wellPlaced(p []fsm.Shard, ms map[string]fsm.Member, c *erasure.Code, usable int) (restoring int, ok bool) {
 	var idx uint64 // erasure shard indexes seen (erasure.MaxShards <= 64)
 	for i, s := range p {
