@@ -30,16 +30,31 @@ type Node struct {
 // used are preferred, so shards spread across failure domains as far as the
 // zones allow. It returns an error if fewer than n nodes are given.
 func Pick(key block.Key, nodes []Node, n int) ([]Node, error) {
+	// Pick runs for every block put: it allocates the ranking and the
+	// answer, nothing else.
+	return PickReusing(key, nodes, n, &Scratch{ranked: make([]scored, 0, len(nodes)), out: make([]Node, 0, max(n, 0))})
+}
+
+// Scratch holds PickReusing's working memory from one call to the next.
+// The zero value is ready to use; it is not safe for concurrent use.
+type Scratch struct {
+	ranked []scored
+	out    []Node
+}
+
+// PickReusing is Pick with its ranking and its answer in s's memory: the
+// answer is valid until the next call with s. A scan that picks for every
+// entry of the index (rebalancing) then allocates nothing per entry.
+func PickReusing(key block.Key, nodes []Node, n int, s *Scratch) ([]Node, error) {
 	if n <= 0 {
 		return nil, nil
 	}
 	if len(nodes) < n {
 		return nil, fmt.Errorf("%w: placement of %d shards needs %d nodes, %d available", block.ErrUnavailable, n, n, len(nodes))
 	}
-	// Pick runs for every block put and every entry a rebalance scan
-	// looks at: it allocates the ranking and the answer, nothing else.
-	ranked := rank(key, nodes)
-	out := make([]Node, 0, n)
+	s.ranked = rankInto(s.ranked[:0], key, nodes)
+	ranked := s.ranked
+	out := s.out[:0]
 	// First pass: the best node of each unused zone, in rank order.
 	for i := range ranked {
 		if len(out) == n {
@@ -59,6 +74,7 @@ func Pick(key block.Key, nodes []Node, n int) ([]Node, error) {
 			out = append(out, ranked[i].n)
 		}
 	}
+	s.out = out
 	return out, nil
 }
 
@@ -82,11 +98,16 @@ type scored struct {
 
 // rank scores nodes for key and sorts them, highest score first, ties by ID.
 func rank(key block.Key, nodes []Node) []scored {
+	return rankInto(make([]scored, 0, len(nodes)), key, nodes)
+}
+
+// rankInto is rank appending to dst.
+func rankInto(dst []scored, key block.Key, nodes []Node) []scored {
 	kh := KeyHash(key)
-	ss := make([]scored, len(nodes))
-	for i, nd := range nodes {
-		ss[i] = scored{n: nd, s: score(kh, nd)}
+	for _, nd := range nodes {
+		dst = append(dst, scored{n: nd, s: score(kh, nd)})
 	}
+	ss := dst
 	slices.SortFunc(ss, func(a, b scored) int {
 		switch {
 		case a.s > b.s:

@@ -152,3 +152,40 @@ func BenchmarkPick(b *testing.B) {
 		}
 	}
 }
+
+// TestPickReusing: with one Scratch across calls of every size, the answer
+// equals Pick's, and once the scratch has grown no call allocates.
+func TestPickReusing(t *testing.T) {
+	var s Scratch
+	for _, c := range []struct{ nodes, zones, n int }{{3, 3, 1}, {5, 2, 3}, {12, 4, 6}, {3, 1, 3}, {20, 5, 1}, {4, 4, 0}} {
+		ns := nodes(c.nodes, c.zones)
+		ns[0].Weight = 4
+		for i := range 500 {
+			k := block.NewKey("default", uint64(i)*2654435761)
+			want, err := Pick(k, ns, c.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := PickReusing(k, ns, c.n, &s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%+v key %d: PickReusing %v, Pick %v", c, i, got, want)
+			}
+		}
+	}
+	if _, err := PickReusing(block.NewKey("default", 1), nodes(2, 2), 3, &s); err == nil {
+		t.Fatal("3 shards on 2 nodes: no error")
+	}
+	ns := nodes(12, 4)
+	i := uint64(0)
+	if a := testing.AllocsPerRun(100, func() {
+		i++
+		if _, err := PickReusing(block.NewKey("default", i), ns, 6, &s); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Fatalf("%.1f allocations per PickReusing", a)
+	}
+}
