@@ -56,8 +56,13 @@ func shardKey(key block.Key, c *erasure.Code, i int) block.Key {
 
 // candidates are the members that take new shards: alive ones, minus exclude.
 func (b *Backend) candidates(exclude map[string]bool) []placement.Node {
+	return candidatesOf(b.node.FSM(), exclude)
+}
+
+// candidatesOf is candidates in the index f.
+func candidatesOf(f *fsm.FSM, exclude map[string]bool) []placement.Node {
 	var out []placement.Node
-	b.node.FSM().EachMember(func(m fsm.Member) bool {
+	f.EachMember(func(m fsm.Member) bool {
 		if m.State == fsm.MemberAlive && !exclude[m.ID] {
 			out = append(out, placement.Node{ID: m.ID, Zone: m.Zone, Weight: float64(m.Capacity) / float64(1<<30)})
 		}

@@ -153,38 +153,32 @@ func memberSig(ms []fsm.Member) (sig string, suspect bool) {
 // placement.Pick chooses among nodes, and whether the block may move now
 // (every holder alive and restored, full redundancy, one shard per node).
 // A block that may not move is repair's first.
-func planMoves(key block.Key, e fsm.Entry, c *erasure.Code, ms map[string]fsm.Member, nodes []placement.Node, usable int) (moves []move, ok bool) {
+func planMoves(key block.Key, e fsm.Entry, c *erasure.Code, ms map[string]fsm.Member, nodes []placement.Node, usable int, scratch *placement.Scratch) (moves []move, ok bool) {
 	want := min(c.N(), len(nodes))
 	if want == 0 {
 		return nil, true
 	}
-	picked, err := placement.Pick(key, nodes, want)
+	picked, err := placement.PickReusing(key, nodes, want, scratch)
 	if err != nil {
 		return nil, true
 	}
-	wanted := map[string]bool{}
-	for _, p := range picked {
-		wanted[p.ID] = true
-	}
-	holders := map[string]bool{}
-	idx := map[uint16]bool{}
+	// A placement has a handful of shards and picked as many members:
+	// linear scans, no maps (this runs for every entry of the index).
 	ok = true
-	for _, s := range e.Placement {
+	for i, s := range e.Placement {
 		m, known := ms[s.NodeID]
-		if !known || m.State != fsm.MemberAlive || m.Restoring || holders[s.NodeID] {
+		if !known || m.State != fsm.MemberAlive || m.Restoring || holds(e.Placement[:i], s.NodeID) {
 			ok = false
 		}
-		holders[s.NodeID] = true
-		idx[s.Index] = true
 	}
 	if c.K == 1 {
 		ok = ok && len(e.Placement) >= min(c.N(), usable)
 	} else {
-		ok = ok && len(idx) == c.N()
+		ok = ok && distinctIndexes(e.Placement) == c.N()
 	}
-	var in []string
+	var in []string // picked members that hold no shard of the block
 	for _, p := range picked {
-		if !holders[p.ID] {
+		if !holds(e.Placement, p.ID) {
 			in = append(in, p.ID)
 		}
 	}
@@ -192,7 +186,7 @@ func planMoves(key block.Key, e fsm.Entry, c *erasure.Code, ms map[string]fsm.Me
 		if len(in) == 0 {
 			break
 		}
-		if !wanted[s.NodeID] {
+		if !slices.ContainsFunc(picked, func(p placement.Node) bool { return p.ID == s.NodeID }) {
 			moves = append(moves, move{from: s, to: in[0]})
 			in = in[1:]
 		}
@@ -200,13 +194,39 @@ func planMoves(key block.Key, e fsm.Entry, c *erasure.Code, ms map[string]fsm.Me
 	return moves, ok
 }
 
+// holds reports whether a shard of p is on member id.
+func holds(p []fsm.Shard, id string) bool {
+	for _, s := range p {
+		if s.NodeID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// distinctIndexes counts the distinct shard indexes of p.
+func distinctIndexes(p []fsm.Shard) int {
+	n := 0
+	for i, s := range p {
+		if !slices.ContainsFunc(p[:i], func(o fsm.Shard) bool { return o.Index == s.Index }) {
+			n++
+		}
+	}
+	return n
+}
+
 // rebalanceScan reads the whole index: it counts the shards to move and
 // the blocks deferred to repair, and returns up to limit blocks that can
 // move now and are not in skip.
 func (b *Backend) rebalanceScan(limit int, skip map[block.Key]bool) (tasks []rebalanceTask, pending, deferred, scanned int) {
-	f := b.node.FSM()
+	return rebalanceScanIndex(b.node.FSM(), limit, skip)
+}
+
+// rebalanceScanIndex is rebalanceScan over the index f.
+func rebalanceScanIndex(f *fsm.FSM, limit int, skip map[block.Key]bool) (tasks []rebalanceTask, pending, deferred, scanned int) {
 	ms, usable := memberView(f)
-	nodes := b.candidates(nil)
+	nodes := candidatesOf(f, nil)
+	var scratch placement.Scratch
 	for _, ns := range f.Namespaces() {
 		c, err := erasure.New(ns.DataShards, ns.ParityShards)
 		if err != nil {
@@ -214,7 +234,7 @@ func (b *Backend) rebalanceScan(limit int, skip map[block.Key]bool) (tasks []reb
 		}
 		f.ScanReusing(ns.Name, func(k block.Key, e fsm.Entry) bool {
 			scanned++
-			moves, ok := planMoves(k, e, c, ms, nodes, usable)
+			moves, ok := planMoves(k, e, c, ms, nodes, usable, &scratch)
 			if len(moves) == 0 {
 				return true
 			}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"sync"
@@ -459,7 +460,7 @@ func TestPlanMovesLeavesRepairFirst(t *testing.T) {
 		{"two shards on one member", rs, []fsm.Shard{{NodeID: out, Index: 0}, {NodeID: out, Index: 1}, {NodeID: picked[1].ID, Index: 2}}, 2, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			moves, ok := planMoves(key, fsm.Entry{Placement: c.place}, c.code, ms, nodes, 4)
+			moves, ok := planMoves(key, fsm.Entry{Placement: c.place}, c.code, ms, nodes, 4, &placement.Scratch{})
 			if len(moves) != c.wantMoves || ok != c.wantOK {
 				t.Fatalf("moves %v ok %v; want %d moves, ok %v", moves, ok, c.wantMoves, c.wantOK)
 			}
@@ -473,4 +474,110 @@ func TestPlanMovesLeavesRepairFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPlanMovesAgreesWithMaps: planMoves (linear scans, one reused
+// scratch) answers as the map-based version it replaced (kept here as
+// the reference) on random placements over members in every state and
+// random codes, and allocates nothing when there is nothing to move.
+func TestPlanMovesAgreesWithMaps(t *testing.T) {
+	ms := map[string]fsm.Member{}
+	var nodes []placement.Node
+	for i, id := range []string{"a", "b", "c", "d", "e"} {
+		ms[id] = fsm.Member{ID: id, State: fsm.MemberAlive, Zone: fmt.Sprintf("z%d", i%3)}
+		nodes = append(nodes, placement.Node{ID: id, Zone: fmt.Sprintf("z%d", i%3), Weight: float64(1 + i%2)})
+	}
+	ms["x"] = fsm.Member{ID: "x", State: fsm.MemberDead}
+	ms["r"] = fsm.Member{ID: "r", State: fsm.MemberAlive, Restoring: true}
+	ms["s"] = fsm.Member{ID: "s", State: fsm.MemberSuspect}
+	ids := []string{"a", "b", "c", "d", "e", "x", "r", "s", "gone"}
+	codes := [][2]int{{1, 0}, {1, 2}, {2, 1}, {3, 2}, {4, 2}}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var scratch placement.Scratch
+	for i := range 20000 {
+		km := codes[i%len(codes)]
+		c, err := erasure.New(km[0], km[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := block.NewKey("ns", rng.Uint64())
+		var p []fsm.Shard
+		if i%4 == 0 { // exactly where placement wants it
+			picked, _ := placement.Pick(key, nodes, min(c.N(), len(nodes)))
+			for j, n := range picked {
+				p = append(p, fsm.Shard{NodeID: n.ID, Index: uint16(j)})
+			}
+		} else {
+			for j := range rng.IntN(c.N() + 2) {
+				p = append(p, fsm.Shard{NodeID: ids[rng.IntN(len(ids))], Index: uint16(j + rng.IntN(2))})
+			}
+		}
+		e := fsm.Entry{Placement: p}
+		usable := 3 + rng.IntN(3)
+		wantMoves, wantOK := planMovesWithMaps(key, e, c, ms, nodes, usable)
+		gotMoves, gotOK := planMoves(key, e, c, ms, nodes, usable, &scratch)
+		if gotOK != wantOK || !slices.Equal(gotMoves, wantMoves) {
+			t.Fatalf("placement %v, code %v, usable %d: planMoves %v %v, with maps %v %v", p, km, usable, gotMoves, gotOK, wantMoves, wantOK)
+		}
+	}
+	key := block.NewKey("ns", 99)
+	c, _ := erasure.New(1, 2)
+	picked, _ := placement.Pick(key, nodes, 3)
+	e := fsm.Entry{Placement: []fsm.Shard{{NodeID: picked[0].ID}, {NodeID: picked[1].ID}, {NodeID: picked[2].ID}}}
+	if a := testing.AllocsPerRun(100, func() {
+		if moves, ok := planMoves(key, e, c, ms, nodes, 5, &scratch); len(moves) > 0 || !ok {
+			t.Fatalf("a well-placed block: moves %v, ok %v", moves, ok)
+		}
+	}); a != 0 {
+		t.Fatalf("%.1f allocations to plan no move", a)
+	}
+}
+
+// planMovesWithMaps is planMoves as it was before it dropped its maps: the
+// reference TestPlanMovesAgreesWithMaps compares it with.
+func planMovesWithMaps(key block.Key, e fsm.Entry, c *erasure.Code, ms map[string]fsm.Member, nodes []placement.Node, usable int) (moves []move, ok bool) {
+	want := min(c.N(), len(nodes))
+	if want == 0 {
+		return nil, true
+	}
+	picked, err := placement.Pick(key, nodes, want)
+	if err != nil {
+		return nil, true
+	}
+	wanted := map[string]bool{}
+	for _, p := range picked {
+		wanted[p.ID] = true
+	}
+	holders := map[string]bool{}
+	idx := map[uint16]bool{}
+	ok = true
+	for _, s := range e.Placement {
+		m, known := ms[s.NodeID]
+		if !known || m.State != fsm.MemberAlive || m.Restoring || holders[s.NodeID] {
+			ok = false
+		}
+		holders[s.NodeID] = true
+		idx[s.Index] = true
+	}
+	if c.K == 1 {
+		ok = ok && len(e.Placement) >= min(c.N(), usable)
+	} else {
+		ok = ok && len(idx) == c.N()
+	}
+	var in []string
+	for _, p := range picked {
+		if !holders[p.ID] {
+			in = append(in, p.ID)
+		}
+	}
+	for _, s := range e.Placement {
+		if len(in) == 0 {
+			break
+		}
+		if !wanted[s.NodeID] {
+			moves = append(moves, move{from: s, to: in[0]})
+			in = in[1:]
+		}
+	}
+	return moves, ok
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/erasure"
+	"github.com/ctxtier/ctxtier/ctxstore/placement"
 	"github.com/ctxtier/ctxtier/raft/fsm"
 )
 
@@ -176,38 +177,54 @@ func BenchmarkRepairScanEntry(b *testing.B) {
 	}
 }
 
+// benchIndex is an index of n one-copy entries on three alive members of
+// 1 GiB in three zones, each entry on the member placement picks for it,
+// and the log index of its last command.
+func benchIndex(b *testing.B, n int) (*fsm.FSM, uint64) {
+	b.Helper()
+	const batch = 1024
+	f := fsm.New(nil)
+	idx := uint64(0)
+	ids := []string{"n1", "n2", "n3"}
+	for i, id := range ids {
+		benchApply(b, f, &idx, fsm.EncodeMember(fsm.MemberCommand{Action: fsm.MemberUpsert,
+			Member: fsm.Member{ID: id, RaftAddr: id + ":1", Zone: fmt.Sprintf("z%d", i), Capacity: 1 << 30, State: fsm.MemberAlive}}))
+	}
+	benchApply(b, f, &idx, fsm.EncodeNamespace(fsm.NamespaceCommand{Action: fsm.NamespaceCreate,
+		Namespace: block.Namespace{Name: "ns", DataShards: 1}}))
+	nodes := candidatesOf(f, nil)
+	ops := make([]fsm.Op, 0, batch)
+	for i := range n {
+		k := block.NewKey("ns", uint64(i)+1)
+		pick, err := placement.Pick(k, nodes, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = append(ops, fsm.Op{Kind: fsm.OpPut, Key: k, Size: 4096, Placement: []fsm.Shard{{NodeID: pick[0].ID}}})
+		if len(ops) == batch || i == n-1 {
+			benchApply(b, f, &idx, fsm.EncodeIndex(ops))
+			ops = ops[:0]
+		}
+	}
+	return f, idx
+}
+
+func benchApply(b *testing.B, f *fsm.FSM, idx *uint64, cmd []byte) {
+	b.Helper()
+	*idx++
+	if r := f.Apply(&hraft.Log{Index: *idx, Type: hraft.LogCommand, Data: cmd}).(*fsm.Response); r.Err != nil {
+		b.Fatal(r.Err)
+	}
+}
+
 // BenchmarkRepairScan: one whole repair scan of an index of 1,000,000
 // well-placed entries on three alive members (one-copy blocks), what the
 // leader runs every RepairInterval.
 //
-//	go test -run '^$' -bench RepairScan$ -benchtime 5x ./ctxstore/cluster/
+//	go test -run '^$' -bench 'RepairScan$' -benchtime 3x ./ctxstore/cluster/
 func BenchmarkRepairScan(b *testing.B) {
-	const entries, batch = 1_000_000, 1024
-	f := fsm.New(nil)
-	idx := uint64(0)
-	apply := func(cmd []byte) {
-		idx++
-		r := f.Apply(&hraft.Log{Index: idx, Type: hraft.LogCommand, Data: cmd}).(*fsm.Response)
-		if r.Err != nil {
-			b.Fatal(r.Err)
-		}
-	}
-	ids := []string{"n1", "n2", "n3"}
-	for _, id := range ids {
-		apply(fsm.EncodeMember(fsm.MemberCommand{Action: fsm.MemberUpsert,
-			Member: fsm.Member{ID: id, RaftAddr: id + ":1", State: fsm.MemberAlive}}))
-	}
-	apply(fsm.EncodeNamespace(fsm.NamespaceCommand{Action: fsm.NamespaceCreate,
-		Namespace: block.Namespace{Name: "ns", DataShards: 1}}))
-	ops := make([]fsm.Op, 0, batch)
-	for i := range entries {
-		ops = append(ops, fsm.Op{Kind: fsm.OpPut, Key: block.NewKey("ns", uint64(i)+1), Size: 4096,
-			Placement: []fsm.Shard{{NodeID: ids[i%3]}}})
-		if len(ops) == batch || i == entries-1 {
-			apply(fsm.EncodeIndex(ops))
-			ops = ops[:0]
-		}
-	}
+	const entries = 1_000_000
+	f, _ := benchIndex(b, entries)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -217,6 +234,36 @@ func BenchmarkRepairScan(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*entries), "ns/entry")
+}
+
+// BenchmarkRebalanceScan: one rebalancing scan (one page of 64 tasks, and
+// the count of what is pending) of 1,000,000 one-copy entries, with the
+// three members that placed them (nothing to move) and after a fourth
+// joined (about a quarter of the entries move).
+//
+//	go test -run '^$' -bench 'RebalanceScan$' -benchtime 3x ./ctxstore/cluster/
+func BenchmarkRebalanceScan(b *testing.B) {
+	const entries = 1_000_000
+	f, idx := benchIndex(b, entries)
+	for _, joined := range []bool{false, true} {
+		if joined {
+			benchApply(b, f, &idx, fsm.EncodeMember(fsm.MemberCommand{Action: fsm.MemberUpsert,
+				Member: fsm.Member{ID: "n4", RaftAddr: "n4:1", Zone: "z0", Capacity: 1 << 30, State: fsm.MemberAlive}}))
+		}
+		b.Run(fmt.Sprintf("joined=%v", joined), func(b *testing.B) {
+			b.ReportAllocs()
+			var pending int
+			for b.Loop() {
+				var scanned int
+				_, pending, _, scanned = rebalanceScanIndex(f, 64, nil)
+				if scanned != entries || joined != (pending > 0) {
+					b.Fatalf("%d pending, %d scanned", pending, scanned)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*entries), "ns/entry")
+			b.ReportMetric(float64(pending), "pending")
+		})
+	}
 }
 
 // TestScanDue: periodic repair scans keep to a tenth of the leader's time.
