@@ -90,8 +90,9 @@ func (b *Backend) PutBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 	// that may wait for a pending drop) are planned in parallel.
 	nodes := b.candidates(nil)
 	var slow []int
+	var scratch placement.Scratch // the placements planned in this loop
 	for _, i := range first {
-		if pl, ok, err := b.planNew(items[i], nodes); ok {
+		if pl, ok, err := b.planNew(items[i], nodes, &scratch); ok {
 			plans[i], errs[i] = pl, err
 		} else {
 			slow = append(slow, i)
@@ -220,7 +221,8 @@ func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum 
 // planNew plans it as planPut does when that is only placement: a
 // replicated (k=1) block that the index does not hold, so nothing to
 // encode, compare or wait for. ok is false for any other block.
-func (b *Backend) planNew(it ctxstore.TierPut, nodes []placement.Node) (pl *putPlan, ok bool, err error) {
+// scratch holds the placement ranking from one call to the next.
+func (b *Backend) planNew(it ctxstore.TierPut, nodes []placement.Node, scratch *placement.Scratch) (pl *putPlan, ok bool, err error) {
 	key := it.Key.Block()
 	if _, held := b.node.FSM().Lookup(key); held {
 		return nil, false, nil
@@ -229,7 +231,7 @@ func (b *Backend) planNew(it ctxstore.TierPut, nodes []placement.Node) (pl *putP
 	if err != nil || c.K != 1 {
 		return nil, false, nil //nolint:nilerr // planPut meets the error again and reports it
 	}
-	pl, err = b.place(key, it.Data, it.Sum, it.Opts, c, nodes)
+	pl, err = b.place(key, it.Data, it.Sum, it.Opts, c, nodes, scratch)
 	return pl, true, err
 }
 
@@ -258,11 +260,13 @@ func (b *Backend) planPut(ctx context.Context, key block.Key, data []byte, sum u
 	if nodes == nil {
 		nodes = b.candidates(nil)
 	}
-	return b.place(key, data, sum, opts, c, nodes)
+	return b.place(key, data, sum, opts, c, nodes, nil)
 }
 
 // place encodes key's block with c and places its shards on nodes.
-func (b *Backend) place(key block.Key, data []byte, sum uint32, opts block.PutOptions, c *erasure.Code, nodes []placement.Node) (*putPlan, error) {
+// scratch, when not nil, holds the placement ranking (the caller's
+// goroutine alone uses it); nil ranks in new memory.
+func (b *Backend) place(key block.Key, data []byte, sum uint32, opts block.PutOptions, c *erasure.Code, nodes []placement.Node, scratch *placement.Scratch) (*putPlan, error) {
 	shards, err := c.Encode(data)
 	if err != nil {
 		return nil, err
@@ -270,7 +274,12 @@ func (b *Backend) place(key block.Key, data []byte, sum uint32, opts block.PutOp
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: %s: no alive member to place shards on", block.ErrUnavailable, key)
 	}
-	picked, err := placement.Pick(key, nodes, min(c.N(), len(nodes)))
+	var picked []placement.Node
+	if scratch != nil {
+		picked, err = placement.PickReusing(key, nodes, min(c.N(), len(nodes)), scratch)
+	} else {
+		picked, err = placement.Pick(key, nodes, min(c.N(), len(nodes)))
+	}
 	if err != nil {
 		return nil, err
 	}
