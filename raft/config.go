@@ -69,6 +69,13 @@ type Config struct {
 	AuthTimeout time.Duration
 
 	Batch BatchConfig
+
+	// LogCache is how many of the newest log entries Open keeps in memory
+	// in front of the write-ahead log (hashicorp/raft's LogCache): the
+	// leader's replication and a follower's apply read recent entries
+	// from it instead of reading them back from the log's files (0: no
+	// cache). Memory: at most LogCache x Batch.MaxBytes, usually far less.
+	LogCache int
 }
 
 // BatchConfig bounds group commit: concurrent proposals are coalesced into
@@ -99,6 +106,7 @@ func DefaultConfig() Config {
 		SnapshotRetain:     2,
 		AuthTimeout:        DefaultAuthTimeout,
 		Batch:              BatchConfig{MaxOps: 4096, MaxBytes: 1 << 20, MaxInflight: 4},
+		LogCache:           32,
 	}
 }
 
@@ -122,6 +130,8 @@ func (c Config) Validate() error {
 		return bad("AuthTimeout must be positive")
 	case c.SnapshotRetain < 1:
 		return bad("SnapshotRetain must be at least 1")
+	case c.LogCache < 0 || c.LogCache > 1<<16:
+		return bad("LogCache must be in 0..65536 entries")
 	case c.Batch.MaxOps < 1 || c.Batch.MaxBytes < 1 || c.Batch.MaxInflight < 1 || c.Batch.Linger < 0:
 		return bad("Batch needs MaxOps, MaxBytes, MaxInflight >= 1 and Linger >= 0")
 	}

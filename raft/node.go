@@ -126,7 +126,17 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Regi
 	trans := &gatedTransport{NetworkTransport: hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog.Named("transport"),
 	})}
-	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: w, Stable: w, Snapshots: snaps, Transport: trans,
+	var logs hraft.LogStore = w
+	if cfg.LogCache > 0 {
+		// Validate bounds it; NewLogCache fails only on a capacity of 0.
+		if logs, err = hraft.NewLogCache(cfg.LogCache, w); err != nil {
+			w.Close()
+			meta.Close()
+			unWAL()
+			return nil, fmt.Errorf("raft: log cache: %w", err)
+		}
+	}
+	n, err := OpenWith(ctx, cfg, log, reg, Deps{Logs: logs, Stable: w, Snapshots: snaps, Transport: trans,
 		Closers: []io.Closer{closerFunc(trans.stopHeartbeats), trans, w, meta}, Probe: stream.CheckPeer})
 	if err != nil {
 		trans.Close()
