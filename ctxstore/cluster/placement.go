@@ -64,7 +64,7 @@ func candidatesOf(f *fsm.FSM, exclude map[string]bool) []placement.Node {
 	var out []placement.Node
 	f.EachMember(func(m fsm.Member) bool {
 		if m.State == fsm.MemberAlive && !exclude[m.ID] {
-			out = append(out, placement.Node{ID: m.ID, Zone: m.Zone, Weight: float64(m.Capacity) / float64(1<<30)})
+			out = append(out, placement.Node{ID: m.ID, Zone: m.Zone, Weight: placement.CapacityWeight(m.Capacity)})
 		}
 		return true
 	})

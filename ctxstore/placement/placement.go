@@ -26,6 +26,11 @@ type Node struct {
 	Weight float64
 }
 
+// CapacityWeight is the Weight of a member offering capacity bytes: its
+// capacity in GiB. The cluster's placement and the cluster-aware client
+// (gateway/client) both weigh members with it, so they pick alike.
+func CapacityWeight(capacity int64) float64 { return float64(capacity) / float64(1<<30) }
+
 // Pick returns n distinct nodes for key, best first. Nodes in zones not yet
 // used are preferred, so shards spread across failure domains as far as the
 // zones allow. It returns an error if fewer than n nodes are given.

@@ -25,6 +25,7 @@ var layerOf = []struct{ prefix, layer string }{
 	{"ctxstore/block/blocktest", "testkit"},
 	{"ctxstore/block/descriptor", "leaf"},
 	{"ctxstore/router/query", "leaf"},
+	{"ctxstore/placement", "leaf"},
 	{"ctxstore", "ctxstore"},
 	{"ctxstore/cluster/peer", "transport"},
 	{"ctxstore/cluster/control", "control"},
@@ -45,7 +46,9 @@ var layerOf = []struct{ prefix, layer string }{
 // mayImport lists, per layer, the layers its packages may import (non-test
 // imports only). Dependencies point down: cmd → gateway → ctxstore → (raft,
 // tiers); ctxstore/block is the shared leaf and imports nothing of the
-// project; the descriptor formats, the routing query types, the error
+// project; the descriptor formats, the routing query types, rendezvous
+// placement (a pure function of a key and a member list, which the Go
+// client computes too, to send a block to its owner), the error
 // table and the wire codecs of the native and HTTP protocols are leaves
 // beside it (they import only the block leaf and each other, so every
 // layer may use them: internal/weights, a client of the S3 endpoint, uses
@@ -115,7 +118,7 @@ const client = "gateway/client"
 
 var (
 	clientMay = []string{
-		"ctxstore/block", "ctxstore/block/descriptor", "ctxstore/router/query",
+		"ctxstore/block", "ctxstore/block/descriptor", "ctxstore/router/query", "ctxstore/placement",
 		"gateway/errcode", "gateway/native/wire", "gateway/httpapi/httpwire",
 		"internal/sigv4",
 	}
