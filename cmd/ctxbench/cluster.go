@@ -48,6 +48,11 @@ type clusterConfig struct {
 	// batches of 1 through the same path.
 	IndexBatch  int
 	NativeAddrs []string
+	// IndexRoute sends each block of a native batch to its owner (the
+	// member placement ranks first for it: client.Cluster), so no node
+	// forwards a block it does not own; false sends batch j whole to
+	// node j mod nodes.
+	IndexRoute bool
 	// Read is the read level of the get phases: linearizable (each get
 	// sees every acknowledged put at once) or local (the bench first waits
 	// until every node's index holds the blocks).
@@ -81,6 +86,7 @@ func parseClusterFlags(args []string, errOut io.Writer) (clusterConfig, error) {
 	fs.IntVar(&c.IndexBlocks, "index-blocks", 4000, "one-copy blocks put in the index commit phase (0 skips it)")
 	fs.IntVar(&c.IndexConcurrency, "index-concurrency", 64, "requests in flight in the index commit phase")
 	fs.IntVar(&c.IndexBatch, "index-batch", 1, "blocks per request in the index commit phase: 1 puts single blocks over HTTP; N > 1 puts native-protocol batches of N blocks (one index commit each) and measures batches of 1 over the same protocol beside them")
+	fs.BoolVar(&c.IndexRoute, "index-route", true, "with --index-batch above 1: send each block of a batch straight to its owner, the node placement ranks first for it (the Go client's cluster-aware client.Cluster; a batch is split into one request per owner, sent in parallel); false sends each batch whole to one node in turn, which forwards the blocks it does not own")
 	fs.StringVar(&natives, "native-addrs", "127.0.0.1:7410,127.0.0.1:7420,127.0.0.1:7430", "native-protocol addresses of the nodes, in --addrs order, for --index-batch above 1 (ignored with --start)")
 	fs.IntVar(&c.ReadOps, "read-ops", 4000, "single-key exists requests per read level in the read-level phase, which compares linearizable reads with local ones (0 skips it)")
 	fs.IntVar(&c.ReadConcurrency, "read-concurrency", 32, "requests in flight in the read-level phase")
@@ -172,6 +178,7 @@ type clusterBench struct {
 	addrs    []string
 	clients  []*client.HTTPClient
 	natives  []*client.Client // native-protocol clients of the index phase (--index-batch above 1)
+	owners   *client.Cluster  // --index-route: the cluster-aware client of the index phase
 	profiler *nodeProfiler    // --profile: set by runClusterWith
 	cpu      *cpuMeter        // the started nodes' CPU time (--start only)
 	run      uint64           // the high 32 bits of every key hash of this run
@@ -310,6 +317,9 @@ func runClusterOn(ctx context.Context, cfg clusterConfig, addrs []string, prof *
 	defer func() {
 		for _, c := range b.natives {
 			c.Close()
+		}
+		if b.owners != nil {
+			b.owners.Close()
 		}
 	}()
 	var idx *indexResult

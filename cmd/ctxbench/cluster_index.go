@@ -52,7 +52,11 @@ type indexResult struct {
 type putPhases struct {
 	shards, commit float64
 	n              float64
-	ok             bool
+	// forwards counts the requests that carried a batch put's shards to a
+	// peer (ctxtier_cluster_shard_batches_total; a single put's one
+	// forwarded shard is not counted): what owner routing saves.
+	forwards float64
+	ok       bool
 }
 
 // readPutPhases reads ctxtier_cluster_put_phase_seconds from every node.
@@ -66,10 +70,11 @@ func (b *clusterBench) readPutPhases(ctx context.Context) putPhases {
 		shards, ok1 := promSamples(text, "ctxtier_cluster_put_phase_seconds_sum", `phase="shards"`)
 		commit, ok2 := promSamples(text, "ctxtier_cluster_put_phase_seconds_sum", `phase="commit"`)
 		n, ok3 := promSamples(text, "ctxtier_cluster_put_phase_seconds_count", `phase="commit"`)
-		if !ok1 || !ok2 || !ok3 {
+		fw, ok4 := promSamples(text, "ctxtier_cluster_shard_batches_total", "")
+		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return putPhases{}
 		}
-		p.shards, p.commit, p.n = p.shards+shards, p.commit+commit, p.n+n
+		p.shards, p.commit, p.n, p.forwards = p.shards+shards, p.commit+commit, p.n+n, p.forwards+fw
 	}
 	return p
 }
@@ -78,7 +83,7 @@ func (p putPhases) minus(q putPhases) putPhases {
 	if !p.ok || !q.ok {
 		return putPhases{}
 	}
-	return putPhases{shards: p.shards - q.shards, commit: p.commit - q.commit, n: p.n - q.n, ok: true}
+	return putPhases{shards: p.shards - q.shards, commit: p.commit - q.commit, n: p.n - q.n, forwards: p.forwards - q.forwards, ok: true}
 }
 
 // leaderSnap is the leader's Raft progress at one moment.
@@ -149,6 +154,19 @@ func (b *clusterBench) dialNative(ctx context.Context) error {
 		return fmt.Errorf("%d native addresses for %d nodes", len(b.cfg.NativeAddrs), len(b.addrs))
 	}
 	conns := max(b.cfg.IndexConcurrency/len(b.addrs), 1)
+	if b.cfg.IndexRoute {
+		cc := client.ClusterDefaultConfig()
+		cc.Native.Conns = min(conns, 16)
+		for i, a := range b.cfg.NativeAddrs {
+			cc.Nodes = append(cc.Nodes, client.ClusterNode{Native: a, HTTP: b.addrs[i]})
+		}
+		owners, err := client.DialCluster(ctx, cc)
+		if err != nil {
+			return fmt.Errorf("native protocol, routed to owners: %w", err)
+		}
+		b.owners = owners
+		return nil
+	}
 	for _, a := range b.cfg.NativeAddrs {
 		c, err := client.Dial(ctx, a, client.Options{Conns: min(conns, 16)})
 		if err != nil {
@@ -165,8 +183,15 @@ func (b *clusterBench) indexRun(ctx context.Context, ns *benchNS, n, batch int) 
 	cfg := b.cfg
 	p := newPayload(cfg.IndexBlockSize, 2)
 	hashes := b.hashes(n)
+	if b.owners != nil {
+		// Before the CPU and the clock start: a client's own queue.
+		hashes = b.byOwner(ns, hashes, batch)
+	}
 	via := "HTTP"
-	if len(b.natives) > 0 {
+	switch {
+	case b.owners != nil:
+		via = "native (to owners)"
+	case len(b.natives) > 0:
 		via = "native"
 	}
 	before, berr := b.snapLeader(ctx)
@@ -175,7 +200,7 @@ func (b *clusterBench) indexRun(ctx context.Context, ns *benchNS, n, batch int) 
 	var cpu1 cpuSample
 	var d time.Duration
 	var err error
-	if via == "native" {
+	if via != "HTTP" {
 		// The main run (the one --index-batch asks for) is the one profiled.
 		var wait func() error
 		if batch == cfg.IndexBatch {
@@ -233,7 +258,8 @@ func (b *clusterBench) indexRun(ctx context.Context, ns *benchNS, n, batch int) 
 }
 
 // putNative puts hashes in native-protocol batches of batch blocks, conc
-// batches in flight, batch j going to node j mod nodes. Every block of
+// batches in flight: with --index-route each block of a batch to its owner
+// (b.owners), else batch j whole to node j mod nodes. Every block of
 // every batch must be acknowledged; the first failure stops the run.
 func (b *clusterBench) putNative(ctx context.Context, ns *benchNS, p payload, hashes []uint64, batch, conc int) (time.Duration, error) {
 	sums := p.sums(hashes) // before the clock starts, as for putAll
@@ -258,13 +284,22 @@ func (b *clusterBench) putNative(ctx context.Context, ns *benchNS, p payload, ha
 					items = append(items, client.PutItem{Key: block.NewKey(ns.name, hashes[i]),
 						Data: p.fill(buf[k*size:], hashes[i]), Opts: block.PutOptions{Sum: sums[i], HasSum: true}})
 				}
-				node := j % len(b.natives)
-				errs, err := b.natives[node].PutBatch(ctx, items)
+				var errs []error
+				var err error
+				var via string
+				if b.owners != nil {
+					errs, err = b.owners.PutBatch(ctx, items)
+					via = "their owners"
+				} else {
+					node := j % len(b.natives)
+					errs, err = b.natives[node].PutBatch(ctx, items)
+					via = b.cfg.NativeAddrs[node]
+				}
 				if err == nil {
 					err = errors.Join(errs...)
 				}
 				if err != nil {
-					cancel(fmt.Errorf("batch via %s: %w", b.cfg.NativeAddrs[node], err))
+					cancel(fmt.Errorf("batch via %s: %w", via, err))
 					return
 				}
 			}
@@ -365,7 +400,7 @@ func (r *indexResult) describe(out io.Writer, cfg clusterConfig) {
 		fmt.Fprintf(out, "; CPU: nodes %.2fs, ctxbench %.2fs", r.cpu.nodes.Seconds(), r.cpu.bench.Seconds())
 	}
 	if ph := r.phases; ph.ok && ph.n > 0 {
-		fmt.Fprintf(out, "; per request: shard writes %.1f ms, index commit %.1f ms (means over %.0f)", ph.shards/ph.n*1e3, ph.commit/ph.n*1e3, ph.n)
+		fmt.Fprintf(out, "; per request: shard writes %.1f ms, index commit %.1f ms (means over %.0f); %.0f shard batches forwarded to peers", ph.shards/ph.n*1e3, ph.commit/ph.n*1e3, ph.n, ph.forwards)
 	}
 	if r.leader != "" {
 		fmt.Fprintf(out, "; leader %s's commit index advanced %d", r.leader, r.logEntries)
@@ -403,6 +438,12 @@ func (r *indexResult) printLog(out io.Writer, prefix string) {
 		// node that took it: where a batch waits.
 		fmt.Fprintf(out, "%sput_shards_ms_mean=%.2f\n", prefix, ph.shards/ph.n*1e3)
 		fmt.Fprintf(out, "%sput_commit_ms_mean=%.2f\n", prefix, ph.commit/ph.n*1e3)
+		// Requests on which the nodes took them, and the shard batches
+		// they forwarded to peers: about 2 per batch of one-copy blocks
+		// sent to any node of three, none when each block goes to its
+		// owner (batches of 1 forward single shards, not counted here).
+		fmt.Fprintf(out, "%snode_requests=%.0f\n", prefix, ph.n)
+		fmt.Fprintf(out, "%speer_shard_batches=%.0f\n", prefix, ph.forwards)
 	}
 	if r.leader == "" {
 		return
@@ -414,4 +455,37 @@ func (r *indexResult) printLog(out io.Writer, prefix string) {
 	if r.haveBatch && r.batchEntries > 0 {
 		fmt.Fprintf(out, "%sbatch_ops_per_entry=%.2f\n", prefix, r.batchOps/r.batchEntries)
 	}
+}
+
+// byOwner reorders hashes for batches of batch blocks cut from the front:
+// each owner's blocks (b.owners.Owner) in batches of its own, the owners'
+// batches interleaved so that consecutive requests go to different nodes,
+// and what does not fill a batch (at most one part per owner) at the end,
+// where a batch may mix owners (client.Cluster splits it). It is the order
+// a client that queues blocks per owner would send them in.
+func (b *clusterBench) byOwner(ns *benchNS, hashes []uint64, batch int) []uint64 {
+	owned := make(map[string][]uint64)
+	var order []string
+	for _, h := range hashes {
+		id, _ := b.owners.Owner(block.NewKey(ns.name, h))
+		if _, ok := owned[id]; !ok {
+			order = append(order, id)
+		}
+		owned[id] = append(owned[id], h)
+	}
+	out := make([]uint64, 0, len(hashes))
+	for more := true; more; {
+		more = false
+		for _, id := range order {
+			if hs := owned[id]; len(hs) >= batch {
+				out = append(out, hs[:batch]...)
+				owned[id] = hs[batch:]
+				more = true
+			}
+		}
+	}
+	for _, id := range order {
+		out = append(out, owned[id]...)
+	}
+	return out
 }

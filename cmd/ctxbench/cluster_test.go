@@ -178,6 +178,12 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)
 		}
 	}
+	// Each block went to its owner (--index-route, the default): the
+	// nodes forwarded (almost) no shards to peers, where batches sent to
+	// any node forward about two shard batches per request.
+	if req, fw := vals["index_node_requests"], vals["index_peer_shard_batches"]; req < 1 || fw >= req/2 {
+		t.Errorf("index_node_requests = %v, index_peer_shard_batches = %v: routed to owners, want under one forward per two requests", req, fw)
+	}
 	for _, k := range []string{"index_node_cpu_us_per_entry", "index_bench_cpu_us_per_entry", "index_batch1_node_cpu_us_per_entry", "index_batch1_bench_cpu_us_per_entry"} {
 		if v, ok := vals[k]; !ok || v < 0 {
 			t.Errorf("%s = %v (present %v), want a value >= 0", k, v, ok)
