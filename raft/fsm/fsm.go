@@ -574,9 +574,17 @@ func (f *FSM) Scan(ns, hexPrefix string, fn func(block.Key, Entry) bool) error {
 // returns (clone it to keep it). A scan of the whole index (the leader's
 // repair scan) then allocates nothing per entry.
 func (f *FSM) ScanReusing(ns string, fn func(block.Key, Entry) bool) {
+	f.ScanReusingFrom(ns, block.Key{}, fn)
+}
+
+// ScanReusingFrom is ScanReusing from the first entry at or after from in
+// the index's order (hash, then the whole block before its parts, parts in
+// order): a scan that stopped can resume where it stopped (the leader's
+// rebalancing pages).
+func (f *FSM) ScanReusingFrom(ns string, from block.Key, fn func(block.Key, Entry) bool) {
 	s := f.cur.Load()
 	var buf []Shard
-	s.index[ns].ascend(ikey{}, func(sl *slot) bool {
+	s.index[ns].ascend(keyOf(from), func(sl *slot) bool {
 		e := sl.entryInto(s.nodeNames, buf)
 		buf = e.Placement
 		return fn(sl.key().blockKey(ns), e)

@@ -60,6 +60,24 @@ func TestScanReusing(t *testing.T) {
 	if n != 10 {
 		t.Fatalf("the scan went on for %d entries after fn returned false at 10", n)
 	}
+	// ScanReusingFrom any entry's key (a whole block or a part) yields the
+	// same entries as the full scan from that entry on; from a key between
+	// entries, from the next entry.
+	for _, at := range []int{0, 1, 2, 3, 4, 5, 8, 150, len(want) - 1} {
+		from := want[at].k
+		var from2 []block.Key
+		f.ScanReusingFrom(block.DefaultNamespace, from, func(k block.Key, _ Entry) bool { from2 = append(from2, k); return true })
+		if len(from2) != len(want)-at || from2[0] != from || from2[len(from2)-1] != want[len(want)-1].k {
+			t.Fatalf("ScanReusingFrom(%v): %d entries from %v, want %d from %v", from, len(from2), from2[0], len(want)-at, from)
+		}
+	}
+	between := want[10].k
+	between.Hash++ // not an entry: hashes are i*7919+1
+	var first block.Key
+	f.ScanReusingFrom(block.DefaultNamespace, between, func(k block.Key, _ Entry) bool { first = k; return false })
+	if first != want[11].k {
+		t.Fatalf("ScanReusingFrom(%v) began at %v, want the next entry %v", between, first, want[11].k)
+	}
 	f.ScanReusing("no-such-namespace", func(block.Key, Entry) bool { t.Fatal("an entry in an unknown namespace"); return false })
 	allocs := testing.AllocsPerRun(5, func() {
 		f.ScanReusing(block.DefaultNamespace, func(block.Key, Entry) bool { return true })
