@@ -17,10 +17,12 @@ import (
 // Rebalancing moves shards to the members rendezvous hashing picks now,
 // after the set of alive members changed (a member joined, came back, was
 // drained or removed). It runs on the leader, in the repair loop, one page
-// at a time: every page comes after a full repair pass, so repair always
-// goes first, and a block that repair would touch (a shard on a member
-// that is not alive, or still restoring; fewer shards than its code) is
-// left alone ("deferred") until repair has made it whole.
+// at a time, after the repair pass whenever one is due (periodic repair
+// scans take at most a tenth of the leader's time; a member's state
+// change or a drain asks for one at once), so repair goes first; a block
+// that repair would touch (a shard on a member that is not alive, or
+// still restoring; fewer shards than its code) is left alone ("deferred")
+// until repair has made it whole.
 //
 // A page is up to Config.RebalanceBatch blocks whose placement names a
 // member that placement.Pick, over the alive members, no longer picks.
@@ -35,9 +37,14 @@ import (
 // it had throughout: the new copy exists before the index names it, and
 // the old one is deleted only once the index no longer does.
 //
-// Pages follow each other until a scan finds nothing to move. The scan is
-// skipped while the alive membership is the one the last clean scan saw,
-// so a stable cluster pays nothing. Nothing moves while a member is
+// Pages follow each other until a scan finds nothing to move. A pass's
+// first page scans the whole index (to count what is pending); the next
+// ones resume after the last page's last task and stop at their own last,
+// so a pass reads the index about twice however many pages it takes; when
+// a page finds nothing more, a counting scan starts the next pass (which
+// retries what failed) or finds the placement clean. The scan is skipped
+// while the alive membership is the one the last clean scan saw, so a
+// stable cluster pays nothing. Nothing moves while a member is
 // suspect (it may come back: moving its blocks' shards would be undone).
 
 // RebalanceStatus is the rebalancing progress, for ctxctl and
@@ -69,7 +76,9 @@ type RebalanceStatus struct {
 	// when nothing has moved yet in this run).
 	ETASeconds float64 `json:"eta_seconds"`
 	// LastScan is when the last scan began; ScannedBlocks how many index
-	// entries it read.
+	// entries it read (the whole index for a pass's first page, from where
+	// the last page stopped for the others). Pending and DeferredBlocks
+	// come from the pass's first page, Pending less what moved since.
 	LastScan      time.Time `json:"last_scan,omitzero"`
 	ScannedBlocks int       `json:"scanned_blocks"`
 	// RunStarted is when the current (or last) run began, RunEnded when
@@ -86,6 +95,10 @@ type rebalanceState struct {
 	// since when.
 	cleanSig, sig string
 	sigSince      time.Time
+	// cursor is where the next page of the current pass resumes, valid
+	// while the alive membership is cursorSig.
+	cursor    scanCursor
+	cursorSig string
 	// failed are the blocks whose move failed in this pass: later pages
 	// skip them; the next pass (a tick later) retries them.
 	failed map[block.Key]bool
@@ -218,39 +231,84 @@ func distinctIndexes(p []fsm.Shard) int {
 // rebalanceScan reads the whole index: it counts the shards to move and
 // the blocks deferred to repair, and returns up to limit blocks that can
 // move now and are not in skip.
-func (b *Backend) rebalanceScan(limit int, skip map[block.Key]bool) (tasks []rebalanceTask, pending, deferred, scanned int) {
-	return rebalanceScanIndex(b.node.FSM(), limit, skip)
+func (b *Backend) rebalanceScan(limit int, skip map[block.Key]bool, from scanCursor, count bool) rebalanceScanResult {
+	return rebalanceScanIndex(b.node.FSM(), limit, skip, from, count)
 }
 
-// rebalanceScanIndex is rebalanceScan over the index f.
-func rebalanceScanIndex(f *fsm.FSM, limit int, skip map[block.Key]bool) (tasks []rebalanceTask, pending, deferred, scanned int) {
+// scanCursor is where a rebalancing scan stopped: after key in namespace
+// ns (unset: from the start of the index).
+type scanCursor struct {
+	set bool
+	ns  string
+	key block.Key
+}
+
+// rebalanceScanResult is what a rebalancing scan found.
+type rebalanceScanResult struct {
+	tasks []rebalanceTask
+	// pending shards and deferred blocks: over the whole index for a
+	// counting scan, else over the entries this scan read.
+	pending, deferred, scanned int
+	// next is where the next page resumes (after the last task); end
+	// says the scan ran to the end of the index.
+	next scanCursor
+	end  bool
+}
+
+// rebalanceScanIndex is rebalanceScan over the index f. It reads the
+// index in order from after the cursor from, and collects up to limit
+// tasks. A counting scan (from the start) reads on to the end, to count
+// what is pending; any other stops at its limit-th task, so that paging
+// through the index costs one pass over it, not one per page.
+func rebalanceScanIndex(f *fsm.FSM, limit int, skip map[block.Key]bool, from scanCursor, count bool) rebalanceScanResult {
 	ms, usable := memberView(f)
 	nodes := candidatesOf(f, nil)
 	var scratch placement.Scratch
+	var r rebalanceScanResult
+	stopped := false
 	for _, ns := range f.Namespaces() {
+		if stopped {
+			break
+		}
+		if from.set && ns.Name < from.ns {
+			continue
+		}
 		c, err := erasure.New(ns.DataShards, ns.ParityShards)
 		if err != nil {
 			continue
 		}
-		f.ScanReusing(ns.Name, func(k block.Key, e fsm.Entry) bool {
-			scanned++
+		start, resume := block.Key{}, from.set && ns.Name == from.ns
+		if resume {
+			start = from.key
+		}
+		f.ScanReusingFrom(ns.Name, start, func(k block.Key, e fsm.Entry) bool {
+			if resume && k == from.key {
+				return true // the last page's last task
+			}
+			r.scanned++
 			moves, ok := planMoves(k, e, c, ms, nodes, usable, &scratch)
 			if len(moves) == 0 {
 				return true
 			}
-			pending += len(moves)
+			r.pending += len(moves)
 			if !ok {
-				deferred++
+				r.deferred++
 				return true
 			}
-			if len(tasks) < limit && !skip[k] {
+			if len(r.tasks) < limit && !skip[k] {
 				e.Placement = slices.Clone(e.Placement) // the task keeps it
-				tasks = append(tasks, rebalanceTask{key: k, entry: e, code: c, moves: moves})
+				r.tasks = append(r.tasks, rebalanceTask{key: k, entry: e, code: c, moves: moves})
+				r.next = scanCursor{set: true, ns: ns.Name, key: k}
+				if len(r.tasks) == limit && !count {
+					stopped = true
+					return false
+				}
 			}
 			return true
 		})
 	}
-	return tasks, pending, deferred, scanned
+	r.end = !stopped
+	return r
 }
 
 // rebalancePage runs one page of rebalancing (on the leader) and reports
@@ -285,16 +343,46 @@ func (b *Backend) rebalancePage() bool {
 		b.rebal.failed = map[block.Key]bool{}
 	}
 	skip := b.rebal.failed
+	cursor := b.rebal.cursor
+	if b.rebal.cursorSig != sig {
+		cursor = scanCursor{} // pages of another membership: start over
+	}
 	b.rebalMu.Unlock()
 	if clean || suspect {
 		return false
 	}
-	tasks, pending, deferred, scanned := b.rebalanceScan(b.cfg.RebalanceBatch, skip)
-	b.met.rebalPending.Set(float64(pending))
-	b.met.rebalDeferred.Set(float64(deferred))
+	// A pass pages through the index: its first page counts what is
+	// pending over the whole index, the next ones resume after the last
+	// page's last task and stop at their own last; when one finds nothing
+	// more, a counting scan starts the next pass (or finds the placement
+	// clean).
+	var r rebalanceScanResult
+	if cursor.set {
+		if r = b.rebalanceScan(b.cfg.RebalanceBatch, skip, cursor, false); len(r.tasks) == 0 {
+			cursor = scanCursor{}
+		}
+	}
+	counted := !cursor.set
+	if counted {
+		r = b.rebalanceScan(b.cfg.RebalanceBatch, skip, scanCursor{}, true)
+	}
+	tasks := r.tasks
 	b.met.rebalLastScan.Set(float64(now.UnixNano()) / 1e9)
 	b.rebalMu.Lock()
+	b.rebal.cursor, b.rebal.cursorSig = scanCursor{}, ""
+	if len(tasks) == b.cfg.RebalanceBatch {
+		b.rebal.cursor, b.rebal.cursorSig = r.next, sig
+	}
 	st := &b.rebal.st
+	st.LastScan, st.ScannedBlocks = now, r.scanned
+	if !counted {
+		// A resumed page: the pass's counts stand (less what it moves).
+		b.rebalMu.Unlock()
+		return b.rebalanceRun(tasks)
+	}
+	pending, deferred := r.pending, r.deferred
+	b.met.rebalPending.Set(float64(pending))
+	b.met.rebalDeferred.Set(float64(deferred))
 	if pending > 0 && !st.Running {
 		st.RunStarted, st.RunEnded = now, time.Time{}
 		b.rebal.runMovedShards, b.rebal.runMovedBytes = 0, 0
@@ -303,7 +391,6 @@ func (b *Backend) rebalancePage() bool {
 		b.log.Info("rebalancing done", "moved_shards", b.rebal.runMovedShards, "moved_bytes", b.rebal.runMovedBytes, "seconds", now.Sub(st.RunStarted).Seconds())
 	}
 	st.Running, st.Pending, st.DeferredBlocks = pending > 0, pending, deferred
-	st.LastScan, st.ScannedBlocks = now, scanned
 	if pending == 0 && now.Sub(sigSince) > b.cfg.ShardTimeout+b.cfg.ProposeTimeout {
 		// Puts that picked their placement before the membership changed
 		// have committed (or failed) by now: nothing is left to find.
@@ -317,10 +404,17 @@ func (b *Backend) rebalancePage() bool {
 		return false
 	}
 	b.rebalMu.Unlock()
+	return b.rebalanceRun(tasks)
+}
+
+// rebalanceRun moves a page's tasks and accounts for them; it reports
+// that another page should follow.
+func (b *Backend) rebalanceRun(tasks []rebalanceTask) bool {
 	moved, bytes, failed := b.rebalanceTasks(tasks)
 	b.met.rebalMoved.Add(float64(moved))
 	b.met.rebalBytes.Add(float64(bytes))
 	b.rebalMu.Lock()
+	st := &b.rebal.st
 	st.MovedShards += uint64(moved)
 	st.MovedBytes += uint64(bytes)
 	st.Failed += len(failed)
@@ -330,8 +424,9 @@ func (b *Backend) rebalancePage() bool {
 	for _, k := range failed {
 		b.rebal.failed[k] = true
 	}
+	pending := st.Pending
 	b.rebalMu.Unlock()
-	b.met.rebalPending.Set(float64(max(pending-moved, 0)))
+	b.met.rebalPending.Set(float64(pending))
 	return true
 }
 

@@ -86,25 +86,38 @@ func (b *Backend) repairLoop() {
 	defer t.Stop()
 	var last time.Time
 	var took time.Duration
+	more := false // a rebalancing page asked for the next one
 	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-			if !scanDue(time.Now(), last, took) {
-				continue
+		repair := true
+		if more {
+			// The next page at once; a repair pass first only when one
+			// is due or asked for (a member's state change, a drain), so
+			// that paging through a large index does not scan all of it
+			// for repair between every two pages.
+			select {
+			case <-b.stop:
+				return
+			case <-b.wake:
+			default:
+				repair = scanDue(time.Now(), last, took)
 			}
-		case <-b.wake:
+		} else {
+			select {
+			case <-b.stop:
+				return
+			case <-t.C:
+				if !scanDue(time.Now(), last, took) {
+					continue
+				}
+			case <-b.wake:
+			}
 		}
-		if b.node.IsLeader() {
+		if repair && b.node.IsLeader() {
 			took = b.repairPass()
 			last = time.Now()
 		}
-		// Rebalancing goes after repair, one page per turn, each page
-		// after a full repair pass.
-		if b.rebalancePage() {
-			b.kickRepair()
-		}
+		// Rebalancing goes after repair, one page per turn.
+		more = b.rebalancePage()
 	}
 }
 

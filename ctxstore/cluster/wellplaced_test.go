@@ -180,7 +180,7 @@ func BenchmarkRepairScanEntry(b *testing.B) {
 // benchIndex is an index of n one-copy entries on three alive members of
 // 1 GiB in three zones, each entry on the member placement picks for it,
 // and the log index of its last command.
-func benchIndex(b *testing.B, n int) (*fsm.FSM, uint64) {
+func benchIndex(b testing.TB, n int) (*fsm.FSM, uint64) {
 	b.Helper()
 	const batch = 1024
 	f := fsm.New(nil)
@@ -209,7 +209,7 @@ func benchIndex(b *testing.B, n int) (*fsm.FSM, uint64) {
 	return f, idx
 }
 
-func benchApply(b *testing.B, f *fsm.FSM, idx *uint64, cmd []byte) {
+func benchApply(b testing.TB, f *fsm.FSM, idx *uint64, cmd []byte) {
 	b.Helper()
 	*idx++
 	if r := f.Apply(&hraft.Log{Index: *idx, Type: hraft.LogCommand, Data: cmd}).(*fsm.Response); r.Err != nil {
@@ -254,10 +254,10 @@ func BenchmarkRebalanceScan(b *testing.B) {
 			b.ReportAllocs()
 			var pending int
 			for b.Loop() {
-				var scanned int
-				_, pending, _, scanned = rebalanceScanIndex(f, 64, nil)
-				if scanned != entries || joined != (pending > 0) {
-					b.Fatalf("%d pending, %d scanned", pending, scanned)
+				r := rebalanceScanIndex(f, 64, nil, scanCursor{}, true)
+				pending = r.pending
+				if r.scanned != entries || joined != (pending > 0) {
+					b.Fatalf("%d pending, %d scanned", pending, r.scanned)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*entries), "ns/entry")
@@ -291,4 +291,109 @@ func TestScanDue(t *testing.T) {
 			}
 		})
 	}
+}
+
+// joinedIndex is benchIndex's n entries in namespace "ns", n/2 more in
+// "ns2" (a second namespace for the cursor to cross), then a fourth member
+// joins: about a quarter of the entries have a shard to move.
+func joinedIndex(tb testing.TB, n int) *fsm.FSM {
+	tb.Helper()
+	f, idx := benchIndex(tb, n)
+	benchApply(tb, f, &idx, fsm.EncodeNamespace(fsm.NamespaceCommand{Action: fsm.NamespaceCreate,
+		Namespace: block.Namespace{Name: "ns2", DataShards: 1}}))
+	nodes := candidatesOf(f, nil)
+	var ops []fsm.Op
+	for i := range n / 2 {
+		k := block.NewKey("ns2", uint64(i)*7+3)
+		pick, err := placement.Pick(k, nodes, 1)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ops = append(ops, fsm.Op{Kind: fsm.OpPut, Key: k, Size: 4096, Placement: []fsm.Shard{{NodeID: pick[0].ID}}})
+	}
+	benchApply(tb, f, &idx, fsm.EncodeIndex(ops))
+	benchApply(tb, f, &idx, fsm.EncodeMember(fsm.MemberCommand{Action: fsm.MemberUpsert,
+		Member: fsm.Member{ID: "n4", RaftAddr: "n4:1", Zone: "z0", Capacity: 1 << 30, State: fsm.MemberAlive}}))
+	return f
+}
+
+// TestRebalanceScanPages: paging through the index (a counting first
+// page, then pages resuming after the last page's last task) finds every
+// task one unlimited scan finds, in the same order, once each, across
+// namespaces, and reads the index about once in all (not once per page).
+func TestRebalanceScanPages(t *testing.T) {
+	const entries, limit = 6000, 64
+	f := joinedIndex(t, entries)
+	all := rebalanceScanIndex(f, 1<<30, nil, scanCursor{}, true)
+	total := entries + entries/2
+	if all.scanned != total || len(all.tasks) < total/8 || all.pending != len(all.tasks) || !all.end {
+		t.Fatalf("unlimited scan: %d scanned, %d tasks, %d pending, end %v", all.scanned, len(all.tasks), all.pending, all.end)
+	}
+	var got []block.Key
+	first := rebalanceScanIndex(f, limit, nil, scanCursor{}, true)
+	if first.scanned != total || first.pending != all.pending || len(first.tasks) != limit {
+		t.Fatalf("counting page: %d scanned, %d pending, %d tasks", first.scanned, first.pending, len(first.tasks))
+	}
+	for _, tk := range first.tasks {
+		got = append(got, tk.key)
+	}
+	cur, resumedReads, pages := first.next, 0, 1
+	for {
+		r := rebalanceScanIndex(f, limit, nil, cur, false)
+		pages++
+		resumedReads += r.scanned
+		for _, tk := range r.tasks {
+			got = append(got, tk.key)
+		}
+		if len(r.tasks) < limit {
+			if !r.end {
+				t.Fatalf("page %d: %d tasks and not at the end", pages, len(r.tasks))
+			}
+			break
+		}
+		if r.end && r.next == cur {
+			t.Fatal("no progress")
+		}
+		cur = r.next
+	}
+	if len(got) != len(all.tasks) {
+		t.Fatalf("%d pages found %d tasks, one scan %d", pages, len(got), len(all.tasks))
+	}
+	for i, tk := range all.tasks {
+		if got[i] != tk.key {
+			t.Fatalf("task %d: pages %v, one scan %v", i, got[i], tk.key)
+		}
+	}
+	if got[len(got)-1].Namespace != "ns2" || got[0].Namespace != "ns" {
+		t.Fatalf("tasks from %s to %s: want both namespaces", got[0].Namespace, got[len(got)-1].Namespace)
+	}
+	// The resumed pages together read the index once at most (the first,
+	// counting page read it all).
+	if resumedReads > total {
+		t.Fatalf("%d resumed pages read %d entries of %d", pages-1, resumedReads, total)
+	}
+	t.Logf("%d tasks in %d pages; the resumed pages read %d of %d entries", len(got), pages, resumedReads, total)
+}
+
+// BenchmarkRebalancePages: one resumed page (64 tasks) of a rebalancing
+// pass over 1,000,000 one-copy entries after a fourth member joined,
+// against the counting scan of the whole index every page cost before.
+//
+//	go test -run '^$' -bench 'RebalancePages$' -benchtime 20x ./ctxstore/cluster/
+func BenchmarkRebalancePages(b *testing.B) {
+	const entries = 1_000_000
+	f := joinedIndex(b, entries)
+	first := rebalanceScanIndex(f, 64, nil, scanCursor{}, true)
+	cur, read := first.next, 0
+	b.ResetTimer()
+	for b.Loop() {
+		r := rebalanceScanIndex(f, 64, nil, cur, false)
+		read += r.scanned
+		if len(r.tasks) < 64 { // the end: wrap around
+			cur = first.next
+			continue
+		}
+		cur = r.next
+	}
+	b.ReportMetric(float64(read)/float64(b.N), "entries/page")
 }
