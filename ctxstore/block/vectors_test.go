@@ -1,12 +1,13 @@
 package block
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ctxtier/ctxtier/internal/golden"
 )
 
 // Shared known-answer files, read by this package's tests and by the Python
@@ -96,18 +97,7 @@ func TestChainVectorsFile(t *testing.T) {
 	}
 	want = append(want, '\n')
 	path := filepath.Join("testdata", "chain_vectors.json")
-	if *update {
-		if err := os.WriteFile(path, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is stale or edited: run go test -run TestChainVectorsFile -update and review the diff", path)
-	}
+	golden.Check(t, path, want, *update, "go test ./ctxstore/block -run TestChainVectorsFile -update")
 	// The file must carry Dynamo's own published answers (lib/llm/src/tokens.rs).
 	for _, c := range f.Cases {
 		if c.Scheme == string(SchemeDynamo) && c.Name == "tokens 1..12 by 4" {

@@ -13,6 +13,7 @@ import (
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/router/query"
 	"github.com/ctxtier/ctxtier/gateway/errcode"
+	"github.com/ctxtier/ctxtier/internal/golden"
 )
 
 // The shared test vectors: frames this codec writes, hex-encoded, with their
@@ -560,18 +561,10 @@ func TestSharedVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = append(out, '\n')
-	if *update {
-		if err := os.WriteFile(vectorsFile, out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
+	golden.Check(t, vectorsFile, out, *update, "go test ./gateway/native/wire -run TestSharedVectors -update")
 	have, err := os.ReadFile(vectorsFile)
 	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if !bytes.Equal(have, out) {
-		t.Fatalf("%s differs from what the Go codec writes now; check the change and run with -update", vectorsFile)
+		t.Fatal(err)
 	}
 	// The file must also parse back to the same cases (no field lost to JSON).
 	var f vectorFile
