@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -109,3 +110,51 @@ def start_ctxd(bins, tmp_path_factory):
     yield start
     for p in procs:
         p.stop()
+
+
+def _get_json(url: str):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.load(r)
+
+
+@pytest.fixture
+def cluster3(bins, tmp_path_factory):
+    """Three ctxd processes forming a cluster: [(native, http, proc)]."""
+    secret = secrets.token_urlsafe(32)
+    nodes = [dict(id=f"n{i + 1}", native=f"127.0.0.1:{free_port()}", http=f"127.0.0.1:{free_port()}") for i in range(3)]
+    joins = ",".join(n["http"] for n in nodes)
+    procs = []
+    for i, n in enumerate(nodes):
+        d = tmp_path_factory.mktemp(n["id"])
+        log = open(d / "ctxd.log", "wb")
+        procs.append((subprocess.Popen(
+            [str(bins / "ctxd"), "--node-id", n["id"], "--data-dir", str(d), "--listen", n["native"],
+             "--http-listen", n["http"], "--raft-listen", f"127.0.0.1:{free_port()}",
+             "--peer-listen", f"127.0.0.1:{free_port()}", "--s3-admin-listen", "", "--resp-listen", "",
+             "--zone", f"zone-{i}", "--dram-capacity", "128MiB", "--log-level", "warn",
+             "--join", joins, "--bootstrap-expect", "3", "--cluster-secret", secret],
+            stdout=log, stderr=subprocess.STDOUT), log, d))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            for p, _, d in procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"ctxd exited {p.returncode}: {(d / 'ctxd.log').read_text()[-2000:]}")
+            try:
+                st = _get_json(f"http://{nodes[0]['http']}/v1/cluster/status")
+                alive = [m for m in st.get("members", []) if m.get("state") == "alive" and m.get("voter")]
+                if st.get("leader") and len(alive) == 3 and all(
+                        urllib.request.urlopen(f"http://{n['http']}/readyz", timeout=1).status == 200 for n in nodes):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not form within 60 s")
+            time.sleep(0.1)
+        yield nodes
+    finally:
+        for p, log, _ in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+            log.close()

@@ -9,6 +9,7 @@ protocol of docs/protocol.md (version 2) with the standard library alone;
 
 from . import errors, wire
 from .client import Client, as_view
+from .cluster import ClusterClient
 from .errors import (
     ChecksumMismatch,
     Closed,
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client",
+    "ClusterClient",
     "as_view",
     "errors",
     "wire",
