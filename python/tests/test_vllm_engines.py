@@ -30,20 +30,45 @@ SHARED = 2 * BLOCK + 10  # B shares 2 full blocks and 10 more tokens with A
 PROMPT_B = PROMPT_A[:SHARED] + [(i * 91 + 5) % 30000 + 3 for i in range(BLOCK + 7)]
 
 
+def prefill_and_save(a, rid: str, prompt) -> tuple:
+    """Engine a prefills prompt in one step, runs it out and saves its 3 full
+    blocks; returns the request and the blocks' KV bytes."""
+    req = a.request(rid, prompt)
+    a.add(req)
+    so, _ = a.step()  # prefill: the whole prompt in one step
+    assert so.num_scheduled_tokens[rid] == len(prompt)
+    blocks = a.sched.kv_cache_manager.get_block_ids(rid)[0]
+    kv = [a.block_bytes(blocks[i]) for i in range(3)]
+    a.run()
+    assert a.worker.flush(10)
+    assert a.worker.save_stats()["saved"] == 3 and a.worker.save_stats()["failed"] == 0
+    return req, kv
+
+
+def load_shared(b, rid: str, prompt, want_kv):
+    """Engine b's scheduler finds the full blocks it shares with A in the tier
+    and its worker loads them, bit for bit."""
+    req = b.request(rid, prompt)
+    b.add(req)
+    so, invalid = b.step()
+    assert not invalid
+    full_shared_blocks = SHARED // BLOCK
+    (new,) = so.scheduled_new_reqs
+    assert new.num_computed_tokens == full_shared_blocks * BLOCK == 32
+    assert so.num_scheduled_tokens[rid] == len(prompt) - 32
+    assert b.worker.stats["loaded"] == full_shared_blocks
+    blocks = b.sched.kv_cache_manager.get_block_ids(rid)[0]
+    for i in range(full_shared_blocks):
+        assert b.block_bytes(blocks[i]) == want_kv[i], f"block {i} differs from engine A's"
+    return req
+
+
 def test_two_engines_share_kv_bit_exact(tier, model_dir):
     client = ctxtier.Client(tier.addr)
     a = Engine(model_dir, tier.addr, "vllm")
     b = Engine(model_dir, tier.addr, "vllm")
     try:
-        req_a = a.request("a-1", PROMPT_A)
-        a.add(req_a)
-        so, _ = a.step()  # prefill: the whole prompt in one step
-        assert so.num_scheduled_tokens["a-1"] == len(PROMPT_A)
-        a_blocks = a.sched.kv_cache_manager.get_block_ids("a-1")[0]
-        a_kv = [a.block_bytes(a_blocks[i]) for i in range(3)]
-        a.run()
-        assert a.worker.flush(10)
-        assert a.worker.save_stats()["saved"] == 3 and a.worker.save_stats()["failed"] == 0
+        req_a, a_kv = prefill_and_save(a, "a-1", PROMPT_A)
 
         # ctxtier's keys are vLLM's own block hashes, equal to ctxtier.hashing's.
         keys = [vllm_key(bytes(h)) for h in req_a.block_hashes[:3]]
@@ -53,18 +78,8 @@ def test_two_engines_share_kv_bit_exact(tier, model_dir):
             assert bytes(client.get("vllm", k)) == want
 
         # Engine B: vLLM's scheduler asks the connector, which asks ctxtier.
-        req_b = b.request("b-1", PROMPT_B)
-        b.add(req_b)
-        so, invalid = b.step()
-        assert not invalid
+        req_b = load_shared(b, "b-1", PROMPT_B, a_kv)
         full_shared_blocks = SHARED // BLOCK
-        (new,) = so.scheduled_new_reqs
-        assert new.num_computed_tokens == full_shared_blocks * BLOCK == 32
-        assert so.num_scheduled_tokens["b-1"] == len(PROMPT_B) - 32
-        assert b.worker.stats["loaded"] == full_shared_blocks
-        b_blocks = b.sched.kv_cache_manager.get_block_ids("b-1")[0]
-        for i in range(full_shared_blocks):
-            assert b.block_bytes(b_blocks[i]) == a_kv[i], f"block {i} differs from engine A's"
         # B's own new full block (index 2 differs from A's) is saved, the loaded ones are not.
         b.run()
         assert b.worker.flush(10)
@@ -142,6 +157,38 @@ def test_bad_extra_config_is_a_clear_error(model_dir):
         Engine(model_dir, "127.0.0.1:1", "vllm", adress="typo")
     with pytest.raises(ValueError, match="HOST:PORT"):
         Engine(model_dir, "nowhere", "vllm")
+    with pytest.raises(ValueError, match="not both"):
+        Engine(model_dir, "127.0.0.1:1", "vllm", nodes=[["127.0.0.1:1", "127.0.0.1:2"]])
+    with pytest.raises(ValueError, match="pairs"):
+        Engine(model_dir, "", "vllm", nodes=[["127.0.0.1:1"]])
+
+
+def test_two_engines_share_kv_through_a_cluster(cluster3, model_dir):
+    """The connector with nodes: engine A saves each block to its owner of a
+    three-node cluster, engine B loads them from there, bit for bit."""
+    nodes = [[n["native"], n["http"]] for n in cluster3]
+    create_namespace(cluster3[0]["http"], "vllm")
+    a = Engine(model_dir, "", "vllm", nodes=nodes)
+    b = Engine(model_dir, "", "vllm", nodes=nodes)
+    cc = ctxtier.ClusterClient(nodes)
+    try:
+        req_a, a_kv = prefill_and_save(a, "a-1", PROMPT_A)
+        keys = [vllm_key(bytes(h)) for h in req_a.block_hashes[:3]]
+        assert cc.lookup("vllm", keys, linearizable=True) == 3
+        # Each block is on its owner (the connector's ClusterClient sent it there).
+        by_id = {n["id"]: n for n in cluster3}
+        for k, want in zip(keys, a_kv):
+            owner = ctxtier.Client(by_id[cc.owner("vllm", k)]["native"])
+            try:
+                assert bytes(owner.get("vllm", k)) == want
+            finally:
+                owner.close()
+
+        load_shared(b, "b-1", PROMPT_B, a_kv)
+    finally:
+        a.close()
+        b.close()
+        cc.close()
 
 
 def test_tensor_parallel_ranks_write_their_own_parts(tier, model_dir):

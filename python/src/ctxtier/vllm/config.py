@@ -11,6 +11,10 @@ class Config:
     """Settings of :class:`~ctxtier.vllm.CtxtierConnector`.
 
     addr: "HOST:PORT" of ctxd's native listener (--listen).
+    nodes: instead of addr, a cluster's members as ["NATIVE_HOST:PORT",
+        "HTTP_HOST:PORT"] pairs: each block is saved to and loaded from its
+        owner, the member placement ranks first for it
+        (:class:`ctxtier.ClusterClient`; needs the optional xxhash package).
     namespace: the ctxtier namespace the blocks live in; create it with
         hash_scheme vllm-sha256 and block_tokens equal to vLLM's block size.
     access_key_id, secret: credentials for a ctxd running --auth required.
@@ -30,6 +34,7 @@ class Config:
     """
 
     addr: str = ""
+    nodes: Optional[list] = None
     namespace: str = "default"
     access_key_id: Optional[str] = None
     secret: Optional[str] = None
@@ -44,7 +49,19 @@ class Config:
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
-        if not self.addr or ":" not in self.addr:
+        if self.nodes is not None:
+            if self.addr:
+                raise ValueError("ctxtier connector: set addr or nodes, not both")
+            if not isinstance(self.nodes, (list, tuple)) or not self.nodes or any(
+                    not isinstance(n, (list, tuple)) or len(n) != 2
+                    or not all(isinstance(a, str) and ":" in a for a in n) for n in self.nodes):
+                raise ValueError(f"ctxtier connector: nodes {self.nodes!r} must be [NATIVE_HOST:PORT, HTTP_HOST:PORT] pairs")
+            try:
+                import xxhash  # noqa: F401  # type: ignore[import-not-found]
+            except ImportError:
+                raise ValueError("ctxtier connector: nodes needs the optional xxhash package: "
+                                 "pip install 'ctxtier[dynamo]'") from None
+        elif not self.addr or ":" not in self.addr:
             raise ValueError(f"ctxtier connector: addr {self.addr!r} is not HOST:PORT")
         if not self.namespace or len(self.namespace) > 63:
             raise ValueError(f"ctxtier connector: namespace {self.namespace!r} must be 1..63 characters")

@@ -46,6 +46,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 
 from .. import errors
 from ..client import Client
+from ..cluster import ClusterClient
 from ..hashing import vllm_key
 from .config import Config
 from .layout import BlockLayout
@@ -94,7 +95,7 @@ class CtxtierConnector(KVConnectorBase_V1):
             raise ValueError(f"ctxtier connector: hash_block_size {hbs} differs from block_size {self.block_size}; "
                              "only models with one KV block size are supported")
         self.tp_size = vllm_config.parallel_config.tensor_parallel_size
-        self._client: Optional[Client] = None
+        self._client: Optional[Client | ClusterClient] = None
         self._client_lock = threading.Lock()
         self._retry_at = 0.0
         # Scheduler side.
@@ -113,7 +114,7 @@ class CtxtierConnector(KVConnectorBase_V1):
 
     # ------------------------------------------------------------------ ctxtier
 
-    def _get_client(self) -> Optional[Client]:
+    def _get_client(self) -> Optional[Client | ClusterClient]:
         """The shared client, dialing it on first use; None while ctxd is unreachable."""
         with self._client_lock:
             if self._client is not None:
@@ -121,13 +122,17 @@ class CtxtierConnector(KVConnectorBase_V1):
             if time.monotonic() < self._retry_at:
                 return None
             try:
-                self._client = Client(self.cfg.addr, self.cfg.access_key_id, self.cfg.secret,
-                                      timeout=self.cfg.timeout, connect_timeout=self.cfg.connect_timeout,
-                                      pool_size=self.cfg.pool_size, verify=self.cfg.verify)
+                kw = dict(timeout=self.cfg.timeout, connect_timeout=self.cfg.connect_timeout,
+                          pool_size=self.cfg.pool_size, verify=self.cfg.verify)
+                if self.cfg.nodes:
+                    self._client = ClusterClient(self.cfg.nodes, self.cfg.access_key_id, self.cfg.secret,
+                                                 status_timeout=self.cfg.connect_timeout, **kw)
+                else:
+                    self._client = Client(self.cfg.addr, self.cfg.access_key_id, self.cfg.secret, **kw)
             except (errors.CtxtierError, OSError) as e:
                 self._retry_at = time.monotonic() + self.cfg.retry_after
                 log.warning("ctxtier: cannot reach %s (%s); treating the tier as empty for %.0fs",
-                            self.cfg.addr, e, self.cfg.retry_after)
+                            self.cfg.addr or self.cfg.nodes, e, self.cfg.retry_after)
                 return None
             return self._client
 
@@ -238,7 +243,7 @@ class CtxtierConnector(KVConnectorBase_V1):
             num_blocks = self._vllm_config.cache_config.num_gpu_blocks
         self._layout = BlockLayout(kv_caches, num_blocks)
         log.info("ctxtier: %d layers, %d bytes per block, namespace %s at %s",
-                 len(kv_caches), self._layout.block_bytes, self.cfg.namespace, self.cfg.addr)
+                 len(kv_caches), self._layout.block_bytes, self.cfg.namespace, self.cfg.addr or self.cfg.nodes)
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
