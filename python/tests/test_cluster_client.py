@@ -129,6 +129,30 @@ def test_cluster_client_owner_goes_away(start_ctxd):
         sb.shutdown()
 
 
+def test_cluster_client_member_down_at_start(start_ctxd):
+    """A member whose native port answers nothing when the client starts: its
+    blocks go through the member that is up; with no member up, a clear error."""
+    members = [{"id": "a", "capacity": 1 << 30, "state": "alive"}, {"id": "b", "capacity": 1 << 30, "state": "alive"}]
+    b = start_ctxd()
+    sa, sb = _status_server("a", members), _status_server("b", members)
+    try:
+        dead = f"127.0.0.1:{free_port()}"
+        with ctxtier.ClusterClient([(dead, f"127.0.0.1:{sa.server_port}"), (b.addr, f"127.0.0.1:{sb.server_port}")],
+                                   connect_timeout=1) as cc:
+            assert cc.clients[0] is None and cc.clients[1] is not None
+            hs = [0x3EED0000 + i for i in range(64)]
+            assert any(cc.owner("default", h) == "a" for h in hs)
+            assert cc.put_many("default", [(h, b"z%d" % h) for h in hs]) == [None] * len(hs)
+            bufs = [bytearray(16) for _ in hs]
+            assert cc.get_into("default", hs, bufs) == [len(b"z%d" % h) for h in hs]
+            assert cc.lookup("default", hs) == len(hs)
+        with pytest.raises(ctxtier.Unavailable, match="no member could be dialed"):
+            ctxtier.ClusterClient([(dead, f"127.0.0.1:{sa.server_port}")], connect_timeout=1)
+    finally:
+        sa.shutdown()
+        sb.shutdown()
+
+
 def test_cluster_client_bad_input(start_ctxd):
     with pytest.raises(ctxtier.InvalidArgument):
         ctxtier.ClusterClient([])

@@ -36,7 +36,10 @@ class ClusterClient:
     every member's client. The member list is read again in the background
     when it is older than refresh seconds, and at once when a member's
     connection fails; a part of a batch that failed that way is sent once
-    more through the next node. Needs the optional ``xxhash`` package.
+    more through the next node. A member that cannot be dialed at first
+    (it is restarting) gets its blocks through the others until a refresh
+    reaches it; only when no member can be dialed does the constructor
+    raise Unavailable. Needs the optional ``xxhash`` package.
     """
 
     def __init__(self, nodes: Sequence, access_key_id: Optional[str] = None, secret: Optional[str] = None, *,
@@ -56,10 +59,15 @@ class ClusterClient:
         self._lock = threading.Lock()
         self._refreshing = False
         self._next = 0
-        self.clients: list = []
+        self._native = [n[0] for n in nodes]
+        self._dial_args = (access_key_id, secret, client_kwargs)
+        #: each member's Client; None while it could not be dialed (its
+        #: blocks go through another member, and the next refresh dials again).
+        self.clients: list = [None] * len(nodes)
         try:
-            for native, _ in nodes:
-                self.clients.append(Client(native, access_key_id, secret, **client_kwargs))
+            last = self._dial_missing()
+            if not self._usable():
+                raise errors.Unavailable(f"cluster client: no member could be dialed: {last}")
             self.refresh()
         except BaseException:
             self.close()
@@ -67,6 +75,31 @@ class ClusterClient:
         self._pool = ThreadPoolExecutor(max_workers=max(len(nodes) - 1, 1), thread_name_prefix="ctxtier-cluster")
 
     # ------------------------------------------------------------ members
+
+    def _dial_missing(self) -> Optional[Exception]:
+        """Dial the members without a client; one that cannot be reached
+        stays without (other errors, such as bad credentials, raise)."""
+        kid, secret, kw = self._dial_args
+        last = None
+        for i, c in enumerate(self.clients):
+            if c is None:
+                try:
+                    self.clients[i] = Client(self._native[i], kid, secret, **kw)
+                except (errors.Unavailable, errors.DeadlineExceeded) as e:
+                    last = e
+        return last
+
+    def _usable(self) -> list:
+        return [i for i, c in enumerate(self.clients) if c is not None]
+
+    def _spare(self, not_this: int = -1) -> int:
+        """A member with a client, in turn (another than not_this when there is one)."""
+        usable = self._usable() or [not_this]
+        self._next = (self._next + 1) % len(self.clients)
+        pick = usable[self._next % len(usable)]
+        if pick == not_this and len(usable) > 1:
+            pick = usable[(self._next + 1) % len(usable)]
+        return pick
 
     def _status(self, i: int) -> dict:
         try:
@@ -80,7 +113,9 @@ class ClusterClient:
     def refresh(self) -> None:
         """Read the member list now: from every node whose member ID is not
         known yet, else from one node in turn; raise Unavailable when none
-        answers."""
+        answers. Members without a client are dialed again."""
+        if self._usable():
+            self._dial_missing()
         ask = [i for i, m in enumerate(self._ids) if m is None]
         if not ask:
             self._next = (self._next + 1) % len(self._ids)
@@ -126,24 +161,25 @@ class ClusterClient:
     def _node_of(self, namespace: str, hash: int, part: Optional[int], members, spare: int) -> int:
         m = placement.owner(namespace, hash, part, members)
         if m is not None and m.id in self._ids:
-            return self._ids.index(m.id)
+            i = self._ids.index(m.id)
+            if self.clients[i] is not None:
+                return i
         return spare
 
     def client_for(self, namespace: str, hash: int, part: Optional[int] = None) -> Client:
         """The native client of the key's owner (another member's when there is none for it)."""
         self._maybe_refresh()
-        self._next = (self._next + 1) % len(self.clients)
-        return self.clients[self._node_of(namespace, hash, part, self._members, self._next)]
+        return self.clients[self._node_of(namespace, hash, part, self._members, self._spare())]
 
     # ------------------------------------------------------------ batches
 
     def _split(self, namespace: str, keys: list) -> dict:
         self._maybe_refresh()
         members = self._members
-        self._next = (self._next + 1) % len(self.clients)
+        spare = self._spare()
         groups: dict = {}
         for i, (h, p) in enumerate(keys):
-            groups.setdefault(self._node_of(namespace, h, p, members, self._next), []).append(i)
+            groups.setdefault(self._node_of(namespace, h, p, members, spare), []).append(i)
         return groups
 
     def _run(self, groups: dict, send) -> None:
@@ -151,10 +187,11 @@ class ClusterClient:
             try:
                 send(node, idx)
             except errors.Unavailable:
-                if len(self.clients) == 1:
+                other = self._spare(not_this=node)
+                if other == node:
                     raise
                 self._maybe_refresh(stale=True)
-                send((node + 1) % len(self.clients), idx)
+                send(other, idx)
 
         items = list(groups.items())
         futs = [self._pool.submit(one, node, idx) for node, idx in items[:-1]]
@@ -212,14 +249,16 @@ class ClusterClient:
         """Client.lookup through one member in turn: every member's index
         holds every entry, so any answers (linearizable=True for one that
         has applied every acknowledged put)."""
-        self._next = (self._next + 1) % len(self.clients)
+        hashes = list(hashes)
+        node = self._spare()
         try:
-            return self.clients[self._next].lookup(namespace, hashes, part, **kwargs)
+            return self.clients[node].lookup(namespace, hashes, part, **kwargs)
         except errors.Unavailable:
-            if len(self.clients) == 1:
+            other = self._spare(not_this=node)
+            if other == node:
                 raise
             self._maybe_refresh(stale=True)
-            return self.clients[(self._next + 1) % len(self.clients)].lookup(namespace, hashes, part, **kwargs)
+            return self.clients[other].lookup(namespace, hashes, part, **kwargs)
 
     def close(self) -> None:
         """Close every member's client."""
@@ -227,7 +266,8 @@ class ClusterClient:
         if pool is not None:
             pool.shutdown(wait=False)
         for c in self.clients:
-            c.close()
+            if c is not None:
+                c.close()
 
     def __enter__(self) -> "ClusterClient":
         return self
