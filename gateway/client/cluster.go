@@ -22,7 +22,7 @@ import (
 
 // ClusterNode is one member's client-facing addresses.
 type ClusterNode struct {
-	// Native is its native-protocol listener (ctxd --native-listen).
+	// Native is its native-protocol listener (ctxd --listen).
 	Native string
 	// HTTP is its HTTP API ("host:port" or a URL), where the client reads
 	// GET /v1/cluster/status: the member's ID and the member list.
@@ -83,8 +83,10 @@ type Cluster struct {
 }
 
 type clusterMember struct {
-	addr   ClusterNode
-	native *Client
+	addr ClusterNode
+	// native is nil while the member could not be dialed: its blocks go
+	// through another member until a Refresh dials it.
+	native atomic.Pointer[Client]
 	status *HTTPClient
 	id     atomic.Pointer[string] // its member ID, once a status said it
 }
@@ -107,8 +109,12 @@ type clusterStatus struct {
 	} `json:"members"`
 }
 
-// DialCluster connects to every node of cfg and reads the member list.
-// It fails if a node cannot be dialed or no node answers its status.
+// DialCluster connects to every node of cfg and reads the member list. A
+// node that cannot be reached (block.ErrUnavailable: it is restarting) is
+// left without a client, its blocks sent through the others, and dialed
+// again by each Refresh; DialCluster fails when no node can be dialed, on
+// any other dial error (credentials, protocol version), or when no node
+// answers its status.
 func DialCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -123,13 +129,18 @@ func DialCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			hc.BaseURL = "http://" + hc.BaseURL
 		}
 		var err error
-		if m.status, err = NewHTTP(hc); err == nil {
-			m.native, err = Dial(ctx, n.Native, cfg.Native)
-		}
-		if err != nil {
+		if m.status, err = NewHTTP(hc); err != nil {
 			c.Close()
-			return nil, fmt.Errorf("cluster client: node %s: %w", n.Native, err)
+			return nil, fmt.Errorf("cluster client: node %s: %w", n.HTTP, err)
 		}
+	}
+	if err := c.dialMissing(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if len(c.usable()) == 0 {
+		c.Close()
+		return nil, fmt.Errorf("%w: cluster client: no node could be dialed", block.ErrUnavailable)
 	}
 	if err := c.Refresh(ctx); err != nil {
 		c.Close()
@@ -142,8 +153,8 @@ func DialCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 func (c *Cluster) Close() error {
 	var errs []error
 	for i := range c.nodes {
-		if m := &c.nodes[i]; m.native != nil {
-			errs = append(errs, m.native.Close())
+		if nc := c.nodes[i].native.Load(); nc != nil {
+			errs = append(errs, nc.Close())
 		}
 		if m := &c.nodes[i]; m.status != nil {
 			errs = append(errs, m.status.Close())
@@ -152,10 +163,59 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
+// dialMissing dials the nodes without a client; one that cannot be
+// reached stays without, any other error is returned.
+func (c *Cluster) dialMissing(ctx context.Context) error {
+	for i := range c.nodes {
+		m := &c.nodes[i]
+		if m.native.Load() != nil {
+			continue
+		}
+		nc, err := Dial(ctx, m.addr.Native, c.cfg.Native)
+		switch {
+		case err == nil:
+			if !m.native.CompareAndSwap(nil, nc) {
+				nc.Close()
+			}
+		case !errors.Is(err, block.ErrUnavailable):
+			return fmt.Errorf("cluster client: node %s: %w", m.addr.Native, err)
+		}
+	}
+	return nil
+}
+
+// usable lists the nodes with a client.
+func (c *Cluster) usable() []int {
+	var out []int
+	for i := range c.nodes {
+		if c.nodes[i].native.Load() != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// spare returns a node with a client, in turn, other than not when there
+// is one (-1 when none has a client).
+func (c *Cluster) spare(not int) int {
+	us := c.usable()
+	if len(us) == 0 {
+		return -1
+	}
+	n := int(c.next.Add(1) % uint64(len(us)))
+	if us[n] == not && len(us) > 1 {
+		n = (n + 1) % len(us)
+	}
+	return us[n]
+}
+
 // Refresh reads the member list now: every node whose member ID is not
 // known yet is asked (in parallel), else one node in turn; the first
-// answer's member list is kept.
+// answer's member list is kept. Nodes without a client are dialed again.
 func (c *Cluster) Refresh(ctx context.Context) error {
+	if err := c.dialMissing(ctx); err != nil {
+		return err
+	}
 	ask := make([]int, 0, len(c.nodes))
 	for i := range c.nodes {
 		if c.nodes[i].id.Load() == nil {
@@ -241,7 +301,7 @@ func (c *Cluster) owner(v *clusterView, key block.Key, s *placement.Scratch) (in
 		return -1, ""
 	}
 	i, ok := v.node[picked[0].ID]
-	if !ok {
+	if !ok || c.nodes[i].native.Load() == nil {
 		return -1, picked[0].ID
 	}
 	return i, picked[0].ID
@@ -252,10 +312,11 @@ func (c *Cluster) owner(v *clusterView, key block.Key, s *placement.Scratch) (in
 func (c *Cluster) For(key block.Key) *Client {
 	c.maybeRefresh(false)
 	var s placement.Scratch
-	if i, _ := c.owner(c.view.Load(), key, &s); i >= 0 {
-		return c.nodes[i].native
+	i, _ := c.owner(c.view.Load(), key, &s)
+	if i < 0 {
+		i = c.spare(-1)
 	}
-	return c.nodes[c.next.Add(1)%uint64(len(c.nodes))].native
+	return c.nodes[i].native.Load()
 }
 
 // group is the items of one call that go to one member.
@@ -269,7 +330,7 @@ func (c *Cluster) split(n int, key func(i int) block.Key) []group {
 	c.maybeRefresh(false)
 	v := c.view.Load()
 	var s placement.Scratch
-	spare := int(c.next.Add(1) % uint64(len(c.nodes)))
+	spare := c.spare(-1)
 	var groups []group
 	at := make([]int, len(c.nodes)) // node -> 1 + its group's index
 	for i := range n {
@@ -296,9 +357,11 @@ func (c *Cluster) run(ctx context.Context, groups []group, send func(node int, g
 	one := func(j int) {
 		g := groups[j]
 		errs[j] = send(g.node, g)
-		if errors.Is(errs[j], block.ErrUnavailable) && ctx.Err() == nil && len(c.nodes) > 1 {
-			c.maybeRefresh(true)
-			errs[j] = send((g.node+1)%len(c.nodes), g)
+		if errors.Is(errs[j], block.ErrUnavailable) && ctx.Err() == nil {
+			if other := c.spare(g.node); other != g.node {
+				c.maybeRefresh(true)
+				errs[j] = send(other, g)
+			}
 		}
 	}
 	var wg sync.WaitGroup
@@ -328,7 +391,7 @@ func (c *Cluster) PutBatch(ctx context.Context, items []PutItem) (errs []error, 
 				sub[k] = items[i]
 			}
 		}
-		e, err := c.nodes[node].native.PutBatch(ctx, sub)
+		e, err := c.nodes[node].native.Load().PutBatch(ctx, sub)
 		if err != nil {
 			return err
 		}
@@ -356,7 +419,7 @@ func (c *Cluster) GetBatchInto(ctx context.Context, keys []block.Key, bufs [][]b
 				sk[k], sb[k] = keys[i], bufs[i]
 			}
 		}
-		n, e, err := c.nodes[node].native.GetBatchInto(ctx, sk, sb)
+		n, e, err := c.nodes[node].native.Load().GetBatchInto(ctx, sk, sb)
 		if err != nil {
 			return err
 		}

@@ -165,18 +165,7 @@ func TestClusterPutBatchRetriesElsewhere(t *testing.T) {
 		items[i] = PutItem{Key: block.NewKey("default", uint64(i+1)), Data: payload(uint64(i), 100)}
 	}
 	ctx := context.Background()
-	errs, err := c.PutBatch(ctx, items)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, it := range items {
-		if errs[i] != nil {
-			t.Fatalf("item %d: %v", i, errs[i])
-		}
-		if _, err := ms[1].native.Tier.Stat(ctx, it.Key); err != nil {
-			t.Fatalf("%s not on b: %v", it.Key, err)
-		}
-	}
+	putAllOn(ctx, t, c, items, ms[1])
 }
 
 // Bad configurations and a cluster that never answers its status fail with
@@ -209,5 +198,68 @@ func TestClusterConfigErrors(t *testing.T) {
 	cfg.Nodes = []ClusterNode{{Native: srv.Addr, HTTP: hs.URL}}
 	if _, err := DialCluster(context.Background(), cfg); err == nil || !errors.Is(err, block.ErrNotFound) {
 		t.Fatalf("DialCluster with no status endpoint: %v, want a not-found error", err)
+	}
+}
+
+// A member whose native port answers nothing when the client starts: its
+// blocks go through the member that is up; with none up, DialCluster
+// fails with ErrUnavailable.
+func TestClusterMemberDownAtDial(t *testing.T) {
+	members := membersJSON(t,
+		map[string]any{"id": "a", "capacity": 1 << 30, "state": "alive"},
+		map[string]any{"id": "b", "capacity": 1 << 30, "state": "alive"},
+	)
+	ms := startFakeCluster(t, []string{"a", "b"}, members)
+	dead := ms[0].native.Addr
+	ms[0].native.Close()
+	cfg := ClusterDefaultConfig()
+	cfg.Native.DialTimeout = time.Second
+	cfg.Nodes = []ClusterNode{{Native: dead, HTTP: ms[0].http.URL}, {Native: ms[1].native.Addr, HTTP: ms[1].http.URL}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := DialCluster(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	items := make([]PutItem, 64)
+	owned := 0
+	for i := range items {
+		items[i] = PutItem{Key: block.NewKey("default", uint64(i+1)), Data: payload(uint64(i), 100)}
+		if id, ok := c.Owner(items[i].Key); id == "a" {
+			owned++
+			if ok {
+				t.Fatalf("Owner(%s) = a, connected: a was never dialed", items[i].Key)
+			}
+		}
+	}
+	if owned == 0 {
+		t.Fatal("no block owned by a: the test shows nothing")
+	}
+	putAllOn(ctx, t, c, items, ms[1])
+	if err := c.Refresh(ctx); err != nil { // dials a again, in vain: no error
+		t.Fatal(err)
+	}
+	cfg.Nodes = cfg.Nodes[:1]
+	if _, err := DialCluster(ctx, cfg); !errors.Is(err, block.ErrUnavailable) {
+		t.Fatalf("DialCluster with every node down: %v, want ErrUnavailable", err)
+	}
+}
+
+// putAllOn puts items through c and checks that every one was acknowledged
+// and landed on m.
+func putAllOn(ctx context.Context, t *testing.T, c *Cluster, items []PutItem, m *fakeMember) {
+	t.Helper()
+	errs, err := c.PutBatch(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range items {
+		if errs[i] != nil {
+			t.Fatalf("item %d: %v", i, errs[i])
+		}
+		if _, err := m.native.Tier.Stat(ctx, it.Key); err != nil {
+			t.Fatalf("%s not on %s: %v", it.Key, m.id, err)
+		}
 	}
 }
