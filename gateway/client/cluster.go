@@ -142,7 +142,7 @@ func DialCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		c.Close()
 		return nil, fmt.Errorf("%w: cluster client: no node could be dialed", block.ErrUnavailable)
 	}
-	if err := c.Refresh(ctx); err != nil {
+	if err := c.readMembers(ctx); err != nil { // the nodes were just dialed
 		c.Close()
 		return nil, err
 	}
@@ -216,6 +216,11 @@ func (c *Cluster) Refresh(ctx context.Context) error {
 	if err := c.dialMissing(ctx); err != nil {
 		return err
 	}
+	return c.readMembers(ctx)
+}
+
+// readMembers is Refresh's read of the member list.
+func (c *Cluster) readMembers(ctx context.Context) error {
 	ask := make([]int, 0, len(c.nodes))
 	for i := range c.nodes {
 		if c.nodes[i].id.Load() == nil {

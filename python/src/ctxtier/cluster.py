@@ -68,7 +68,7 @@ class ClusterClient:
             last = self._dial_missing()
             if not self._usable():
                 raise errors.Unavailable(f"cluster client: no member could be dialed: {last}")
-            self.refresh()
+            self._read_members()  # the members were just dialed
         except BaseException:
             self.close()
             raise
@@ -114,26 +114,30 @@ class ClusterClient:
         """Read the member list now: from every node whose member ID is not
         known yet, else from one node in turn; raise Unavailable when none
         answers. Members without a client are dialed again."""
-        if self._usable():
-            self._dial_missing()
+        self._dial_missing()
+        self._read_members()
+
+    def _read_members(self) -> None:
         ask = [i for i, m in enumerate(self._ids) if m is None]
         if not ask:
             self._next = (self._next + 1) % len(self._ids)
             ask = [self._next]
         last: Exception = errors.Unavailable("no node asked")
+        answered = False
         for i in ask:
             try:
                 st = self._status(i)
             except errors.Unavailable as e:
                 last = e
                 continue
+            answered = True
             if st.get("node_id"):
                 self._ids[i] = st["node_id"]
             members = [placement.Member(m["id"], m.get("zone", ""), int(m.get("capacity", 0)))
                        for m in st.get("members", []) if m.get("state") == "alive"]
             with self._lock:
                 self._members, self._at = members, time.monotonic()
-        if not self._at:
+        if not answered:
             raise errors.Unavailable(f"cluster client: no node answered its status: {last}")
 
     def _maybe_refresh(self, stale: bool = False) -> None:
