@@ -72,22 +72,30 @@ func walReads(t *testing.T, regs ...*prometheus.Registry) float64 {
 	t.Helper()
 	var sum float64
 	for _, reg := range regs {
-		fams, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, f := range fams {
-			if f.GetName() == "ctxtier_raft_wal_log_entries_read_total" {
-				for _, m := range f.GetMetric() {
-					sum += m.GetCounter().GetValue()
-				}
-				found = true
-			}
-		}
-		if !found {
+		v, ok := counterSum(t, reg, "ctxtier_raft_wal_log_entries_read_total")
+		if !ok {
 			t.Fatal("ctxtier_raft_wal_log_entries_read_total is not registered")
 		}
+		sum += v
 	}
 	return sum
+}
+
+// counterSum sums the counter name over its series in reg; ok is false
+// when reg has no such metric.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string) (sum float64, ok bool) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			ok = true
+		}
+	}
+	return sum, ok
 }
