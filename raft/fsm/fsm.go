@@ -74,6 +74,8 @@ type FSM struct {
 
 	ops atomic.Uint64 // index operations applied, for metrics
 
+	recent atomic.Pointer[recentPuts] // TrackPuts's record; nil while off
+
 	// appliedMu guards appliedCh, which WaitApplied callers wait on and
 	// publish closes (nil while nobody waits).
 	appliedMu sync.Mutex
@@ -236,6 +238,7 @@ func (f *FSM) applyIndex(s *state, idx uint64, ops []Op) []OpResult {
 		out[i] = applyOp(s, txn, idx, o)
 	}
 	txn.commit()
+	f.notePuts(idx, ops, out)
 	f.ops.Add(uint64(len(ops)))
 	return out
 }

@@ -181,6 +181,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.wmu.Lock()
 	f.publish(st)
+	f.forgetPuts()
 	f.wmu.Unlock()
 	return nil
 }
