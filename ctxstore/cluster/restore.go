@@ -63,8 +63,11 @@ type RestoreStatus struct {
 	// Waiting: shards of the last pass that could not be rebuilt yet (a
 	// holder that does not answer); the next pass tries again.
 	Waiting int `json:"waiting"`
-	// Passes run so far.
+	// Passes run so far; Scans, those of them that scanned the whole index
+	// (the first, and any whose record of new entries fell short); the
+	// others checked only the entries created since the previous pass.
 	Passes int `json:"passes"`
+	Scans  int `json:"scans"`
 	// Err is the last pass's first failure.
 	Err string `json:"error,omitempty"`
 }
@@ -103,9 +106,20 @@ func (b *Backend) Restored() bool { return b.restore.done.Load() }
 // restoreParallel bounds the shards rebuilt at once.
 const restoreParallel = 4
 
+// restoreTrackedPuts bounds the new shards on this node the FSM records for
+// the restore passes (fsm.TrackPuts): about 5 MiB while a node is within
+// its check window after a start. More than this between two passes (a
+// second apart) make the next pass scan the whole index instead.
+const restoreTrackedPuts = 1 << 17
+
 func (b *Backend) restoreLoop() {
 	defer b.wg.Done()
 	inc := b.cfg.Incarnation
+	// Record the entries created from now on, so that a pass after the
+	// first checks those instead of scanning the whole index (restorePass).
+	f := b.node.FSM()
+	f.TrackPuts(b.cfg.NodeID, restoreTrackedPuts)
+	defer f.TrackPuts("", 0)
 	b.restore.mu.Lock()
 	b.restore.st.Incarnation = inc
 	b.restore.mu.Unlock()
@@ -255,31 +269,36 @@ func (b *Backend) restorePass() bool {
 	b.restore.applied = applied
 	var missing []restoreTask
 	checked := 0
-	for _, ns := range f.Namespaces() {
-		c, err := erasure.New(ns.DataShards, ns.ParityShards)
-		if err != nil {
-			continue
-		}
-		f.ScanReusing(ns.Name, func(k block.Key, e fsm.Entry) bool {
-			if e.Generation <= minGen {
+	if !b.checkNewPuts(f, minGen, &checked, &missing) {
+		b.restore.mu.Lock()
+		b.restore.st.Scans++
+		b.restore.mu.Unlock()
+		for _, ns := range f.Namespaces() {
+			c, err := erasure.New(ns.DataShards, ns.ParityShards)
+			if err != nil {
+				continue
+			}
+			f.ScanReusing(ns.Name, func(k block.Key, e fsm.Entry) bool {
+				if e.Generation <= minGen {
+					return true
+				}
+				for _, s := range e.Placement {
+					if s.NodeID != b.cfg.NodeID {
+						continue
+					}
+					checked++
+					if !b.local.Contains(shardKey(k, c, int(s.Index))) {
+						kept := e
+						kept.Placement = slices.Clone(e.Placement) // the task keeps it
+						missing = append(missing, restoreTask{key: k, entry: kept, code: c, index: int(s.Index)})
+					}
+					if c.K == 1 {
+						break // one replica per node
+					}
+				}
 				return true
-			}
-			for _, s := range e.Placement {
-				if s.NodeID != b.cfg.NodeID {
-					continue
-				}
-				checked++
-				if !b.local.Contains(shardKey(k, c, int(s.Index))) {
-					kept := e
-					kept.Placement = slices.Clone(e.Placement) // the task keeps it
-					missing = append(missing, restoreTask{key: k, entry: kept, code: c, index: int(s.Index)})
-				}
-				if c.K == 1 {
-					break // one replica per node
-				}
-			}
-			return true
-		})
+			})
+		}
 	}
 	b.restore.mu.Lock()
 	if minGen == 0 {
@@ -351,6 +370,70 @@ func (b *Backend) restorePass() bool {
 		b.restore.st.Err = firstErr.Error()
 	}
 	return waiting == 0
+}
+
+// checkNewPuts checks every shard on this node of the entries created above
+// generation minGen that the FSM's record of new puts (fsm.TrackPuts) names,
+// as check would, adding the missing ones to missing, and reports whether
+// the record covered them all; false (the first pass, an overflowed record,
+// a snapshot installed meanwhile) leaves the caller to scan the index. A
+// shard held locally needs no lookup; a missing one is looked up, and kept
+// only while its entry still places it here at a generation above minGen.
+func (b *Backend) checkNewPuts(f *fsm.FSM, minGen uint64, checked *int, missing *[]restoreTask) bool {
+	if minGen == 0 {
+		return false
+	}
+	type shard struct {
+		key   block.Key
+		index int
+	}
+	var lack []shard
+	codes := make(map[string]*erasure.Code)
+	code := func(ns string) *erasure.Code {
+		c, ok := codes[ns]
+		if !ok {
+			if n, err := f.Namespace(ns); err == nil {
+				c, _ = erasure.New(n.DataShards, n.ParityShards)
+			}
+			codes[ns] = c
+		}
+		return c
+	}
+	if !f.PutsSince(minGen, func(k block.Key, i int) {
+		c := code(k.Namespace)
+		if c == nil {
+			return
+		}
+		*checked++
+		if !b.local.Contains(shardKey(k, c, i)) {
+			lack = append(lack, shard{k, i})
+		}
+	}) {
+		return false
+	}
+	seen := make(map[shard]bool, len(lack)) // a key put, deleted and put again is restored once
+	for _, s := range lack {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		e, ok := f.Lookup(s.key) // the entry is the caller's own
+		if !ok || e.Generation <= minGen {
+			continue
+		}
+		c := code(s.key.Namespace)
+		if c.K == 1 { // a replica: any index on this node is the same copy
+			i := slices.IndexFunc(e.Placement, func(p fsm.Shard) bool { return p.NodeID == b.cfg.NodeID })
+			if i < 0 {
+				continue
+			}
+			s.index = int(e.Placement[i].Index)
+		} else if !placedOn(e.Placement, b.cfg.NodeID, s.index) {
+			continue
+		}
+		*missing = append(*missing, restoreTask{key: s.key, entry: e, code: c, index: s.index})
+	}
+	return true
 }
 
 // restoredShard is a shard a restore pass wrote to the local tier stack:

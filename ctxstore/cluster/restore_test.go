@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/raft/fsm"
 	"github.com/ctxtier/ctxtier/tiers"
 )
 
@@ -306,5 +307,60 @@ func TestRestoreWaitsForLocalIndexes(t *testing.T) {
 	tc.waitRestored(victim)
 	if st := victim.backend.RestoreStatus(); st.Lost != uint64(len(single)) {
 		t.Fatalf("lost %d, want %d once the index is loaded: %+v", st.Lost, len(single), st)
+	}
+}
+
+// TestRestoreChecksLateEntriesWithoutScanning: after its restore, a node
+// keeps checking, for a shard write and a proposal's time, the entries
+// created since its last pass (a put that wrote its shard to the node's
+// previous process may commit only now). Those checks read the FSM's record
+// of new entries, not the whole index: an entry committed with the node in
+// its placement and no copy on it is restored by a pass that does not scan.
+func TestRestoreChecksLateEntriesWithoutScanning(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.ShardTimeout, c.ProposeTimeout = 10*time.Second, 10*time.Second })
+	tc.createNS("rep", 1, 2)
+	blocks := tc.putBlocks(6, 0, "rep")
+	for _, tn := range tc.nodes {
+		tc.waitRestored(tn)
+	}
+	leader := tc.leader()
+	var victim *testNode
+	for _, tn := range tc.nodes {
+		if tn != leader {
+			victim = tn
+		}
+	}
+	tc.eventually("a pass after the first", func() bool { return victim.backend.RestoreStatus().Passes >= 2 })
+	before := victim.backend.RestoreStatus()
+	// A late put: its bytes on the two other holders, none on the victim,
+	// and an entry that places it on all three.
+	ctx := withTimeout(t, 10*time.Second)
+	e, ok := leader.node.FSM().Lookup(blocks[0].key)
+	if !ok || len(e.Placement) != 3 {
+		t.Fatalf("entry %+v, %v", e, ok)
+	}
+	late := testBlock{block.NewKey("rep", 1000), payload(1000, 30_000)}
+	sum := block.Checksum(late.data)
+	for _, tn := range tc.nodes {
+		if tn == victim {
+			continue
+		}
+		if err := tn.tiers.Put(ctx, late.key, late.data, sum, block.PutOptions{Sum: sum, HasSum: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entry := fsm.Entry{Size: int64(len(late.data)), Sum: sum, Placement: e.Placement, Created: time.Now()}
+	res, err := leader.backend.propose(ctx, fsm.PutOp(late.key, entry))
+	if err != nil || res[0].Status != fsm.StatusCreated {
+		t.Fatalf("propose: %v %+v", err, res)
+	}
+	tc.eventually("the victim restores the late entry's copy", func() bool { return victim.tiers.Contains(late.key) })
+	mustGet(t, victim.store, late.key, late.data)
+	after := victim.backend.RestoreStatus()
+	if after.Scans != before.Scans || after.Passes <= before.Passes || after.Restored != before.Restored+1 {
+		t.Fatalf("restore status before %+v, after %+v: want more passes, no more scans, one more shard restored", before, after)
+	}
+	if after.Scans < 1 {
+		t.Fatalf("no pass scanned the index: %+v", after)
 	}
 }
