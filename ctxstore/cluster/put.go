@@ -188,7 +188,11 @@ func (b *Backend) writePlans(ctx context.Context, plans []*putPlan, idx []int) [
 	if len(idx) == 0 {
 		return out
 	}
-	var writes []shardWrite
+	n := 0
+	for _, i := range idx {
+		n += len(plans[i].place)
+	}
+	writes := make([]shardWrite, 0, n)
 	tallies := make([]*shardTally, len(plans))
 	for _, i := range idx {
 		pl := plans[i]
