@@ -387,13 +387,6 @@ func (b *Backend) checkNewPuts(f *fsm.FSM, minGen uint64, checked *int, missing 
 		key   block.Key
 		index int
 	}
-	// Copied out under the record's lock, checked after it: the FSM's
-	// applies wait on that lock, and a tier's Contains per shard would hold
-	// them up.
-	var recorded []shard
-	if !f.PutsSince(minGen, func(k block.Key, i int) { recorded = append(recorded, shard{k, i}) }) {
-		return false
-	}
 	var lack []shard
 	codes := make(map[string]*erasure.Code)
 	code := func(ns string) *erasure.Code {
@@ -406,15 +399,17 @@ func (b *Backend) checkNewPuts(f *fsm.FSM, minGen uint64, checked *int, missing 
 		}
 		return c
 	}
-	for _, s := range recorded {
-		c := code(s.key.Namespace)
+	if !f.PutsSince(minGen, func(k block.Key, i int) {
+		c := code(k.Namespace)
 		if c == nil {
-			continue
+			return
 		}
 		*checked++
-		if !b.local.Contains(shardKey(s.key, c, s.index)) {
-			lack = append(lack, s)
+		if !b.local.Contains(shardKey(k, c, i)) {
+			lack = append(lack, shard{k, i})
 		}
+	}) {
+		return false
 	}
 	seen := make(map[shard]bool, len(lack)) // a key put, deleted and put again is restored once
 	for _, s := range lack {
