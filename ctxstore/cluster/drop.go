@@ -98,6 +98,18 @@ func (g *dropGap) queue(k block.Key) {
 	st.queued++
 }
 
+// has reports whether a drop of block k is queued or committing: the local
+// tier gave up a shard of it and the index is about to say so.
+func (g *dropGap) has(k block.Key) bool {
+	if g.n.Load() == 0 {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.keys[k]
+	return ok
+}
+
 func (g *dropGap) unqueue(k block.Key) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -31,7 +31,10 @@ import (
 // A shard that no other holder can supply is given up (the node leaves the
 // block's placement, as a capacity drop does) only when every other holder
 // answered that it does not have it either; a holder that does not answer
-// keeps the restore waiting, and a later pass tries again.
+// keeps the restore waiting, and a later pass tries again. A shard this
+// node's own tier evicted since the start (a DRAM-only node filling up, the
+// restore's own writes included) is not rebuilt: its capacity drop is
+// queued and will take the node out of the placement (errDropQueued).
 //
 // A restore writes a shard only while this node's index still places it
 // here, but that index may lag the leader's: a move off this node (repair,
@@ -60,6 +63,10 @@ type RestoreStatus struct {
 	RestoredBytes uint64 `json:"restored_bytes"`
 	// Lost: shards no holder had any more; this node left their placement.
 	Lost uint64 `json:"lost"`
+	// Skipped: missing shards not rebuilt because this node's own tier gave
+	// them up (a capacity drop queued or committing, which takes this node
+	// out of their placement), since start.
+	Skipped uint64 `json:"skipped"`
 	// Waiting: shards of the last pass that could not be rebuilt yet (a
 	// holder that does not answer); the next pass tries again.
 	Waiting int `json:"waiting"`
@@ -268,8 +275,8 @@ func (b *Backend) restorePass() bool {
 	minGen := b.restore.applied
 	b.restore.applied = applied
 	var missing []restoreTask
-	checked := 0
-	if !b.checkNewPuts(f, minGen, &checked, &missing) {
+	checked, skipped := 0, 0
+	if !b.checkNewPuts(f, minGen, &checked, &skipped, &missing) {
 		b.restore.mu.Lock()
 		b.restore.st.Scans++
 		b.restore.mu.Unlock()
@@ -287,7 +294,11 @@ func (b *Backend) restorePass() bool {
 						continue
 					}
 					checked++
-					if !b.local.Contains(shardKey(k, c, int(s.Index))) {
+					switch {
+					case b.local.Contains(shardKey(k, c, int(s.Index))):
+					case b.drops.gap.has(k):
+						skipped++
+					default:
 						kept := e
 						kept.Placement = slices.Clone(e.Placement) // the task keeps it
 						missing = append(missing, restoreTask{key: k, entry: kept, code: c, index: int(s.Index)})
@@ -307,6 +318,7 @@ func (b *Backend) restorePass() bool {
 		b.restore.st.Checked += checked
 		b.restore.st.Missing += len(missing)
 	}
+	b.restore.st.Skipped += uint64(skipped)
 	b.restore.mu.Unlock()
 	var (
 		mu       sync.Mutex
@@ -339,6 +351,8 @@ func (b *Backend) restorePass() bool {
 				b.restore.st.Restored++
 				b.restore.st.RestoredBytes += uint64(w.size)
 				b.met.restored.Inc()
+			case errors.Is(err, errDropQueued):
+				b.restore.st.Skipped++
 			case errors.Is(err, errBlockGone):
 				gone = append(gone, goneShard{t, err})
 			default:
@@ -379,7 +393,7 @@ func (b *Backend) restorePass() bool {
 // a snapshot installed meanwhile) leaves the caller to scan the index. A
 // shard held locally needs no lookup; a missing one is looked up, and kept
 // only while its entry still places it here at a generation above minGen.
-func (b *Backend) checkNewPuts(f *fsm.FSM, minGen uint64, checked *int, missing *[]restoreTask) bool {
+func (b *Backend) checkNewPuts(f *fsm.FSM, minGen uint64, checked, skipped *int, missing *[]restoreTask) bool {
 	if minGen == 0 {
 		return false
 	}
@@ -405,9 +419,14 @@ func (b *Backend) checkNewPuts(f *fsm.FSM, minGen uint64, checked *int, missing 
 			return
 		}
 		*checked++
-		if !b.local.Contains(shardKey(k, c, i)) {
-			lack = append(lack, shard{k, i})
+		if b.local.Contains(shardKey(k, c, i)) {
+			return
 		}
+		if b.drops.gap.has(k) {
+			*skipped++
+			return
+		}
+		lack = append(lack, shard{k, i})
 	}) {
 		return false
 	}
@@ -456,6 +475,9 @@ func (b *Backend) restoreOne(t restoreTask) (restoredShard, error) {
 	if b.local.Contains(sk) {
 		return restoredShard{}, nil
 	}
+	if b.drops.gap.has(t.key) {
+		return restoredShard{}, errDropQueued
+	}
 	var others []fsm.Shard
 	for _, s := range t.entry.Placement {
 		if s.NodeID != b.cfg.NodeID {
@@ -496,6 +518,13 @@ func (b *Backend) restoreOne(t restoreTask) (restoredShard, error) {
 	}
 	return restoredShard{key: sk, sum: opts.Sum, size: len(shard)}, nil
 }
+
+// errDropQueued: the shard a restore pass found missing is one this node's
+// tier gave up a moment ago (a capacity drop), whose index correction is
+// queued or committing. Rebuilding it would undo the eviction, and for a
+// lone copy there is nothing to rebuild it from: the drop's commit takes
+// this node out of the placement, which is all a restore could conclude.
+var errDropQueued = errors.New("cluster: the local tier dropped the shard; its index correction is queued")
 
 // goneShard is a shard a restore pass found no holder of.
 type goneShard struct {

@@ -310,13 +310,11 @@ func TestRestoreWaitsForLocalIndexes(t *testing.T) {
 	}
 }
 
-// TestRestoreChecksLateEntriesWithoutScanning: after its restore, a node
-// keeps checking, for a shard write and a proposal's time, the entries
-// created since its last pass (a put that wrote its shard to the node's
-// previous process may commit only now). Those checks read the FSM's record
-// of new entries, not the whole index: an entry committed with the node in
-// its placement and no copy on it is restored by a pass that does not scan.
-func TestRestoreChecksLateEntriesWithoutScanning(t *testing.T) {
+// clusterPastFirstPass starts three nodes with a three-copy namespace "rep"
+// holding six blocks and returns them with the leader and a follower whose
+// restore has run a pass after its first (one that checks new entries only).
+func clusterPastFirstPass(t *testing.T) (*testCluster, *testNode, *testNode, []testBlock) {
+	t.Helper()
 	tc := newTestCluster(t, 3, func(c *Config) { c.ShardTimeout, c.ProposeTimeout = 10*time.Second, 10*time.Second })
 	tc.createNS("rep", 1, 2)
 	blocks := tc.putBlocks(6, 0, "rep")
@@ -331,6 +329,17 @@ func TestRestoreChecksLateEntriesWithoutScanning(t *testing.T) {
 		}
 	}
 	tc.eventually("a pass after the first", func() bool { return victim.backend.RestoreStatus().Passes >= 2 })
+	return tc, leader, victim, blocks
+}
+
+// TestRestoreChecksLateEntriesWithoutScanning: after its restore, a node
+// keeps checking, for a shard write and a proposal's time, the entries
+// created since its last pass (a put that wrote its shard to the node's
+// previous process may commit only now). Those checks read the FSM's record
+// of new entries, not the whole index: an entry committed with the node in
+// its placement and no copy on it is restored by a pass that does not scan.
+func TestRestoreChecksLateEntriesWithoutScanning(t *testing.T) {
+	tc, leader, victim, blocks := clusterPastFirstPass(t)
 	before := victim.backend.RestoreStatus()
 	// A late put: its bytes on the two other holders, none on the victim,
 	// and an entry that places it on all three.
@@ -362,5 +371,53 @@ func TestRestoreChecksLateEntriesWithoutScanning(t *testing.T) {
 	}
 	if after.Scans < 1 {
 		t.Fatalf("no pass scanned the index: %+v", after)
+	}
+}
+
+// TestRestoreSkipsShardsTheTierDropped: a shard missing on a restored node
+// because its own tier gave it up (a capacity drop queued, not yet
+// committed) is not rebuilt from the other holders, which would undo the
+// eviction; a shard of another entry committed with it, missing the same
+// way but with no drop queued, is rebuilt in the same pass (so the skip is
+// what keeps the first out).
+func TestRestoreSkipsShardsTheTierDropped(t *testing.T) {
+	tc, leader, victim, blocks := clusterPastFirstPass(t)
+	ctx := withTimeout(t, 10*time.Second)
+	e, ok := leader.node.FSM().Lookup(blocks[0].key)
+	if !ok || len(e.Placement) != 3 {
+		t.Fatalf("entry %+v, %v", e, ok)
+	}
+	// Two entries placing a block on all three, with copies on the two
+	// others only; the victim's tier has given up the first (its drop is
+	// queued), the second is simply missing.
+	dropped := testBlock{block.NewKey("rep", 2000), payload(2000, 30_000)}
+	missing := testBlock{block.NewKey("rep", 2001), payload(2001, 30_000)}
+	var ops []fsm.Op
+	for _, b := range []testBlock{dropped, missing} {
+		sum := block.Checksum(b.data)
+		for _, tn := range tc.nodes {
+			if tn != victim {
+				if err := tn.tiers.Put(ctx, b.key, b.data, sum, block.PutOptions{Sum: sum, HasSum: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		ops = append(ops, fsm.PutOp(b.key, fsm.Entry{Size: int64(len(b.data)), Sum: sum, Placement: e.Placement, Created: time.Now()}))
+	}
+	victim.backend.drops.gap.queue(dropped.key)
+	defer victim.backend.drops.gap.unqueue(dropped.key)
+	before := victim.backend.RestoreStatus()
+	if res, err := leader.backend.propose(ctx, ops...); err != nil || res[0].Status != fsm.StatusCreated || res[1].Status != fsm.StatusCreated {
+		t.Fatalf("propose: %v %+v", err, res)
+	}
+	tc.eventually("the victim rebuilds the missing shard", func() bool { return victim.tiers.Contains(missing.key) })
+	mustGet(t, victim.store, missing.key, missing.data)
+	tc.eventually("a pass after that", func() bool { return victim.backend.RestoreStatus().Passes >= before.Passes+3 })
+	if victim.tiers.Contains(dropped.key) {
+		t.Fatal("the restore rebuilt a shard whose drop was queued")
+	}
+	st := victim.backend.RestoreStatus()
+	if st.Restored != before.Restored+1 || st.Lost != before.Lost || st.Skipped < before.Skipped+1 {
+		t.Fatalf("restore status before %+v, after %+v: want one shard restored, none lost, the dropped one skipped", before, st)
 	}
 }
