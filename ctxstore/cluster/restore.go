@@ -401,6 +401,13 @@ func (b *Backend) checkNewPuts(f *fsm.FSM, minGen uint64, checked, skipped *int,
 		key   block.Key
 		index int
 	}
+	// Copied out under the record's lock, checked after it: the FSM's
+	// applies wait on that lock, and a tier's Contains per shard would hold
+	// them up.
+	var recorded []shard
+	if !f.PutsSince(minGen, func(k block.Key, i int) { recorded = append(recorded, shard{k, i}) }) {
+		return false
+	}
 	var lack []shard
 	codes := make(map[string]*erasure.Code)
 	code := func(ns string) *erasure.Code {
@@ -413,22 +420,19 @@ func (b *Backend) checkNewPuts(f *fsm.FSM, minGen uint64, checked, skipped *int,
 		}
 		return c
 	}
-	if !f.PutsSince(minGen, func(k block.Key, i int) {
-		c := code(k.Namespace)
+	for _, s := range recorded {
+		c := code(s.key.Namespace)
 		if c == nil {
-			return
+			continue
 		}
 		*checked++
-		if b.local.Contains(shardKey(k, c, i)) {
-			return
-		}
-		if b.drops.gap.has(k) {
+		switch {
+		case b.local.Contains(shardKey(s.key, c, s.index)):
+		case b.drops.gap.has(s.key):
 			*skipped++
-			return
+		default:
+			lack = append(lack, s)
 		}
-		lack = append(lack, shard{k, i})
-	}) {
-		return false
 	}
 	seen := make(map[shard]bool, len(lack)) // a key put, deleted and put again is restored once
 	for _, s := range lack {
