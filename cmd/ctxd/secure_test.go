@@ -69,7 +69,8 @@ func keyClients(t *testing.T, nodes []*testNode, id, secret string) ([]*client.C
 // revocation takes effect everywhere (both within 5 s; the times against
 // the 1 s target are printed, not asserted); puts
 // through one node read back through the others (forwarding and peer
-// shard traffic authenticate). Anonymous callers are refused on every
+// shard traffic authenticate). A cluster-aware client routes with an
+// access key alone: status and repair take any key, nothing else does. Anonymous callers are refused on every
 // port: peer (GET, PUT, DELETE), the cluster endpoints, native, HTTP and
 // S3; and a join naming an unreachable Raft address adds no voter.
 func TestAuthRequiredClusterSecure(t *testing.T) {
@@ -114,6 +115,38 @@ func TestAuthRequiredClusterSecure(t *testing.T) {
 			}
 			return err == nil
 		})
+	}
+
+	// A cluster-aware client needs no cluster secret: it reads the member
+	// list with the access key it uses for blocks, and sends each block of a
+	// batch to its owner.
+	ccfg := client.ClusterDefaultConfig()
+	for _, nd := range nodes {
+		ccfg.Nodes = append(ccfg.Nodes, client.ClusterNode{Native: nd.p.Native, HTTP: nd.http})
+	}
+	ccfg.Native.Conns, ccfg.Native.AccessKeyID, ccfg.Native.Secret = 1, adm.AccessKeyID, adm.SecretAccessKey
+	cc, err := client.DialCluster(ctx, ccfg)
+	if err != nil {
+		t.Fatalf("cluster client with an access key: %v", err)
+	}
+	defer cc.Close()
+	items := make([]client.PutItem, 12)
+	for i := range items {
+		items[i] = client.PutItem{Key: block.NewKey("a", uint64(100+i)), Data: bytes.Repeat([]byte{byte(i)}, 4096)}
+	}
+	if errs, err := cc.PutBatch(ctx, items); err != nil || errors.Join(errs...) != nil {
+		t.Fatalf("cluster client put: %v %v", err, errors.Join(errs...))
+	}
+	owners := map[string]bool{}
+	for _, it := range items {
+		id, _ := cc.Owner(it.Key)
+		owners[id] = true
+		if got, err := cc.For(it.Key).Get(ctx, it.Key); err != nil || !bytes.Equal(got, it.Data) {
+			t.Fatalf("cluster client get %s: %d bytes, %v", it.Key, len(got), err)
+		}
+	}
+	if len(owners) < 2 {
+		t.Fatalf("12 blocks had owners %v: the client did not read the member list", owners)
 	}
 
 	// A tenant key scoped to "a", revoked through n3: refused everywhere
@@ -180,6 +213,31 @@ func TestAuthRequiredClusterSecure(t *testing.T) {
 			t.Fatalf("peer %s with the node identity: %v", m.ID, err)
 		}
 		c.Close()
+	}
+
+	// Status and repair with an access key (Bearer, and SigV4 through the
+	// cluster client above): 200; with the revoked key or a wrong secret: 401.
+	for _, path := range []string{clusterapi.PathStatus, clusterapi.PathRepair} {
+		for _, tc := range []struct {
+			bearer string
+			want   int
+		}{
+			{adm.AccessKeyID + ":" + adm.SecretAccessKey, http.StatusOK},
+			{ten.AccessKeyID + ":" + ten.SecretAccessKey, http.StatusUnauthorized},
+			{adm.AccessKeyID + ":not-its-secret", http.StatusUnauthorized},
+		} {
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+nodes[0].http+path, nil)
+			req.Header.Set("Authorization", "Bearer "+tc.bearer)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("GET %s with Bearer %.12s...: %d %.200s, want %d", path, tc.bearer, resp.StatusCode, body, tc.want)
+			}
+		}
 	}
 
 	// Cluster endpoints, anonymous and with a wrong secret: 401.

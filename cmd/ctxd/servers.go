@@ -78,7 +78,8 @@ func (n *node) openServers(context.Context) (err error) {
 	parts := n.cluster
 	n.httpSrv = httpapi.New(hcfg, store, n.reg, n.log, append(hopts, httpapi.WithReady(parts.ready), httpapi.WithUsage(n.stack.NamespaceUsage))...)
 	// The cluster API checks the cluster secret itself (all of it with
-	// --auth required; otherwise all but status and repair).
+	// --auth required; otherwise all but status and repair, which with
+	// --auth required also take any access key's credentials).
 	clusterExtra := func() any {
 		return map[string]any{"repair": parts.backend.RepairStatus(), "restore": parts.backend.RestoreStatus(), "rebalance": parts.backend.RebalanceStatus()}
 	}
@@ -99,7 +100,7 @@ func (n *node) openServers(context.Context) (err error) {
 	ctl := control.NewServer(parts.node, parts.backend, n.log,
 		append(clusterOpts(cfg, n.tls, n.secret), control.WithTraffic(store.Traffic().Snapshot), control.WithSessions(n.local.ReleaseSession))...)
 	clusterH := clusterapi.Handler(ctl, parts.backend, clusterExtra, n.log,
-		clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithKeys(n.replicatedKeys))
+		clusterapi.WithProtectStatus(cfg.Auth == "required"), clusterapi.WithStatusReaders(n.httpSrv.Authenticate), clusterapi.WithKeys(n.replicatedKeys))
 	n.httpSrv.MountOwnAuth("/v1/cluster/", clusterH)
 	for _, p := range control.Patterns() {
 		n.httpSrv.MountOwnAuth(p, ctl)

@@ -39,7 +39,9 @@ type ClusterConfig struct {
 	// member, credentials, TLS).
 	Native Options
 	// HTTP configures the status reads (credentials, TLS); BaseURL is
-	// replaced by each node's HTTP address.
+	// replaced by each node's HTTP address. Without credentials of its own
+	// it signs with Native's (a node with --auth required answers status
+	// to any access key).
 	HTTP HTTPConfig
 	// Refresh is how old the member list may get while calls run before
 	// it is read again, in the background (a request that fails on a
@@ -125,6 +127,11 @@ func DialCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		m.addr = n
 		hc := cfg.HTTP
 		hc.BaseURL = n.HTTP
+		if hc.AccessKeyID == "" {
+			// The status read signs with the native key: a cluster with
+			// --auth required lets any access key read it.
+			hc.AccessKeyID, hc.Secret = cfg.Native.AccessKeyID, cfg.Native.Secret
+		}
 		if !strings.Contains(hc.BaseURL, "://") {
 			hc.BaseURL = "http://" + hc.BaseURL
 		}

@@ -69,10 +69,10 @@ func Handler(ctl *control.Server, drain Drainer, status func() any, log *slog.Lo
 	}
 	h := &handler{node: ctl.Node(), ctl: ctl, drain: drain, status: status, log: log.With("component", "clusterapi"), cfg: cfg,
 		timeout: ctl.Config().Timeout, mux: http.NewServeMux()}
-	h.route("GET "+PathStatus, h.cfg.ProtectStatus, h.getStatus)
+	h.statusRoute("GET "+PathStatus, h.getStatus)
 	h.route("POST "+PathRemove, true, h.remove)
 	h.route("POST "+PathTransfer, true, h.transfer)
-	h.route("GET "+PathRepair, h.cfg.ProtectStatus, h.repair)
+	h.statusRoute("GET "+PathRepair, h.repair)
 	h.keyRoute("GET "+PathKeys, h.listKeys)
 	h.keyRoute("POST "+PathKeys, h.createKey)
 	h.keyRoute("POST "+PathKeysRevoke, h.revokeKey)
@@ -86,6 +86,28 @@ func Handler(ctl *control.Server, drain Drainer, status func() any, log *slog.Lo
 // route serves fn behind the token when auth (control.Server.Route).
 func (h *handler) route(pattern string, auth bool, fn func(http.ResponseWriter, *http.Request) error) {
 	h.ctl.Route(h.mux, pattern, auth, fn)
+}
+
+// statusRoute serves a read of the cluster's state: open unless
+// ProtectStatus, then behind the token or, with StatusReaders set, an
+// access key's credentials.
+func (h *handler) statusRoute(pattern string, fn func(http.ResponseWriter, *http.Request) error) {
+	if !h.cfg.ProtectStatus || h.cfg.StatusReaders == nil {
+		h.route(pattern, h.cfg.ProtectStatus, fn)
+		return
+	}
+	h.route(pattern, false, func(w http.ResponseWriter, r *http.Request) error {
+		if r.Header.Get(control.HeaderToken) != "" || r.Header.Get("Authorization") == "" && r.URL.Query().Get("X-Amz-Signature") == "" {
+			if !h.ctl.TokenOK(r) {
+				return fmt.Errorf("%w: missing or wrong %s, and no access key's credentials", block.ErrUnauthenticated, control.HeaderToken)
+			}
+			return fn(w, r)
+		}
+		if err := h.cfg.StatusReaders(r); err != nil {
+			return err
+		}
+		return fn(w, r)
+	})
 }
 
 // keyRoute serves an access-key endpoint: always behind the token, and

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -117,5 +120,53 @@ func keyStore(t *testing.T, key []byte) func(*raft.Node) *credential.Replicated 
 			t.Fatal(err)
 		}
 		return r
+	}
+}
+
+// TestStatusReaders: with ProtectStatus and StatusReaders (ctxd's --auth
+// required: any access key), status and repair answer the token or
+// credentials the check accepts, and nothing else; the other endpoints
+// still take the token only.
+func TestStatusReaders(t *testing.T) {
+	const token = "cluster-secret-0123456789"
+	readers := func(r *http.Request) error {
+		if r.Header.Get("Authorization") == "Bearer good:key" {
+			return nil
+		}
+		return fmt.Errorf("%w: bad key", block.ErrUnauthenticated)
+	}
+	c := startCluster(&tcluster{t: t, ctl: []control.Option{control.WithToken(token)},
+		opts: []Option{WithProtectStatus(true), WithStatusReaders(readers)}}, 1)
+	base := "http://" + c.Nodes[0].Addr()
+	for _, tc := range []struct {
+		name, path, token, auth string
+		want                    int
+	}{
+		{"status, anonymous", PathStatus, "", "", http.StatusUnauthorized},
+		{"status, token", PathStatus, token, "", http.StatusOK},
+		{"status, wrong token", PathStatus, "not-the-secret-0123", "", http.StatusUnauthorized},
+		{"status, accepted key", PathStatus, "", "Bearer good:key", http.StatusOK},
+		{"status, refused key", PathStatus, "", "Bearer good:other", http.StatusUnauthorized},
+		{"status, wrong token and an accepted key", PathStatus, "not-the-secret-0123", "Bearer good:key", http.StatusUnauthorized},
+		{"repair, accepted key", PathRepair, "", "Bearer good:key", http.StatusOK},
+		{"repair, refused key", PathRepair, "", "Bearer bad:key", http.StatusUnauthorized},
+		{"keys, accepted key", PathKeys, "", "Bearer good:key", http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequest("GET", base+tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set(control.HeaderToken, tc.token)
+		}
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d %.200s, want %d", tc.name, resp.StatusCode, body, tc.want)
+		}
 	}
 }

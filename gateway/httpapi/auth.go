@@ -143,6 +143,21 @@ func (s *Server) guard(r *http.Request) (*http.Request, error) {
 	return r, nil
 }
 
+// Authenticate checks that r carries a valid access key's credentials
+// (SigV4 or Bearer, as the block API takes them), whatever the key's
+// scope; it is nil when authentication is off. A surface that
+// authenticates its callers itself (MountOwnAuth) uses it to let clients
+// in with their access keys where it would otherwise ask for the cluster
+// secret: the cluster API's status read, which cluster-aware clients need
+// to route.
+func (s *Server) Authenticate(r *http.Request) error {
+	if s.keys == nil {
+		return nil
+	}
+	_, err := s.authenticate(r)
+	return err
+}
+
 // guardAll wraps a mounted surface (routing, KV events): with
 // authentication on it needs a key scoped to "*", since those endpoints
 // name namespaces in their bodies, where the gateway cannot check them.

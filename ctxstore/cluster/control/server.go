@@ -79,7 +79,7 @@ func (s *Server) Log() *slog.Logger { return s.log }
 func (s *Server) Route(mux *http.ServeMux, pattern string, auth bool, fn func(http.ResponseWriter, *http.Request) error) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		var err error
-		if auth && s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderToken)), []byte(s.cfg.Token)) != 1 {
+		if auth && !s.TokenOK(r) {
 			err = fmt.Errorf("%w: missing or wrong %s", block.ErrUnauthenticated, HeaderToken)
 		} else {
 			err = fn(w, r)
@@ -88,6 +88,12 @@ func (s *Server) Route(mux *http.ServeMux, pattern string, auth bool, fn func(ht
 			s.replyError(w, r, err)
 		}
 	})
+}
+
+// TokenOK reports whether r carries the cluster's token (HeaderToken,
+// compared in constant time), or the server has none.
+func (s *Server) TokenOK(r *http.Request) bool {
+	return s.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderToken)), []byte(s.cfg.Token)) == 1
 }
 
 func (s *Server) replyError(w http.ResponseWriter, r *http.Request, err error) {
