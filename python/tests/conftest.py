@@ -112,14 +112,12 @@ def start_ctxd(bins, tmp_path_factory):
         p.stop()
 
 
-def _get_json(url: str):
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.load(r)
+CLUSTER_TOKEN_HEADER = "X-Ctxtier-Cluster-Token"
 
 
-@pytest.fixture
-def cluster3(bins, tmp_path_factory):
-    """Three ctxd processes forming a cluster: [(native, http, proc)]."""
+def _start_cluster3(bins, tmp_path_factory, *extra: str):
+    """Start three ctxd processes forming a cluster (extra flags on each);
+    yield ([node dicts], cluster secret) once all are ready, stop them after."""
     secret = secrets.token_urlsafe(32)
     nodes = [dict(id=f"n{i + 1}", native=f"127.0.0.1:{free_port()}", http=f"127.0.0.1:{free_port()}") for i in range(3)]
     joins = ",".join(n["http"] for n in nodes)
@@ -132,7 +130,7 @@ def cluster3(bins, tmp_path_factory):
              "--http-listen", n["http"], "--raft-listen", f"127.0.0.1:{free_port()}",
              "--peer-listen", f"127.0.0.1:{free_port()}", "--s3-admin-listen", "", "--resp-listen", "",
              "--zone", f"zone-{i}", "--dram-capacity", "128MiB", "--log-level", "warn",
-             "--join", joins, "--bootstrap-expect", "3", "--cluster-secret", secret],
+             "--join", joins, "--bootstrap-expect", "3", "--cluster-secret", secret, *extra],
             stdout=log, stderr=subprocess.STDOUT), log, d))
     try:
         deadline = time.monotonic() + 60
@@ -141,7 +139,10 @@ def cluster3(bins, tmp_path_factory):
                 if p.poll() is not None:
                     raise RuntimeError(f"ctxd exited {p.returncode}: {(d / 'ctxd.log').read_text()[-2000:]}")
             try:
-                st = _get_json(f"http://{nodes[0]['http']}/v1/cluster/status")
+                req = urllib.request.Request(f"http://{nodes[0]['http']}/v1/cluster/status",
+                                             headers={CLUSTER_TOKEN_HEADER: secret})
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    st = json.load(r)
                 alive = [m for m in st.get("members", []) if m.get("state") == "alive" and m.get("voter")]
                 if st.get("leader") and len(alive) == 3 and all(
                         urllib.request.urlopen(f"http://{n['http']}/readyz", timeout=1).status == 200 for n in nodes):
@@ -151,10 +152,23 @@ def cluster3(bins, tmp_path_factory):
             if time.monotonic() > deadline:
                 raise RuntimeError("the cluster did not form within 60 s")
             time.sleep(0.1)
-        yield nodes
+        yield nodes, secret
     finally:
         for p, log, _ in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait(10)
             log.close()
+
+
+@pytest.fixture
+def cluster3(bins, tmp_path_factory):
+    """Three ctxd processes forming a cluster: [{id, native, http}]."""
+    for nodes, _ in _start_cluster3(bins, tmp_path_factory):
+        yield nodes
+
+
+@pytest.fixture
+def cluster3_auth(bins, tmp_path_factory):
+    """Three ctxd processes with --auth required: ([{id, native, http}], cluster secret)."""
+    yield from _start_cluster3(bins, tmp_path_factory, "--auth", "required")

@@ -3,6 +3,8 @@ single nodes behind made-up member lists (for a member that goes away)."""
 
 import json
 import threading
+import time
+import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,7 +15,7 @@ pytest.importorskip("xxhash", reason="ClusterClient needs the optional xxhash pa
 import ctxtier  # noqa: E402
 from ctxtier import placement  # noqa: E402
 
-from conftest import free_port  # noqa: E402
+from conftest import CLUSTER_TOKEN_HEADER, free_port  # noqa: E402
 
 
 def _metric(http: str, name: str) -> float:
@@ -70,6 +72,51 @@ def test_cluster_client_sends_each_block_to_its_owner(cluster3):
         finally:
             c1.close()
         assert unrouted >= 1, "the same batch through one node forwarded nothing: the check above cannot fail"
+
+
+def _create_key(http: str, secret: str, namespaces: list) -> tuple:
+    body = json.dumps({"namespaces": namespaces, "description": "test"}).encode()
+    req = urllib.request.Request(f"http://{http}/v1/cluster/keys", data=body, method="POST",
+                                 headers={"Content-Type": "application/json", CLUSTER_TOKEN_HEADER: secret})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        k = json.load(r)
+    return k["access_key_id"], k["secret_access_key"]
+
+
+def test_cluster_client_with_an_access_key_under_auth_required(cluster3_auth):
+    """--auth required: the client reads the member list with its access key
+    (SigV4-signed status reads) and routes; without a key, or with a wrong
+    secret, it cannot start."""
+    nodes, cluster_secret = cluster3_auth
+    key_id, key_secret = _create_key(nodes[1]["http"], cluster_secret, ["*"])
+    pairs = [(n["native"], n["http"]) for n in nodes]
+    blocks = {h: bytes([h % 251]) * (4096 + h) for h in range(1, 61)}
+    deadline = time.monotonic() + 10
+    while True:  # the key reaches every node's store within a second or so
+        try:
+            cc = ctxtier.ClusterClient(pairs, key_id, key_secret)
+            break
+        except (ctxtier.Unauthenticated, ctxtier.Unavailable):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    with cc:
+        owners = {h: cc.owner("default", h) for h in blocks}
+        assert set(owners.values()) == {"n1", "n2", "n3"}, owners
+        assert cc.put_many("default", list(blocks.items())) == [None] * len(blocks)
+        bufs = [bytearray(len(v)) for v in blocks.values()]
+        assert cc.get_into("default", list(blocks), bufs) == [len(v) for v in blocks.values()]
+        assert [bytes(b) for b in bufs] == list(blocks.values())
+        cc.refresh()  # a later status read signs again
+    with pytest.raises((ctxtier.Unauthenticated, ctxtier.Unavailable)) as e:
+        ctxtier.ClusterClient(pairs, key_id, "not-" + key_secret).close()
+    assert "401" in str(e.value) or isinstance(e.value, ctxtier.Unauthenticated), e.value
+    with pytest.raises((ctxtier.Unauthenticated, ctxtier.Unavailable)):
+        ctxtier.ClusterClient(pairs).close()
+    # The status read alone: a signed one is answered, an unsigned one is not.
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"http://{nodes[0]['http']}/v1/cluster/status", timeout=5)
+    assert e.value.code == 401
 
 
 class _Status(BaseHTTPRequestHandler):

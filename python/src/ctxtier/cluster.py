@@ -19,11 +19,12 @@ import json
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Optional, Sequence
 
-from . import errors, placement
+from . import errors, placement, sigv4
 from .client import Client
 
 
@@ -33,7 +34,9 @@ class ClusterClient:
     nodes are the members' ``(native_addr, http_addr)`` pairs ("host:port";
     the HTTP address may be a URL). Credentials and the keyword arguments
     of :class:`~ctxtier.Client` (timeout, pool_size, verify, ...) apply to
-    every member's client. The member list is read again in the background
+    every member's client; the status reads are signed with the same
+    access key (SigV4), which a cluster with ``--auth required`` accepts
+    there. The member list is read again in the background
     when it is older than refresh seconds, and at once when a member's
     connection fails; a part of a batch that failed that way is sent once
     more through the next node. A member that cannot be dialed at first
@@ -102,8 +105,16 @@ class ClusterClient:
         return pick
 
     def _status(self, i: int) -> dict:
+        url = self._http[i] + "/v1/cluster/status"
+        req = urllib.request.Request(url)
+        key_id, secret, _ = self._dial_args
+        if key_id:
+            # A node with --auth required answers status to any access key.
+            u = urllib.parse.urlsplit(url)
+            for k, v in sigv4.sign("GET", u.netloc, u.path, key_id, secret).items():
+                req.add_header(k, v)
         try:
-            with urllib.request.urlopen(self._http[i] + "/v1/cluster/status", timeout=self.status_timeout) as r:
+            with urllib.request.urlopen(req, timeout=self.status_timeout) as r:
                 return json.load(r)
         except urllib.error.HTTPError as e:
             raise errors.Unavailable(f"{self._http[i]}/v1/cluster/status: HTTP {e.code}: {e.read()[:200]!r}") from e

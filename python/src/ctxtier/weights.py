@@ -10,15 +10,13 @@ copy of the file in between). Several ranged GETs run at once, each over a
 contiguous run of tensors.
 
 Only the standard library is needed to talk to the tier (``http.client`` and
-AWS Signature V4 with ``hmac``/``hashlib``); the tensors are torch tensors
+AWS Signature V4, :mod:`ctxtier.sigv4`); the tensors are torch tensors
 when torch is importable, else numpy arrays.
 """
 
 from __future__ import annotations
 
 import datetime
-import hashlib
-import hmac
 import http.client
 import json
 import math
@@ -28,14 +26,13 @@ import threading
 import urllib.parse
 from typing import Any
 
-from . import errors
+from . import errors, sigv4
 
 __all__ = ["S3Reader", "load_safetensors", "parse_header", "MAX_HEADER"]
 
 # The safetensors format caps its JSON header at 100 MB.
 MAX_HEADER = 100_000_000
 
-_UNSIGNED = "UNSIGNED-PAYLOAD"
 
 # safetensors dtype -> (numpy dtype name or None, torch dtype attribute, item size)
 _DTYPES = {
@@ -93,24 +90,7 @@ class S3Reader:
 
     def sign(self, method: str, path: str, now: datetime.datetime | None = None) -> dict[str, str]:
         """Headers (Host, X-Amz-Date, X-Amz-Content-Sha256, Authorization) of a SigV4-signed request."""
-        now = now or datetime.datetime.now(datetime.timezone.utc)
-        amz_date = now.strftime("%Y%m%dT%H%M%SZ")
-        day = amz_date[:8]
-        headers = {"host": self.endpoint, "x-amz-content-sha256": _UNSIGNED, "x-amz-date": amz_date}
-        signed = ";".join(sorted(headers))
-        canonical = "\n".join([method, path, "", *(f"{k}:{headers[k]}" for k in sorted(headers)), "", signed, _UNSIGNED])
-        scope = f"{day}/{self.region}/s3/aws4_request"
-        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-        k = ("AWS4" + self.secret).encode()
-        for part in (day, self.region, "s3", "aws4_request"):
-            k = hmac.new(k, part.encode(), hashlib.sha256).digest()
-        sig = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
-        return {
-            "Host": self.endpoint,
-            "X-Amz-Date": amz_date,
-            "X-Amz-Content-Sha256": _UNSIGNED,
-            "Authorization": f"AWS4-HMAC-SHA256 Credential={self.access_key}/{scope}, SignedHeaders={signed}, Signature={sig}",
-        }
+        return sigv4.sign(method, self.endpoint, path, self.access_key, self.secret, region=self.region, now=now)
 
     def _get(self, key: str, start: int, end: int) -> http.client.HTTPResponse:
         """Send GET of bytes start..end (inclusive) and return the 206 response, body unread."""
