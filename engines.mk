@@ -8,7 +8,7 @@
 # nothing on this path uses (it serves Mistral tokenizers only).
 ENGINES_REQS  := python/requirements-engines.txt
 ENGINES_STAMP := $(VENV)/.ctxtier-engines-$(shell cksum < $(ENGINES_REQS) 2>/dev/null | cut -d' ' -f1)
-ENGINES_TESTS := python/tests/test_vllm_hashing.py python/tests/test_vllm_engines.py python/tests/test_bench_and_tensors.py
+ENGINES_TESTS := python/tests/test_vllm_hashing.py python/tests/test_vllm_engines.py python/tests/test_bench_and_tensors.py python/tests/test_weights_torch.py
 
 .PHONY: engines-venv test-engines engines-vectors
 
