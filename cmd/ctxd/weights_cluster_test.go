@@ -102,23 +102,9 @@ func TestWeightsPullSurvivesNodeKill(t *testing.T) {
 	}
 	dst := t.TempDir()
 	var prog weights.Progress
-	killed, pulled := make(chan struct{}), make(chan struct{})
-	var atKill int64
-	go func() {
-		defer close(killed)
-		for prog.Done.Load() < 24<<20 && ctx.Err() == nil {
-			select {
-			case <-pulled:
-				return // the pull ended (failed) before the kill point
-			case <-time.After(time.Millisecond):
-			}
-		}
-		nodes[2].p.Kill()
-		atKill = prog.Done.Load()
-	}()
+	atKill := killAfter(ctx, &prog, 24<<20, nodes[2])
 	st, err := puller.Pull(ctx, "llama/8b", dst, &prog)
-	close(pulled)
-	<-killed
+	at := atKill()
 	if err != nil {
 		t.Fatalf("pull across the kill: %v", err)
 	}
@@ -131,8 +117,8 @@ func TestWeightsPullSurvivesNodeKill(t *testing.T) {
 	for _, n := range files {
 		total += int64(n)
 	}
-	if atKill >= total {
-		t.Fatalf("node 3 was killed after %d of %d bytes: not mid-transfer", atKill, total)
+	if at >= total {
+		t.Fatalf("node 3 was killed after %d of %d bytes: not mid-transfer", at, total)
 	}
 	if st.FilesFetched != 3 {
 		t.Errorf("pull stats %+v: want 3 files fetched", st)
@@ -141,7 +127,81 @@ func TestWeightsPullSurvivesNodeKill(t *testing.T) {
 	if d := reconstructions() - before; d < 1 {
 		t.Errorf("no degraded read on the surviving nodes (reconstructions +%v): the dead node's shards were not needed", d)
 	} else {
-		t.Logf("pulled %d MiB across the kill of node 3 after %d MiB; %v blocks decoded from parity", st.BytesFetched>>20, atKill>>20, d)
+		t.Logf("pulled %d MiB across the kill of node 3 after %d MiB; %v blocks decoded from parity", st.BytesFetched>>20, at>>20, d)
+	}
+}
+
+// TestWeightsPushSurvivesNodeKill: a push through node 3 first (endpoints
+// n3, n1, n2) into an RS(2,1) object namespace of a 3-node cluster; node 3
+// is SIGKILLed once 24 MiB are sent, inside the first big file. The push
+// starts that file over through node 1 and completes; a pull through the
+// two survivors gives the pushed bytes (SHA-256 of every file).
+func TestWeightsPushSurvivesNodeKill(t *testing.T) {
+	ctx := withTimeout(t, 5*time.Minute)
+	nodes, key := startWeightsCluster(ctx, t, 2, 1, "--dead-after", "10m")
+	src := t.TempDir()
+	files, want := writeWeightsCheckpoint(t, src)
+	var total int64
+	for _, n := range files {
+		total += int64(n)
+	}
+	pusher, err := weights.New(weightsConfig(key, nodes[2], nodes[0], nodes[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prog weights.Progress
+	atKill := killAfter(ctx, &prog, 24<<20, nodes[2])
+	m, err := pusher.Push(ctx, src, "llama/8b", &prog)
+	at := atKill()
+	if err != nil {
+		t.Fatalf("push across the kill: %v", err)
+	}
+	select {
+	case <-nodes[2].p.exited:
+	default:
+		t.Fatal("node 3 still running")
+	}
+	if at >= total {
+		t.Fatalf("node 3 was killed after %d of %d bytes: not mid-push", at, total)
+	}
+	if got := prog.Done.Load(); got != total || m.Size() != total {
+		t.Errorf("progress %d, manifest %d bytes, want %d: a restarted file's bytes must count once", got, m.Size(), total)
+	}
+	puller, err := weights.New(weightsConfig(key, nodes[0], nodes[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if _, err := puller.Pull(ctx, "llama/8b", dst, nil); err != nil {
+		t.Fatalf("pull through the survivors: %v", err)
+	}
+	checkPulled(t, dst, want)
+	t.Logf("node 3 killed after %d MiB of %d MiB pushed; push and pull completed through the others", at>>20, total>>20)
+}
+
+// killAfter SIGKILLs nd once prog has counted n bytes, unless the transfer
+// ends first. Call the function it returns when the transfer has ended: it
+// waits for the watcher and returns the bytes counted at the kill (0 when
+// there was none).
+func killAfter(ctx context.Context, prog *weights.Progress, n int64, nd *testNode) func() int64 {
+	killed, ended := make(chan struct{}), make(chan struct{})
+	var at int64
+	go func() {
+		defer close(killed)
+		for prog.Done.Load() < n && ctx.Err() == nil {
+			select {
+			case <-ended:
+				return // the transfer ended (failed) before the kill point
+			case <-time.After(time.Millisecond):
+			}
+		}
+		nd.p.Kill()
+		at = prog.Done.Load()
+	}()
+	return func() int64 {
+		close(ended)
+		<-killed
+		return at
 	}
 }
 

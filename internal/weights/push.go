@@ -71,8 +71,11 @@ func (c *Client) Push(ctx context.Context, dir, model string, progress *Progress
 	if err != nil {
 		return nil, err
 	}
-	_, err = c.mcs[0].PutObject(ctx, c.cfg.Namespace, c.objectName(model, ManifestName), bytes.NewReader(b), int64(len(b)),
-		minio.PutObjectOptions{ContentType: "application/json"})
+	err = c.onEndpoints(ctx, func(mc *minio.Client) error {
+		_, err := mc.PutObject(ctx, c.cfg.Namespace, c.objectName(model, ManifestName), bytes.NewReader(b), int64(len(b)),
+			minio.PutObjectOptions{ContentType: "application/json"})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("weights: push manifest: %w", err)
 	}
@@ -109,15 +112,46 @@ func (c *Client) sum(p string, f *File) error {
 	return nil
 }
 
+// onEndpoints runs op through the endpoint in use and, after a failure that
+// another endpoint may not have (no answer, a broken connection, a 5xx),
+// through the next ones, each endpoint at most once. Any other failure (a
+// refused key, a missing namespace) is op's answer.
+func (c *Client) onEndpoints(ctx context.Context, op func(mc *minio.Client) error) error {
+	var err error
+	for range c.mcs {
+		mc, i := c.client()
+		if err = op(mc); err == nil || ctx.Err() != nil || !endpointFailure(err) {
+			return err
+		}
+		c.failed(i)
+	}
+	return err
+}
+
+// endpointFailure reports whether err says that the endpoint, not the
+// request, failed: no S3 error reply at all, or a server-side one.
+func endpointFailure(err error) bool {
+	r := minio.ToErrorResponse(err)
+	return r.Code == "" || r.StatusCode >= 500
+}
+
 func (c *Client) ensureNamespace(ctx context.Context) error {
-	ok, err := c.mcs[0].BucketExists(ctx, c.cfg.Namespace)
+	var ok bool
+	err := c.onEndpoints(ctx, func(mc *minio.Client) error {
+		var err error
+		ok, err = mc.BucketExists(ctx, c.cfg.Namespace)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("weights: namespace %q: %w", c.cfg.Namespace, err)
 	}
 	if ok {
 		return nil
 	}
-	if err := c.mcs[0].MakeBucket(ctx, c.cfg.Namespace, minio.MakeBucketOptions{Region: c.cfg.Region}); err != nil {
+	err = c.onEndpoints(ctx, func(mc *minio.Client) error {
+		return mc.MakeBucket(ctx, c.cfg.Namespace, minio.MakeBucketOptions{Region: c.cfg.Region})
+	})
+	if err != nil {
 		if code := minio.ToErrorResponse(err).Code; code != "BucketAlreadyOwnedByYou" && code != "BucketAlreadyExists" {
 			return fmt.Errorf("weights: create namespace %q: %w", c.cfg.Namespace, err)
 		}
@@ -126,8 +160,12 @@ func (c *Client) ensureNamespace(ctx context.Context) error {
 }
 
 // putFile uploads one file with parallel multipart parts read straight from
-// the file (an io.ReaderAt: nothing is buffered whole), then checks that the
-// file did not change since it was summed.
+// the file (an io.ReaderAt: nothing is buffered whole), after checking that
+// the file did not change size since it was summed. An upload whose endpoint
+// fails (a node killed mid-push) starts over through the next endpoint: the
+// object becomes visible only when a complete upload finishes, so a reader
+// never sees the half sent to the dead node, and the progress counts the
+// file's bytes once.
 func (c *Client) putFile(ctx context.Context, p, model string, f File, progress *Progress) error {
 	fh, err := os.Open(p)
 	if err != nil {
@@ -141,11 +179,19 @@ func (c *Client) putFile(ctx context.Context, p, model string, f File, progress 
 	if st.Size() != f.Size {
 		return fmt.Errorf("weights: %s changed size during push (%d, was %d)", p, st.Size(), f.Size)
 	}
-	_, err = c.mcs[0].PutObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), fh, f.Size, minio.PutObjectOptions{
-		ContentType: "application/octet-stream",
-		PartSize:    uint64(c.cfg.ChunkSize),
-		NumThreads:  uint(c.cfg.Parallel),
-		Progress:    progressReader{progress},
+	done := progress.Done.Load()
+	err = c.onEndpoints(ctx, func(mc *minio.Client) error {
+		progress.Done.Store(done)
+		if _, err := fh.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		_, err := mc.PutObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), fh, f.Size, minio.PutObjectOptions{
+			ContentType: "application/octet-stream",
+			PartSize:    uint64(c.cfg.ChunkSize),
+			NumThreads:  uint(c.cfg.Parallel),
+			Progress:    progressReader{progress},
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("weights: push %s: %w", f.Path, err)

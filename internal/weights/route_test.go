@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/internal/locations"
+	"github.com/minio/minio-go/v7"
 )
 
 // TestRouteSpans: a chunk is cut on block boundaries, neighbours going to
@@ -168,6 +169,28 @@ func TestMarkDownWithoutRouting(t *testing.T) {
 		c.rt.markDown(0)
 		if c.rt.usable(0) {
 			t.Errorf("%d endpoints: endpoint 0 still usable after markDown", len(eps))
+		}
+	}
+}
+
+// TestEndpointFailure: only a failure of the endpoint itself (no S3 reply,
+// or a server-side one) moves a push to the next endpoint; a refusal of
+// the request would be the same through any node.
+func TestEndpointFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection reset", errors.New("write tcp 127.0.0.1:1->127.0.0.1:2: write: connection reset by peer"), true},
+		{"503", minio.ErrorResponse{Code: "ServiceUnavailable", StatusCode: 503}, true},
+		{"500", minio.ErrorResponse{Code: "InternalError", StatusCode: 500}, true},
+		{"access denied", minio.ErrorResponse{Code: "AccessDenied", StatusCode: 403}, false},
+		{"no such bucket", minio.ErrorResponse{Code: "NoSuchBucket", StatusCode: 404}, false},
+		{"entity too large", minio.ErrorResponse{Code: "EntityTooLarge", StatusCode: 400}, false},
+	} {
+		if got := endpointFailure(tc.err); got != tc.want {
+			t.Errorf("%s: endpointFailure %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
