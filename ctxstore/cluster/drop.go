@@ -110,6 +110,26 @@ func (g *dropGap) has(k block.Key) bool {
 	return ok
 }
 
+// which marks the items of a put batch whose block has a drop queued or
+// committing; nil when none has (the common case costs an atomic load).
+func (g *dropGap) which(items []ctxstore.TierPut) []bool {
+	if g.n.Load() == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var marked []bool
+	for i, it := range items {
+		if _, ok := g.keys[it.Key.Block()]; ok {
+			if marked == nil {
+				marked = make([]bool, len(items))
+			}
+			marked[i] = true
+		}
+	}
+	return marked
+}
+
 func (g *dropGap) unqueue(k block.Key) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxtier/ctxtier/ctxstore"
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 )
 
@@ -143,5 +144,50 @@ func TestDropGapBookkeeping(t *testing.T) {
 				t.Fatalf("%d blocks in the set (map %d), want %d", n, len(g.keys), tc.wantAfter)
 			}
 		})
+	}
+}
+
+// TestBatchWithARefillKeepsItsOrder: a put batch [A, X, B] where X is held
+// by the index but its local copy was dropped (its drop queued, not yet
+// committed) reaches the local tier in the batch's order, A before X before
+// B: a refill written while the batch is planned would land ahead of A,
+// and a recency policy would take X, the middle of a prefix, for the
+// oldest of the three.
+func TestBatchWithARefillKeepsItsOrder(t *testing.T) {
+	tc := newTestCluster(t, 1, func(c *Config) { c.DropLinger = time.Hour })
+	tc.createNS("one", 1, 0)
+	tn := tc.nodes[0]
+	ctx := withTimeout(t, 30*time.Second)
+	x := testBlock{block.NewKey("one", 2), payload(2, 64<<10)}
+	if err := tn.store.Put(ctx, x.key, x.data, block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// What an eviction leaves: the local copy gone, its drop queued, the
+	// index entry still there.
+	tn.backend.drops.gap.queue(x.key)
+	defer tn.backend.drops.gap.unqueue(x.key)
+	if err := tn.tiers.Delete(ctx, x.key); err != nil {
+		t.Fatal(err)
+	}
+	a := testBlock{block.NewKey("one", 1), payload(1, 64<<10)}
+	b := testBlock{block.NewKey("one", 3), payload(3, 64<<10)}
+	var items []ctxstore.PutItem
+	for _, tb := range []testBlock{a, x, b} {
+		items = append(items, ctxstore.PutItem{Key: tb.key, Data: tb.data})
+	}
+	if err := errors.Join(tn.store.PutBatch(ctx, items)...); err != nil {
+		t.Fatal(err)
+	}
+	var at []time.Time
+	for _, tb := range []testBlock{a, x, b} {
+		info, err := tn.tiers.Stat(ctx, tb.key)
+		if err != nil {
+			t.Fatalf("%s after the batch: %v", tb.key, err)
+		}
+		at = append(at, info.Created)
+		mustGet(t, tn.store, tb.key, tb.data)
+	}
+	if !at[0].Before(at[1]) || !at[1].Before(at[2]) {
+		t.Fatalf("local puts at A %v, X %v, B %v: want the batch's order", at[0].UnixNano(), at[1].UnixNano(), at[2].UnixNano())
 	}
 }
