@@ -20,7 +20,9 @@ import (
 
 // Push uploads every regular file under dir as model's checkpoint, then
 // its manifest (last, so a reader never sees a manifest whose files are
-// not all there). progress may be nil.
+// not all there). A file the tier already holds with the same size and
+// SHA-256 (an earlier push's, interrupted or complete) is not sent again,
+// and leaves progress's total. progress may be nil.
 func (c *Client) Push(ctx context.Context, dir, model string, progress *Progress) (*Manifest, error) {
 	if err := CheckModel(model); err != nil {
 		return nil, err
@@ -62,6 +64,12 @@ func (c *Client) Push(ctx context.Context, dir, model string, progress *Progress
 		return nil, err
 	}
 	for _, f := range m.Files {
+		if c.pushed(ctx, model, f) {
+			// A push that was interrupted, or a new version of a checkpoint
+			// that shares files with the old one, sends only what changed.
+			progress.Total.Add(-f.Size)
+			continue
+		}
 		if err := c.putFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), model, f, progress); err != nil {
 			return nil, err
 		}
@@ -186,10 +194,11 @@ func (c *Client) putFile(ctx context.Context, p, model string, f File, progress 
 			return err
 		}
 		_, err := mc.PutObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), fh, f.Size, minio.PutObjectOptions{
-			ContentType: "application/octet-stream",
-			PartSize:    uint64(c.cfg.ChunkSize),
-			NumThreads:  uint(c.cfg.Parallel),
-			Progress:    progressReader{progress},
+			ContentType:  "application/octet-stream",
+			UserMetadata: map[string]string{metaSHA256: f.SHA256},
+			PartSize:     uint64(c.cfg.ChunkSize),
+			NumThreads:   uint(c.cfg.Parallel),
+			Progress:     progressReader{progress},
 		})
 		return err
 	})
@@ -197,6 +206,26 @@ func (c *Client) putFile(ctx context.Context, p, model string, f File, progress 
 		return fmt.Errorf("weights: push %s: %w", f.Path, err)
 	}
 	return nil
+}
+
+// metaSHA256 is the user metadata (x-amz-meta-ctxtier-sha256) every pushed
+// file carries: the whole file's SHA-256, so that a later push of the same
+// bytes skips it.
+const metaSHA256 = "Ctxtier-Sha256"
+
+// pushed reports whether the tier already holds f's bytes under model: an
+// object of f's size whose recorded SHA-256 is f's. An object appears only
+// once its upload completed, so a file whose push was interrupted is not
+// there. Any failure to tell (other than the endpoints' own, which fail
+// over) counts as not pushed: the file is sent.
+func (c *Client) pushed(ctx context.Context, model string, f File) bool {
+	var info minio.ObjectInfo
+	err := c.onEndpoints(ctx, func(mc *minio.Client) error {
+		var err error
+		info, err = mc.StatObject(ctx, c.cfg.Namespace, c.objectName(model, f.Path), minio.StatObjectOptions{})
+		return err
+	})
+	return err == nil && info.Size == f.Size && info.Metadata.Get("X-Amz-Meta-"+metaSHA256) == f.SHA256
 }
 
 // progressReader is minio-go's progress hook: it reads every byte sent.

@@ -60,21 +60,30 @@ func sameTree(t *testing.T, want, got string, files map[string]int) {
 	}
 }
 
-// TestPushPullResume: a checkpoint pushed to a real ctxd comes back byte
-// for byte; a pull cancelled inside the big file is resumed by a second
-// pull that skips the finished files, keeps the finished chunks and
-// fetches only the rest; a third pull fetches nothing.
-func TestPushPullResume(t *testing.T) {
+// pushPullFixture starts a ctxd and writes a checkpoint (writeCheckpoint)
+// into a fresh source directory; it returns a context bounded to 3 minutes,
+// a client of the node, the source and an empty destination directory, the
+// files' sizes and their total.
+func pushPullFixture(t *testing.T) (context.Context, *Client, string, string, map[string]int, int64) {
+	t.Helper()
 	n := startCtxd(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	src, dst := t.TempDir(), t.TempDir()
 	files := writeCheckpoint(t, src)
 	var total int64
 	for _, s := range files {
 		total += int64(s)
 	}
-	c := n.client(t, nil)
+	return ctx, n.client(t, nil), src, dst, files, total
+}
+
+// TestPushPullResume: a checkpoint pushed to a real ctxd comes back byte
+// for byte; a pull cancelled inside the big file is resumed by a second
+// pull that skips the finished files, keeps the finished chunks and
+// fetches only the rest; a third pull fetches nothing.
+func TestPushPullResume(t *testing.T) {
+	ctx, c, src, dst, files, total := pushPullFixture(t)
 	var pp Progress
 	m, err := c.Push(ctx, src, "llama/7b", &pp)
 	if err != nil {
@@ -238,5 +247,51 @@ func TestPullFailsOverWhenANodeDies(t *testing.T) {
 		t.Fatalf("node killed after %d of %d bytes: not mid-transfer", at, total)
 	}
 	t.Logf("first endpoint killed after %d of %d bytes; pull: %+v", at, total, st)
+	sameTree(t, src, dst, files)
+}
+
+// TestPushSkipsFilesAlreadyPushed: a second push of the same checkpoint
+// sends nothing but the manifest; after one file changes (same size, other
+// bytes), a push sends that file alone, and a pull gives the new bytes.
+func TestPushSkipsFilesAlreadyPushed(t *testing.T) {
+	ctx, c, src, dst, files, total := pushPullFixture(t)
+	var first Progress
+	if _, err := c.Push(ctx, src, "llama/7b", &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Total.Load() != total || first.Done.Load() < total {
+		t.Fatalf("first push: total %d, done %d; want %d sent", first.Total.Load(), first.Done.Load(), total)
+	}
+	var again Progress
+	m, err := c.Push(ctx, src, "llama/7b", &again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Total.Load() != 0 || again.Done.Load() != 0 || m.Size() != total {
+		t.Fatalf("second push of the same files: total %d, done %d, manifest %d bytes; want nothing sent, %d in the manifest",
+			again.Total.Load(), again.Done.Load(), m.Size(), total)
+	}
+	// config.json changes, keeping its size.
+	cfgPath := filepath.Join(src, "config.json")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var changed Progress
+	if _, err := c.Push(ctx, src, "llama/7b", &changed); err != nil {
+		t.Fatal(err)
+	}
+	if changed.Total.Load() != int64(len(b)) || changed.Done.Load() < int64(len(b)) || changed.Done.Load() > 2*int64(len(b)) {
+		t.Fatalf("push after one file changed: total %d, done %d; want that file's %d bytes sent", changed.Total.Load(), changed.Done.Load(), len(b))
+	}
+	if _, err := c.Pull(ctx, "llama/7b", dst, nil); err != nil {
+		t.Fatal(err)
+	}
 	sameTree(t, src, dst, files)
 }
