@@ -97,7 +97,10 @@ func (h *handler) statusRoute(pattern string, fn func(http.ResponseWriter, *http
 		return
 	}
 	h.route(pattern, false, func(w http.ResponseWriter, r *http.Request) error {
-		if r.Header.Get(control.HeaderToken) != "" || r.Header.Get("Authorization") == "" && r.URL.Query().Get("X-Amz-Signature") == "" {
+		// A request that sends the token is judged by it, and so is one
+		// that sends no access-key credentials (header or presigned URL).
+		keyCreds := r.Header.Get("Authorization") != "" || r.URL.Query().Get("X-Amz-Signature") != ""
+		if r.Header.Get(control.HeaderToken) != "" || !keyCreds {
 			if !h.ctl.TokenOK(r) {
 				return fmt.Errorf("%w: missing or wrong %s, and no access key's credentials", block.ErrUnauthenticated, control.HeaderToken)
 			}
