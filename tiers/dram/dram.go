@@ -15,7 +15,6 @@
 package dram
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -353,117 +352,6 @@ func (t *Tier) releaseLocked(h uint32) {
 	t.freePagesLocked(e.page, e.pages)
 	*e = entry{}
 	t.free = append(t.free, h)
-}
-
-// Put stores data under key. data must already match sum. A key that is
-// present with identical bytes succeeds (and may extend its pin); a key with
-// other bytes is block.ErrConflict.
-func (t *Tier) Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
-	return t.PutClean(ctx, key, data, sum, opts, false)
-}
-
-// PutClean is Put for a block that a lower tier already holds (written
-// through, or promoted from below): evicting it later needs no demotion.
-func (t *Tier) PutClean(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions, clean bool) error {
-	size := int64(len(data))
-	if size == 0 {
-		return fmt.Errorf("%w: empty block", block.ErrInvalidArgument)
-	}
-	if size > t.cfg.MaxBlockSize {
-		return fmt.Errorf("%w: %s: %d bytes exceeds the dram tier's max block size %d", block.ErrTooLarge, key, size, t.cfg.MaxBlockSize)
-	}
-	now := t.now()
-	pinUntil := int64(0)
-	if opts.PinTTL > 0 {
-		pinUntil = now.Add(opts.PinTTL).UnixNano()
-	}
-
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return block.ErrClosed
-	}
-	if h, ok := t.index[key]; ok {
-		err := t.samePutLocked(h, data, sum, pinUntil)
-		t.mu.Unlock()
-		return err
-	}
-	page, pages, err := t.reserveLocked(ctx, key, size, t.putQuota(key.Namespace, &opts))
-	if err != nil {
-		t.mu.Unlock()
-		return err
-	}
-	// A quota eviction may have released the lock and let Close in.
-	if !t.enterLocked() {
-		t.mu.Unlock()
-		return block.ErrClosed
-	}
-	// A concurrent put of the same key may have won while a demotion had the lock released.
-	if h, ok := t.index[key]; ok {
-		t.freePagesLocked(page, pages)
-		t.unchargeLocked(key.Namespace, size)
-		err := t.samePutLocked(h, data, sum, pinUntil)
-		t.mu.Unlock()
-		t.busy.Done()
-		return err
-	}
-	off := int64(page) * PageSize
-	dst := t.arena[off : off+size]
-	t.mu.Unlock()
-
-	// Copy outside the lock: the pages are ours and invisible until indexed,
-	// and the gate keeps Close from unmapping them meanwhile.
-	// The at-rest fingerprint is taken from the caller's bytes, which the
-	// store verified against their CRC, so a fault during the copy is caught
-	// on the first read.
-	copy(dst, data)
-	t.busy.Done()
-	fp := xxh3.Hash(data)
-
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return block.ErrClosed
-	}
-	if h, ok := t.index[key]; ok { // a concurrent put of the same key won
-		t.freePagesLocked(page, pages)
-		t.unchargeLocked(key.Namespace, size)
-		return t.samePutLocked(h, data, sum, pinUntil)
-	}
-	h := t.newHandle()
-	ns := now.UnixNano()
-	e := &t.entries[h]
-	*e = entry{
-		key: key, page: page, pages: pages, size: size, sum: sum, fp: fp, version: atomic.LoadUint64(&t.vers[page]),
-		priority: min(opts.Priority, block.MaxPriority), live: true, tracked: true, clean: clean, never: opts.Reuse == block.ReuseNever,
-		pinUntil: pinUntil, created: ns, access: ns,
-	}
-	if !opts.Expires.IsZero() {
-		e.expires = opts.Expires.UnixNano()
-	}
-	t.index[key] = h
-	t.linkLocked(h) // its bytes were charged by reserveLocked
-	t.setClockLocked(ns)
-	t.policy.Insert(policy.Handle(h), policy.Meta{
-		Hash: key.Hash, Parent: opts.Parent, HasParent: opts.HasParent,
-		Size: size, Priority: e.priority, Reuse: opts.Reuse, Retain: int64(opts.Retain),
-		Session: sessionKey(key.Namespace, opts.Session),
-	})
-	t.st.residentBytes.Add(size)
-	t.st.blocks.Add(1)
-	t.st.puts.Add(1)
-	return nil
-}
-
-// samePutLocked handles a put of a key that is already resident.
-func (t *Tier) samePutLocked(h uint32, data []byte, sum uint32, pinUntil int64) error {
-	e := &t.entries[h]
-	if e.size != int64(len(data)) || e.sum != sum || !bytes.Equal(t.bytesOf(e), data) {
-		return fmt.Errorf("%w: %s: resident block has %d bytes, crc32c %08x; put has %d bytes, crc32c %08x",
-			block.ErrConflict, e.key, e.size, e.sum, len(data), sum)
-	}
-	e.pinUntil = max(e.pinUntil, pinUntil)
-	return nil
 }
 
 // MarkClean records that a lower tier now holds key, so evicting it needs no demotion.
