@@ -386,6 +386,25 @@ func flip(t *testing.T, path string, off int64) {
 	}
 }
 
+// damagedTier opens a tier (closed at the test's end) holding keys 1-3
+// (20,000 bytes each) and flips the byte of key 2's extent at at(its
+// descriptor), which it returns.
+func damagedTier(t *testing.T, at func(d Descriptor) int64) (*Tier, Descriptor) {
+	t.Helper()
+	tr := open(t, testConfig(t.TempDir()))
+	t.Cleanup(func() { tr.Close() })
+	for i := uint64(1); i <= 3; i++ {
+		put(t, tr, key(i), payload(i, 20000), block.PutOptions{})
+	}
+	d, release, err := tr.Descriptor(context.Background(), key(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	flip(t, d.Path, at(d))
+	return tr, d
+}
+
 func TestCorruptionIsACountedMiss(t *testing.T) {
 	cases := []struct {
 		name string
@@ -398,18 +417,8 @@ func TestCorruptionIsACountedMiss(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := open(t, testConfig(t.TempDir()))
-			defer tr.Close()
+			tr, d := damagedTier(t, tc.at)
 			ctx := context.Background()
-			for i := uint64(1); i <= 3; i++ {
-				put(t, tr, key(i), payload(i, 20000), block.PutOptions{})
-			}
-			d, release, err := tr.Descriptor(ctx, key(2))
-			if err != nil {
-				t.Fatal(err)
-			}
-			release()
-			flip(t, d.Path, tc.at(d))
 			if _, err := descriptor.ReadExtent(key(2), d.Block()); !errors.Is(err, block.ErrChecksum) {
 				t.Fatalf("descriptor.ReadExtent of a damaged extent: %v", err)
 			}
