@@ -118,6 +118,7 @@ type Manager struct {
 	log   *slog.Logger
 
 	promotions, promoteSkipped     atomic.Uint64
+	directPromotions               atomic.Uint64 // promotions read straight into DRAM (promoteInto)
 	demotions, demoteSkipped       atomic.Uint64
 	demoteErrors, demotedBytes     atomic.Uint64
 	lowerHits, lowerMisses, writes atomic.Uint64
@@ -312,20 +313,40 @@ func (m *Manager) Get(ctx context.Context, key block.Key, opts block.GetOptions)
 }
 
 // lowerGet reads the lower tier and promotes the block if admitted; it
-// reports whether the block is now in DRAM.
+// reports whether the block is now in DRAM. A lower tier that can read into
+// caller memory (IntoReader) reads an admitted block straight into its new
+// DRAM pages, and the read is served from that copy (promoteInto); else the
+// block is read into the lower tier's buffer, served from it, and copied
+// into DRAM.
+//
+// The lower tier's Stat comes first (the old path also asked it, after the
+// read, for the block's priority); a block no lower tier holds therefore
+// costs two index lookups there instead of one. Engines GET what a Lookup
+// found, so such misses are rare.
 func (m *Manager) lowerGet(ctx context.Context, key block.Key, opts block.GetOptions) (*block.Ref, bool, error) {
+	info, serr := m.lower.Stat(ctx, key)
+	decided, admit := false, false
+	if serr == nil {
+		decided, admit = true, m.admitPromotion(key)
+		if admit {
+			if ref, ok := m.promoteInto(ctx, key, info, opts); ok {
+				return ref, true, nil
+			}
+		}
+	}
 	ref, err := m.lower.Get(ctx, key, opts)
 	if err != nil {
 		m.lowerMisses.Add(1)
 		return nil, false, err
 	}
 	m.lowerHits.Add(1)
-	m.cfg.PromoteAdmission.Record(key.Hash)
-	if !m.cfg.PromoteAdmission.Admit(key.Hash) {
+	if !decided {
+		admit = m.admitPromotion(key)
+	}
+	if !admit {
 		m.promoteSkipped.Add(1)
 		return ref, false, nil
 	}
-	info, serr := m.lower.Stat(ctx, key)
 	popts := block.PutOptions{Namespace: opts.Namespace}
 	if serr == nil {
 		popts.Priority, popts.HasPriority = info.Priority, true
@@ -339,6 +360,13 @@ func (m *Manager) lowerGet(ctx context.Context, key block.Key, opts block.GetOpt
 		m.log.Warn("promotion to dram failed", "key", key.String(), "err", perr)
 	}
 	return ref, perr == nil, nil
+}
+
+// admitPromotion records a lower-tier hit of key with the promotion
+// admission and asks it whether to promote.
+func (m *Manager) admitPromotion(key block.Key) bool {
+	m.cfg.PromoteAdmission.Record(key.Hash)
+	return m.cfg.PromoteAdmission.Admit(key.Hash)
 }
 
 // Stat returns the metadata of the hottest copy.
@@ -427,7 +455,10 @@ func (m *Manager) List(ctx context.Context, ns, prefix, after string, limit int)
 
 // Stats are the manager's own counters (each tier has its own too).
 type Stats struct {
-	Promotions, PromoteSkipped             uint64
+	Promotions, PromoteSkipped uint64
+	// DirectPromotions are the Promotions read straight into DRAM's pages
+	// (IntoReader), with no staging buffer or copy.
+	DirectPromotions                       uint64
 	Demotions, DemoteSkipped, DemoteErrors uint64
 	DemotedBytes                           uint64
 	LowerHits, LowerMisses                 uint64
@@ -443,7 +474,7 @@ type Stats struct {
 // Stats returns a snapshot of the counters.
 func (m *Manager) Stats() Stats {
 	return Stats{
-		Promotions: m.promotions.Load(), PromoteSkipped: m.promoteSkipped.Load(),
+		Promotions: m.promotions.Load(), PromoteSkipped: m.promoteSkipped.Load(), DirectPromotions: m.directPromotions.Load(),
 		Demotions: m.demotions.Load(), DemoteSkipped: m.demoteSkipped.Load(), DemoteErrors: m.demoteErrors.Load(),
 		DemotedBytes: m.demotedBytes.Load(),
 		LowerHits:    m.lowerHits.Load(), LowerMisses: m.lowerMisses.Load(),

@@ -16,6 +16,7 @@ func NewCollector(m *Manager) *Collector {
 // metrics is what the collector exports of a Stats.
 var metrics = []metrictable.Metric[Stats]{
 	metrictable.Counter("promotions_total", "Lower-tier hits copied into DRAM.", func(s Stats) float64 { return float64(s.Promotions) }),
+	metrictable.Counter("promotions_direct_total", "Promotions read from the lower tier straight into DRAM pages (no staging copy).", func(s Stats) float64 { return float64(s.DirectPromotions) }),
 	metrictable.Counter("promotions_skipped_total", "Lower-tier hits the promotion admission declined.", func(s Stats) float64 { return float64(s.PromoteSkipped) }),
 	metrictable.Counter("demotions_total", "Blocks evicted from DRAM and written to the lower tier.", func(s Stats) float64 { return float64(s.Demotions) }),
 	metrictable.Counter("demotions_skipped_total", "Blocks evicted from DRAM that the demotion admission declined (dropped).", func(s Stats) float64 { return float64(s.DemoteSkipped) }),

@@ -33,7 +33,7 @@ func TestCollectorScrape(t *testing.T) {
 		t.Fatalf("stats %+v, want 7 demotions of %d bytes, a lower hit and a promotion", s, bs)
 	}
 	want := fmt.Sprintf(wantScrape, s.DemotedBytes, s.DemoteErrors, s.Demotions, s.DemoteSkipped, s.LowerHits,
-		s.LowerMisses, s.Promotions, s.PromoteSkipped, s.QuotaTrimmedBytes, s.SharedReads)
+		s.LowerMisses, s.Promotions, s.DirectPromotions, s.PromoteSkipped, s.QuotaTrimmedBytes, s.SharedReads)
 	if err := testutil.CollectAndCompare(NewCollector(m), strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +62,9 @@ ctxtier_tiers_lower_misses_total %d
 # HELP ctxtier_tiers_promotions_total Lower-tier hits copied into DRAM.
 # TYPE ctxtier_tiers_promotions_total counter
 ctxtier_tiers_promotions_total %d
+# HELP ctxtier_tiers_promotions_direct_total Promotions read from the lower tier straight into DRAM pages (no staging copy).
+# TYPE ctxtier_tiers_promotions_direct_total counter
+ctxtier_tiers_promotions_direct_total %d
 # HELP ctxtier_tiers_promotions_skipped_total Lower-tier hits the promotion admission declined.
 # TYPE ctxtier_tiers_promotions_skipped_total counter
 ctxtier_tiers_promotions_skipped_total %d
