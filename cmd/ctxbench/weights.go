@@ -131,7 +131,7 @@ type weightsResult struct {
 	// decoded from erasure shards (ctxtier_cluster_read_bytes_total).
 	readLocal, readRemote, readDecoded float64
 	lowerByNode                        []string
-	promotions, shared                 float64
+	promotions, direct, shared         float64
 	nvmeReads, s3Reads                 float64
 	workerTier, workerVGW              []time.Duration
 	// cpuNodes and cpuBench are the CPU time (user + system) the three
@@ -301,6 +301,7 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 		res.nvmeReads += d.nvme
 		res.s3Reads += d.s3
 		res.promotions += d.promotions
+		res.direct += d.direct
 		res.shared += d.shared
 		res.readLocal += d.local
 		res.readRemote += d.remote
@@ -403,14 +404,14 @@ func (r *weightsResult) print(out io.Writer, cfg weightsConfig) {
 	gbs := func(d time.Duration) float64 { return r.served / d.Seconds() / 1e9 }
 	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d route=%v verify=%s "+
 		"tier_gb_s=%.3f raw_tcp_gb_s=%.3f ratio_vs_raw_tcp=%.3f "+
-		"lower_tier_bytes_per_served_byte=%.3f lower_tier_bytes_per_checkpoint_byte=%.3f lower_tier_bytes=%s (nvme=%s s3=%s; %v) promotions=%.0f shared_reads=%.0f "+
+		"lower_tier_bytes_per_served_byte=%.3f lower_tier_bytes_per_checkpoint_byte=%.3f lower_tier_bytes=%s (nvme=%s s3=%s; %v) promotions=%.0f promotions_direct=%.0f shared_reads=%.0f "+
 		"last_complete_s=%.2f versitygw_last_complete_s=%.2f speedup_vs_versitygw=%.3f push_gb_s=%.3f "+
 		"node_cpu_s_per_gb=%.3f puller_cpu_s_per_gb=%.3f raw_tcp_cpu_s_per_gb=%.3f "+
 		"local_read_share=%.3f peer_read_bytes_per_served_byte=%.3f\n",
 		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards, cfg.Route, cfg.Verify,
 		gbs(r.tier), gbs(r.raw), r.raw.Seconds()/r.tier.Seconds(),
 		r.lowerBytes/r.served, r.lowerBytes/float64(r.size), block.FormatSize(int64(r.lowerBytes)), block.FormatSize(int64(r.nvmeReads)), block.FormatSize(int64(r.s3Reads)), r.lowerByNode,
-		r.promotions, r.shared,
+		r.promotions, r.direct, r.shared,
 		r.tier.Seconds(), r.vgw.Seconds(), r.vgw.Seconds()/r.tier.Seconds(), float64(r.size)/r.push.Seconds()/1e9,
 		r.cpuNodes.Seconds()/(r.served/1e9), r.cpuBench.Seconds()/(r.served/1e9), r.cpuRaw.Seconds()/(r.served/1e9),
 		r.readLocal/max(1, r.readLocal+r.readRemote+r.readDecoded), (r.readRemote+r.readDecoded)/r.served)
@@ -420,18 +421,18 @@ func (r *weightsResult) print(out io.Writer, cfg weightsConfig) {
 // the bytes of the blocks it served by path (its own tiers, a peer,
 // decoded).
 type lowerTierCounters struct {
-	nvme, s3, promotions, shared float64
-	local, remote, decoded       float64
+	nvme, s3, promotions, direct, shared float64
+	local, remote, decoded               float64
 }
 
 func (a lowerTierCounters) minus(b lowerTierCounters) lowerTierCounters {
-	return lowerTierCounters{a.nvme - b.nvme, a.s3 - b.s3, a.promotions - b.promotions, a.shared - b.shared,
+	return lowerTierCounters{a.nvme - b.nvme, a.s3 - b.s3, a.promotions - b.promotions, a.direct - b.direct, a.shared - b.shared,
 		a.local - b.local, a.remote - b.remote, a.decoded - b.decoded}
 }
 
 // lowerTierSnapshot reads every node's /metrics: bytes its NVMe and S3
 // tiers read from their media (ctxtier_tier_read_bytes_total), promotions
-// into DRAM and reads that shared another's lower-tier read.
+// into DRAM (and those read straight into DRAM's pages) and reads that shared another's lower-tier read.
 func lowerTierSnapshot(ctx context.Context, lc *localCluster) ([]lowerTierCounters, error) {
 	out := make([]lowerTierCounters, len(lc.nodes))
 	for i, nd := range lc.nodes {
@@ -445,6 +446,7 @@ func lowerTierSnapshot(ctx context.Context, lc *localCluster) ([]lowerTierCounte
 		}
 		out[i].s3, _ = promSamples(text, "ctxtier_tier_read_bytes_total", `tier="s3"`) // no S3 tier: none
 		out[i].promotions, _ = promSamples(text, "ctxtier_tiers_promotions_total", "")
+		out[i].direct, _ = promSamples(text, "ctxtier_tiers_promotions_direct_total", "")
 		out[i].shared, _ = promSamples(text, "ctxtier_tiers_shared_reads_total", "")
 		for _, c := range []struct {
 			v    *float64

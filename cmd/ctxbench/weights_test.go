@@ -152,7 +152,7 @@ func TestWeightsBenchAgainstRealCluster(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"tier_gb_s", "raw_tcp_gb_s", "ratio_vs_raw_tcp", "lower_tier_bytes_per_served_byte", "lower_tier_bytes_per_checkpoint_byte",
-		"last_complete_s", "versitygw_last_complete_s", "speedup_vs_versitygw", "push_gb_s", "promotions",
+		"last_complete_s", "versitygw_last_complete_s", "speedup_vs_versitygw", "push_gb_s", "promotions", "promotions_direct",
 		"node_cpu_s_per_gb", "puller_cpu_s_per_gb", "raw_tcp_cpu_s_per_gb", "local_read_share"} {
 		if v, ok := vals[k]; !ok || v <= 0 {
 			t.Errorf("%s = %v (present %v), want a positive value", k, v, ok)
