@@ -321,8 +321,8 @@ func (m *Manager) Get(ctx context.Context, key block.Key, opts block.GetOptions)
 //
 // The lower tier's Stat comes first (the old path also asked it, after the
 // read, for the block's priority); a block no lower tier holds therefore
-// costs two index lookups there instead of one. Engines GET what a Lookup
-// found, so such misses are rare.
+// costs a second lookup there, which the NVMe tier's presence filter
+// answers in memory for most absent keys.
 func (m *Manager) lowerGet(ctx context.Context, key block.Key, opts block.GetOptions) (*block.Ref, bool, error) {
 	info, serr := m.lower.Stat(ctx, key)
 	decided, admit := false, false
