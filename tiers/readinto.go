@@ -45,8 +45,11 @@ func (c *Chain) ReadInto(ctx context.Context, key block.Key, length int64, dst [
 // whose Get then reports it missing). The caller has already recorded and
 // admitted the promotion.
 func (m *Manager) promoteInto(ctx context.Context, key block.Key, info block.Info, opts block.GetOptions) (ref *block.Ref, done bool) {
+	// The direct read is the NVMe tier's. A chain's Stat names the tier of
+	// the hottest copy, so a block only a colder tier (S3) holds goes the
+	// usual way without reserving DRAM for a read that would miss.
 	r, ok := m.lower.(IntoReader)
-	if !ok || info.Size <= 0 {
+	if !ok || info.Size <= 0 || info.Tier != block.TierNVMe {
 		return nil, false
 	}
 	popts := block.PutOptions{Namespace: opts.Namespace, Priority: info.Priority, HasPriority: true}

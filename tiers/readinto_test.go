@@ -10,13 +10,14 @@ import (
 	"testing"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
 	"github.com/ctxtier/ctxtier/tiers/dram"
 	"github.com/ctxtier/ctxtier/tiers/nvme"
 )
 
 // directManager is a manager with room for dramBlocks blocks of bs over a
 // real NVMe tier, alone or as the first tier of a chain over a colder
-// in-memory tier (returned as cold, nil without).
+// in-memory tier that reports itself as S3 (returned as cold, nil without).
 func directManager(t *testing.T, dramBlocks int, chain bool) (*Manager, *nvme.Tier, Lower) {
 	t.Helper()
 	low, err := nvme.New(smallNVMe(t, 8<<20), slog.New(slog.DiscardHandler))
@@ -27,7 +28,7 @@ func directManager(t *testing.T, dramBlocks int, chain bool) (*Manager, *nvme.Ti
 	var lower Lower = low
 	var cold Lower
 	if chain {
-		cold = newMemLower()
+		cold = blocktest.New(blocktest.WithMedium(block.TierS3))
 		if lower, err = NewChain(false, low, cold); err != nil {
 			t.Fatal(err)
 		}
@@ -85,6 +86,7 @@ func TestDirectPromotion(t *testing.T) {
 			if err := cold.Put(ctx, k(50), odd, block.Checksum(odd), block.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			misses := low.Stats().Misses
 			ref, err := m.Get(ctx, k(50), block.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -93,6 +95,11 @@ func TestDirectPromotion(t *testing.T) {
 				t.Fatal("wrong bytes from the cold tier")
 			}
 			ref.Release()
+			// One NVMe miss (the chain's Get): no direct read was tried for
+			// a block whose hottest copy is in the colder tier.
+			if got := low.Stats().Misses - misses; got != 1 {
+				t.Fatalf("%d NVMe misses reading a cold-only block, want 1", got)
+			}
 			if s := m.Stats(); s.Promotions != 2 || s.DirectPromotions != 1 || !m.DRAM().Contains(k(50)) {
 				t.Fatalf("stats %+v, want the cold block promoted by copy", s)
 			}
