@@ -325,11 +325,13 @@ func (m *Manager) Get(ctx context.Context, key block.Key, opts block.GetOptions)
 // answers in memory for most absent keys.
 func (m *Manager) lowerGet(ctx context.Context, key block.Key, opts block.GetOptions) (*block.Ref, bool, error) {
 	info, serr := m.lower.Stat(ctx, key)
-	decided, admit := false, false
+	decided, admit, noRoom := false, false, false
 	if serr == nil {
 		decided, admit = true, m.admitPromotion(key)
 		if admit {
-			if ref, ok := m.promoteInto(ctx, key, info, opts); ok {
+			var ref *block.Ref
+			var ok bool
+			if ref, ok, noRoom = m.promoteInto(ctx, key, info, opts); ok {
 				return ref, true, nil
 			}
 		}
@@ -340,6 +342,9 @@ func (m *Manager) lowerGet(ctx context.Context, key block.Key, opts block.GetOpt
 		return nil, false, err
 	}
 	m.lowerHits.Add(1)
+	if noRoom {
+		return ref, false, nil // DRAM had no room a moment ago: served from below
+	}
 	if !decided {
 		admit = m.admitPromotion(key)
 	}

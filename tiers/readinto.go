@@ -3,7 +3,6 @@ package tiers
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/tiers/dram"
@@ -39,18 +38,19 @@ func (c *Chain) ReadInto(ctx context.Context, key block.Key, length int64, dst [
 // a new DRAM copy, and returns a lease on that copy. done is false when it
 // did not serve the read, and the caller reads the lower tier with Get as
 // before: the lower tier cannot read into memory, the block's size is not
-// known, DRAM has no room for it (the block is then served from below
-// without a promotion, as before), or the direct read failed for any
+// known, DRAM has no room for it (noRoom: the caller then serves the block
+// from below without trying a copying promotion, which would fail the same
+// way after another eviction scan), or the direct read failed for any
 // reason (a block that failed verification is dropped by the lower tier,
 // whose Get then reports it missing). The caller has already recorded and
 // admitted the promotion.
-func (m *Manager) promoteInto(ctx context.Context, key block.Key, info block.Info, opts block.GetOptions) (ref *block.Ref, done bool) {
+func (m *Manager) promoteInto(ctx context.Context, key block.Key, info block.Info, opts block.GetOptions) (ref *block.Ref, done, noRoom bool) {
 	// The direct read is the NVMe tier's. A chain's Stat names the tier of
 	// the hottest copy, so a block only a colder tier (S3) holds goes the
 	// usual way without reserving DRAM for a read that would miss.
 	r, ok := m.lower.(IntoReader)
 	if !ok || info.Size <= 0 || info.Tier != block.TierNVMe {
-		return nil, false
+		return nil, false, false
 	}
 	popts := block.PutOptions{Namespace: opts.Namespace, Priority: info.Priority, HasPriority: true}
 	ref, err := m.dram.Fill(ctx, key, info.Size, popts, opts.Retain, func(slot []byte) (uint32, uint64, error) {
@@ -61,16 +61,18 @@ func (m *Manager) promoteInto(ctx context.Context, key block.Key, info block.Inf
 		m.lowerHits.Add(1)
 		m.promotions.Add(1)
 		m.directPromotions.Add(1)
-		return ref, true
+		return ref, true, false
 	case errors.Is(err, dram.ErrResident):
 		// A concurrent put or promotion got there first.
 		if ref, err := m.dram.Get(ctx, key, opts); err == nil {
 			m.lowerHits.Add(1)
-			return ref, true
+			return ref, true, false
 		}
-	case errors.Is(err, block.ErrNoSpace), errors.Is(err, block.ErrQuotaExceeded), errors.Is(err, errNoDirect):
+	case errors.Is(err, block.ErrNoSpace), errors.Is(err, block.ErrQuotaExceeded):
+		return nil, false, true
+	case errors.Is(err, errNoDirect):
 	default:
-		m.log.Debug("direct promotion failed; reading the lower tier", "key", key.String(), "err", fmt.Sprint(err))
+		m.log.Debug("direct promotion failed; reading the lower tier", "key", key.String(), "err", err)
 	}
-	return nil, false
+	return nil, false, false
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
 	"github.com/ctxtier/ctxtier/ctxstore/block/blocktest"
@@ -202,5 +203,35 @@ func TestDirectPromotionConcurrent(t *testing.T) {
 	}
 	if s := m.Stats(); s.DirectPromotions == 0 {
 		t.Fatalf("no direct promotion: %+v", s)
+	}
+}
+
+// TestDirectPromotionWithoutRoom: with every DRAM block pinned, a read of
+// an NVMe block is served from NVMe with its exact bytes and not promoted,
+// after one attempt to make room (the DRAM tier's no-space count rises by
+// one), not a second by the copying path.
+func TestDirectPromotionWithoutRoom(t *testing.T) {
+	m, low, _ := directManager(t, 4, false)
+	ctx := context.Background()
+	for i := range 4 {
+		if err := put(t, m, i, block.PutOptions{PinTTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := data(9)
+	if err := low.Put(ctx, k(9), d, block.Checksum(d), block.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	noSpace := m.DRAM().Stats().NoSpace
+	ref, err := m.Get(ctx, k(9), block.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ref.Data, d) || ref.Tier != block.TierNVMe {
+		t.Fatalf("read %d bytes from %v, want k(9)'s bytes from NVMe", len(ref.Data), ref.Tier)
+	}
+	ref.Release()
+	if got := m.DRAM().Stats().NoSpace - noSpace; got != 1 || m.Stats().Promotions != 0 || m.DRAM().Contains(k(9)) {
+		t.Fatalf("%d attempts to make room, stats %+v; want one attempt and no promotion", got, m.Stats())
 	}
 }
