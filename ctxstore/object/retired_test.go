@@ -251,6 +251,101 @@ func TestRacingReplacesRetireOnce(t *testing.T) {
 	}
 }
 
+// slotHook is a tier that runs hook (once, disarmed first) right after a
+// put into one of the slots keys, before the put returns to its writer.
+type slotHook struct {
+	block.Storage
+	mu   sync.Mutex
+	keys [2]block.Key
+	hook func()
+}
+
+func (h *slotHook) Put(ctx context.Context, key block.Key, data []byte, sum uint32, opts block.PutOptions) error {
+	err := h.Storage.Put(ctx, key, data, sum, opts)
+	h.mu.Lock()
+	run := h.hook
+	if key != h.keys[0] && key != h.keys[1] {
+		run = nil
+	}
+	if run != nil {
+		h.hook = nil
+	}
+	h.mu.Unlock()
+	if err == nil && run != nil {
+		run()
+	}
+	return err
+}
+
+// TestSupersededWriterKeepsItsRetirement: writer A's new manifest is in,
+// and before A reads the slots again writer B replaces it whole (B drops
+// the old version as in the way, writes its own and retires A's). A then
+// finds its record is not the winning one. It must not write its manifest
+// again: that would make current a version B has already retired (its
+// blocks deleted when the grace ends) and retire it a second time later.
+// A counts as written, ordered before B.
+func TestSupersededWriterKeepsItsRetirement(t *testing.T) {
+	hook := &slotHook{}
+	bs := newBlockStoreOver(t, func(st block.Storage) block.Storage {
+		hook.Storage = st
+		return hook
+	})
+	s, err := New(testObjectConfig(time.Minute), bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := []byte("k")
+	if _, err := s.PutObject(ctx, "obj", key, bytes.NewReader(pattern(2<<20, 1)), PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := bs.Namespace("obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errB error
+	hook.mu.Lock()
+	hook.keys = s.slotKeys(n, key)
+	hook.hook = func() {
+		_, errB = s.PutObject(ctx, "obj", key, bytes.NewReader(pattern(1<<20+7, 3)), PutObjectOptions{})
+	}
+	hook.mu.Unlock()
+	if _, err := s.PutObject(ctx, "obj", key, bytes.NewReader(pattern(1<<20+5, 2)), PutObjectOptions{}); err != nil {
+		t.Fatalf("writer A: %v", err)
+	}
+	if errB != nil {
+		t.Fatalf("writer B: %v", errB)
+	}
+	if hook.hook != nil {
+		t.Fatal("writer B never ran: the hook missed A's manifest")
+	}
+	cur, err := s.OpenObject(ctx, "obj", key, ctxstore.ReadLocal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := cur.WriteRange(ctx, &buf, 0, cur.Size, RangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), pattern(1<<20+7, 3)) {
+		t.Fatalf("the object holds %d bytes, not writer B's (the later write)", buf.Len())
+	}
+	seen := map[uint64]int{}
+	for _, segs := range retireRecords(t, s) {
+		for _, g := range segs {
+			seen[g.Version]++
+		}
+	}
+	if len(seen) != 2 {
+		t.Fatalf("%d versions retired, want 2 (the first and writer A's)", len(seen))
+	}
+	for v, c := range seen {
+		if c != 1 || v == cur.m.Segments[0].Version {
+			t.Fatalf("version %x retired %d times (current %x)", v, c, cur.m.Segments[0].Version)
+		}
+	}
+}
+
 // TestSweepBeforeBucketDeletion: the sweep a bucket deletion runs (ttl 0)
 // removes pending retire records and their blocks at once, whatever the
 // grace, so the emptied namespace can be deleted.

@@ -230,8 +230,9 @@ type decision func(cur *record) (value []byte, expires time.Time, write bool, er
 // a generation chosen from a stale view can be lower than one already
 // committed, so after its put the writer reads both slots again (its own
 // put is applied by then, and with it everything committed before it) and,
-// unless its record is the key's winning one, starts over at the
-// linearizable level. A plain SET thus costs no leader round trip.
+// unless its record is the key's winning one, takes it back (withdraw) and
+// starts over at the linearizable level. A plain SET thus costs no leader
+// round trip.
 func (s *Store) replace(ctx context.Context, n block.Namespace, key []byte, decide decision, retired func(value []byte), strict bool) (bool, error) {
 	return s.replaceHinted(ctx, n, key, block.PutOptions{}, decide, retired, strict)
 }
@@ -288,12 +289,20 @@ func (s *Store) replaceHinted(ctx context.Context, n block.Namespace, key []byte
 			return false, err
 		}
 		if lvl != ctxstore.ReadLinearizable {
-			if won, err := s.wins(ctx, n, k, key, target); err != nil || !won {
+			won, err := s.wins(ctx, n, k, key, target)
+			if err != nil {
 				p.release()
-				if err != nil {
+				return false, err
+			}
+			if !won {
+				p.release()
+				switch removed, err := s.withdraw(bg, k[target], rec); {
+				case err != nil:
 					return false, err
+				case removed:
+					continue // again, linearizable
 				}
-				continue // chosen from a stale view: again, linearizable
+				return true, nil // superseded by a later writer: done
 			}
 		}
 		if c >= 0 {
@@ -306,6 +315,25 @@ func (s *Store) replaceHinted(ctx context.Context, n block.Namespace, key []byte
 		return true, nil
 	}
 	return false, fmt.Errorf("%w: %q in namespace %q: concurrent writers kept replacing it", block.ErrUnavailable, key, n.Name)
+}
+
+// withdraw removes rec, a record this writer put in slot sk that turned out
+// not to be the key's winning one (its generation was chosen from a stale
+// view, or a later writer already replaced it), before the writer tries
+// again. It reports whether it removed it. When it is already gone, another
+// writer dropped it as a replaced or in-the-way record and retired what it
+// names (an object's data blocks): the writer must not write the same value
+// again, which would name retired blocks and retire them a second time. It
+// counts as written then, ordered before the write of the one that removed
+// it (that writer's put or delete was running before this call returns).
+// Any other failure is returned: the record, not the winning one, is left
+// to the next writer of the key, as a failed retirement is.
+func (s *Store) withdraw(ctx context.Context, sk block.Key, rec []byte) (bool, error) {
+	err := s.blocks.DeleteIf(ctx, sk, block.Checksum(rec))
+	if errors.Is(err, block.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // wins reports whether slot target holds key's winning record, read from
