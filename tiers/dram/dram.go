@@ -200,6 +200,11 @@ type Stats struct {
 	// QuotaEvictions are evictions made to keep a namespace within its
 	// quota; QuotaRefused the puts refused with block.ErrQuotaExceeded.
 	QuotaEvictions, QuotaRefused uint64
+	// WindowLeads is whether the policy's victims come from Window now
+	// (the window policy, or duel while its Window shadow leads);
+	// PolicySwitches counts duel's changes of lead (policy.Leading).
+	WindowLeads    bool
+	PolicySwitches uint64
 }
 
 // New maps the arena and returns an empty tier.
@@ -691,6 +696,7 @@ func (t *Tier) Stats() Stats {
 	t.mu.Lock()
 	capacity := int64(t.alloc.npages) * PageSize
 	allocated := int64(t.alloc.npages-t.alloc.freePages) * PageSize
+	windowLeads, switches := policy.Leading(t.policy)
 	t.mu.Unlock()
 	return Stats{
 		Capacity:       capacity,
@@ -708,6 +714,8 @@ func (t *Tier) Stats() Stats {
 		ReaderVerified: t.st.readerVerified.Load(),
 		QuotaEvictions: t.st.quotaEvictions.Load(),
 		QuotaRefused:   t.st.quotaRefused.Load(),
+		WindowLeads:    windowLeads,
+		PolicySwitches: uint64(switches),
 	}
 }
 

@@ -32,5 +32,14 @@ var metrics = []metrictable.Metric[Stats]{
 	metrictable.Counter("expirations_total", "Blocks dropped because their TTL passed.", func(s Stats) float64 { return float64(s.Expirations) }),
 	metrictable.Counter("corruptions_total", "Blocks that failed checksum verification and were dropped.", func(s Stats) float64 { return float64(s.Corruptions) }),
 	metrictable.Counter("no_space_total", "Puts refused because nothing evictable was left.", func(s Stats) float64 { return float64(s.NoSpace) }),
+	metrictable.Gauge("policy_window_leads", "1 while the replacement policy's victims come from Window (--dram-policy window, or duel while its Window shadow leads), else 0.", func(s Stats) float64 { return b2f(s.WindowLeads) }),
+	metrictable.Counter("policy_switches_total", "Changes of lead between the duel policy's Window and LRU (0 under other policies).", func(s Stats) float64 { return float64(s.PolicySwitches) }),
 	metrictable.Counter("reader_verified_total", "Reads handed out without the tier's at-rest check, to a reader that verifies the bytes end to end.", func(s Stats) float64 { return float64(s.ReaderVerified) }),
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -68,6 +68,12 @@ ctxtier_tier_misses_total{tier="dram"} 1
 # HELP ctxtier_tier_no_space_total Puts refused because nothing evictable was left.
 # TYPE ctxtier_tier_no_space_total counter
 ctxtier_tier_no_space_total{tier="dram"} 0
+# HELP ctxtier_tier_policy_switches_total Changes of lead between the duel policy's Window and LRU (0 under other policies).
+# TYPE ctxtier_tier_policy_switches_total counter
+ctxtier_tier_policy_switches_total{tier="dram"} 0
+# HELP ctxtier_tier_policy_window_leads 1 while the replacement policy's victims come from Window (--dram-policy window, or duel while its Window shadow leads), else 0.
+# TYPE ctxtier_tier_policy_window_leads gauge
+ctxtier_tier_policy_window_leads{tier="dram"} 0
 # HELP ctxtier_tier_puts_total Blocks stored.
 # TYPE ctxtier_tier_puts_total counter
 ctxtier_tier_puts_total{tier="dram"} 2

@@ -216,3 +216,21 @@ func syncPolicy(dst, src Policy) {
 		s.syncFrom(src)
 	}
 }
+
+// Leading reports which policy chooses p's victims now, for a tier's
+// metrics: window is true while they come from Window (p is Window, or a
+// Duel whose leader is its A policy and A is Window, also inside Hinted),
+// and switches counts a Duel's changes of lead (0 for any other policy).
+func Leading(p Policy) (window bool, switches int) {
+	if h, ok := p.(*Hinted); ok {
+		p = h.Inner()
+	}
+	switch p := p.(type) {
+	case *Window:
+		return true, 0
+	case *Duel:
+		_, aWindow := p.a.(*Window)
+		return p.leaderA == aWindow, p.switches
+	}
+	return false, 0
+}

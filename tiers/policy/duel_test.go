@@ -210,3 +210,35 @@ func TestShadowPrefixHitsInTierOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestLeading: which policy a tier's metrics say picks the victims, for
+// each named policy, and for a Duel before and after it follows Window
+// (the scan phase of TestDuelSwitchesWhenTheWorkloadChanges).
+func TestLeading(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window bool
+	}{
+		{"lru", false}, {"s3fifo", false}, {"segmented", false},
+		{"window", true}, {"window-nohints", true},
+		{"duel", false}, {"duel-nohints", false}, // they start at LRU
+	} {
+		f, err := Lookup(tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w, n := Leading(f(100)); w != tc.window || n != 0 {
+			t.Errorf("%s: Leading = %v, %d switches; want %v, 0", tc.name, w, n, tc.window)
+		}
+	}
+	const capacity = 1000
+	f, _ := Lookup("duel")
+	p := f(capacity)
+	s := &shadow{p: p, slot: map[uint64]Handle{}, capacity: capacity}
+	for _, k := range scanStream(capacity, 30000) {
+		s.access(Meta{Hash: k})
+	}
+	if w, n := Leading(p); !w || n != 1 {
+		t.Fatalf("duel after a scan-heavy stream: Leading = %v, %d switches; want Window after 1", w, n)
+	}
+}

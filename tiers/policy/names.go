@@ -22,9 +22,9 @@ func windowWith(mod func(*WindowConfig)) Factory {
 }
 
 // named lists the policies by name: the production ones and the ablations
-// of Window and Segmented that docs/policy.md measures. "window", ctxd's
-// default, is Window inside Hinted: blocks put without agent hints see
-// exactly Window ("window-nohints" is Window alone).
+// of Window and Segmented that docs/policy.md measures. "duel", ctxd's
+// default, is Duel inside Hinted: blocks put without agent hints see
+// exactly Duel ("duel-nohints" is Duel alone); "window" likewise.
 var named = map[string]Factory{
 	"lru":                  NewLRU,
 	"s3fifo":               NewS3FIFO,
