@@ -97,7 +97,7 @@ func parseSimArgs(args []string) (simArgs, error) {
 	fs.StringVar(&a.tracePath, "trace", "", "Mooncake-format trace (JSON lines)")
 	fs.Int64Var(&a.capacityTokens, "capacity-tokens", 3_000_000, "tier capacity in tokens")
 	fs.IntVar(&a.blockTokens, "block-tokens", trace.MooncakeBlockTokens, "tokens per block (capacity in blocks = capacity-tokens / block-tokens)")
-	fs.StringVar(&a.policyName, "policy", "window", "policy: "+strings.Join(append(policy.Names(), simPolicyNames()...), ", "))
+	fs.StringVar(&a.policyName, "policy", "duel", "policy: "+strings.Join(append(policy.Names(), simPolicyNames()...), ", "))
 	compareList := fs.String("compare", "", "comma-separated policies also replayed at each capacity (e.g. s3fifo,window)")
 	fs.BoolVar(&a.sweep, "sweep", false, "sweep capacities and plot hit ratio against capacity")
 	sweepList := fs.String("sweep-tokens", "500000,1000000,2000000,3000000,5000000,7500000,10000000,15000000,20000000,30000000", "comma-separated capacities (tokens) for --sweep")

@@ -30,7 +30,7 @@ func smallAgentic(t *testing.T) []trace.Request {
 // real ctxd whose DRAM tier holds 1000 blocks of 4 KiB (eviction happens),
 // without hints and with them. Every access is counted, every hit's bytes
 // are compared with what was put, and without hints the hit ratio must be
-// close to the simulator's for the same policy (window) at the same
+// close to the simulator's for the same policy (duel, ctxd's default) at the same
 // capacity: the same policy code decides, only the order of touches and
 // inserts within a request differs. With hints only correctness is checked
 // here (the paced replay's result depends on the machine's speed);
@@ -38,7 +38,7 @@ func smallAgentic(t *testing.T) []trace.Request {
 func TestReplayCtxdMatchesSimulator(t *testing.T) {
 	reqs := smallAgentic(t)
 	const blocks, bs = 1000, 4096
-	sim, err := policysim.Run(reqs, blocks, "window", policy.NewWindow, policysim.Options{})
+	sim, err := policysim.Run(reqs, blocks, "duel", policy.NewDuel, policysim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestReplayCtxdMatchesSimulator(t *testing.T) {
 		if res.Total != sim.Total || res.checked < res.Hits || res.Hits == 0 || res.Hits == res.Total {
 			t.Fatalf("hints=%v: %d/%d hits, %d verified; the simulator counted %d accesses", hints, res.Hits, res.Total, res.checked, sim.Total)
 		}
-		t.Logf("hints=%v sessions=%v: ctxd hit ratio %.4f, simulator window %.4f, bound %.4f, %s, %d session ends, %d blocks released", hints, mode.sessions, res.HitRatio(), sim.HitRatio(), trace.InfiniteCacheHitRatio(reqs), res.wall, res.ended, res.released)
+		t.Logf("hints=%v sessions=%v: ctxd hit ratio %.4f, simulator duel %.4f, bound %.4f, %s, %d session ends, %d blocks released", hints, mode.sessions, res.HitRatio(), sim.HitRatio(), trace.InfiniteCacheHitRatio(reqs), res.wall, res.ended, res.released)
 		if res.HitRatio() >= trace.InfiniteCacheHitRatio(reqs)-0.01 {
 			t.Fatalf("hints=%v: hit ratio %.4f at the infinite-cache bound: nothing was evicted", hints, res.HitRatio())
 		}
@@ -72,7 +72,7 @@ func TestReplayCtxdMatchesSimulator(t *testing.T) {
 			t.Fatalf("hints=%v: %d session ends sent without --ctxd-sessions", hints, res.ended)
 		}
 		if !hints && math.Abs(res.HitRatio()-sim.HitRatio()) > 0.05 {
-			t.Errorf("ctxd window hit ratio %.4f, simulator %.4f: more than 5 points apart", res.HitRatio(), sim.HitRatio())
+			t.Errorf("ctxd duel hit ratio %.4f, simulator %.4f: more than 5 points apart", res.HitRatio(), sim.HitRatio())
 		}
 	}
 }

@@ -116,7 +116,7 @@ func DefaultConfig() Config {
 		Listen:       "127.0.0.1:7400",
 		HTTPListen:   "127.0.0.1:7401",
 		DRAMCapacity: 1 << 30,
-		DRAMPolicy:   "window",
+		DRAMPolicy:   "duel",
 		NVMeCapacity: 0, // sized from the filesystem (resolveNVMe)
 		NVMeSegment:  256 << 20,
 		NVMeAdmit:    "all",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,18 +26,22 @@ func readyRecord(t *testing.T, p *proc) map[string]any {
 	return nil
 }
 
-// TestCtxdDRAMPolicyDefaultWindow starts real ctxd processes with a 16 MiB
-// DRAM tier and no NVMe tier (an eviction drops the block), once without a
-// --dram-policy flag and once with --dram-policy lru. Each gets a hot set of
-// 4 blocks that are read back (hits), then a scan of 48 chained blocks it
-// never reads, three times the DRAM capacity. The default must be window,
-// named in the ready log, and behave as Window: the hot blocks were hit, so
-// they live in its main segment and the scan evicts only window blocks;
-// under LRU the scan evicts them. Every block that is still found must have
-// its exact bytes, and the tier must have evicted.
-func TestCtxdDRAMPolicyDefaultWindow(t *testing.T) {
+// TestCtxdDRAMPolicies starts real ctxd processes with a 32 MiB DRAM tier
+// and no NVMe tier (an eviction drops the block): without a --dram-policy
+// flag, and with window and lru. Each gets a hot set of 4 blocks, then
+// rounds of: read the hot blocks (a miss is put again, as an engine saves
+// what it recomputed), then a scan of 40 chained blocks it never reads,
+// 1.25 times the DRAM capacity. Under lru every scan evicts the hot set;
+// under window it stays from the first round on (hit, it lives in the main
+// segment and the scan evicts window blocks). The default must be duel,
+// named in the ready log, and behave as Duel: LRU order at first (the hot
+// set lost), then, once its Window shadow has shown a significant lead in
+// hits, Window's (the hot set kept through the last rounds), as its
+// metrics say (Window leading after one switch). Every block
+// that is found must have its exact bytes, and the tier must have evicted.
+func TestCtxdDRAMPolicies(t *testing.T) {
 	const bs = 1 << 20
-	const hot, scan = 4, 48
+	const hot, scan, rounds = 4, 40, 16
 	payload := func(i int) []byte {
 		b := make([]byte, bs)
 		for j := range b {
@@ -48,68 +53,99 @@ func TestCtxdDRAMPolicyDefaultWindow(t *testing.T) {
 		name       string
 		args       []string
 		wantPolicy string
-		hotKept    bool
+		// windowLeads and switches: the policy metrics at the end.
+		windowLeads, switches float64
+		// check judges the hot hits of rounds 1.. (round 0 reads the
+		// hot set right after its put).
+		check func(hits []int) bool
 	}{
-		{"default", nil, "window", true},
-		{"lru", []string{"--dram-policy", "lru"}, "lru", false},
+		{"default", nil, "duel", 1, 1, func(h []int) bool {
+			return h[0] == 0 && h[1] == 0 && h[len(h)-1] == hot && h[len(h)-2] == hot && h[len(h)-3] == hot
+		}},
+		{"window", []string{"--dram-policy", "window"}, "window", 1, 0, func(h []int) bool {
+			return !slices.ContainsFunc(h, func(n int) bool { return n != hot })
+		}},
+		{"lru", []string{"--dram-policy", "lru"}, "lru", 0, 0, func(h []int) bool {
+			return !slices.ContainsFunc(h, func(n int) bool { return n != 0 })
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := startCtxd(t, append([]string{"--dram-capacity", "16MiB", "--nvme-dir", "off"}, tc.args...)...)
+			p := startCtxd(t, append([]string{"--dram-capacity", "32MiB", "--nvme-dir", "off"}, tc.args...)...)
 			if got := readyRecord(t, p)["dram_policy"]; got != tc.wantPolicy {
 				t.Fatalf("ready log dram_policy = %v, want %s", got, tc.wantPolicy)
 			}
-			ctx := withTimeout(t, 2*time.Minute)
+			ctx := withTimeout(t, 3*time.Minute)
 			c, err := client.Dial(ctx, p.Native, client.DefaultOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
 			key := func(i int) block.Key { return block.NewKey("default", uint64(1000+i)) }
+			// get reads block i: whether it was resident (with its bytes).
+			get := func(i int) bool {
+				got, err := c.Get(ctx, key(i))
+				switch {
+				case err == nil && !bytes.Equal(got, payload(i)):
+					t.Fatalf("block %d: wrong bytes", i)
+				case err != nil && !errors.Is(err, block.ErrNotFound):
+					t.Fatalf("get %d: %v", i, err)
+				}
+				return err == nil
+			}
 			for i := range hot {
 				if err := c.Put(ctx, key(i), payload(i)); err != nil {
 					t.Fatalf("put hot %d: %v", i, err)
 				}
 			}
-			for i := range hot {
-				got, err := c.Get(ctx, key(i))
-				if err != nil || !bytes.Equal(got, payload(i)) {
-					t.Fatalf("hot block %d before the scan: %d bytes, %v", i, len(got), err)
+			next := hot // the next scan block
+			var hits []int
+			for round := range rounds {
+				n := 0
+				for i := range hot {
+					if get(i) {
+						n++
+					} else if err := c.Put(ctx, key(i), payload(i)); err != nil {
+						t.Fatalf("put hot %d again: %v", i, err)
+					}
 				}
+				if round == 0 && n != hot {
+					t.Fatalf("%d of %d hot blocks resident right after their put", n, hot)
+				}
+				if round > 0 {
+					hits = append(hits, n)
+				}
+				for i := next; i < next+scan; i++ {
+					opts := block.PutOptions{}
+					if i > next {
+						opts.Parent, opts.HasParent = key(i-1).Hash, true
+					}
+					if err := c.PutWithOptions(ctx, key(i), payload(i), opts); err != nil {
+						t.Fatalf("put scan %d: %v", i, err)
+					}
+				}
+				next += scan
 			}
-			for i := hot; i < hot+scan; i++ {
-				opts := block.PutOptions{}
-				if i > hot {
-					opts.Parent, opts.HasParent = key(i-1).Hash, true
-				}
-				if err := c.PutWithOptions(ctx, key(i), payload(i), opts); err != nil {
-					t.Fatalf("put scan %d: %v", i, err)
-				}
+			if ev := metricValue(t, p.HTTP, `ctxtier_tier_evictions_total{tier="dram"}`); ev < float64(rounds*(scan-32)) {
+				t.Fatalf("%v dram evictions after %d rounds of %d MiB of puts into 32 MiB: the load did not evict", ev, rounds, scan)
 			}
-			if ev := metricValue(t, p.HTTP, `ctxtier_tier_evictions_total{tier="dram"}`); ev < scan-16 {
-				t.Fatalf("%v dram evictions after %d MiB of puts into 16 MiB: the load did not evict", ev, hot+scan)
+			leads := metricValue(t, p.HTTP, `ctxtier_tier_policy_window_leads{tier="dram"}`)
+			switches := metricValue(t, p.HTTP, `ctxtier_tier_policy_switches_total{tier="dram"}`)
+			if leads != tc.windowLeads || switches != tc.switches {
+				t.Errorf("%s: policy_window_leads %v, policy_switches_total %v; want %v and %v", tc.name, leads, switches, tc.windowLeads, tc.switches)
 			}
 			kept := 0
-			for i := range hot + scan {
-				got, err := c.Get(ctx, key(i))
-				switch {
-				case err == nil:
-					if !bytes.Equal(got, payload(i)) {
-						t.Fatalf("block %d: wrong bytes after eviction", i)
-					}
+			for i := range next {
+				if get(i) {
 					kept++
-				case !errors.Is(err, block.ErrNotFound):
-					t.Fatalf("get %d: %v", i, err)
-				case i < hot && tc.hotKept:
-					t.Errorf("hot block %d was evicted by a scan under %s", i, tc.wantPolicy)
-				}
-				if err == nil && i < hot && !tc.hotKept {
-					t.Errorf("hot block %d survived a scan of 3x the capacity under %s", i, tc.wantPolicy)
 				}
 			}
 			if kept == 0 {
-				t.Fatal("no block resident after the scan")
+				t.Fatal("no block resident after the rounds")
 			}
-			t.Logf("%s: %d of %d blocks resident after the scan", tc.wantPolicy, kept, hot+scan)
+			t.Logf("%s: hot hits per round %v; %d of %d blocks resident at the end", tc.wantPolicy, hits, kept, next)
+			if !tc.check(hits) {
+				t.Errorf("%s: hot hits per round %v do not behave as %s", tc.name, hits, tc.wantPolicy)
+			}
 		})
 	}
 }

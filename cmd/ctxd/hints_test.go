@@ -26,8 +26,8 @@ var hintPolicies = []struct {
 	args   []string
 	hinted bool // the hints order evictions
 }{
-	{"window", nil, true},
-	{"window-nohints", []string{"--dram-policy", "window-nohints"}, false},
+	{"duel", nil, true},
+	{"duel-nohints", []string{"--dram-policy", "duel-nohints"}, false},
 }
 
 // TestCtxdAgentHints starts real ctxd processes with a 16 MiB DRAM tier and
