@@ -159,7 +159,11 @@ func TestDrainMovesEveryShard(t *testing.T) {
 			lost = 1
 		}
 		if shards, _ := leader.backend.Holding(v.id); shards != 0 || sameLeader && (d.MovedShards != uint64(held[v.id]-lost) || d.LostBlocks != uint64(lost) || d.MovedBytes == 0) || d.Stuck != 0 || d.Stalled || d.Unreachable {
-			t.Errorf("%s: holds %d shards after the drain; status %+v, want %d moved and %d lost", v.id, shards, d, held[v.id]-lost, lost)
+			// The rebalancer's moves are printed too: a shard it moved off
+			// v is not the drain's to count (a flake of this kind was seen
+			// once under CI load: one shard fewer moved than held).
+			t.Errorf("%s: holds %d shards after the drain; status %+v, want %d moved and %d lost; rebalancing moved %d shards meanwhile",
+				v.id, shards, d, held[v.id]-lost, lost, leader.backend.RebalanceStatus().MovedShards)
 		}
 		if mm, _ := leader.node.FSM().Member(v.id); mm.State != fsm.MemberDraining {
 			t.Errorf("%s is %s after the drain, want draining until removed", v.id, mm.State)
