@@ -316,7 +316,10 @@ func TestSupersededWriterKeepsItsRetirement(t *testing.T) {
 	if errB != nil {
 		t.Fatalf("writer B: %v", errB)
 	}
-	if hook.hook != nil {
+	hook.mu.Lock()
+	missed := hook.hook != nil
+	hook.mu.Unlock()
+	if missed {
 		t.Fatal("writer B never ran: the hook missed A's manifest")
 	}
 	cur, err := s.OpenObject(ctx, "obj", key, ctxstore.ReadLocal)
