@@ -84,7 +84,7 @@ type Duel struct {
 	cfg      DuelConfig
 	a, b     Policy
 	sa, sb   *shadow
-	meta     []duelMeta
+	meta     chunked[duelMeta]
 	n        int
 	capacity int
 	fitted   bool // capacity is the tier's, measured at an eviction
@@ -108,7 +108,6 @@ func newDuel(cfg DuelConfig, expectedBlocks int) *Duel {
 		// of another size during the whole warm-up.
 		sa:       newShadow(cfg.A, capacity, math.MaxInt),
 		sb:       newShadow(cfg.B, capacity, math.MaxInt),
-		meta:     make([]duelMeta, 0, expectedBlocks),
 		capacity: capacity,
 		leaderA:  cfg.StartA,
 	}
@@ -158,11 +157,9 @@ func (d *Duel) observe(m duelMeta) {
 
 // Insert implements Policy.
 func (d *Duel) Insert(h Handle, m Meta) {
-	for int(h) >= len(d.meta) {
-		d.meta = append(d.meta, duelMeta{})
-	}
+	d.meta.grow(h)
 	dm := duelMeta{hash: m.Hash, parent: m.Parent, class: m.Priority, hasParent: m.HasParent}
-	d.meta[h] = dm
+	*d.meta.at(h) = dm
 	d.observe(dm)
 	d.a.Insert(h, m)
 	d.b.Insert(h, m)
@@ -172,7 +169,7 @@ func (d *Duel) Insert(h Handle, m Meta) {
 
 // Touch implements Policy.
 func (d *Duel) Touch(h Handle) {
-	d.observe(d.meta[h])
+	d.observe(*d.meta.at(h))
 	d.a.Touch(h)
 	d.b.Touch(h)
 }

@@ -94,7 +94,7 @@ const noHandle = ^Handle(0)
 type Hinted struct {
 	cfg      HintConfig
 	inner    Policy
-	blocks   []hintState
+	blocks   chunked[hintState]
 	coldQ    []coldRef // FIFO from coldHead
 	coldHead int
 	nCold    int
@@ -113,15 +113,13 @@ func (p *Hinted) Inner() Policy { return p.inner }
 func (p *Hinted) SetNow(now int64) { p.now = now }
 
 // Cold reports whether h is on the cold queue.
-func (p *Hinted) Cold(h Handle) bool { return int(h) < len(p.blocks) && p.blocks[h].cold }
+func (p *Hinted) Cold(h Handle) bool { return int(h) < p.blocks.len() && p.blocks.at(h).cold }
 
 // Insert implements Policy.
 func (p *Hinted) Insert(h Handle, m Meta) {
-	for int(h) >= len(p.blocks) {
-		p.blocks = append(p.blocks, hintState{})
-	}
+	p.blocks.grow(h)
 	p.unlink(h)
-	b := &p.blocks[h]
+	b := p.blocks.at(h)
 	gen := b.gen + 1
 	reuse, retain, session := m.Reuse, m.Retain, m.Session
 	m.Reuse, m.Retain, m.Session = block.ReuseUnknown, 0, 0
@@ -155,12 +153,12 @@ func (p *Hinted) link(h Handle, session uint64) {
 	if p.sessions == nil {
 		p.sessions = map[uint64]sessionList{}
 	}
-	b := &p.blocks[h]
+	b := p.blocks.at(h)
 	b.session, b.prev, b.next = session, noHandle, noHandle
 	l, ok := p.sessions[session]
 	if ok {
 		b.prev = l.tail
-		p.blocks[l.tail].next = h
+		p.blocks.at(l.tail).next = h
 		l.tail = h
 	} else {
 		l = sessionList{head: h, tail: h}
@@ -170,18 +168,18 @@ func (p *Hinted) link(h Handle, session uint64) {
 
 // unlink takes h out of its session's list, if it is in one.
 func (p *Hinted) unlink(h Handle) {
-	b := &p.blocks[h]
+	b := p.blocks.at(h)
 	if b.session == 0 {
 		return
 	}
 	l := p.sessions[b.session]
 	if b.prev != noHandle {
-		p.blocks[b.prev].next = b.next
+		p.blocks.at(b.prev).next = b.next
 	} else {
 		l.head = b.next
 	}
 	if b.next != noHandle {
-		p.blocks[b.next].prev = b.prev
+		p.blocks.at(b.next).prev = b.prev
 	} else {
 		l.tail = b.prev
 	}
@@ -204,7 +202,7 @@ func (p *Hinted) ReleaseSession(session uint64) int {
 	}
 	n, h := 0, l.head
 	for h != noHandle {
-		next := p.blocks[h].next
+		next := p.blocks.at(h).next
 		p.Release(h)
 		n++
 		h = next
@@ -227,7 +225,7 @@ func (p *Hinted) unpin(b *hintState) {
 }
 
 func (p *Hinted) toCold(h Handle) {
-	b := &p.blocks[h]
+	b := p.blocks.at(h)
 	b.cold = true
 	p.unpin(b)
 	p.nCold++
@@ -237,7 +235,7 @@ func (p *Hinted) toCold(h Handle) {
 // Touch implements Policy. A cold block that is hit lives again (its hint
 // was wrong) in the inner policy.
 func (p *Hinted) Touch(h Handle) {
-	b := &p.blocks[h]
+	b := p.blocks.at(h)
 	if b.cold {
 		b.cold = false
 		p.nCold--
@@ -253,7 +251,7 @@ func (p *Hinted) Touch(h Handle) {
 
 // Retain extends h's soft pin to until (if SoftPin and h is not cold).
 func (p *Hinted) Retain(h Handle, until int64) {
-	if b := &p.blocks[h]; p.cfg.SoftPin && !b.cold && until > 0 {
+	if b := p.blocks.at(h); p.cfg.SoftPin && !b.cold && until > 0 {
 		p.pin(b, until)
 	}
 }
@@ -261,7 +259,7 @@ func (p *Hinted) Retain(h Handle, until int64) {
 // Release moves h to the cold queue, as if it had been put with
 // block.ReuseNever, unless it is cold already or shared: its session ended.
 func (p *Hinted) Release(h Handle) {
-	b := &p.blocks[h]
+	b := p.blocks.at(h)
 	if b.cold || b.shared {
 		return
 	}
@@ -272,7 +270,7 @@ func (p *Hinted) Release(h Handle) {
 
 // Remove implements Policy.
 func (p *Hinted) Remove(h Handle) {
-	b := &p.blocks[h]
+	b := p.blocks.at(h)
 	if b.cold {
 		b.cold = false
 		p.nCold--
@@ -294,7 +292,7 @@ func (p *Hinted) Victim(evictable func(Handle) bool) (Handle, bool) {
 		// front; the queue is compacted when half of it is consumed.
 		for len(p.coldQ) > p.coldHead {
 			o := p.coldQ[p.coldHead]
-			if b := &p.blocks[o.h]; b.gen == o.gen && b.cold {
+			if b := p.blocks.at(o.h); b.gen == o.gen && b.cold {
 				break
 			}
 			p.coldHead++
@@ -304,13 +302,13 @@ func (p *Hinted) Victim(evictable func(Handle) bool) (Handle, bool) {
 			p.coldHead = 0
 		}
 		for _, o := range p.coldQ[p.coldHead:] {
-			if b := &p.blocks[o.h]; b.gen == o.gen && b.cold && ok(o.h) {
+			if b := p.blocks.at(o.h); b.gen == o.gen && b.cold && ok(o.h) {
 				return o.h, true
 			}
 		}
 	}
 	if p.nPinned > 0 {
-		if h, found := p.inner.Victim(func(h Handle) bool { return p.blocks[h].pinUntil <= p.now && ok(h) }); found {
+		if h, found := p.inner.Victim(func(h Handle) bool { return p.blocks.at(h).pinUntil <= p.now && ok(h) }); found {
 			return h, true
 		}
 	}
