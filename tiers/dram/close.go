@@ -54,8 +54,8 @@ func (t *Tier) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	leased := 0
-	for i := range t.entries.len() {
-		if t.entries.at(uint32(i)).leases > 0 {
+	for i := range t.entries.Len() {
+		if t.entries.At(uint32(i)).leases > 0 {
 			leased++
 		}
 	}

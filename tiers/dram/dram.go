@@ -32,6 +32,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/internal/chunked"
 	"github.com/ctxtier/ctxtier/tiers/policy"
 )
 
@@ -148,8 +149,8 @@ type Tier struct {
 	mu      sync.Mutex
 	alloc   *allocator
 	index   map[block.Key]uint32
-	entries entryTable
-	free    []uint32 // free handles
+	entries chunked.Array[entry] // by handle; grows without a copy (internal/chunked)
+	free    []uint32             // free handles
 	policy  policy.Policy
 	clock   policy.Clocked     // the policy, when its order depends on time
 	ns      map[string]*nsAcct // per-namespace accounts (quota.go)
@@ -308,13 +309,13 @@ func (t *Tier) newHandle() uint32 {
 		t.free = t.free[:n-1]
 		return h
 	}
-	return t.entries.add()
+	return t.entries.Add()
 }
 
 // evictable reports whether handle h may be evicted now.
 func (t *Tier) evictableAt(now int64) func(policy.Handle) bool {
 	return func(h policy.Handle) bool {
-		e := t.entries.at(uint32(h))
+		e := t.entries.At(uint32(h))
 		return e.leases == 0 && e.pinUntil <= now
 	}
 }
@@ -322,7 +323,7 @@ func (t *Tier) evictableAt(now int64) func(policy.Handle) bool {
 // unindexLocked removes a live entry from the index and the policy, and frees
 // its pages unless it is leased (then the last Release frees them).
 func (t *Tier) unindexLocked(h uint32) {
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	delete(t.index, e.key)
 	if e.tracked {
 		t.policy.Remove(policy.Handle(h))
@@ -341,7 +342,7 @@ func (t *Tier) unindexLocked(h uint32) {
 }
 
 func (t *Tier) releaseLocked(h uint32) {
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	if e.spliced && !t.closed {
 		// See markSpliced. After Close the memory file is gone and t.fd
 		// may already number another file of the process, which a punch
@@ -362,7 +363,7 @@ func (t *Tier) releaseLocked(h uint32) {
 func (t *Tier) MarkClean(key block.Key) {
 	t.mu.Lock()
 	if h, ok := t.index[key]; ok {
-		t.entries.at(h).clean = true
+		t.entries.At(h).clean = true
 	}
 	t.mu.Unlock()
 }
@@ -373,7 +374,7 @@ func (t *Tier) lookupLocked(key block.Key, now int64) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	if e := t.entries.at(h); e.expires != 0 && e.expires <= now {
+	if e := t.entries.At(h); e.expires != 0 && e.expires <= now {
 		t.st.expirations.Add(1)
 		t.unindexLocked(h)
 		return 0, false
@@ -406,7 +407,7 @@ func (t *Tier) get(key block.Key, verify bool, retain time.Duration) (*block.Ref
 		t.st.misses.Add(1)
 		return nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	e.leases++
 	e.access = now
 	if e.tracked {
@@ -434,7 +435,7 @@ func (t *Tier) get(key block.Key, verify bool, retain time.Duration) (*block.Ref
 		t.st.misses.Add(1)
 		t.log.Error("dram block failed its checksum; dropped", "key", key.String(), "want", fp, "got", got)
 		t.mu.Lock()
-		if t.entries.at(h).live && t.index[key] == h {
+		if t.entries.At(h).live && t.index[key] == h {
 			t.unindexLocked(h)
 		}
 		t.mu.Unlock()
@@ -477,14 +478,14 @@ func (l *lessor) LeaseSent(h uint64) { (*Tier)(l).markSpliced(uint32(h)) }
 // alive, and the next put into that range faults in fresh pages.
 func (t *Tier) markSpliced(h uint32) {
 	t.mu.Lock()
-	t.entries.at(h).spliced = true
+	t.entries.At(h).spliced = true
 	t.mu.Unlock()
 }
 
 func (t *Tier) releaseLease(h uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	e.leases--
 	if e.leases == 0 && e.doomed {
 		t.releaseLocked(h)
@@ -551,7 +552,7 @@ func (t *Tier) DescriptorUnverified(_ context.Context, key block.Key) (Descripto
 		t.st.misses.Add(1)
 		return Descriptor{}, nil, fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	e.leases++
 	e.access = now
 	if e.tracked {
@@ -576,7 +577,7 @@ func (t *Tier) Stat(_ context.Context, key block.Key) (block.Info, error) {
 	if !ok {
 		return block.Info{}, fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
-	return t.infoLocked(t.entries.at(h), now), nil
+	return t.infoLocked(t.entries.At(h), now), nil
 }
 
 // Contains reports whether key is resident (and unexpired).
@@ -612,7 +613,7 @@ func (t *Tier) Pin(_ context.Context, key block.Key, until time.Time) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", block.ErrNotFound, key)
 	}
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	e.pinUntil = max(e.pinUntil, until.UnixNano())
 	return nil
 }
@@ -629,7 +630,7 @@ func (t *Tier) List(_ context.Context, ns, prefix, after string, limit int) ([]b
 		if k.Namespace != ns {
 			continue
 		}
-		e := t.entries.at(h)
+		e := t.entries.At(h)
 		if e.expires != 0 && e.expires <= now {
 			continue
 		}
@@ -664,8 +665,8 @@ func (t *Tier) Sweep() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for h := range t.entries.len() {
-		if e := t.entries.at(uint32(h)); e.live && e.expires != 0 && e.expires <= now {
+	for h := range t.entries.Len() {
+		if e := t.entries.At(uint32(h)); e.live && e.expires != 0 && e.expires <= now {
 			t.unindexLocked(uint32(h))
 			n++
 		}

@@ -263,7 +263,7 @@ func TestCorruptionIsAMissNeverServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.mu.Lock()
-	e := tr.entries.at(tr.index[key(3)])
+	e := tr.entries.At(tr.index[key(3)])
 	tr.arena[int64(e.page)*PageSize+1234] ^= 0x40
 	tr.mu.Unlock()
 	if ref, err := tr.Get(context.Background(), key(3), block.GetOptions{}); !errors.Is(err, block.ErrNotFound) {

@@ -46,7 +46,7 @@ func (t *Tier) reserveLocked(ctx context.Context, key block.Key, size, quota int
 // lower tier's write) or there is no lower tier, else after handing it to
 // Demote (t.mu is released and retaken meanwhile).
 func (t *Tier) evictLocked(ctx context.Context, h uint32, now int64) {
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	if t.closed {
 		// Close is unmapping the arena: nothing can be demoted from it
 		// now. The callers' loops see closed and give up.
@@ -72,7 +72,7 @@ func (t *Tier) evictLocked(ctx context.Context, h uint32, now int64) {
 	t.cfg.Demote(ctx, key, data, sum, info)
 	t.busy.Done()
 	t.mu.Lock()
-	e = t.entries.at(h)
+	e = t.entries.At(h)
 	gone := e.live && t.index[key] == h
 	if gone {
 		t.unindexLocked(h)

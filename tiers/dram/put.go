@@ -157,7 +157,7 @@ func (t *Tier) store(ctx context.Context, key block.Key, size int64, opts block.
 	}
 	h := t.newHandle()
 	ns := now.UnixNano()
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	*e = entry{
 		key: key, page: page, pages: pages, size: size, sum: sum, fp: fp, version: atomic.LoadUint64(&t.vers[page]),
 		priority: min(opts.Priority, block.MaxPriority), live: true, tracked: true, clean: m.clean, never: opts.Reuse == block.ReuseNever,
@@ -187,7 +187,7 @@ func (t *Tier) store(ctx context.Context, key block.Key, size int64, opts block.
 
 // samePutLocked handles a put of a key that is already resident.
 func (t *Tier) samePutLocked(h uint32, data []byte, sum uint32, pinUntil int64) error {
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	if e.size != int64(len(data)) || e.sum != sum || !bytes.Equal(t.bytesOf(e), data) {
 		return fmt.Errorf("%w: %s: resident block has %d bytes, crc32c %08x; put has %d bytes, crc32c %08x",
 			block.ErrConflict, e.key, e.size, e.sum, len(data), sum)

@@ -52,11 +52,11 @@ func (t *Tier) unchargeLocked(ns string, size int64) {
 
 // linkLocked puts live entry h at the head of its namespace's list.
 func (t *Tier) linkLocked(h uint32) {
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	a := t.acctLocked(e.key.Namespace)
 	e.nsPrev, e.nsNext = nilHandle, a.head
 	if a.head != nilHandle {
-		t.entries.at(a.head).nsPrev = h
+		t.entries.At(a.head).nsPrev = h
 	}
 	a.head = h
 	if a.tail == nilHandle {
@@ -67,18 +67,18 @@ func (t *Tier) linkLocked(h uint32) {
 
 // unlinkLocked takes entry h out of its namespace's list.
 func (t *Tier) unlinkLocked(h uint32) {
-	e := t.entries.at(h)
+	e := t.entries.At(h)
 	a := t.ns[e.key.Namespace]
 	if a == nil {
 		return
 	}
 	if e.nsPrev != nilHandle {
-		t.entries.at(e.nsPrev).nsNext = e.nsNext
+		t.entries.At(e.nsPrev).nsNext = e.nsNext
 	} else {
 		a.head = e.nsNext
 	}
 	if e.nsNext != nilHandle {
-		t.entries.at(e.nsNext).nsPrev = e.nsPrev
+		t.entries.At(e.nsNext).nsPrev = e.nsPrev
 	} else {
 		a.tail = e.nsPrev
 	}
@@ -88,7 +88,7 @@ func (t *Tier) unlinkLocked(h uint32) {
 
 // nsTouchLocked moves live entry h to the head of its namespace's list.
 func (t *Tier) nsTouchLocked(h uint32) {
-	if a := t.ns[t.entries.at(h).key.Namespace]; a != nil && a.head != h {
+	if a := t.ns[t.entries.At(h).key.Namespace]; a != nil && a.head != h {
 		t.unlinkLocked(h)
 		t.linkLocked(h)
 	}
@@ -101,8 +101,8 @@ func (t *Tier) nsVictimLocked(ns string, now int64) (uint32, bool) {
 	if a == nil {
 		return 0, false
 	}
-	for h := a.tail; h != nilHandle; h = t.entries.at(h).nsPrev {
-		if e := t.entries.at(h); e.tracked && e.leases == 0 && e.pinUntil <= now {
+	for h := a.tail; h != nilHandle; h = t.entries.At(h).nsPrev {
+		if e := t.entries.At(h); e.tracked && e.leases == 0 && e.pinUntil <= now {
 			return h, true
 		}
 	}
@@ -192,7 +192,7 @@ func (t *Tier) TrimNamespace(ctx context.Context, ns string, limit, budget int64
 		if !ok {
 			break
 		}
-		freed += t.entries.at(h).size
+		freed += t.entries.At(h).size
 		t.st.quotaEvictions.Add(1)
 		t.evictLocked(ctx, h, now)
 	}

@@ -13,7 +13,7 @@ import (
 // flip corrupts byte at of key's bytes in the arena, as a memory fault would.
 func flip(tr *Tier, k block.Key, at int64) {
 	tr.mu.Lock()
-	e := tr.entries.at(tr.index[k])
+	e := tr.entries.At(tr.index[k])
 	tr.arena[int64(e.page)*PageSize+at] ^= 0x40
 	tr.mu.Unlock()
 }

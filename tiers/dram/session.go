@@ -52,7 +52,7 @@ func (t *Tier) Retain(key block.Key, d time.Duration) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h, ok := t.index[key]
-	if t.closed || !ok || !t.entries.at(h).tracked {
+	if t.closed || !ok || !t.entries.At(h).tracked {
 		return false
 	}
 	t.setClockLocked(now)

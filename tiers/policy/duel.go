@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"math"
+
+	"github.com/ctxtier/ctxtier/internal/chunked"
 )
 
 // DuelConfig configures Duel, which runs the better of two policies online.
@@ -84,7 +86,7 @@ type Duel struct {
 	cfg      DuelConfig
 	a, b     Policy
 	sa, sb   *shadow
-	meta     chunked[duelMeta]
+	meta     chunked.Array[duelMeta]
 	n        int
 	capacity int
 	fitted   bool // capacity is the tier's, measured at an eviction
@@ -157,9 +159,9 @@ func (d *Duel) observe(m duelMeta) {
 
 // Insert implements Policy.
 func (d *Duel) Insert(h Handle, m Meta) {
-	d.meta.grow(h)
+	d.meta.Grow(uint32(h))
 	dm := duelMeta{hash: m.Hash, parent: m.Parent, class: m.Priority, hasParent: m.HasParent}
-	*d.meta.at(h) = dm
+	*d.meta.At(uint32(h)) = dm
 	d.observe(dm)
 	d.a.Insert(h, m)
 	d.b.Insert(h, m)
@@ -169,7 +171,7 @@ func (d *Duel) Insert(h Handle, m Meta) {
 
 // Touch implements Policy.
 func (d *Duel) Touch(h Handle) {
-	d.observe(*d.meta.at(h))
+	d.observe(*d.meta.At(uint32(h)))
 	d.a.Touch(h)
 	d.b.Touch(h)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
+	"github.com/ctxtier/ctxtier/internal/chunked"
 )
 
 // HintConfig selects the mechanisms of Hinted, the hint-aware wrapper; each
@@ -94,7 +95,7 @@ const noHandle = ^Handle(0)
 type Hinted struct {
 	cfg      HintConfig
 	inner    Policy
-	blocks   chunked[hintState]
+	blocks   chunked.Array[hintState]
 	coldQ    []coldRef // FIFO from coldHead
 	coldHead int
 	nCold    int
@@ -113,13 +114,13 @@ func (p *Hinted) Inner() Policy { return p.inner }
 func (p *Hinted) SetNow(now int64) { p.now = now }
 
 // Cold reports whether h is on the cold queue.
-func (p *Hinted) Cold(h Handle) bool { return int(h) < p.blocks.len() && p.blocks.at(h).cold }
+func (p *Hinted) Cold(h Handle) bool { return int(h) < p.blocks.Len() && p.blocks.At(uint32(h)).cold }
 
 // Insert implements Policy.
 func (p *Hinted) Insert(h Handle, m Meta) {
-	p.blocks.grow(h)
+	p.blocks.Grow(uint32(h))
 	p.unlink(h)
-	b := p.blocks.at(h)
+	b := p.blocks.At(uint32(h))
 	gen := b.gen + 1
 	reuse, retain, session := m.Reuse, m.Retain, m.Session
 	m.Reuse, m.Retain, m.Session = block.ReuseUnknown, 0, 0
@@ -153,12 +154,12 @@ func (p *Hinted) link(h Handle, session uint64) {
 	if p.sessions == nil {
 		p.sessions = map[uint64]sessionList{}
 	}
-	b := p.blocks.at(h)
+	b := p.blocks.At(uint32(h))
 	b.session, b.prev, b.next = session, noHandle, noHandle
 	l, ok := p.sessions[session]
 	if ok {
 		b.prev = l.tail
-		p.blocks.at(l.tail).next = h
+		p.blocks.At(uint32(l.tail)).next = h
 		l.tail = h
 	} else {
 		l = sessionList{head: h, tail: h}
@@ -168,18 +169,18 @@ func (p *Hinted) link(h Handle, session uint64) {
 
 // unlink takes h out of its session's list, if it is in one.
 func (p *Hinted) unlink(h Handle) {
-	b := p.blocks.at(h)
+	b := p.blocks.At(uint32(h))
 	if b.session == 0 {
 		return
 	}
 	l := p.sessions[b.session]
 	if b.prev != noHandle {
-		p.blocks.at(b.prev).next = b.next
+		p.blocks.At(uint32(b.prev)).next = b.next
 	} else {
 		l.head = b.next
 	}
 	if b.next != noHandle {
-		p.blocks.at(b.next).prev = b.prev
+		p.blocks.At(uint32(b.next)).prev = b.prev
 	} else {
 		l.tail = b.prev
 	}
@@ -202,7 +203,7 @@ func (p *Hinted) ReleaseSession(session uint64) int {
 	}
 	n, h := 0, l.head
 	for h != noHandle {
-		next := p.blocks.at(h).next
+		next := p.blocks.At(uint32(h)).next
 		p.Release(h)
 		n++
 		h = next
@@ -225,7 +226,7 @@ func (p *Hinted) unpin(b *hintState) {
 }
 
 func (p *Hinted) toCold(h Handle) {
-	b := p.blocks.at(h)
+	b := p.blocks.At(uint32(h))
 	b.cold = true
 	p.unpin(b)
 	p.nCold++
@@ -235,7 +236,7 @@ func (p *Hinted) toCold(h Handle) {
 // Touch implements Policy. A cold block that is hit lives again (its hint
 // was wrong) in the inner policy.
 func (p *Hinted) Touch(h Handle) {
-	b := p.blocks.at(h)
+	b := p.blocks.At(uint32(h))
 	if b.cold {
 		b.cold = false
 		p.nCold--
@@ -251,7 +252,7 @@ func (p *Hinted) Touch(h Handle) {
 
 // Retain extends h's soft pin to until (if SoftPin and h is not cold).
 func (p *Hinted) Retain(h Handle, until int64) {
-	if b := p.blocks.at(h); p.cfg.SoftPin && !b.cold && until > 0 {
+	if b := p.blocks.At(uint32(h)); p.cfg.SoftPin && !b.cold && until > 0 {
 		p.pin(b, until)
 	}
 }
@@ -259,7 +260,7 @@ func (p *Hinted) Retain(h Handle, until int64) {
 // Release moves h to the cold queue, as if it had been put with
 // block.ReuseNever, unless it is cold already or shared: its session ended.
 func (p *Hinted) Release(h Handle) {
-	b := p.blocks.at(h)
+	b := p.blocks.At(uint32(h))
 	if b.cold || b.shared {
 		return
 	}
@@ -270,7 +271,7 @@ func (p *Hinted) Release(h Handle) {
 
 // Remove implements Policy.
 func (p *Hinted) Remove(h Handle) {
-	b := p.blocks.at(h)
+	b := p.blocks.At(uint32(h))
 	if b.cold {
 		b.cold = false
 		p.nCold--
@@ -292,7 +293,7 @@ func (p *Hinted) Victim(evictable func(Handle) bool) (Handle, bool) {
 		// front; the queue is compacted when half of it is consumed.
 		for len(p.coldQ) > p.coldHead {
 			o := p.coldQ[p.coldHead]
-			if b := p.blocks.at(o.h); b.gen == o.gen && b.cold {
+			if b := p.blocks.At(uint32(o.h)); b.gen == o.gen && b.cold {
 				break
 			}
 			p.coldHead++
@@ -302,13 +303,13 @@ func (p *Hinted) Victim(evictable func(Handle) bool) (Handle, bool) {
 			p.coldHead = 0
 		}
 		for _, o := range p.coldQ[p.coldHead:] {
-			if b := p.blocks.at(o.h); b.gen == o.gen && b.cold && ok(o.h) {
+			if b := p.blocks.At(uint32(o.h)); b.gen == o.gen && b.cold && ok(o.h) {
 				return o.h, true
 			}
 		}
 	}
 	if p.nPinned > 0 {
-		if h, found := p.inner.Victim(func(h Handle) bool { return p.blocks.at(h).pinUntil <= p.now && ok(h) }); found {
+		if h, found := p.inner.Victim(func(h Handle) bool { return p.blocks.At(uint32(h)).pinUntil <= p.now && ok(h) }); found {
 			return h, true
 		}
 	}
