@@ -42,7 +42,9 @@ type state struct {
 	// its inverse, is the writer's alone (see intern).
 	nodeNames []string
 	nodeIDs   map[string]uint32
-	members   map[string]Member
+	// refs holds the placements' shards after the first (refarena.go).
+	refs    refArena
+	members map[string]Member
 	// memberList is members sorted by id, shared by every reader of a
 	// published state (Members); nil after members changed until publish
 	// sorts it again, so a put's placement does not sort the members per
@@ -237,6 +239,9 @@ func (f *FSM) applyIndex(s *state, idx uint64, ops []Op) []OpResult {
 	for i, o := range ops {
 		out[i] = applyOp(s, txn, idx, o)
 	}
+	if s.refs.needsCompact() {
+		txn.compactRefs()
+	}
 	txn.commit()
 	f.notePuts(idx, ops, out)
 	f.ops.Add(uint64(len(ops)))
@@ -285,6 +290,7 @@ func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 			return OpResult{Status: StatusConflict, Generation: old.gen}
 		}
 		gen := old.gen
+		s.refs.release(old)
 		txn.tree(o.Key.Namespace).delete(txn.gen, k)
 		return OpResult{Status: StatusDeleted, Generation: gen}
 	case OpPin:
@@ -304,7 +310,7 @@ func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 		if old.sum != o.Sum {
 			return OpResult{Status: StatusConflict, Generation: old.gen}
 		}
-		prev := old.entry(s.nodeNames).Placement
+		prev := old.entry(s).Placement
 		if o.IfPlacement != nil && !slices.Equal(prev, o.IfPlacement) {
 			if slices.Equal(prev, o.Placement) {
 				// This very change committed already (a retry after an
@@ -331,6 +337,7 @@ func applyOp(s *state, txn *indexTxn, idx uint64, o Op) OpResult {
 			}
 		}
 		sl := *old
+		s.refs.release(old)
 		sl.setPlacement(s, place)
 		txn.tree(o.Key.Namespace).set(txn.gen, sl)
 		return OpResult{Status: StatusUpdated, Generation: sl.gen}
@@ -527,7 +534,7 @@ func (f *FSM) Lookup(key block.Key) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	return sl.entry(s.nodeNames), true
+	return sl.entry(s), true
 }
 
 // LookupPrefix returns how many leading keys are in the index, stopping at
@@ -566,7 +573,7 @@ func (f *FSM) Scan(ns, hexPrefix string, fn func(block.Key, Entry) bool) error {
 		if sl.hash > last {
 			return false
 		}
-		return fn(sl.key().blockKey(ns), sl.entry(s.nodeNames))
+		return fn(sl.key().blockKey(ns), sl.entry(s))
 	})
 	return nil
 }
@@ -588,7 +595,7 @@ func (f *FSM) ScanReusingFrom(ns string, from block.Key, fn func(block.Key, Entr
 	s := f.cur.Load()
 	var buf []Shard
 	s.index[ns].ascend(keyOf(from), func(sl *slot) bool {
-		e := sl.entryInto(s.nodeNames, buf)
+		e := sl.entryInto(s, buf)
 		buf = e.Placement
 		return fn(sl.key().blockKey(ns), e)
 	})

@@ -205,7 +205,7 @@ func indexEntries(s *state) []struct {
 			out = append(out, struct {
 				Key   block.Key
 				Entry Entry
-			}{sl.key().blockKey(ns), sl.entry(s.nodeNames)})
+			}{sl.key().blockKey(ns), sl.entry(s)})
 			return true
 		})
 	}

@@ -11,8 +11,9 @@ import (
 
 // The block index: per namespace, a copy-on-write B+tree of compact slots
 // ordered by (hash, part). A slot holds an entry in 64 bytes with no
-// pointer of its own for a block on one node (member IDs are interned:
-// a placement is node numbers into the state's name table), and the tree's
+// pointer (member IDs are interned: a placement is node numbers into the
+// state's name table, its shards after the first a run in the state's
+// refArena), so the collector never scans a leaf's slots, and the tree's
 // leaves are arrays of slots, so an entry costs about 64 B / fill factor
 // of Go heap instead of a radix node, a leaf, a channel and a placement
 // slice each. An apply copies only the nodes on the paths it changes
@@ -61,11 +62,11 @@ type slot struct {
 	created int64 // Unix nanoseconds; 0 for the zero time
 	pin     int64 // likewise
 	size    int64
-	more    *[]shardRef // the placement after its first shard; nil for one (or none)
+	more    uint32 // where the placement's shards after the first start in the state's refArena
 	sum     uint32
 	first   shardRef
 	part    uint32
-	shards  uint8 // 0: no placement, 1: first only, 2: first and *more
+	shards  uint16 // shards in the placement: 0 none, 1 first only, more: first and shards-1 from more
 	hints   TierHints
 }
 
@@ -93,42 +94,43 @@ func (s *state) toSlot(k ikey, e Entry) slot {
 	return sl
 }
 
+// setPlacement sets sl's placement to p, appending the shards after the
+// first to s's arena. The caller releases the placement sl had, if any
+// slot still names it (refArena.release).
 func (sl *slot) setPlacement(s *state, p []Shard) { //nolint:revive,staticcheck // s is the *state parameter
-	sl.shards, sl.more, sl.first = 0, nil, shardRef{}
+	sl.shards, sl.more, sl.first = 0, 0, shardRef{}
 	if len(p) == 0 {
 		return
 	}
-	sl.first, sl.shards = shardRef{node: s.intern(p[0].NodeID), index: p[0].Index}, 1
+	sl.first, sl.shards = shardRef{node: s.intern(p[0].NodeID), index: p[0].Index}, uint16(len(p))
 	if len(p) > 1 {
-		more := make([]shardRef, len(p)-1)
+		off, more := s.refs.alloc(len(p) - 1)
 		for i, x := range p[1:] {
 			more[i] = shardRef{node: s.intern(x.NodeID), index: x.Index}
 		}
-		sl.more, sl.shards = &more, 2
+		sl.more = off
 	}
 }
 
-// entry unpacks sl; names is the state's name table.
-func (sl *slot) entry(names []string) Entry { //nolint:revive,staticcheck // sl, as setPlacement
-	return sl.entryInto(names, nil)
+// entry unpacks sl, a slot of state s.
+func (sl *slot) entry(s *state) Entry { //nolint:revive,staticcheck // sl, as setPlacement
+	return sl.entryInto(s, nil)
 }
 
 // entryInto is entry with the placement appended to buf[:0] (a new slice
 // when buf is nil).
-func (sl *slot) entryInto(names []string, buf []Shard) Entry { //nolint:revive,staticcheck // sl, as setPlacement
+func (sl *slot) entryInto(s *state, buf []Shard) Entry { //nolint:revive,staticcheck // sl, as setPlacement
 	e := Entry{Size: sl.size, Sum: sl.sum, TierHints: sl.hints, PinUntil: fromUnixNano(sl.pin), Generation: sl.gen, Created: fromUnixNano(sl.created)}
-	switch sl.shards {
-	case 1:
-		if buf == nil {
-			buf = make([]Shard, 0, 1)
-		}
-		e.Placement = append(buf[:0], Shard{NodeID: names[sl.first.node], Index: sl.first.index})
-	case 2:
-		if buf == nil {
-			buf = make([]Shard, 0, 1+len(*sl.more))
-		}
-		e.Placement = append(buf[:0], Shard{NodeID: names[sl.first.node], Index: sl.first.index})
-		for _, x := range *sl.more {
+	if sl.shards == 0 {
+		return e
+	}
+	if buf == nil {
+		buf = make([]Shard, 0, sl.shards)
+	}
+	names := s.nodeNames
+	e.Placement = append(buf[:0], Shard{NodeID: names[sl.first.node], Index: sl.first.index})
+	if sl.shards > 1 {
+		for _, x := range s.refs.get(sl.more, int(sl.shards)-1) {
 			e.Placement = append(e.Placement, Shard{NodeID: names[x.node], Index: x.index})
 		}
 	}

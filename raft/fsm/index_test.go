@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -134,6 +135,7 @@ func TestSlotRoundTrip(t *testing.T) {
 		{"three replicas, pinned, hints", Entry{Size: 1, Sum: 1, Placement: []Shard{{NodeID: "n2"}, {NodeID: "n3", Index: 1}, {NodeID: "n1", Index: 2}}, TierHints: HintDRAM | HintNVMe, PinUntil: now.Add(time.Hour), Generation: 1, Created: now}},
 		{"no placement, zero times", Entry{Size: 8, Sum: 0xffffffff}},
 		{"repeated node", Entry{Size: 8, Placement: []Shard{{NodeID: "a", Index: 65535}, {NodeID: "a", Index: 0}}}},
+		{"the most shards a placement takes", Entry{Size: 8, Placement: manyShards(256)}},
 	}
 	s := emptyState()
 	for _, tc := range cases {
@@ -144,7 +146,7 @@ func TestSlotRoundTrip(t *testing.T) {
 				if sl.key() != k {
 					t.Fatalf("key %v, want %v", sl.key(), k)
 				}
-				got := sl.entry(s.nodeNames)
+				got := sl.entry(s)
 				if got.Size != tc.e.Size || got.Sum != tc.e.Sum || got.TierHints != tc.e.TierHints || got.Generation != tc.e.Generation ||
 					!got.Created.Equal(tc.e.Created) || !got.PinUntil.Equal(tc.e.PinUntil) || !slices.Equal(got.Placement, tc.e.Placement) {
 					t.Fatalf("round trip: %+v, want %+v", got, tc.e)
@@ -155,4 +157,13 @@ func TestSlotRoundTrip(t *testing.T) {
 	if k := keyOf(block.NewKey("ns", 3).WithPart(0)); k.part != 1<<16 {
 		t.Fatalf("part 0 of a block packs as %v, not apart from the whole block", k)
 	}
+}
+
+// manyShards is a placement of n shards over 9 nodes.
+func manyShards(n int) []Shard {
+	p := make([]Shard, n)
+	for i := range p {
+		p[i] = Shard{NodeID: fmt.Sprintf("n%d", i%9), Index: uint16(i)}
+	}
+	return p
 }

@@ -137,7 +137,7 @@ func writeSnapshot(w io.Writer, st *state) error {
 		st.index[ns].ascend(ikey{}, func(sl *slot) bool {
 			e := rw.body()
 			e.key(sl.key().blockKey(ns))
-			e.entry(sl.entry(st.nodeNames))
+			e.entry(sl.entry(st))
 			werr = rw.record(RecEntry, e.b)
 			return werr == nil
 		})
