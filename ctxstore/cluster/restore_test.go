@@ -365,6 +365,8 @@ func TestRestoreChecksLateEntriesWithoutScanning(t *testing.T) {
 	}
 	tc.eventually("the victim restores the late entry's copy", func() bool { return victim.tiers.Contains(late.key) })
 	mustGet(t, victim.store, late.key, late.data)
+	// The pass that restored it counts when it ends, after the copy lands.
+	tc.eventually("the pass that restored it ends", func() bool { return victim.backend.RestoreStatus().Passes > before.Passes })
 	after := victim.backend.RestoreStatus()
 	if after.Scans != before.Scans || after.Passes <= before.Passes || after.Restored != before.Restored+1 {
 		t.Fatalf("restore status before %+v, after %+v: want more passes, no more scans, one more shard restored", before, after)
