@@ -56,12 +56,17 @@ type putPhases struct {
 	// peer (ctxtier_cluster_shard_batches_total; a single put's one
 	// forwarded shard is not counted): what owner routing saves.
 	forwards float64
-	ok       bool
+	// proposals counts the forwards of index proposals from followers to
+	// the leader (ctxtier_cluster_forwards_total; concurrent proposals
+	// share one); proposalsOK is false when a node does not export it.
+	proposals   float64
+	proposalsOK bool
+	ok          bool
 }
 
 // readPutPhases reads ctxtier_cluster_put_phase_seconds from every node.
 func (b *clusterBench) readPutPhases(ctx context.Context) putPhases {
-	p := putPhases{ok: true}
+	p := putPhases{ok: true, proposalsOK: true}
 	for _, a := range b.addrs {
 		text, err := fetchMetrics(ctx, a)
 		if err != nil {
@@ -75,6 +80,8 @@ func (b *clusterBench) readPutPhases(ctx context.Context) putPhases {
 			return putPhases{}
 		}
 		p.shards, p.commit, p.n, p.forwards = p.shards+shards, p.commit+commit, p.n+n, p.forwards+fw
+		prop, ok5 := promSamples(text, "ctxtier_cluster_forwards_total", "")
+		p.proposals, p.proposalsOK = p.proposals+prop, p.proposalsOK && ok5
 	}
 	return p
 }
@@ -83,7 +90,8 @@ func (p putPhases) minus(q putPhases) putPhases {
 	if !p.ok || !q.ok {
 		return putPhases{}
 	}
-	return putPhases{shards: p.shards - q.shards, commit: p.commit - q.commit, n: p.n - q.n, forwards: p.forwards - q.forwards, ok: true}
+	return putPhases{shards: p.shards - q.shards, commit: p.commit - q.commit, n: p.n - q.n, forwards: p.forwards - q.forwards,
+		proposals: p.proposals - q.proposals, proposalsOK: p.proposalsOK && q.proposalsOK, ok: true}
 }
 
 // leaderSnap is the leader's Raft progress at one moment.
@@ -444,6 +452,10 @@ func (r *indexResult) printLog(out io.Writer, prefix string) {
 		// owner (batches of 1 forward single shards, not counted here).
 		fmt.Fprintf(out, "%snode_requests=%.0f\n", prefix, ph.n)
 		fmt.Fprintf(out, "%speer_shard_batches=%.0f\n", prefix, ph.forwards)
+		if ph.proposalsOK {
+			// Forwards of the followers' index proposals to the leader.
+			fmt.Fprintf(out, "%sproposal_forwards=%.0f\n", prefix, ph.proposals)
+		}
 	}
 	if r.leader == "" {
 		return

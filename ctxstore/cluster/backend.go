@@ -66,6 +66,9 @@ type Backend struct {
 	// (session.go).
 	readIndex *raft.Coalescer
 	sessions  atomic.Pointer[sessionPeersRef]
+	// fwdq coalesces this node's index proposals forwarded to the leader
+	// (forward.go).
+	fwdq *forwardQueue
 
 	// Restart: this start's restore progress (restore.go); started is
 	// when New ran.
@@ -106,6 +109,10 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 	}
 	b.own = &ownWrites{node: node, met: met}
 	b.readIndex = raft.NewCoalescer(b.fetchReadIndex)
+	b.fwdq = newForwardQueue(cfg.ProposeTimeout, b.forwardIndex, func(ops int) {
+		met.forwards.Inc()
+		met.forwardedOps.Add(float64(ops))
+	})
 	if b.cfg.Incarnation == 0 {
 		b.cfg.Incarnation = uint64(time.Now().UnixNano())
 	}
@@ -149,6 +156,7 @@ func New(cfg Config, node *raft.Node, local ctxstore.Tier, peers Peers, fwd Forw
 func (b *Backend) Close() error {
 	b.once.Do(func() {
 		close(b.stop)
+		b.fwdq.stop()
 		b.wg.Wait()
 		b.met.unregister()
 	})

@@ -38,6 +38,9 @@ type metrics struct {
 	rebalInflight, rebalLastScan prometheus.Gauge
 	relookups                    prometheus.Counter
 	cleanupByKey                 prometheus.Counter
+	// forwards and forwardedOps count a follower's forwards of index
+	// proposals to the leader and the operations they carried (forward.go).
+	forwards, forwardedOps prometheus.Counter
 	// putPhase times a put's (or a batch put's) two halves; putShards and
 	// putCommit are its two series.
 	putPhase             *prometheus.HistogramVec
@@ -99,6 +102,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "When the leader's last rebalancing scan began (Unix seconds)."}),
 		relookups: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_read_relookups_total",
 			Help: "Reads that failed on the placement they looked up and were retried on the block's newer index entry (a shard moved meanwhile)."}),
+		forwards: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_forwards_total",
+			Help: "Forwards of index proposals this node (a follower) sent to the leader; concurrent proposals share one."}),
+		forwardedOps: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_forwarded_ops_total",
+			Help: "Index operations carried by this node's forwards to the leader."}),
 		cleanupByKey: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctxtier_cluster_shard_cleanup_by_key_total",
 			Help: "Shard deletes after an index change sent by key, not conditioned on the version's checksum (an erasure shard whose block could not be read)."}),
 		putPhase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ctxtier_cluster_put_phase_seconds",
@@ -110,7 +117,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.readLocal, m.readRemote, m.readDecoded = m.reads.WithLabelValues("local"), m.reads.WithLabelValues("remote"), m.reads.WithLabelValues("decoded")
 	m.readLocalBytes, m.readRemoteBytes, m.readDecodedBytes = m.readBytes.WithLabelValues("local"), m.readBytes.WithLabelValues("remote"), m.readBytes.WithLabelValues("decoded")
 	m.list = []prometheus.Collector{m.pending, m.repaired, m.repairBytes, m.reads, m.readBytes, m.shardErrors, m.reconstructions, m.shardsWritten, m.shardBatches, m.drops, m.memberChanges, m.ownWriteWaits, m.restored, m.restoreLost, m.restoring, m.spareWrites, m.lastScan, m.scanSeconds,
-		m.rebalPending, m.rebalDeferred, m.rebalMoved, m.rebalBytes, m.rebalInflight, m.rebalLastScan, m.relookups, m.cleanupByKey, m.putPhase}
+		m.rebalPending, m.rebalDeferred, m.rebalMoved, m.rebalBytes, m.rebalInflight, m.rebalLastScan, m.relookups, m.cleanupByKey, m.forwards, m.forwardedOps, m.putPhase}
 	if reg == nil {
 		return m, nil
 	}

@@ -159,15 +159,7 @@ func (b *Backend) proposeOnce(ctx context.Context, ops []fsm.Op) ([]fsm.OpResult
 	if b.fwd == nil {
 		return nil, fmt.Errorf("%w: not the leader and no forwarder configured", raft.ErrNotLeader)
 	}
-	out, err := b.fwd.Forward(ctx, leader, fsm.EncodeIndex(ops))
-	if err != nil {
-		return nil, err
-	}
-	res, err := DecodeResults(out, len(ops))
-	if err == nil {
-		b.own.note(res)
-	}
-	return res, err
+	return b.fwdq.do(ctx, ops)
 }
 
 // registerLoop keeps this node's member record (Config.Self) in the index:
