@@ -236,14 +236,20 @@ func set(gen uint64, n *node, s slot) (nn, right *node, sep ikey, added bool) {
 			n.slots[i] = s
 			return n, nil, ikey{}, false
 		}
-		n.slots = slices.Insert(n.slots, i, s)
+		n.slots = insertSlot(n.slots, i, s)
 		if len(n.slots) <= leafMax {
 			return n, nil, ikey{}, true
 		}
-		at := len(n.slots) / 2
 		if i == len(n.slots)-1 {
-			at = i // keys arriving in order fill leaves instead of halving them
+			// Keys arriving in order fill leaves instead of halving them:
+			// the full left part keeps its array (one spare slot), and
+			// the new right leaf, where the next keys in order go, starts
+			// with room for a few (insertSlot grows it from there).
+			r := &node{gen: gen, slots: append(make([]slot, 0, 8), s)}
+			n.slots = n.slots[:i:i]
+			return n, r, s.key(), true
 		}
+		at := len(n.slots) / 2
 		r := &node{gen: gen, slots: slices.Clone(n.slots[at:])}
 		n.slots = slices.Clone(n.slots[:at])
 		return n, r, r.slots[0].key(), true
@@ -264,6 +270,29 @@ func set(gen uint64, n *node, s slot) (nn, right *node, sep ikey, added bool) {
 	up := n.keys[at-1]
 	n.keys, n.kids = slices.Clone(n.keys[:at-1]), slices.Clone(n.kids[:at])
 	return n, rn, up, added
+}
+
+// insertSlot inserts s at i in a leaf's slots that this transaction owns.
+// A full array doubles, as slices.Insert would, but never past a leaf's
+// split size (leafMax+1), so a leaf published after several inserts in one
+// apply holds at most a leaf's worth of slots; a key that goes at the end
+// of a full array (keys in order: the next ones follow it here) grows it
+// to that size at once.
+func insertSlot(slots []slot, i int, s slot) []slot {
+	n := len(slots)
+	if n == cap(slots) {
+		c := min(max(2*n, 8), leafMax+1)
+		if i == n {
+			c = leafMax + 1
+		}
+		grown := make([]slot, n, c)
+		copy(grown, slots)
+		slots = grown
+	}
+	slots = slots[:n+1]
+	copy(slots[i+1:], slots[i:n])
+	slots[i] = s
+	return slots
 }
 
 // delete removes k from t (which transaction gen may change) and reports

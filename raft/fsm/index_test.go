@@ -167,3 +167,53 @@ func manyShards(n int) []Shard {
 	}
 	return p
 }
+
+// TestInsertSlot checks a leaf's insert: slots stay in order, a full
+// array grows (doubling, at least 8, at most a leaf's split size; an
+// insert at the end of a full array straight to that size), and an array
+// with room is used in place.
+func TestInsertSlot(t *testing.T) {
+	mk := func(n, c int) []slot {
+		s := make([]slot, n, c)
+		for i := range s {
+			s[i].hash = uint64(2 * (i + 1))
+		}
+		return s
+	}
+	tests := []struct {
+		name      string
+		slots     []slot
+		hash      uint64
+		wantCap   int
+		wantFresh bool // a new array
+	}{
+		{"room: in place", mk(3, 10), 3, 10, false},
+		{"empty: an insert at its end", mk(0, 0), 1, leafMax + 1, true},
+		{"small full array doubles to at least 8", mk(2, 2), 3, 8, true},
+		{"full array doubles", mk(20, 20), 3, 40, true},
+		{"doubling stops at the split size", mk(40, 40), 3, leafMax + 1, true},
+		{"at the end of a full array: a whole leaf", mk(10, 10), 100, leafMax + 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := len(tc.slots)
+			i, found := slotIndex(tc.slots, ikey{hash: tc.hash})
+			if found {
+				t.Fatal("test key already present")
+			}
+			got := insertSlot(tc.slots, i, slot{hash: tc.hash})
+			if len(got) != n+1 || cap(got) != tc.wantCap {
+				t.Fatalf("len %d cap %d, want %d and %d", len(got), cap(got), n+1, tc.wantCap)
+			}
+			fresh := cap(tc.slots) == 0 || &got[0] != &tc.slots[:1][0]
+			if fresh != tc.wantFresh {
+				t.Fatalf("new array %v, want %v", fresh, tc.wantFresh)
+			}
+			for j := 1; j < len(got); j++ {
+				if got[j-1].hash >= got[j].hash {
+					t.Fatalf("slots out of order at %d: %d then %d", j, got[j-1].hash, got[j].hash)
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"syscall"
 	"testing"
@@ -146,23 +147,90 @@ func TestIndexSizeMeasured(t *testing.T) {
 	}
 }
 
-// BenchmarkApplyIndexBatch applies CmdIndex commands of 64 one-copy puts
-// (a native batch put) to one FSM: the time and allocations per block
-// entry, decoding included.
+// BenchmarkApplyIndexBatch applies CmdIndex commands of one-copy puts to
+// one FSM: the time and allocations per block entry, decoding included.
+// Batches of 64 are a native batch put; 256 is about what the leader's
+// batcher puts in one log entry under `ctxbench cluster --index-batch 64`.
+// Keys are spread (KV-block hashes) or in order (ctxbench's sequential
+// hashes, or any writer whose keys grow): in order, a batch's puts land in
+// the same few leaves, which the apply grows and splits many times over.
 //
 //	go test -run '^$' -bench ApplyIndexBatch -benchmem ./raft/fsm/
 func BenchmarkApplyIndexBatch(b *testing.B) {
-	const batch = 64
-	cmds := sizeBatches(max(b.N, 1)*batch, batch)
-	f := New(nil)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		r := f.Apply(&hraft.Log{Index: uint64(i + 1), Type: hraft.LogCommand, Data: cmds[i]}).(*Response)
-		if r.Err != nil || r.Results[0].Status != StatusCreated {
-			b.Fatalf("apply: %v %v", r.Err, r.Results[0].Status)
+	for _, tc := range []struct {
+		name  string
+		batch int
+		order string
+	}{{"spread/batch=64", 64, "spread"}, {"spread/batch=256", 256, "spread"}, {"ordered/batch=256", 256, "ordered"}, {"interleaved/batch=256", 256, "interleaved"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var cmds [][]byte
+			switch tc.order {
+			case "ordered":
+				cmds = orderedBatches(max(b.N, 1)*tc.batch, tc.batch, false)
+			case "interleaved":
+				cmds = orderedBatches(max(b.N, 1)*tc.batch, tc.batch, true)
+			default:
+				cmds = sizeBatches(max(b.N, 1)*tc.batch, tc.batch)
+			}
+			f := New(nil)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				r := f.Apply(&hraft.Log{Index: uint64(i + 1), Type: hraft.LogCommand, Data: cmds[i]}).(*Response)
+				if r.Err != nil || r.Results[0].Status != StatusCreated {
+					b.Fatalf("apply: %v %v", r.Err, r.Results[0].Status)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tc.batch), "ns/entry")
+		})
+	}
+}
+
+// orderedBatches is sizeBatches with keys in increasing order. Interleaved,
+// it is the order a leader sees under `ctxbench cluster --index-batch 64`:
+// 64 client batches of 64 keys in order are in flight at once, each split
+// among three owners, and a log entry holds parts of several of them, so
+// keys arrive in order only within runs of about 21 (every third key of a
+// client batch), the runs from anywhere in the last 4,096 keys.
+func orderedBatches(n, batch int, interleaved bool) [][]byte {
+	keys := make([]uint64, n)
+	for i := range keys {
+		keys[i] = uint64(i)
+	}
+	if interleaved {
+		rnd := rand.New(rand.NewPCG(1, 2))
+		const window, clientBatch, owners = 64, 64, 3
+		type run struct{ next, end, step uint64 }
+		var open []run
+		next := uint64(0)
+		for i := 0; i < n; {
+			for len(open) < window*owners && next < uint64(n) {
+				for o := range uint64(owners) {
+					open = append(open, run{next + o, min(next+clientBatch, uint64(n)), owners})
+				}
+				next += clientBatch
+			}
+			j := rnd.IntN(len(open))
+			for r := &open[j]; r.next < r.end && i < n; r.next += r.step {
+				keys[i] = r.next
+				i++
+			}
+			open[j] = open[len(open)-1]
+			open = open[:len(open)-1]
 		}
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/entry")
+	created := time.Unix(1_700_000_000, 0)
+	var out [][]byte
+	for lo := 0; lo < n; lo += batch {
+		ops := make([]Op, 0, batch)
+		for i := lo; i < min(lo+batch, n); i++ {
+			h := 1<<40 | keys[i]
+			ops = append(ops, PutOp(block.NewKey(block.DefaultNamespace, h), Entry{
+				Size: 4096, Sum: uint32(h), Placement: []Shard{{NodeID: fmt.Sprintf("n%d", i%3+1)}}, Created: created,
+			}))
+		}
+		out = append(out, EncodeIndex(ops))
+	}
+	return out
 }
