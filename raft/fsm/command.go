@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -259,7 +260,11 @@ func header(t CommandType) []byte { return []byte{byte(t), CommandVersion} }
 // length, body. The batcher encodes each caller's operations this way and
 // joins them with EncodeIndexEncoded.
 func AppendOp(dst []byte, o Op) []byte {
-	body := encoder{b: make([]byte, 0, 64)}
+	// The body is encoded in place after one byte kept for its length
+	// (the common case: under 128 bytes), not in a buffer of its own.
+	dst = append(dst, uint8(o.Kind), 0)
+	start := len(dst)
+	body := encoder{b: dst}
 	body.key(o.Key)
 	switch o.Kind {
 	case OpPut:
@@ -287,10 +292,24 @@ func AppendOp(dst []byte, o Op) []byte {
 			body.shards(o.IfPlacement)
 		}
 	}
-	e := encoder{b: dst}
-	e.u8(uint8(o.Kind))
-	e.bytes(body.b)
-	return e.b
+	return placeLength(body.b, start)
+}
+
+// placeLength writes the length of b[start:] as the uvarint that precedes
+// it, in the one byte kept at b[start-1], moving the body up when the
+// length needs more bytes.
+func placeLength(b []byte, start int) []byte {
+	n := len(b) - start
+	if n < 0x80 {
+		b[start-1] = byte(n)
+		return b
+	}
+	var lb [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(lb[:], uint64(n))
+	b = append(b, lb[:k-1]...) // room for the longer length
+	copy(b[start+k-1:], b[start:start+n])
+	copy(b[start-1:], lb[:k])
+	return b
 }
 
 // EncodeIndex encodes a CmdIndex command holding ops.
@@ -357,13 +376,19 @@ func EncodeCredential(c CredentialCommand) []byte {
 // or version this package does not know is ErrUnknownCommand, with
 // c.IgnoreUnknown telling whether the sender allowed skipping it.
 func DecodeCommand(b []byte) (c Command, err error) {
-	return decodeCommand(b, true)
+	return decodeCommandInto(b, true, nil)
 }
 
 // decodeCommand is DecodeCommand; with arena, an index command's
 // placements come from shared chunks (shardArena) rather than one
 // allocation each (the benchmark compares both).
 func decodeCommand(b []byte, arena bool) (c Command, err error) {
+	return decodeCommandInto(b, arena, nil)
+}
+
+// decodeCommandInto is decodeCommand appending an index command's ops to
+// ops[:0] (the FSM's reused buffer; nil allocates one).
+func decodeCommandInto(b []byte, arena bool, ops []Op) (c Command, err error) {
 	d := decoder{b: b}
 	first := d.u8()
 	c.Type = CommandType(first &^ FlagIgnoreUnknown)
@@ -387,7 +412,11 @@ func decodeCommand(b []byte, arena bool) (c Command, err error) {
 			// placement; placements of more shards take more chunks.
 			d.shardArena = &shardArena{chunk: min(max(n, 16), 512)}
 		}
-		c.Ops = make([]Op, 0, n)
+		if cap(ops) >= n {
+			c.Ops = ops[:0]
+		} else {
+			c.Ops = make([]Op, 0, n)
+		}
 		for i := 0; i < n && d.err == nil; i++ {
 			c.Ops = append(c.Ops, d.op())
 		}

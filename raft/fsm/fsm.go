@@ -76,6 +76,11 @@ type FSM struct {
 
 	ops atomic.Uint64 // index operations applied, for metrics
 
+	// opsBuf is the decoded ops of the index command being applied,
+	// reused from one apply to the next (under wmu) so that an apply does
+	// not allocate and zero its batch's ops (192 B each) every time.
+	opsBuf []Op
+
 	recent atomic.Pointer[recentPuts] // TrackPuts's record; nil while off
 
 	// appliedMu guards appliedCh, which WaitApplied callers wait on and
@@ -187,7 +192,7 @@ func (f *FSM) applyOne(s *state, l *hraft.Log) interface{} {
 // before any change).
 func (f *FSM) applyCommand(s *state, idx uint64, data []byte) *Response {
 	r := &Response{Index: idx}
-	c, err := DecodeCommand(data)
+	c, err := decodeCommandInto(data, true, f.opsBuf)
 	if err != nil {
 		if errors.Is(err, ErrUnknownCommand) && c.IgnoreUnknown {
 			r.Skipped = true
@@ -202,6 +207,7 @@ func (f *FSM) applyCommand(s *state, idx uint64, data []byte) *Response {
 	switch c.Type {
 	case CmdIndex:
 		r.Results = f.applyIndex(s, idx, c.Ops)
+		f.keepOps(c.Ops)
 	case CmdMember:
 		r.Err = applyMember(s, c.Member)
 	case CmdNamespace:
@@ -212,6 +218,21 @@ func (f *FSM) applyCommand(s *state, idx uint64, data []byte) *Response {
 		r.Err = applyIncarnation(s, c.Incarnation)
 	}
 	return r
+}
+
+// maxKeptOps caps the ops buffer an FSM keeps between applies: a rare
+// huge command's buffer is left to the collector.
+const maxKeptOps = 8192
+
+// keepOps keeps ops's array for the next apply, cleared so that it holds
+// no namespace strings or placements of applied commands. The caller holds
+// wmu.
+func (f *FSM) keepOps(ops []Op) {
+	if cap(ops) > maxKeptOps {
+		return
+	}
+	clear(ops)
+	f.opsBuf = ops[:0]
 }
 
 // applyIncarnation records a member's incarnation and restoring flag. An

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -662,4 +663,55 @@ func zeroWritten(b []byte) []byte {
 	// header (2), count (1), kind (1), body length (1), body.
 	out[4]++
 	return append(out, 0)
+}
+
+// TestAppendOpBodyLengths checks an op's framing at every width of its body
+// length (one, two and three uvarint bytes, and the edges between them):
+// kind, uvarint(length), body, with the body decoding back to the op and
+// re-encoding to the same bytes. AppendOp writes the body before it knows
+// its length and moves it when the length needs more than one byte.
+func TestAppendOpBodyLengths(t *testing.T) {
+	created := time.Unix(1_700_000_000, 0).UTC()
+	mk := func(shards int, id string) Op {
+		place := make([]Shard, shards)
+		for i := range place {
+			place[i] = Shard{NodeID: fmt.Sprintf("%s-%03d", id, i), Index: uint16(i)}
+		}
+		return PutOp(block.NewKey("default", 7), Entry{Size: 4096, Sum: 9, Placement: place, Created: created})
+	}
+	tests := []struct {
+		name    string
+		op      Op
+		lenSize int // bytes of the body's uvarint length
+	}{
+		{"delete, a few bytes", DeleteOp(block.NewKey("default", 1), 5), 1},
+		{"one shard", mk(1, "n"), 1},
+		{"body of 127 or less", mk(8, "n"), 1},
+		{"body over 127", mk(12, "node"), 2},
+		{"body over 16383", mk(256, "a-long-member-name-for-a-long-body-xxxxxxxxxxxxxxxxxxxxxxxxxxxx"), 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := []byte{0xAA, 0xBB} // AppendOp appends after what dst holds
+			b := AppendOp(bytes.Clone(prefix), tc.op)
+			if !bytes.Equal(b[:2], prefix) || b[2] != uint8(tc.op.Kind) {
+				t.Fatalf("head %x, want the prefix then kind %d", b[:3], tc.op.Kind)
+			}
+			n, k := binary.Uvarint(b[3:])
+			if k != tc.lenSize || int(n) != len(b)-3-k {
+				t.Fatalf("length %d in %d bytes, body %d bytes: want %d length bytes naming the rest", n, k, len(b)-3-k, tc.lenSize)
+			}
+			enc := EncodeIndexEncoded(1, b[2:])
+			c, err := DecodeCommand(enc)
+			if err != nil || len(c.Ops) != 1 {
+				t.Fatalf("decode: %v, %d ops", err, len(c.Ops))
+			}
+			if again := AppendOp(nil, c.Ops[0]); !bytes.Equal(again, b[2:]) {
+				t.Fatalf("re-encoded %d bytes differ from the %d first encoded", len(again), len(b)-2)
+			}
+			if tc.op.Kind == OpPut && !slices.Equal(c.Ops[0].Placement, tc.op.Placement) {
+				t.Fatalf("placement %v, want %v", c.Ops[0].Placement, tc.op.Placement)
+			}
+		})
+	}
 }
