@@ -132,8 +132,9 @@ func (b *Backend) putBatch(ctx context.Context, items []ctxstore.TierPut) []erro
 	nodes := b.candidates(nil)
 	var slow []int
 	var scratch placement.Scratch // the placements planned in this loop
+	slab := planSlab{plans: make([]putPlan, 0, len(first))}
 	for _, i := range first {
-		if pl, ok, err := b.planNew(items[i], nodes, &scratch); ok {
+		if pl, ok, err := b.planNew(items[i], nodes, &scratch, &slab); ok {
 			plans[i], errs[i] = pl, err
 		} else {
 			slow = append(slow, i)
@@ -205,6 +206,40 @@ type putPlan struct {
 	pinUntil time.Time
 }
 
+// planSlab hands out the plans and placements of one batch put from
+// shared arrays: a batch of 64 blocks allocates a few times instead of
+// twice per block. A nil slab allocates each on its own.
+type planSlab struct {
+	plans  []putPlan
+	shards []fsm.Shard
+}
+
+func (s *planSlab) plan() *putPlan {
+	if s == nil {
+		return new(putPlan)
+	}
+	if len(s.plans) == cap(s.plans) {
+		s.plans = make([]putPlan, 0, max(cap(s.plans), 16))
+	}
+	s.plans = s.plans[:len(s.plans)+1]
+	return &s.plans[len(s.plans)-1]
+}
+
+// placement returns a placement of n entries, capped so that appending to
+// it copies it.
+func (s *planSlab) placement(n int) []fsm.Shard {
+	const chunk = 256
+	if s == nil || n > chunk/4 {
+		return make([]fsm.Shard, n)
+	}
+	if cap(s.shards)-len(s.shards) < n {
+		s.shards = make([]fsm.Shard, 0, chunk)
+	}
+	at := len(s.shards)
+	s.shards = s.shards[:at+n]
+	return s.shards[at : at+n : at+n]
+}
+
 // enough is how many shards the put waits for before it stops waiting for
 // stragglers (writeShards).
 func (pl *putPlan) enough() int {
@@ -235,9 +270,16 @@ func (b *Backend) writePlans(ctx context.Context, plans []*putPlan, idx []int) [
 	}
 	writes := make([]shardWrite, 0, n)
 	tallies := make([]*shardTally, len(plans))
-	for _, i := range idx {
+	// The batch's tallies and their per-shard outcomes share three
+	// allocations instead of three per block.
+	slab := make([]shardTally, len(idx))
+	errs, done := make([]error, n), make([]bool, n)
+	for j, i := range idx {
 		pl := plans[i]
-		tallies[i] = newShardTally(pl.place, pl.enough())
+		m := len(pl.place)
+		slab[j] = shardTally{place: pl.place, enough: pl.enough(), errs: errs[:m:m], done: done[:m:m]}
+		errs, done = errs[m:], done[m:]
+		tallies[i] = &slab[j]
 		writes = appendShardWrites(writes, i, pl.key, pl.c, pl.shards, pl.place, pl.opts)
 	}
 	results := make(chan batchShard, len(writes))
@@ -266,8 +308,9 @@ func (b *Backend) writePut(ctx context.Context, key block.Key, data []byte, sum 
 // planNew plans it as planPut does when that is only placement: a
 // replicated (k=1) block that the index does not hold, so nothing to
 // encode, compare or wait for. ok is false for any other block.
-// scratch holds the placement ranking from one call to the next.
-func (b *Backend) planNew(it ctxstore.TierPut, nodes []placement.Node, scratch *placement.Scratch) (pl *putPlan, ok bool, err error) {
+// scratch holds the placement ranking from one call to the next; slab
+// hands out the plan and its placement.
+func (b *Backend) planNew(it ctxstore.TierPut, nodes []placement.Node, scratch *placement.Scratch, slab *planSlab) (pl *putPlan, ok bool, err error) {
 	key := it.Key.Block()
 	if _, held := b.node.FSM().Lookup(key); held {
 		return nil, false, nil
@@ -276,7 +319,7 @@ func (b *Backend) planNew(it ctxstore.TierPut, nodes []placement.Node, scratch *
 	if err != nil || c.K != 1 {
 		return nil, false, nil //nolint:nilerr // planPut meets the error again and reports it
 	}
-	pl, err = b.place(key, it.Data, it.Sum, it.Opts, c, nodes, scratch)
+	pl, err = b.place(key, it.Data, it.Sum, it.Opts, c, nodes, scratch, slab)
 	return pl, true, err
 }
 
@@ -305,13 +348,13 @@ func (b *Backend) planPut(ctx context.Context, key block.Key, data []byte, sum u
 	if nodes == nil {
 		nodes = b.candidates(nil)
 	}
-	return b.place(key, data, sum, opts, c, nodes, nil)
+	return b.place(key, data, sum, opts, c, nodes, nil, nil)
 }
 
 // place encodes key's block with c and places its shards on nodes.
 // scratch, when not nil, holds the placement ranking (the caller's
 // goroutine alone uses it); nil ranks in new memory.
-func (b *Backend) place(key block.Key, data []byte, sum uint32, opts block.PutOptions, c *erasure.Code, nodes []placement.Node, scratch *placement.Scratch) (*putPlan, error) {
+func (b *Backend) place(key block.Key, data []byte, sum uint32, opts block.PutOptions, c *erasure.Code, nodes []placement.Node, scratch *placement.Scratch, slab *planSlab) (*putPlan, error) {
 	shards, err := c.Encode(data)
 	if err != nil {
 		return nil, err
@@ -332,11 +375,12 @@ func (b *Backend) place(key block.Key, data []byte, sum uint32, opts block.PutOp
 	if c.K == 1 {
 		n = len(picked) // replicas on one node would be one copy
 	}
-	place := make([]fsm.Shard, n)
+	place := slab.placement(n)
 	for i := range place {
 		place[i] = fsm.Shard{NodeID: picked[i%len(picked)].ID, Index: uint16(i)}
 	}
-	pl := &putPlan{key: key, data: data, sum: sum, opts: opts, c: c, shards: shards, place: place, now: time.Now()}
+	pl := slab.plan()
+	*pl = putPlan{key: key, data: data, sum: sum, opts: opts, c: c, shards: shards, place: place, now: time.Now()}
 	if opts.PinTTL > 0 {
 		pl.pinUntil = pl.now.Add(opts.PinTTL)
 	}

@@ -145,8 +145,13 @@ func (t *shardTally) add(r shardResult) bool {
 func (t *shardTally) complete() bool { return t.got == len(t.place) }
 
 // outcome is the entries that succeeded and the first failure; an entry
-// with no outcome yet failed (still writing after the grace).
+// with no outcome yet failed (still writing after the grace). When every
+// entry succeeded, ok is the placement itself, capped so that an append
+// copies it.
 func (t *shardTally) outcome() (ok []fsm.Shard, first error) {
+	if t.succeeded == len(t.place) {
+		return t.place[:len(t.place):len(t.place)], nil
+	}
 	for i := range t.errs {
 		if !t.done[i] {
 			t.errs[i] = fmt.Errorf("%w: still writing %v after the other shards were written", block.ErrUnavailable, stragglerGrace)
