@@ -16,7 +16,11 @@ import (
 // nodeProfiler takes CPU profiles of the nodes a `cluster --start` run
 // started with --pprof-listen (and of ctxbench itself) over the same
 // window: `--profile DIR` takes them during the batched index run, so the
-// profiles show where a node's time goes per block entry.
+// profiles show where a node's time goes per block entry. It also saves
+// each node's allocation profile (cumulative since the node started) at
+// the window's start and end, so that `go tool pprof -base
+// DIR/<node>.allocs0.pprof DIR/<node>.allocs.pprof` shows what the node
+// allocated in the window.
 type nodeProfiler struct {
 	dir     string
 	seconds int
@@ -25,8 +29,8 @@ type nodeProfiler struct {
 }
 
 // start begins the profiles; the returned function waits for them and
-// writes DIR/<node>.pprof and DIR/ctxbench.pprof. A nil profiler does
-// nothing.
+// writes DIR/<node>.pprof, DIR/<node>.allocs0.pprof, DIR/<node>.allocs.pprof
+// and DIR/ctxbench.pprof. A nil profiler does nothing.
 func (p *nodeProfiler) start(ctx context.Context, progress io.Writer) (wait func() error) {
 	if p == nil {
 		return func() error { return nil }
@@ -35,7 +39,15 @@ func (p *nodeProfiler) start(ctx context.Context, progress io.Writer) (wait func
 	var wg sync.WaitGroup
 	for i, a := range p.addrs {
 		wg.Go(func() {
-			errs[i] = fetchProfile(ctx, a, p.seconds, filepath.Join(p.dir, p.ids[i]+".pprof"))
+			base := filepath.Join(p.dir, p.ids[i])
+			err := fetchProfile(ctx, a, "allocs", base+".allocs0.pprof")
+			if err == nil {
+				err = fetchProfile(ctx, a, fmt.Sprintf("profile?seconds=%d", p.seconds), base+".pprof")
+			}
+			if err == nil {
+				err = fetchProfile(ctx, a, "allocs", base+".allocs.pprof")
+			}
+			errs[i] = err
 		})
 	}
 	self, err := os.Create(filepath.Join(p.dir, "ctxbench.pprof"))
@@ -63,9 +75,10 @@ func (p *nodeProfiler) start(ctx context.Context, progress io.Writer) (wait func
 	}
 }
 
-// fetchProfile saves addr's /debug/pprof/profile of seconds to path.
-func fetchProfile(ctx context.Context, addr string, seconds int, path string) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
+// fetchProfile saves addr's /debug/pprof/<which> (a profile's name and
+// query, such as "profile?seconds=5" or "allocs") to path.
+func fetchProfile(ctx context.Context, addr, which, path string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/%s", addr, which)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err

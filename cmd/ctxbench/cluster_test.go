@@ -190,8 +190,9 @@ func TestClusterBenchAgainstRealCluster(t *testing.T) {
 		}
 	}
 	// --profile left a CPU profile (gzip-compressed protobuf) per node
-	// and of ctxbench.
-	for _, name := range []string{"n1", "n2", "n3", "ctxbench"} {
+	// and of ctxbench, and each node's allocation profiles at the
+	// window's start and end.
+	for _, name := range []string{"n1", "n2", "n3", "ctxbench", "n1.allocs0", "n1.allocs", "n3.allocs0", "n3.allocs"} {
 		b, err := os.ReadFile(filepath.Join(profDir, name+".pprof"))
 		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 			t.Errorf("profile %s: %d bytes, err %v: want a gzip-compressed pprof profile", name, len(b), err)
