@@ -18,6 +18,11 @@ type Holder struct {
 	// State is the member's state as the cluster agrees on it ("alive",
 	// "suspect", "dead", "left", "draining").
 	State string
+	// InMemory is set on the answering node's own shard when that shard
+	// is in its DRAM tier right now, so a read of it touches no lower
+	// tier. A node does not know other members' tiers: their entries
+	// never have it.
+	InMemory bool
 }
 
 // Location says where a block's shards are.

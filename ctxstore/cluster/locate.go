@@ -15,6 +15,8 @@ var _ ctxstore.Locator = (*Backend)(nil)
 // first, then alive members, then restoring, suspect and draining ones,
 // then the rest. A holder the index lists but that is dead is still
 // listed (with its state), so a caller can tell it apart from an alive one.
+// This node's own holder entry says whether its shard is in its DRAM tier
+// (Holder.InMemory).
 func (b *Backend) Locate(ctx context.Context, key block.Key) (ctxstore.Location, error) {
 	key = key.Block()
 	e, ok := b.own.lookup(ctx, key)
@@ -32,7 +34,13 @@ func (b *Backend) Locate(ctx context.Context, key block.Key) (ctxstore.Location,
 		if m, ok := f.Member(s.NodeID); ok {
 			state = m.State.String()
 		}
-		loc.Holders = append(loc.Holders, ctxstore.Holder{Node: s.NodeID, Shard: int(s.Index), State: state})
+		h := ctxstore.Holder{Node: s.NodeID, Shard: int(s.Index), State: state}
+		if s.NodeID == b.cfg.NodeID {
+			// Stat is passive: it neither promotes nor counts as an access.
+			info, err := b.local.Stat(ctx, shardKey(key, c, int(s.Index)))
+			h.InMemory = err == nil && info.Tier == block.TierDRAM
+		}
+		loc.Holders = append(loc.Holders, h)
 	}
 	return loc, nil
 }

@@ -12,12 +12,13 @@ import (
 )
 
 // holdersOf is the placement of key in node tn's index, as node IDs with
-// shard indexes, sorted.
+// shard indexes, sorted. tn's own shard is InMemory: the test nodes' tiers
+// are DRAM only, and a node knows no other member's tiers.
 func holdersOf(tn *testNode, key block.Key) []ctxstore.Holder {
 	e, _ := tn.node.FSM().Lookup(key)
 	var out []ctxstore.Holder
 	for _, s := range e.Placement {
-		out = append(out, ctxstore.Holder{Node: s.NodeID, Shard: int(s.Index), State: "alive"})
+		out = append(out, ctxstore.Holder{Node: s.NodeID, Shard: int(s.Index), State: "alive", InMemory: s.NodeID == tn.id})
 	}
 	slices.SortFunc(out, func(a, b ctxstore.Holder) int { return a.Shard - b.Shard })
 	return out
@@ -63,6 +64,29 @@ func TestLocate(t *testing.T) {
 				if here && loc.Holders[0].Node != tn.id {
 					t.Fatalf("%s holds a shard but is not listed first: %+v", tn.id, loc.Holders)
 				}
+			}
+			// A holder whose shard left its DRAM (here: dropped from its
+			// tiers) is still listed, but no longer InMemory.
+			holder := tc.nodes[0]
+			for _, tn := range tc.nodes {
+				if loc, _ := tn.store.Locate(ctx, key, ctxstore.ReadOptions{}); loc.Holders[0].Node == tn.id {
+					holder = tn
+					break
+				}
+			}
+			loc, err := holder.store.Locate(ctx, key, ctxstore.ReadOptions{})
+			if err != nil || loc.Holders[0].Node != holder.id || !loc.Holders[0].InMemory {
+				t.Fatalf("%s: %+v, %v: want its own shard listed first, in memory", holder.id, loc.Holders, err)
+			}
+			c, err := holder.backend.code(tt.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := holder.tiers.Delete(ctx, shardKey(key, c, loc.Holders[0].Shard)); err != nil {
+				t.Fatal(err)
+			}
+			if loc, err := holder.store.Locate(ctx, key, ctxstore.ReadOptions{}); err != nil || loc.Holders[0].Node != holder.id || loc.Holders[0].InMemory {
+				t.Fatalf("%s after its shard left DRAM: %+v, %v: want it listed, not in memory", holder.id, loc.Holders, err)
 			}
 			if _, err := tc.nodes[1].store.Locate(ctx, block.NewKey(tt.name, 8), ctxstore.ReadOptions{}); !errors.Is(err, block.ErrNotFound) {
 				t.Fatalf("missing block: %v, want ErrNotFound", err)

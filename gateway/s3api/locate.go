@@ -79,7 +79,7 @@ func (s *Server) getLocations(q *request) error {
 		default:
 			b.DataShards = loc.DataShards
 			for _, h := range loc.Holders {
-				b.Holders = append(b.Holders, LocatedHolder{Node: h.Node, Shard: h.Shard, State: h.State})
+				b.Holders = append(b.Holders, LocatedHolder{Node: h.Node, Shard: h.Shard, State: h.State, InMemory: h.InMemory})
 			}
 		}
 		out.Blocks = append(out.Blocks, b)

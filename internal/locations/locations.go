@@ -46,9 +46,13 @@ type Block struct {
 
 // Holder is a member holding shard Shard of a block; State is the
 // member's state as the cluster agrees on it (alive, suspect, dead, left,
-// draining).
+// draining). InMemory is set only on the answering node's own holder
+// entry, when that shard is in its DRAM tier at the time of the answer (a
+// read of it touches no lower tier); a node does not know other members'
+// tiers.
 type Holder struct {
-	Node  string `xml:"Node"`
-	Shard int    `xml:"Shard"`
-	State string `xml:"State"`
+	Node     string `xml:"Node"`
+	Shard    int    `xml:"Shard"`
+	State    string `xml:"State"`
+	InMemory bool   `xml:"InMemory,omitempty"`
 }
