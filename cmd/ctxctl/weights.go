@@ -30,7 +30,9 @@ chunk (--verify xxh3, the default, or sha256), skips files
 already complete, and resumes a file left by an interrupted pull (FILE.ctxpart)
 from its verified chunks. With several endpoints a pull sends each ranged GET
 to the listed node that holds its blocks (--route=false: all through the first
-that works). Credentials: --access-key and --secret (or
+that works), and a pull that starts while others run joins their stream: it
+starts where the nodes hold the checkpoint in DRAM and fetches the chunks
+before that last (--join=false: in order from the first). Credentials: --access-key and --secret (or
 CTXTIER_ACCESS_KEY / CTXTIER_SECRET), an S3 key from ctxctl keys create.`
 
 // weightsFlags parses the flags shared by push and pull, after the
@@ -51,6 +53,7 @@ func weightsFlags(action string, args []string, errOut io.Writer) (cfg weights.C
 	fs.IntVar(&cfg.Retries, "retries", cfg.Retries, "retries of a failed chunk GET")
 	fs.StringVar(&cfg.Verify, "verify", cfg.Verify, "pull: the manifest digest every chunk is checked with: xxh3 (XXH3-128; SHA-256 for a manifest without it) or sha256")
 	fs.BoolVar(&cfg.Route, "route", cfg.Route, "pull: send each ranged GET to the node holding its blocks (of those listed in --s3), the others being the fallback")
+	fs.BoolVar(&cfg.Join, "join", cfg.Join, "pull: with routing, join the stream of pulls already running: start inside the longest run of chunks the nodes hold in DRAM, the chunks before it last")
 	fs.BoolVar(&progress, "progress", true, "print a progress line to stderr")
 	if action == "push" {
 		fs.StringVar(&name, "name", "", "MODEL: the checkpoint's name in the tier")

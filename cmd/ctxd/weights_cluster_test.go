@@ -290,31 +290,7 @@ func checkPulled(t *testing.T, dst string, want map[string][32]byte) {
 func TestWeightsPullRouted(t *testing.T) {
 	ctx := withTimeout(t, 5*time.Minute)
 	nodes, key := startWeightsCluster(ctx, t, 1, 0)
-	src := t.TempDir()
-	files, want := writeWeightsCheckpoint(t, src)
-	var total int64
-	for _, n := range files {
-		total += int64(n)
-	}
-	pusher, err := weights.New(weightsConfig(key, nodes[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pusher.Push(ctx, src, "llama/8b", nil); err != nil {
-		t.Fatal(err)
-	}
-	// Every node must have applied the manifest (written last): routing
-	// learns which endpoint is which member from it.
-	for _, nd := range nodes {
-		w, err := weights.New(weightsConfig(key, nd))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 30*time.Second, nd.id+" to serve the model's manifest", func() bool {
-			_, err := w.Manifest(ctx, "llama/8b")
-			return err == nil
-		})
-	}
+	total, want := pushToAllNodes(ctx, t, nodes, key)
 	const local, remote = `ctxtier_cluster_read_bytes_total{path="local"}`, `ctxtier_cluster_read_bytes_total{path="remote"}`
 	readBytes := func() (loc, rem float64) {
 		for _, nd := range nodes {
@@ -360,4 +336,87 @@ func TestWeightsPullRouted(t *testing.T) {
 			t.Errorf("unrouted pull through n1: %.0f bytes read from peers, want the blocks n1 does not hold", dr)
 		}
 	}
+}
+
+// TestWeightsPullJoinsTheStream: three nodes whose DRAM holds only a few
+// of the checkpoint's 8 MiB blocks, so a pull from the first chunk reads
+// the blocks from NVMe. A pull with Config.Join asks the nodes which
+// blocks they have in DRAM (GetObjectLocations' InMemory) and starts inside
+// that run, fetching the chunks before it last: it reads at least one block
+// less from NVMe than a pull in order from the same state, and both give
+// the pushed bytes.
+func TestWeightsPullJoinsTheStream(t *testing.T) {
+	ctx := withTimeout(t, 5*time.Minute)
+	nodes, key := startWeightsCluster(ctx, t, 1, 0, "--dram-capacity", "24MiB")
+	total, want := pushToAllNodes(ctx, t, nodes, key)
+	const nvme = `ctxtier_tier_read_bytes_total{tier="nvme"}`
+	nvmeRead := func() float64 {
+		var sum float64
+		for _, nd := range nodes {
+			v, err := strconv.ParseFloat(scrapeMetrics(t, nd.p.HTTP, nvme)[nvme], 64)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", nd.id, nvme, err)
+			}
+			sum += v
+		}
+		return sum
+	}
+	// The pull in order goes first: it leaves the checkpoint's last blocks
+	// in the nodes' DRAM, as a stream moving through it would, and the
+	// joining pull starts from that state.
+	read := map[bool]float64{}
+	for _, join := range []bool{false, true} {
+		cfg := weightsConfig(key, nodes...)
+		cfg.Join = join
+		puller, err := weights.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := t.TempDir()
+		before := nvmeRead()
+		if _, err := puller.Pull(ctx, "llama/8b", dst, nil); err != nil {
+			t.Fatalf("pull (join %v): %v", join, err)
+		}
+		read[join] = nvmeRead() - before
+		checkPulled(t, dst, want)
+		t.Logf("pull of %d MiB, join %v: %.1f MiB read from NVMe", total>>20, join, read[join]/(1<<20))
+	}
+	if read[false] < float64(total)/2 {
+		t.Fatalf("the pull in order read %.0f bytes from NVMe of %d: DRAM holds more than the test means it to", read[false], total)
+	}
+	if read[true] > read[false]-8<<20 {
+		t.Errorf("joining pull read %.0f bytes from NVMe, the pull in order %.0f: want at least one 8 MiB block less", read[true], read[false])
+	}
+}
+
+// pushToAllNodes pushes writeWeightsCheckpoint's checkpoint as llama/8b
+// through the first node and waits until every node serves its manifest
+// (written last: routing learns which endpoint is which member from it);
+// it returns the checkpoint's size and its files' SHA-256s.
+func pushToAllNodes(ctx context.Context, t *testing.T, nodes []*testNode, key credential.Credential) (int64, map[string][32]byte) {
+	t.Helper()
+	src := t.TempDir()
+	files, want := writeWeightsCheckpoint(t, src)
+	var total int64
+	for _, n := range files {
+		total += int64(n)
+	}
+	pusher, err := weights.New(weightsConfig(key, nodes[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pusher.Push(ctx, src, "llama/8b", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		w, err := weights.New(weightsConfig(key, nd))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, nd.id+" to serve the model's manifest", func() bool {
+			_, err := w.Manifest(ctx, "llama/8b")
+			return err == nil
+		})
+	}
+	return total, want
 }

@@ -2,6 +2,7 @@ package weights
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -43,7 +44,9 @@ func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress
 	if err != nil {
 		return st, err
 	}
-	for _, f := range m.Files {
+	todo := make([][]int, len(m.Files))
+	left := make([]int, len(m.Files))
+	for fi, f := range m.Files {
 		dst := filepath.Join(dir, filepath.FromSlash(f.Path))
 		if ok, err := complete(dst, f, m.ChunkSize, c.cfg.Verify); err != nil {
 			return st, err
@@ -53,17 +56,72 @@ func (c *Client) Pull(ctx context.Context, model, dir string, progress *Progress
 			continue
 		}
 		st.FilesFetched++
-		if err := c.pullFile(ctx, m, f, dst, progress, &st); err != nil {
+		if todo[fi], err = c.preparePart(m, f, dst, progress, &st); err != nil {
 			return st, err
 		}
+		if left[fi] = len(todo[fi]); left[fi] == 0 {
+			if err := finishPart(dst, nil); err != nil {
+				return st, err
+			}
+		}
 	}
-	return st, nil
+	// The chunks go in the plan's order (join.go); a file is renamed into
+	// place once its last chunk is in.
+	err = c.fetchPlanned(ctx, m, todo, func(seg segment) error {
+		f := m.Files[seg.file]
+		left[seg.file] -= len(seg.chunks)
+		return c.pullSegment(ctx, m, f, filepath.Join(dir, filepath.FromSlash(f.Path)), seg.chunks, left[seg.file] == 0, progress, &st)
+	})
+	return st, err
 }
 
-func (c *Client) pullFile(ctx context.Context, m *Manifest, f File, dst string, progress *Progress, st *PullStats) error {
+// preparePart returns the chunks of f that dst's part file still needs:
+// all of them when there is none yet, else those an earlier pull did not
+// finish (a chunk whose bytes match its digest is kept). An empty file's
+// part is made here, ready to be renamed.
+func (c *Client) preparePart(m *Manifest, f File, dst string, progress *Progress, st *PullStats) ([]int, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
+		return nil, err
 	}
+	part := dst + partSuffix
+	var todo []int
+	if _, err := os.Stat(part); errors.Is(err, os.ErrNotExist) && len(f.Chunks) > 0 {
+		// Nothing to keep: no earlier pull left a part. It is made when
+		// its first chunks come (pullSegment).
+		for i := range f.Chunks {
+			todo = append(todo, i)
+		}
+		return todo, nil
+	}
+	fh, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	if err := fh.Truncate(f.Size); err != nil {
+		return nil, err
+	}
+	// Keep the chunks an earlier pull finished.
+	alg := digest(c.cfg.Verify, f)
+	buf := make([]byte, m.ChunkSize)
+	for i := range f.Chunks {
+		off, n := chunkSpan(m.ChunkSize, f.Size, i)
+		if _, err := fh.ReadAt(buf[:n], off); err != nil {
+			return nil, fmt.Errorf("weights: read %s: %w", part, err)
+		}
+		if chunkOK(alg, f, i, buf[:n]) {
+			st.ChunksReused++
+			progress.Total.Add(-n)
+			continue
+		}
+		todo = append(todo, i)
+	}
+	return todo, nil
+}
+
+// pullSegment fetches chunks of f into dst's part file; last: they are the
+// file's last ones, and the part is synced and renamed to dst.
+func (c *Client) pullSegment(ctx context.Context, m *Manifest, f File, dst string, chunks []int, last bool, progress *Progress, st *PullStats) error {
 	part := dst + partSuffix
 	fh, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -73,30 +131,28 @@ func (c *Client) pullFile(ctx context.Context, m *Manifest, f File, dst string, 
 	if err := fh.Truncate(f.Size); err != nil {
 		return err
 	}
-	// Keep the chunks an earlier pull finished.
-	var todo []int
-	alg := digest(c.cfg.Verify, f)
-	buf := make([]byte, m.ChunkSize)
-	for i := range f.Chunks {
-		off, n := chunkSpan(m.ChunkSize, f.Size, i)
-		if _, err := fh.ReadAt(buf[:n], off); err != nil {
-			return fmt.Errorf("weights: read %s: %w", part, err)
-		}
-		if chunkOK(alg, f, i, buf[:n]) {
-			st.ChunksReused++
-			progress.Total.Add(-n)
-			continue
-		}
-		todo = append(todo, i)
-	}
-	err = c.fetchChunks(ctx, m, f, todo, progress, st, func(_ int, off int64, b []byte) error {
+	err = c.fetchChunks(ctx, m, f, chunks, progress, st, func(_ int, off int64, b []byte) error {
 		if _, err := fh.WriteAt(b, off); err != nil {
 			return fmt.Errorf("weights: write %s: %w", part, err)
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil || !last {
 		return err
+	}
+	return finishPart(dst, fh)
+}
+
+// finishPart syncs dst's complete part file (fh, or opened here when nil)
+// and renames it to dst.
+func finishPart(dst string, fh *os.File) error {
+	part := dst + partSuffix
+	if fh == nil {
+		var err error
+		if fh, err = os.OpenFile(part, os.O_RDWR, 0); err != nil {
+			return err
+		}
+		defer fh.Close()
 	}
 	if err := fh.Sync(); err != nil {
 		return err

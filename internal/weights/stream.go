@@ -22,13 +22,17 @@ func (c *Client) Stream(ctx context.Context, model string, sink Sink, progress *
 	if err != nil {
 		return st, err
 	}
-	for _, f := range m.Files {
+	todo := make([][]int, len(m.Files))
+	for fi, f := range m.Files {
 		st.FilesFetched++
-		todo := make([]int, len(f.Chunks))
-		for i := range todo {
-			todo[i] = i
+		todo[fi] = make([]int, len(f.Chunks))
+		for i := range todo[fi] {
+			todo[fi][i] = i
 		}
-		err := c.fetchChunks(ctx, m, f, todo, progress, &st, func(_ int, off int64, b []byte) error {
+	}
+	err = c.fetchPlanned(ctx, m, todo, func(seg segment) error {
+		f := m.Files[seg.file]
+		return c.fetchChunks(ctx, m, f, seg.chunks, progress, &st, func(_ int, off int64, b []byte) error {
 			if sink == nil {
 				return nil
 			}
@@ -37,9 +41,6 @@ func (c *Client) Stream(ctx context.Context, model string, sink Sink, progress *
 			}
 			return nil
 		})
-		if err != nil {
-			return st, err
-		}
-	}
-	return st, nil
+	})
+	return st, err
 }

@@ -59,6 +59,13 @@ type Config struct {
 	// endpoint whose node holds the block (route.go), when there are
 	// several endpoints; off, every GET goes to the endpoint in use.
 	Route bool
+	// Join lets a pull that starts while others are pulling the same
+	// checkpoint join their stream (join.go): with routing, it asks every
+	// node which of the checkpoint's blocks it has in DRAM right now and
+	// starts inside the longest run of such chunks, fetching the chunks
+	// before it last, instead of starting at the first chunk and reading
+	// every block the others already moved past from the lower tiers again.
+	Join bool
 }
 
 // DefaultConfig returns the local endpoint, namespace "weights", 16 MiB
@@ -73,6 +80,7 @@ func DefaultConfig() Config {
 		Retries:   3,
 		Verify:    VerifyXXH3,
 		Route:     true,
+		Join:      true,
 	}
 }
 
