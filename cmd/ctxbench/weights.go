@@ -39,6 +39,12 @@ type weightsConfig struct {
 	// blocks (weights.Config.Route); off, every GET goes through the
 	// worker's first node.
 	Route bool
+	// Join lets each worker join the others' stream (weights.Config.Join).
+	Join bool
+	// Late starts the last worker this long after the others (tier and
+	// versitygw pulls alike), to measure a pull that joins a running
+	// stream.
+	Late time.Duration
 	// Verify is the digest the workers check every chunk with
 	// (weights.Config.Verify).
 	Verify string
@@ -70,6 +76,8 @@ func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
 	fs.IntVar(&c.DataShards, "data-shards", 1, "erasure code of the weights namespace: data shards")
 	fs.IntVar(&c.ParityShards, "parity-shards", 0, "erasure code of the weights namespace: parity shards")
 	fs.BoolVar(&c.Route, "route", true, "send each ranged GET to the node that holds its blocks (GetObjectLocations); false: every GET through the worker's own node, which reads the blocks it does not hold from their holders")
+	fs.BoolVar(&c.Join, "join", true, "let each worker join a stream already running: start inside the longest run of chunks the nodes hold in DRAM (weights.Config.Join); false: every worker starts at the first chunk")
+	fs.DurationVar(&c.Late, "late", 0, "start the last worker this long after the others (0: all at once); the tier's and versitygw's pulls alike")
 	fs.StringVar(&c.Verify, "verify", weights.VerifyXXH3, "digest every chunk is checked with: xxh3 (the manifest's XXH3-128) or sha256")
 	fs.StringVar(&c.Dir, "dir", "", "directory for the checkpoint, versitygw's bucket and the nodes' data (default: $TMPDIR)")
 	fs.StringVar(&c.Profile, "profile", "", "start the nodes with --pprof-listen and write CPU profiles of every node (n1.pprof...) and of ctxbench, the pullers (ctxbench.pprof), taken from the start of the tier pull, to this directory")
@@ -105,6 +113,8 @@ func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
 		return c, errors.New("--parallel must be in 1..64")
 	case c.DataShards < 1 || c.ParityShards < 0 || c.DataShards+c.ParityShards > 3:
 		return c, errors.New("--data-shards + --parity-shards must be in 1..3 (three nodes)")
+	case c.Late < 0 || c.Late > 10*time.Minute:
+		return c, errors.New("--late must be in 0..10m")
 	case c.ProfileSeconds < 1 || c.ProfileSeconds > 600:
 		return c, errors.New("--profile-seconds must be in 1..600")
 	}
@@ -236,6 +246,7 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 		wc := weights.DefaultConfig()
 		wc.Endpoints, wc.AccessKey, wc.Secret = endpoints, key.AccessKeyID, key.Secret
 		wc.Namespace, wc.ChunkSize, wc.Parallel, wc.Route, wc.Verify = weightsNS, cfg.ChunkSize, cfg.Parallel, cfg.Route, cfg.Verify
+		wc.Join = cfg.Join
 		return wc
 	}
 	vgwCfg := tierCfg([]string{vgw.addr})
@@ -280,7 +291,7 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	}
 	cpu0 := cpu.sample()
 	waitProf := prof.start(ctx, progress)
-	if res.tier, res.workerTier, err = pullAll(ctx, cfgs, res.size); err != nil {
+	if res.tier, res.workerTier, err = pullAll(ctx, cfgs, res.size, cfg.Late); err != nil {
 		return err
 	}
 	cpu1 := cpu.sample()
@@ -327,7 +338,7 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	for i := range cfgs {
 		cfgs[i] = vgwCfg
 	}
-	if res.vgw, res.workerVGW, err = pullAll(ctx, cfgs, res.size); err != nil {
+	if res.vgw, res.workerVGW, err = pullAll(ctx, cfgs, res.size, cfg.Late); err != nil {
 		return fmt.Errorf("versitygw: %w", err)
 	}
 	fmt.Fprintf(progress, "weights: %d workers from versitygw: last complete after %v\n", cfg.Pullers, res.vgw.Round(time.Millisecond))
@@ -367,10 +378,11 @@ func waitManifest(ctx context.Context, wc weights.Config) error {
 	}
 }
 
-// pullAll starts one Stream per config at once (every chunk verified
-// against the manifest's SHA-256, the bytes then dropped) and returns the
-// time until the last one completed and each one's time.
-func pullAll(ctx context.Context, cfgs []weights.Config, size int64) (time.Duration, []time.Duration, error) {
+// pullAll starts one Stream per config at once, the last one late after
+// the others (every chunk verified against the manifest's digest, the
+// bytes then dropped) and returns the time from the first start until the
+// last one completed and each one's time.
+func pullAll(ctx context.Context, cfgs []weights.Config, size int64, late time.Duration) (time.Duration, []time.Duration, error) {
 	clients := make([]*weights.Client, len(cfgs))
 	for i, wc := range cfgs {
 		c, err := weights.New(wc)
@@ -387,6 +399,14 @@ func pullAll(ctx context.Context, cfgs []weights.Config, size int64) (time.Durat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if late > 0 && i == len(clients)-1 && len(clients) > 1 {
+				select {
+				case <-time.After(late):
+				case <-ctx.Done():
+					errs[i] = ctx.Err()
+					return
+				}
+			}
 			st, err := c.Stream(ctx, weightsModel, nil, nil)
 			each[i] = time.Since(start)
 			if err == nil && st.BytesFetched != size {
@@ -402,13 +422,13 @@ func pullAll(ctx context.Context, cfgs []weights.Config, size int64) (time.Durat
 
 func (r *weightsResult) print(out io.Writer, cfg weightsConfig) {
 	gbs := func(d time.Duration) float64 { return r.served / d.Seconds() / 1e9 }
-	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d route=%v verify=%s "+
+	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d route=%v join=%v late_s=%.1f verify=%s "+
 		"tier_gb_s=%.3f raw_tcp_gb_s=%.3f ratio_vs_raw_tcp=%.3f "+
 		"lower_tier_bytes_per_served_byte=%.3f lower_tier_bytes_per_checkpoint_byte=%.3f lower_tier_bytes=%s (nvme=%s s3=%s; %v) promotions=%.0f promotions_direct=%.0f shared_reads=%.0f "+
 		"last_complete_s=%.2f versitygw_last_complete_s=%.2f speedup_vs_versitygw=%.3f push_gb_s=%.3f "+
 		"node_cpu_s_per_gb=%.3f puller_cpu_s_per_gb=%.3f raw_tcp_cpu_s_per_gb=%.3f "+
 		"local_read_share=%.3f peer_read_bytes_per_served_byte=%.3f\n",
-		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards, cfg.Route, cfg.Verify,
+		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards, cfg.Route, cfg.Join, cfg.Late.Seconds(), cfg.Verify,
 		gbs(r.tier), gbs(r.raw), r.raw.Seconds()/r.tier.Seconds(),
 		r.lowerBytes/r.served, r.lowerBytes/float64(r.size), block.FormatSize(int64(r.lowerBytes)), block.FormatSize(int64(r.nvmeReads)), block.FormatSize(int64(r.s3Reads)), r.lowerByNode,
 		r.promotions, r.direct, r.shared,

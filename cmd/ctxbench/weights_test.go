@@ -29,11 +29,14 @@ func TestParseWeightsFlags(t *testing.T) {
 	if c, err := parseWeightsFlags(strings.Fields("--start --verify sha256"), io.Discard); err != nil || c.Verify != "sha256" {
 		t.Fatalf("--verify sha256: %+v %v", c, err)
 	}
-	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" || !c.Route || c.Verify != "xxh3" {
+	if c, err := parseWeightsFlags(strings.Fields("--start --late 2500ms --join=false"), io.Discard); err != nil || c.Late != 2500*time.Millisecond || c.Join {
+		t.Fatalf("--late --join=false: %+v %v", c, err)
+	}
+	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" || !c.Route || c.Verify != "xxh3" || !c.Join || c.Late != 0 {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}
 	for _, bad := range []string{"", "--start --size lots", "--start --size 1MiB --files 2", "--start --files 0", "--start --pullers 0",
-		"--start --parallel 0", "--start --chunk-size 1MiB", "--start --data-shards 2 --parity-shards 2", "--start --dram-capacity x", "--start extra", "--start --profile-seconds 0", "--start --verify crc32"} {
+		"--start --parallel 0", "--start --chunk-size 1MiB", "--start --data-shards 2 --parity-shards 2", "--start --dram-capacity x", "--start extra", "--start --profile-seconds 0", "--start --verify crc32", "--start --late -1s", "--start --late 11m", "--start --late soon"} {
 		if _, err := parseWeightsFlags(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
