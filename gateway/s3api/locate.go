@@ -66,7 +66,7 @@ func (s *Server) getLocations(q *request) error {
 		out.Truncated, out.NextOffset = true, &next
 	}
 	for _, sp := range spans {
-		b := LocatedBlock{Offset: sp.Offset, Length: sp.Length, DataShards: 1}
+		b := LocatedBlock{Offset: sp.Offset, Length: sp.Length, DataShards: 1, Key: sp.Key.ObjectName()}
 		loc, err := s.store.Locate(ctx, sp.Key, ctxstore.ReadOptions{Level: readLevel})
 		switch {
 		case errors.Is(err, block.ErrUnavailable) && out.Node == "":

@@ -38,6 +38,16 @@ func (l *locatingTier) Locate(_ context.Context, key block.Key) (ctxstore.Locati
 
 func (l *locatingTier) LocalNode() string { return "n1" }
 
+// keyHash is the hash of b's Key (the object version's data blocks share it).
+func keyHash(t *testing.T, b LocatedBlock) uint64 {
+	t.Helper()
+	k, err := block.ParseObjectName("x", b.Key)
+	if err != nil {
+		t.Fatalf("key %q: %v", b.Key, err)
+	}
+	return k.Hash
+}
+
 // getLocations sends a signed GetObjectLocations and decodes a 200 answer.
 func getLocations(t *testing.T, e *env, target string) (int, string, Locations) {
 	t.Helper()
@@ -74,6 +84,15 @@ func TestGetObjectLocations(t *testing.T) {
 		t.Fatalf("whole object: %d %+v\n%s", st, all, body)
 	}
 	for i, b := range all.Blocks {
+		// Key names the data block itself: the tier holds it, at its length.
+		k, err := block.ParseObjectName("wobj", b.Key)
+		if err != nil || !k.HasPart || int(k.Part) != i || k.Hash != keyHash(t, all.Blocks[0]) {
+			t.Fatalf("block %d: key %q (%v): want part %d of the object's version", i, b.Key, err, i)
+		}
+		if info, err := lt.Tier.Stat(ctx, k); err != nil || info.Size != b.Length {
+			t.Fatalf("block %d: the tier's %s: %+v, %v; want %d bytes", i, k, info, err, b.Length)
+		}
+		b.Key = ""
 		want := LocatedBlock{Offset: int64(i) << 20, Length: min(1<<20, size-int64(i)<<20), DataShards: 1, Holders: []LocatedHolder{
 			{Node: fmt.Sprintf("n%d", i%3+1), Shard: i, State: "alive"}, {Node: "n9", Shard: 200, State: "dead"}}}
 		if fmt.Sprint(b) != fmt.Sprint(want) {

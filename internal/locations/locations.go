@@ -36,10 +36,14 @@ type Locations struct {
 // Offset+Length), its erasure code's data shard count (1: every holder has
 // the whole block) and its shard holders, in the order the answering node
 // would read them (itself first when it is one). No holders: the answering
-// node is not clustered and holds it.
+// node is not clustered and holds it. Key is the block's name in the
+// bucket's namespace (block.Key.ObjectName: 16 hex digits, ".N" for part
+// N), which a co-located reader passes to the native protocol's DESCRIBE
+// to read a whole replica in place (docs/weights.md).
 type Block struct {
 	Offset     int64    `xml:"Offset"`
 	Length     int64    `xml:"Length"`
+	Key        string   `xml:"Key,omitempty"`
 	DataShards int      `xml:"DataShards"`
 	Holders    []Holder `xml:"Holder"`
 }
