@@ -124,6 +124,9 @@ func (c *Client) startDescribe(ctx context.Context, keys []block.Key) *pendingDe
 	if c.opts.DirectVerify == VerifyVersion && descriptor.VersionReads && !c.direct.noVersions.Load() {
 		flags = wire.DescribeFlagVersion
 	}
+	if c.opts.DirectPromote && !c.direct.noVersions.Load() {
+		flags |= wire.DescribeFlagPromote
+	}
 	chs := c.chunks(len(keys), func(i int) string { return keys[i].Namespace }, nil)
 	p := &pendingDescribe{keys: keys, flags: flags, fl: make([]flight, len(chs)), sent: make([]time.Time, len(chs)), owner: make([]int, len(keys))}
 	for j, ch := range chs {

@@ -145,6 +145,46 @@ func TestReadDirectThroughTiers(t *testing.T) {
 	waitLeases(t, srv, 0)
 }
 
+// TestDescribePromote: with Options.DirectPromote a block that is only on
+// NVMe is read into DRAM by the DESCRIBE and described there (one lower
+// tier read, counted as a promotion); without it, the same kind of block is
+// described on NVMe and stays there.
+func TestDescribePromote(t *testing.T) {
+	ctx := context.Background()
+	m := stack(t, 2, true)
+	_, plain := startDirect(t, native.DefaultConfig(), m, Options{Conns: 1})
+	_, promoting := startDirect(t, native.DefaultConfig(), m, Options{Conns: 1, DirectPromote: true, DirectVerify: VerifyVersion})
+	for i := range uint64(6) {
+		if err := plain.Put(ctx, block.NewKey("default", i), payload(i, blockSize)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, blockSize)
+	l := describeOne(t, plain, block.NewKey("default", 0))
+	if l.Desc.Tier != block.TierNVMe {
+		t.Fatalf("plain DESCRIBE of an evicted block: %s, want nvme", l.Desc.Tier)
+	}
+	plain.Release(ctx, l)
+	if again := describeOne(t, plain, block.NewKey("default", 0)); again.Desc.Tier != block.TierNVMe {
+		t.Fatalf("a plain DESCRIBE moved the block to %s", again.Desc.Tier)
+	} else {
+		plain.Release(ctx, again)
+	}
+	before := m.Stats()
+	k := block.NewKey("default", 1)
+	l = describeOne(t, promoting, k)
+	if l.Desc.Tier != block.TierDRAM {
+		t.Fatalf("promoting DESCRIBE of an evicted block: %s, want dram", l.Desc.Tier)
+	}
+	if n, err := promoting.ReadLease(l, buf); err != nil || !bytes.Equal(buf[:n], payload(1, blockSize)) {
+		t.Fatalf("read of the promoted copy: %v", err)
+	}
+	promoting.Release(ctx, l)
+	if after := m.Stats(); after.Promotions != before.Promotions+1 {
+		t.Fatalf("promotions %d -> %d, want one", before.Promotions, after.Promotions)
+	}
+}
+
 func TestLeaseOutlivesDeleteAndEviction(t *testing.T) {
 	ctx := context.Background()
 	t.Run("dram", func(t *testing.T) {

@@ -27,6 +27,13 @@ type Options struct {
 	// of the server's memory file: VerifyChecksum (the default) or
 	// VerifyVersion. NVMe reads always check the CRC-32C.
 	DirectVerify VerifyMode
+	// DirectPromote asks DESCRIBE to read a block that is below DRAM into
+	// DRAM first and describe that copy (wire.DescribeFlagPromote): for
+	// readers that would otherwise read the block over the network so that
+	// its holder promotes it (many readers of the same blocks: each byte
+	// leaves the lower tiers once). Sent together with the version-word
+	// flag's fallback: a server that refuses the flags word gets neither.
+	DirectPromote bool
 	// AccessKeyID and Secret are the credentials (from `ctxctl keys
 	// create`) for a server started with --auth required. The handshake
 	// proves the secret with an HMAC of a server-sent nonce; the secret

@@ -84,9 +84,11 @@ func (t *leaseTable) len() int {
 // describe leases each key's descriptor and appends one status (and, when
 // OK, a descriptor item) per key. DRAM version words go only to a client
 // that asked for them (wire.DescribeFlagVersion); the others get the
-// original item.
+// original item. With wire.DescribeFlagPromote a block below DRAM is read
+// into DRAM first.
 func (c *conn) describe(req *wire.Request, b []byte) []byte {
 	versions := req.DescribeFlags&wire.DescribeFlagVersion != 0
+	promote := req.DescribeFlags&wire.DescribeFlagPromote != 0
 	s := c.s
 	op := req.Op.String()
 	room := int64(s.limits.MaxResponseSize) - wire.HeaderSize
@@ -95,7 +97,7 @@ func (c *conn) describe(req *wire.Request, b []byte) []byte {
 		err := keyErr(req, i)
 		var l wire.Lease
 		if err == nil {
-			l, err = c.lease(k)
+			l, err = c.lease(k, promote)
 		}
 		if err == nil && !versions && l.Desc.VersionOffset != 0 {
 			l.Desc.VersionOffset, l.Desc.Generation = 0, 0
@@ -120,12 +122,24 @@ func (c *conn) describe(req *wire.Request, b []byte) []byte {
 	return b
 }
 
-// lease takes one descriptor lease from the store and registers it.
-func (c *conn) lease(k block.Key) (wire.Lease, error) {
+// lease takes one descriptor lease from the store and registers it. With
+// promote, a block described below DRAM is read once (the store's read
+// promotes it, and concurrent readers of it share that read) and described
+// again, in DRAM unless the promotion did not take it.
+func (c *conn) lease(k block.Key, promote bool) (wire.Lease, error) {
 	s := c.s
 	d, release, err := s.store.Descriptor(s.base, k, ctxstore.ReadOptions{}) // a local read, as a frame without wire.FlagLinearizable is
 	if err != nil {
 		return wire.Lease{}, err
+	}
+	if promote && d.Tier != block.TierDRAM {
+		release()
+		if ref, rerr := s.store.Read(s.base, k, ctxstore.ReadOptions{}); rerr == nil {
+			ref.Release()
+		}
+		if d, release, err = s.store.Descriptor(s.base, k, ctxstore.ReadOptions{}); err != nil {
+			return wire.Lease{}, err
+		}
 	}
 	if err := wire.CheckDescriptor(d); err != nil {
 		release()

@@ -12,7 +12,7 @@ import (
 // DESCRIBE and RELEASE: direct-read descriptor leases for co-located clients.
 //
 // A DESCRIBE request is a key list (as GET), optionally followed by a u32 of
-// describe flags (DescribeFlagVersion). Each OK status in its response is
+// describe flags (DescribeFlagVersion, DescribeFlagPromote). Each OK status in its response is
 // followed by a descriptor item: DescribeItemSize fixed bytes, the u64
 // version offset when the item's flags byte says so (DescribeItemVersion),
 // then the path. A server that predates the flags answers a request that
@@ -33,7 +33,12 @@ const (
 	// DRAM copy by its version word (block.Descriptor.VersionOffset) rather
 	// than by checksum, and reads the longer item.
 	DescribeFlagVersion uint32 = 1 << 0
-	describeFlagsKnown         = DescribeFlagVersion
+	// DescribeFlagPromote asks the server to read a block that is below
+	// DRAM into DRAM first (its tiers' read, promotion and single flight,
+	// as a GET of it would) and to describe the DRAM copy; a block the
+	// promotion does not take is described where it is.
+	DescribeFlagPromote uint32 = 1 << 1
+	describeFlagsKnown         = DescribeFlagVersion | DescribeFlagPromote
 	// DescribeItemVersion (the item's flags byte) marks a DRAM item whose
 	// generation is the block's version and which carries a u64 version
 	// offset after the fixed part.

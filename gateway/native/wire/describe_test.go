@@ -71,7 +71,9 @@ func TestDecodeDescribeFlags(t *testing.T) {
 		{"no flags", keys, 2, 0, nil},
 		{"version", AppendDescribeFlags(append([]byte{}, keys...), DescribeFlagVersion), 2, DescribeFlagVersion, nil},
 		{"zero flags word", le.AppendUint32(append([]byte{}, keys...), 0), 2, 0, errcode.ErrMalformedFrame},
-		{"unknown flag", le.AppendUint32(append([]byte{}, keys...), 2), 2, 0, errcode.ErrMalformedFrame},
+		{"promote", AppendDescribeFlags(append([]byte{}, keys...), DescribeFlagPromote), 2, DescribeFlagPromote, nil},
+		{"version and promote", AppendDescribeFlags(append([]byte{}, keys...), DescribeFlagVersion|DescribeFlagPromote), 2, DescribeFlagVersion | DescribeFlagPromote, nil},
+		{"unknown flag", le.AppendUint32(append([]byte{}, keys...), 4), 2, 0, errcode.ErrMalformedFrame},
 		{"flags word cut short", append(append([]byte{}, keys...), 1, 0), 2, 0, errcode.ErrMalformedFrame},
 		{"count says one key more", AppendDescribeFlags(append([]byte{}, keys...), DescribeFlagVersion), 3, 0, errcode.ErrMalformedFrame},
 	}
