@@ -32,7 +32,11 @@ from its verified chunks. With several endpoints a pull sends each ranged GET
 to the listed node that holds its blocks (--route=false: all through the first
 that works), and a pull that starts while others run joins their stream: it
 starts where the nodes hold the checkpoint in DRAM and fetches the chunks
-before that last (--join=false: in order from the first). Credentials: --access-key and --secret (or
+before that last (--join=false: in order from the first). A worker on the
+same machine as some of the nodes names their native addresses with --direct
+(one entry per --s3 endpoint, empty for a node elsewhere): whole blocks in
+those nodes' DRAM are then copied out of their memory files by descriptor
+instead of over S3. Credentials: --access-key and --secret (or
 CTXTIER_ACCESS_KEY / CTXTIER_SECRET), an S3 key from ctxctl keys create.`
 
 // weightsFlags parses the flags shared by push and pull, after the
@@ -54,6 +58,7 @@ func weightsFlags(action string, args []string, errOut io.Writer) (cfg weights.C
 	fs.StringVar(&cfg.Verify, "verify", cfg.Verify, "pull: the manifest digest every chunk is checked with: xxh3 (XXH3-128; SHA-256 for a manifest without it) or sha256")
 	fs.BoolVar(&cfg.Route, "route", cfg.Route, "pull: send each ranged GET to the node holding its blocks (of those listed in --s3), the others being the fallback")
 	fs.BoolVar(&cfg.Join, "join", cfg.Join, "pull: with routing, join the stream of pulls already running: start inside the longest run of chunks the nodes hold in DRAM, the chunks before it last")
+	direct := fs.String("direct", "", "pull: native addresses (host:port) of the --s3 endpoints' nodes that run on this machine, comma-separated in --s3's order, empty for one elsewhere (\"127.0.0.1:7401,,\"): their DRAM blocks are read by descriptor")
 	fs.BoolVar(&progress, "progress", true, "print a progress line to stderr")
 	if action == "push" {
 		fs.StringVar(&name, "name", "", "MODEL: the checkpoint's name in the tier")
@@ -84,6 +89,11 @@ func weightsFlags(action string, args []string, errOut io.Writer) (cfg weights.C
 			cfg.Endpoints = append(cfg.Endpoints, e)
 		}
 	}
+	if *direct != "" {
+		for _, d := range strings.Split(*direct, ",") {
+			cfg.Direct = append(cfg.Direct, strings.TrimSpace(d))
+		}
+	}
 	return cfg, name, progress, rest, cfg.Validate()
 }
 
@@ -101,6 +111,7 @@ func runWeights(ctx context.Context, args []string, out, errOut io.Writer) error
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	var p weights.Progress
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -139,6 +150,12 @@ func runWeights(ctx context.Context, args []string, out, errOut io.Writer) error
 	}
 	fmt.Fprintf(out, "pulled %s: %d files fetched, %d already complete, %d chunks fetched, %d kept from an earlier pull, %d bytes in %s\n",
 		rest[0], st.FilesFetched, st.FilesSkipped, st.ChunksFetched, st.ChunksReused, st.BytesFetched, time.Since(start).Round(time.Millisecond))
+	if len(cfg.Direct) > 0 {
+		fmt.Fprintf(out, "%d of them by descriptor from co-located nodes' DRAM\n", st.BytesDirect)
+		for _, e := range c.DirectProblems() {
+			fmt.Fprintf(errOut, "ctxctl: %v (read over S3 instead)\n", e)
+		}
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -22,6 +23,9 @@ func TestWeightsFlags(t *testing.T) {
 	if cfg, _, _, _, err = weightsFlags("pull", strings.Fields("llama/7b /models/llama --route=false"), io.Discard); err != nil || cfg.Route {
 		t.Fatalf("pull --route=false: %+v %v", cfg, err)
 	}
+	if cfg, _, _, _, err = weightsFlags("pull", strings.Fields("m d --s3 a:1,b:1,c:1 --direct 127.0.0.1:7401,,"), io.Discard); err != nil || fmt.Sprintf("%q", cfg.Direct) != `["127.0.0.1:7401" "" ""]` {
+		t.Fatalf("pull --direct: %q %v", cfg.Direct, err)
+	}
 	for args, want := range map[string]string{"m d": weights.VerifyXXH3, "m d --verify sha256": weights.VerifySHA256, "m d --verify xxh3": weights.VerifyXXH3} {
 		if cfg, _, _, _, err = weightsFlags("pull", strings.Fields(args), io.Discard); err != nil || cfg.Verify != want {
 			t.Errorf("pull %q: verify %q %v, want %q", args, cfg.Verify, err, want)
@@ -37,6 +41,7 @@ func TestWeightsFlags(t *testing.T) {
 		{"pull", "m d --namespace="},          // empty namespace
 		{"pull", "m d --s3 ,"},                // no endpoint
 		{"pull", "m d --verify md5"},          // unknown digest
+		{"pull", "m d --direct a:1,b:1"},      // two direct addresses, one endpoint
 		{"push", "d --name m --frobnicate 1"}, // unknown flag
 	}
 	for _, b := range bad {

@@ -292,18 +292,7 @@ func TestWeightsPullRouted(t *testing.T) {
 	nodes, key := startWeightsCluster(ctx, t, 1, 0)
 	total, want := pushToAllNodes(ctx, t, nodes, key, "llama/8b")
 	const local, remote = `ctxtier_cluster_read_bytes_total{path="local"}`, `ctxtier_cluster_read_bytes_total{path="remote"}`
-	readBytes := func() (loc, rem float64) {
-		for _, nd := range nodes {
-			m := scrapeMetrics(t, nd.p.HTTP, local, remote)
-			l, err1 := strconv.ParseFloat(m[local], 64)
-			r, err2 := strconv.ParseFloat(m[remote], 64)
-			if err1 != nil || err2 != nil {
-				t.Fatalf("%s: read bytes %q %q", nd.id, m[local], m[remote])
-			}
-			loc, rem = loc+l, rem+r
-		}
-		return loc, rem
-	}
+	readBytes := func() (loc, rem float64) { return sumMetric(t, nodes, local), sumMetric(t, nodes, remote) }
 	for _, tt := range []struct {
 		name  string
 		route bool
@@ -352,18 +341,7 @@ func TestWeightsPullJoinsTheStream(t *testing.T) {
 	// which blocks stay in memory, and what a pull in order finds there,
 	// would vary from run to run.
 	nodes, key := startWeightsCluster(ctx, t, 1, 0, "--dram-capacity", "16MiB", "--dram-policy", "lru")
-	const nvme = `ctxtier_tier_read_bytes_total{tier="nvme"}`
-	nvmeRead := func() float64 {
-		var sum float64
-		for _, nd := range nodes {
-			v, err := strconv.ParseFloat(scrapeMetrics(t, nd.p.HTTP, nvme)[nvme], 64)
-			if err != nil {
-				t.Fatalf("%s: %s: %v", nd.id, nvme, err)
-			}
-			sum += v
-		}
-		return sum
-	}
+	nvmeRead := func() float64 { return sumMetric(t, nodes, `ctxtier_tier_read_bytes_total{tier="nvme"}`) }
 	// pull pulls model in order or joining, one chunk at a time (with two
 	// in flight, a cold chunk's promotion can evict a hot one the other is
 	// about to read, as often as the machine's load decides), and returns
@@ -415,6 +393,21 @@ func TestWeightsPullJoinsTheStream(t *testing.T) {
 	t.Fatal("eight placements in a row kept blocks in DRAM through a scan (each has about one chance in three)")
 }
 
+// sumMetric is the sum over nodes of the metric series name (its name and
+// labels as the exposition writes them).
+func sumMetric(t *testing.T, nodes []*testNode, name string) float64 {
+	t.Helper()
+	var sum float64
+	for _, nd := range nodes {
+		v, err := strconv.ParseFloat(scrapeMetrics(t, nd.p.HTTP, name)[name], 64)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", nd.id, name, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
 // pushToAllNodes pushes writeWeightsCheckpoint's checkpoint as model
 // through the first node and waits until every node serves its manifest
 // (written last: routing learns which endpoint is which member from it);
@@ -445,4 +438,54 @@ func pushToAllNodes(ctx context.Context, t *testing.T, nodes []*testNode, key cr
 		})
 	}
 	return total, want
+}
+
+// TestWeightsPullDirect: a worker on the nodes' machine names their native
+// addresses (Config.Direct) and copies whole blocks out of their DRAM by
+// descriptor. The nodes' DRAM holds three of the checkpoint's 8 MiB blocks
+// each (72 MiB of 104), so at least 32 MiB are on NVMe when a pull asks for
+// them; DESCRIBE's promote flag reads each into DRAM first. Every byte comes by descriptor: PullStats
+// counts all as direct, the nodes' S3 endpoints send under 1 MiB (the
+// manifest), their NVMe reads are at least a quarter of the checkpoint
+// (the promotions) and the files are the pushed ones. A direct address where no node listens is reported and the
+// pull goes over S3.
+func TestWeightsPullDirect(t *testing.T) {
+	ctx := withTimeout(t, 5*time.Minute)
+	nodes, key := startWeightsCluster(ctx, t, 1, 0, "--dram-capacity", "24MiB", "--dram-policy", "lru")
+	total, want := pushToAllNodes(ctx, t, nodes, key, "llama/8b")
+	const s3Out, nvme = `ctxtier_payload_bytes_total{dir="out",proto="s3"}`, `ctxtier_tier_read_bytes_total{tier="nvme"}`
+	counters := func() (sent, nvmeRead float64) { return sumMetric(t, nodes, s3Out), sumMetric(t, nodes, nvme) }
+	pull := func(direct []string) (weights.PullStats, float64, float64, []error) {
+		cfg := weightsConfig(key, nodes...)
+		cfg.Direct = direct
+		puller, err := weights.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer puller.Close()
+		dst := t.TempDir()
+		c0, n0 := counters()
+		st, err := puller.Pull(ctx, "llama/8b", dst, nil)
+		if err != nil {
+			t.Fatalf("pull (direct %q): %v", direct, err)
+		}
+		c1, n1 := counters()
+		checkPulled(t, dst, want)
+		t.Logf("pull (direct %q): %d of %d bytes by descriptor; the nodes sent %.1f MiB over S3 and read %.1f MiB from NVMe", direct, st.BytesDirect, st.BytesFetched, (c1-c0)/(1<<20), (n1-n0)/(1<<20))
+		return st, c1 - c0, n1 - n0, puller.DirectProblems()
+	}
+	st, sent, nvmeRead, probs := pull([]string{nodes[0].p.Native, nodes[1].p.Native, nodes[2].p.Native})
+	if st.BytesFetched != total || st.BytesDirect != total || len(probs) > 0 {
+		t.Errorf("direct pull: %d bytes fetched, %d by descriptor, want %d both; problems %v", st.BytesFetched, st.BytesDirect, total, probs)
+	}
+	if sent >= 1<<20 {
+		t.Errorf("direct pull: the nodes sent %.0f bytes over S3, want only the manifest (< 1 MiB)", sent)
+	}
+	if nvmeRead < float64(total)/4 {
+		t.Errorf("direct pull: the nodes read %.0f bytes from NVMe of %d: the test means most blocks to be promoted by DESCRIBE", nvmeRead, total)
+	}
+	st, sent, _, probs = pull([]string{freeAddr(t), "", ""})
+	if st.BytesFetched != total || st.BytesDirect != 0 || len(probs) != 1 || sent < float64(total) {
+		t.Errorf("direct address with no node: %d bytes fetched, %d by descriptor, %.0f sent over S3, problems %v; want %d over S3 and one problem", st.BytesFetched, st.BytesDirect, sent, probs, total)
+	}
 }

@@ -38,6 +38,7 @@ var layerOf = []struct{ prefix, layer string }{
 	{"gateway/native/wire", "leaf"},
 	{"gateway/httpapi/httpwire", "leaf"},
 	{"internal", "internal"},
+	{"internal/weights", "client"},
 	{"sim", "sim"},
 	{"cmd", "cmd"},
 	{"deploy", "cmd"},
@@ -68,7 +69,10 @@ var layerOf = []struct{ prefix, layer string }{
 // (TestControlPathsOutsideGateway). The Go client (client)
 // depends on leaves and internal helpers (exactly which: clientMay below)
 // and only programs (cmd) import it: no part of the
-// server calls another node through it. The in-memory block store of the
+// server calls another node through it. The weights puller
+// (internal/weights, a client of the S3 endpoint that reads co-located
+// nodes' blocks by descriptor through gateway/client) is in the client
+// layer too, for the same reason: programs use it, the server never does. The in-memory block store of the
 // tests (testkit: ctxstore/block/blocktest) imports only the block leaf, so
 // the tests of every layer can use it; outside tests only the test kits
 // that build on it import it (rule below).
@@ -76,7 +80,7 @@ var mayImport = map[string][]string{
 	"block":     {},
 	"testkit":   {"block"},
 	"leaf":      {"block", "leaf"},
-	"client":    {"block", "leaf", "internal"},
+	"client":    {"block", "leaf", "internal", "client"},
 	"internal":  {"block", "leaf", "internal"},
 	"tiers":     {"block", "leaf", "tiers", "internal"},
 	"raft":      {"block", "leaf", "raft", "internal"},

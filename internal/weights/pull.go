@@ -27,6 +27,9 @@ type PullStats struct {
 	ChunksFetched int
 	// BytesFetched is the bytes read from the tier (the manifest aside).
 	BytesFetched int64
+	// BytesDirect is the part of BytesFetched copied out of a co-located
+	// node's DRAM by descriptor (Config.Direct) instead of over S3.
+	BytesDirect int64
 }
 
 // partSuffix names a file being pulled; it is renamed once complete.
@@ -160,6 +163,9 @@ func finishPart(dst string, fh *os.File) error {
 	return os.Rename(part, dst)
 }
 
+// counters count a pull's fetched bytes, and those of them read directly.
+type counters struct{ fetched, direct atomic.Int64 }
+
 // fetchChunks fetches the chunks todo of f, Parallel at a time, and hands
 // each verified chunk to use (from several goroutines at once; b is reused
 // after use returns). The first error cancels the rest.
@@ -171,7 +177,7 @@ func (c *Client) fetchChunks(ctx context.Context, m *Manifest, f File, todo []in
 		wg       sync.WaitGroup
 		firstErr error
 		errOnce  sync.Once
-		fetched  atomic.Int64
+		cnt      counters
 		chunks   atomic.Int64
 	)
 	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
@@ -186,7 +192,7 @@ func (c *Client) fetchChunks(ctx context.Context, m *Manifest, f File, todo []in
 			b := make([]byte, m.ChunkSize)
 			for i := range work {
 				off, n := chunkSpan(m.ChunkSize, f.Size, i)
-				if err := c.fetchChunk(ctx, m.Model, f, rt, i, off, b[:n], &fetched, progress); err != nil {
+				if err := c.fetchChunk(ctx, m.Model, f, rt, i, off, b[:n], &cnt, progress); err != nil {
 					fail(err)
 					continue
 				}
@@ -208,7 +214,8 @@ feed:
 	}
 	close(work)
 	wg.Wait()
-	st.BytesFetched += fetched.Load()
+	st.BytesFetched += cnt.fetched.Load()
+	st.BytesDirect += cnt.direct.Load()
 	st.ChunksFetched += int(chunks.Load())
 	if firstErr != nil {
 		return firstErr
@@ -217,26 +224,37 @@ feed:
 }
 
 // fetchChunk reads chunk i of f into b with ranged GETs (one per span of
-// rt, one in all without routing), retrying a failed or corrupt read (a
+// rt, one in all without routing; on the first try, a span that is a
+// whole block in a co-located node's DRAM is copied out by descriptor
+// instead: Config.Direct, direct.go), retrying a failed or corrupt read (a
 // failed one through the next endpoint), and verifies it against the
 // manifest. Its GETs declare that the client verifies (readerVerifies), so
 // the nodes' DRAM tiers may skip their own check of the bytes; after a
 // mismatch the retries declare nothing, and a node then verifies the
 // blocks at rest itself (and drops a corrupt one: the read goes to a lower
 // tier, or fails).
-func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route, i int, off int64, b []byte, fetched *atomic.Int64, progress *Progress) error {
+func (c *Client) fetchChunk(ctx context.Context, model string, f File, rt *route, i int, off int64, b []byte, cnt *counters, progress *Progress) error {
 	var last error
 	name := c.objectName(model, f.Path)
 	alg := digest(c.cfg.Verify, f)
 	declare := readerVerifies(alg)
-	spans := rt.spans(off, int64(len(b)))
+	spans := rt.spans(off, int64(len(b)), len(c.cfg.Direct) > 0)
 	for try := 0; try <= c.cfg.Retries; try++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		var err error
 		for _, sp := range spans {
-			if err = c.getSpan(ctx, name, sp, b[sp.off-off:sp.off-off+sp.n], declare, fetched, progress); err != nil {
+			dst := b[sp.off-off : sp.off-off+sp.n]
+			if try == 0 && c.readDirect(ctx, sp, dst) {
+				// Retries go over S3, whose nodes check the blocks at rest
+				// once the client stops declaring that it verifies.
+				cnt.fetched.Add(sp.n)
+				cnt.direct.Add(sp.n)
+				progress.Done.Add(sp.n)
+				continue
+			}
+			if err = c.getSpan(ctx, name, sp, dst, declare, &cnt.fetched, progress); err != nil {
 				break
 			}
 		}

@@ -45,24 +45,30 @@ type route struct {
 }
 
 // piece is a run of bytes [off, end) best read through endpoint ep (-1:
-// the endpoint in use).
+// the endpoint in use); key, when set, names the one whole data block
+// (a replica: k = 1) the piece is (locations.Block.Key).
 type piece struct {
 	off, end int64
 	ep       int
+	key      string
 }
 
 // span is one ranged GET of a chunk: bytes [off, off+n) through endpoint
-// ep (-1: the endpoint in use).
+// ep (-1: the endpoint in use); key is set when the span is exactly one
+// whole block that a co-located reader may read by descriptor (direct.go).
 type span struct {
 	off, n int64
 	ep     int
+	key    string
 }
 
 // spans cuts [off, off+n) on the route's pieces, merging neighbours that
-// go to the same endpoint. A nil route gives one span.
-func (r *route) spans(off, n int64) []span {
+// go to the same endpoint unless perBlock (then every block is a span of
+// its own, keyed when the chunk covers it whole). A nil route gives one
+// span.
+func (r *route) spans(off, n int64, perBlock bool) []span {
 	if r == nil || len(r.pieces) == 0 {
-		return []span{{off, n, -1}}
+		return []span{{off, n, -1, ""}}
 	}
 	var out []span
 	end := off + n
@@ -71,14 +77,18 @@ func (r *route) spans(off, n int64) []span {
 			continue
 		}
 		lo, hi := max(p.off, off), min(p.end, end)
-		if k := len(out) - 1; k >= 0 && out[k].ep == p.ep && out[k].off+out[k].n == lo {
+		if k := len(out) - 1; !perBlock && k >= 0 && out[k].ep == p.ep && out[k].off+out[k].n == lo {
 			out[k].n += hi - lo
 			continue
 		}
-		out = append(out, span{lo, hi - lo, p.ep})
+		sp := span{lo, hi - lo, p.ep, ""}
+		if perBlock && lo == p.off && hi == p.end {
+			sp.key = p.key
+		}
+		out = append(out, sp)
 	}
 	if len(out) == 0 || out[0].off != off || out[len(out)-1].off+out[len(out)-1].n != end {
-		return []span{{off, n, -1}} // the route does not cover the chunk: do not trust it
+		return []span{{off, n, -1, ""}} // the route does not cover the chunk: do not trust it
 	}
 	return out
 }
@@ -217,7 +227,11 @@ func (r *route) add(loc *locations.Locations, off, size int64, nodes map[string]
 		if b.Offset != off || b.Length < 1 || b.Length > size-off {
 			return off, false, fmt.Errorf("%w: block %d+%d at %d of %d", errBadLocations, b.Offset, b.Length, off, size)
 		}
-		r.pieces = append(r.pieces, piece{off, off + b.Length, holderEndpoint(nodes, b)})
+		p := piece{off, off + b.Length, holderEndpoint(nodes, b), ""}
+		if b.DataShards <= 1 {
+			p.key = b.Key
+		}
+		r.pieces = append(r.pieces, p)
 		off += b.Length
 	}
 	switch {

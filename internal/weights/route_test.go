@@ -11,30 +11,37 @@ import (
 )
 
 // TestRouteSpans: a chunk is cut on block boundaries, neighbours going to
-// the same endpoint are merged, the spans tile the chunk exactly, and a
+// the same endpoint are merged (per block: not, and a whole replicated
+// block's span carries its key), the spans tile the chunk exactly, and a
 // route that does not cover the chunk is not trusted.
 func TestRouteSpans(t *testing.T) {
 	const mb = 1 << 20
-	// Blocks of 8 MiB on endpoints 0, 1, 1, -1 (unknown), 2; 36 MiB.
-	rt := &route{pieces: []piece{{0, 8 * mb, 0}, {8 * mb, 16 * mb, 1}, {16 * mb, 24 * mb, 1}, {24 * mb, 32 * mb, -1}, {32 * mb, 36 * mb, 2}}}
+	// Blocks of 8 MiB on endpoints 0, 1, 1, -1 (unknown), 2; 36 MiB; the
+	// fourth is erasure-coded (no key).
+	rt := &route{pieces: []piece{{0, 8 * mb, 0, "a.0"}, {8 * mb, 16 * mb, 1, "a.1"}, {16 * mb, 24 * mb, 1, "a.2"}, {24 * mb, 32 * mb, -1, ""}, {32 * mb, 36 * mb, 2, "a.4"}}}
 	for _, tt := range []struct {
-		name   string
-		rt     *route
-		off, n int64
-		want   string
+		name     string
+		rt       *route
+		off, n   int64
+		perBlock bool
+		want     string
 	}{
-		{"no route", nil, 5, 10, "[{5 10 -1}]"},
-		{"inside one block", rt, 1 * mb, 2 * mb, fmt.Sprint([]span{{1 * mb, 2 * mb, 0}})},
-		{"across a boundary", rt, 0, 16 * mb, fmt.Sprint([]span{{0, 8 * mb, 0}, {8 * mb, 8 * mb, 1}})},
-		{"same endpoint merged", rt, 8 * mb, 16 * mb, fmt.Sprint([]span{{8 * mb, 16 * mb, 1}})},
-		{"unaligned, four endpoints", rt, 4 * mb, 30 * mb, fmt.Sprint([]span{{4 * mb, 4 * mb, 0}, {8 * mb, 16 * mb, 1}, {24 * mb, 8 * mb, -1}, {32 * mb, 2 * mb, 2}})},
-		{"last short chunk", rt, 32 * mb, 4 * mb, fmt.Sprint([]span{{32 * mb, 4 * mb, 2}})},
-		{"past the route's end", rt, 32 * mb, 8 * mb, fmt.Sprint([]span{{32 * mb, 8 * mb, -1}})},
+		{"no route", nil, 5, 10, false, "[{5 10 -1 }]"},
+		{"inside one block", rt, 1 * mb, 2 * mb, false, fmt.Sprint([]span{{1 * mb, 2 * mb, 0, ""}})},
+		{"across a boundary", rt, 0, 16 * mb, false, fmt.Sprint([]span{{0, 8 * mb, 0, ""}, {8 * mb, 8 * mb, 1, ""}})},
+		{"same endpoint merged", rt, 8 * mb, 16 * mb, false, fmt.Sprint([]span{{8 * mb, 16 * mb, 1, ""}})},
+		{"unaligned, four endpoints", rt, 4 * mb, 30 * mb, false, fmt.Sprint([]span{{4 * mb, 4 * mb, 0, ""}, {8 * mb, 16 * mb, 1, ""}, {24 * mb, 8 * mb, -1, ""}, {32 * mb, 2 * mb, 2, ""}})},
+		{"last short chunk", rt, 32 * mb, 4 * mb, false, fmt.Sprint([]span{{32 * mb, 4 * mb, 2, ""}})},
+		{"past the route's end", rt, 32 * mb, 8 * mb, false, fmt.Sprint([]span{{32 * mb, 8 * mb, -1, ""}})},
+		{"per block: whole blocks keyed", rt, 8 * mb, 16 * mb, true, fmt.Sprint([]span{{8 * mb, 8 * mb, 1, "a.1"}, {16 * mb, 8 * mb, 1, "a.2"}})},
+		{"per block: part of a block unkeyed", rt, 4 * mb, 12 * mb, true, fmt.Sprint([]span{{4 * mb, 4 * mb, 0, ""}, {8 * mb, 8 * mb, 1, "a.1"}})},
+		{"per block: coded block unkeyed", rt, 24 * mb, 12 * mb, true, fmt.Sprint([]span{{24 * mb, 8 * mb, -1, ""}, {32 * mb, 4 * mb, 2, "a.4"}})},
+		{"per block: no route", nil, 0, 8 * mb, true, fmt.Sprint([]span{{0, 8 * mb, -1, ""}})},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.rt.spans(tt.off, tt.n)
+			got := tt.rt.spans(tt.off, tt.n, tt.perBlock)
 			if fmt.Sprint(got) != tt.want {
-				t.Fatalf("spans(%d, %d) = %v, want %s", tt.off, tt.n, got, tt.want)
+				t.Fatalf("spans(%d, %d, %v) = %v, want %s", tt.off, tt.n, tt.perBlock, got, tt.want)
 			}
 			at := tt.off
 			for _, s := range got {
@@ -136,7 +143,7 @@ func FuzzLocations(f *testing.F) {
 		}
 		for off := int64(0); off < size && off < 64*chunk; off += chunk {
 			n := min(chunk, size-off)
-			got := rt.spans(off, n)
+			got := rt.spans(off, n, off%(2*chunk) == 0)
 			end := off
 			for _, s := range got {
 				if s.off != end || s.n < 1 {

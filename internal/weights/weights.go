@@ -66,6 +66,13 @@ type Config struct {
 	// before it last, instead of starting at the first chunk and reading
 	// every block the others already moved past from the lower tiers again.
 	Join bool
+	// Direct, when set, has one entry per endpoint: the native protocol
+	// address (host:port) of that endpoint's node when it runs on this
+	// machine, "" when it does not. A routed piece that is a whole
+	// replicated block of such a node, in its DRAM, is then read by
+	// descriptor, out of the node's memory file, instead of over S3
+	// (direct.go); everything else goes over S3 as before.
+	Direct []string
 }
 
 // DefaultConfig returns the local endpoint, namespace "weights", 16 MiB
@@ -102,6 +109,8 @@ func (c Config) Validate() error {
 		return bad("negative retries")
 	case c.Verify != VerifyXXH3 && c.Verify != VerifySHA256:
 		return bad("verify %q: want %s or %s", c.Verify, VerifyXXH3, VerifySHA256)
+	case len(c.Direct) > 0 && len(c.Direct) != len(c.Endpoints):
+		return bad("%d direct addresses for %d endpoints: want one per endpoint (\"\" for a node on another machine)", len(c.Direct), len(c.Endpoints))
 	}
 	return nil
 }
@@ -196,6 +205,7 @@ type Client struct {
 	mcs []*minio.Client // one per endpoint
 	cur atomic.Int64    // index of the endpoint in use
 	rt  *router         // what routing learned (route.go)
+	dr  *direct         // native clients of co-located nodes (direct.go)
 }
 
 // New returns a Client for cfg.
@@ -203,7 +213,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, rt: &router{down: map[int]time.Time{}}}
+	c := &Client{cfg: cfg, rt: &router{down: map[int]time.Time{}}, dr: newDirect(len(cfg.Direct))}
 	for _, ep := range cfg.Endpoints {
 		mc, err := minio.New(ep, &minio.Options{
 			Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.Secret, ""),
