@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxtier/ctxtier/ctxstore/block"
@@ -45,6 +46,11 @@ type weightsConfig struct {
 	// versitygw pulls alike), to measure a pull that joins a running
 	// stream.
 	Late time.Duration
+	// Direct gives every worker the nodes' native addresses
+	// (weights.Config.Direct): the workers run on the nodes' machine, and
+	// whole blocks in a node's DRAM are copied out of its memory file by
+	// descriptor instead of over S3.
+	Direct bool
 	// Verify is the digest the workers check every chunk with
 	// (weights.Config.Verify).
 	Verify string
@@ -78,6 +84,7 @@ func parseWeightsFlags(args []string, errOut io.Writer) (weightsConfig, error) {
 	fs.BoolVar(&c.Route, "route", true, "send each ranged GET to the node that holds its blocks (GetObjectLocations); false: every GET through the worker's own node, which reads the blocks it does not hold from their holders")
 	fs.BoolVar(&c.Join, "join", true, "let each worker join a stream already running: start inside the longest run of chunks the nodes hold in DRAM (weights.Config.Join); false: every worker starts at the first chunk")
 	fs.DurationVar(&c.Late, "late", 0, "start the last worker this long after the others (0: all at once); the tier's and versitygw's pulls alike")
+	fs.BoolVar(&c.Direct, "direct", false, "co-located workers: copy whole blocks in a node's DRAM out of its memory file by descriptor (weights.Config.Direct) instead of over S3; the baselines are unchanged")
 	fs.StringVar(&c.Verify, "verify", weights.VerifyXXH3, "digest every chunk is checked with: xxh3 (the manifest's XXH3-128) or sha256")
 	fs.StringVar(&c.Dir, "dir", "", "directory for the checkpoint, versitygw's bucket and the nodes' data (default: $TMPDIR)")
 	fs.StringVar(&c.Profile, "profile", "", "start the nodes with --pprof-listen and write CPU profiles of every node (n1.pprof...) and of ctxbench, the pullers (ctxbench.pprof), taken from the start of the tier pull, to this directory")
@@ -144,6 +151,8 @@ type weightsResult struct {
 	promotions, direct, shared         float64
 	nvmeReads, s3Reads                 float64
 	workerTier, workerVGW              []time.Duration
+	// descBytes is what the tier's workers copied by descriptor (Direct).
+	descBytes float64
 	// cpuNodes and cpuBench are the CPU time (user + system) the three
 	// nodes and ctxbench (the pullers) used during the tier pull.
 	cpuNodes, cpuBench time.Duration
@@ -284,6 +293,11 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 			eps = append(eps, lc.nodes[(i+j)%len(lc.nodes)].s3)
 		}
 		cfgs[i] = tierCfg(eps)
+		if cfg.Direct {
+			for j := range lc.nodes {
+				cfgs[i].Direct = append(cfgs[i].Direct, lc.nodes[(i+j)%len(lc.nodes)].native)
+			}
+		}
 	}
 	cpu := &cpuMeter{}
 	for _, nd := range lc.nodes {
@@ -291,7 +305,7 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	}
 	cpu0 := cpu.sample()
 	waitProf := prof.start(ctx, progress)
-	if res.tier, res.workerTier, err = pullAll(ctx, cfgs, res.size, cfg.Late); err != nil {
+	if res.tier, res.workerTier, res.descBytes, err = pullAll(ctx, cfgs, res.size, cfg.Late); err != nil {
 		return err
 	}
 	cpu1 := cpu.sample()
@@ -338,7 +352,7 @@ func runWeightsWith(ctx context.Context, cfg weightsConfig, out, progress io.Wri
 	for i := range cfgs {
 		cfgs[i] = vgwCfg
 	}
-	if res.vgw, res.workerVGW, err = pullAll(ctx, cfgs, res.size, cfg.Late); err != nil {
+	if res.vgw, res.workerVGW, _, err = pullAll(ctx, cfgs, res.size, cfg.Late); err != nil {
 		return fmt.Errorf("versitygw: %w", err)
 	}
 	fmt.Fprintf(progress, "weights: %d workers from versitygw: last complete after %v\n", cfg.Pullers, res.vgw.Round(time.Millisecond))
@@ -381,18 +395,21 @@ func waitManifest(ctx context.Context, wc weights.Config) error {
 // pullAll starts one Stream per config at once, the last one late after
 // the others (every chunk verified against the manifest's digest, the
 // bytes then dropped) and returns the time from the first start until the
-// last one completed and each one's time.
-func pullAll(ctx context.Context, cfgs []weights.Config, size int64, late time.Duration) (time.Duration, []time.Duration, error) {
+// last one completed, each one's time and the bytes they copied by
+// descriptor.
+func pullAll(ctx context.Context, cfgs []weights.Config, size int64, late time.Duration) (time.Duration, []time.Duration, float64, error) {
 	clients := make([]*weights.Client, len(cfgs))
 	for i, wc := range cfgs {
 		c, err := weights.New(wc)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, 0, err
 		}
+		defer c.Close()
 		clients[i] = c
 	}
 	each := make([]time.Duration, len(cfgs))
 	errs := make([]error, len(cfgs))
+	var desc atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i, c := range clients {
@@ -409,6 +426,7 @@ func pullAll(ctx context.Context, cfgs []weights.Config, size int64, late time.D
 			}
 			st, err := c.Stream(ctx, weightsModel, nil, nil)
 			each[i] = time.Since(start)
+			desc.Add(st.BytesDirect)
 			if err == nil && st.BytesFetched != size {
 				err = fmt.Errorf("worker %d fetched %d bytes, want %d", i, st.BytesFetched, size)
 			}
@@ -417,18 +435,18 @@ func pullAll(ctx context.Context, cfgs []weights.Config, size int64, late time.D
 	}
 	wg.Wait()
 	last := time.Since(start)
-	return last, each, errors.Join(errs...)
+	return last, each, float64(desc.Load()), errors.Join(errs...)
 }
 
 func (r *weightsResult) print(out io.Writer, cfg weightsConfig) {
 	gbs := func(d time.Duration) float64 { return r.served / d.Seconds() / 1e9 }
-	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d route=%v join=%v late_s=%.1f verify=%s "+
+	fmt.Fprintf(out, "weights: size=%s files=%d pullers=%d parallel=%d chunk=%s dram=%s code=k%d+m%d route=%v join=%v late_s=%.1f direct=%v descriptor_bytes_share=%.3f verify=%s "+
 		"tier_gb_s=%.3f raw_tcp_gb_s=%.3f ratio_vs_raw_tcp=%.3f "+
 		"lower_tier_bytes_per_served_byte=%.3f lower_tier_bytes_per_checkpoint_byte=%.3f lower_tier_bytes=%s (nvme=%s s3=%s; %v) promotions=%.0f promotions_direct=%.0f shared_reads=%.0f "+
 		"last_complete_s=%.2f versitygw_last_complete_s=%.2f speedup_vs_versitygw=%.3f push_gb_s=%.3f "+
 		"node_cpu_s_per_gb=%.3f puller_cpu_s_per_gb=%.3f raw_tcp_cpu_s_per_gb=%.3f "+
 		"local_read_share=%.3f peer_read_bytes_per_served_byte=%.3f\n",
-		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards, cfg.Route, cfg.Join, cfg.Late.Seconds(), cfg.Verify,
+		block.FormatSize(r.size), cfg.Files, cfg.Pullers, cfg.Parallel, block.FormatSize(cfg.ChunkSize), cfg.DRAMCapacity, cfg.DataShards, cfg.ParityShards, cfg.Route, cfg.Join, cfg.Late.Seconds(), cfg.Direct, r.descBytes/r.served, cfg.Verify,
 		gbs(r.tier), gbs(r.raw), r.raw.Seconds()/r.tier.Seconds(),
 		r.lowerBytes/r.served, r.lowerBytes/float64(r.size), block.FormatSize(int64(r.lowerBytes)), block.FormatSize(int64(r.nvmeReads)), block.FormatSize(int64(r.s3Reads)), r.lowerByNode,
 		r.promotions, r.direct, r.shared,

@@ -32,7 +32,10 @@ func TestParseWeightsFlags(t *testing.T) {
 	if c, err := parseWeightsFlags(strings.Fields("--start --late 2500ms --join=false"), io.Discard); err != nil || c.Late != 2500*time.Millisecond || c.Join {
 		t.Fatalf("--late --join=false: %+v %v", c, err)
 	}
-	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" || !c.Route || c.Verify != "xxh3" || !c.Join || c.Late != 0 {
+	if c, err := parseWeightsFlags(strings.Fields("--start --direct"), io.Discard); err != nil || !c.Direct {
+		t.Fatalf("--direct: %+v %v", c, err)
+	}
+	if c, err := parseWeightsFlags([]string{"--start"}, io.Discard); err != nil || c.Size != 8<<30 || c.Pullers != 4 || c.Profile != "" || !c.Route || c.Verify != "xxh3" || !c.Join || c.Late != 0 || c.Direct {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}
 	for _, bad := range []string{"", "--start --size lots", "--start --size 1MiB --files 2", "--start --files 0", "--start --pullers 0",
