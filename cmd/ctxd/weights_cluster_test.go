@@ -489,3 +489,45 @@ func TestWeightsPullDirect(t *testing.T) {
 		t.Errorf("direct address with no node: %d bytes fetched, %d by descriptor, %.0f sent over S3, problems %v; want %d over S3 and one problem", st.BytesFetched, st.BytesDirect, sent, probs, total)
 	}
 }
+
+// TestWeightsPullDirectSurvivesNodeKill: a direct pull (every node's
+// native address named) from a namespace of two copies, through node 3
+// first; node 3 is SIGKILLed once 24 MiB are in. Its DESCRIBEs and GETs
+// fail, the blocks it held come from their other copy over S3, and the
+// pull completes with the pushed bytes, part of them by descriptor.
+func TestWeightsPullDirectSurvivesNodeKill(t *testing.T) {
+	ctx := withTimeout(t, 5*time.Minute)
+	nodes, key := startWeightsCluster(ctx, t, 1, 1, "--dead-after", "10m")
+	total, want := pushToAllNodes(ctx, t, nodes, key, "llama/8b")
+	order := []*testNode{nodes[2], nodes[0], nodes[1]}
+	cfg := weightsConfig(key, order...)
+	for _, nd := range order {
+		cfg.Direct = append(cfg.Direct, nd.p.Native)
+	}
+	puller, err := weights.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer puller.Close()
+	dst := t.TempDir()
+	var prog weights.Progress
+	atKill := killAfter(ctx, &prog, 24<<20, nodes[2])
+	st, err := puller.Pull(ctx, "llama/8b", dst, &prog)
+	at := atKill()
+	if err != nil {
+		t.Fatalf("direct pull across the kill: %v", err)
+	}
+	select {
+	case <-nodes[2].p.exited:
+	default:
+		t.Fatal("node 3 still running")
+	}
+	if at >= total {
+		t.Fatalf("node 3 was killed after %d of %d bytes: not mid-transfer", at, total)
+	}
+	checkPulled(t, dst, want)
+	if st.BytesFetched != total || st.BytesDirect == 0 {
+		t.Errorf("pull stats %+v: want %d bytes fetched, some by descriptor", st, total)
+	}
+	t.Logf("pulled %d MiB across the kill of node 3 after %d MiB, %d MiB by descriptor", st.BytesFetched>>20, at>>20, st.BytesDirect>>20)
+}

@@ -25,7 +25,10 @@ import (
 // each byte still leaves the lower tiers once however many workers pull
 // (an NVMe descriptor would read the segment file once per worker). A
 // node that cannot be dialed, or whose memory file this process cannot
-// open (not co-located after all), is not asked again.
+// open (not co-located after all), is not asked again; one whose DESCRIBE
+// fails as a whole (the connection broke: the node died, say) is out of
+// routing for downDuration like an endpoint whose GET failed, so its
+// blocks go over S3 (failing over) without a DESCRIBE each meanwhile.
 
 // direct holds the native clients of co-located nodes, one per endpoint,
 // dialed on first use.
@@ -94,6 +97,9 @@ func (c *Client) readDirect(ctx context.Context, sp span, b []byte) bool {
 	if sp.key == "" {
 		return false
 	}
+	if !c.routerInit().usable(sp.ep) {
+		return false
+	}
 	nc := c.nativeClient(ctx, sp.ep)
 	if nc == nil {
 		return false
@@ -103,8 +109,14 @@ func (c *Client) readDirect(ctx context.Context, sp span, b []byte) bool {
 		return false
 	}
 	leases, errs, err := nc.Describe(ctx, []block.Key{key})
-	if err != nil || errs[0] != nil {
-		return false // not here whole (ErrUnavailable), gone, or the connection: S3 knows
+	if err != nil {
+		if ctx.Err() == nil {
+			c.rt.markDown(sp.ep)
+		}
+		return false
+	}
+	if errs[0] != nil {
+		return false // not here whole (ErrUnavailable), or gone: S3 knows
 	}
 	l := leases[0]
 	defer nc.ReleaseAsync(l)
