@@ -100,26 +100,11 @@ func TestWeightsPullSurvivesNodeKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := t.TempDir()
-	var prog weights.Progress
-	atKill := killAfter(ctx, &prog, 24<<20, nodes[2])
-	st, err := puller.Pull(ctx, "llama/8b", dst, &prog)
-	at := atKill()
-	if err != nil {
-		t.Fatalf("pull across the kill: %v", err)
-	}
-	select {
-	case <-nodes[2].p.exited:
-	default:
-		t.Fatal("node 3 still running")
-	}
 	var total int64
 	for _, n := range files {
 		total += int64(n)
 	}
-	if at >= total {
-		t.Fatalf("node 3 was killed after %d of %d bytes: not mid-transfer", at, total)
-	}
+	st, dst, at := pullAcrossKill(ctx, t, puller, nodes[2], total)
 	if st.FilesFetched != 3 {
 		t.Errorf("pull stats %+v: want 3 files fetched", st)
 	}
@@ -393,6 +378,31 @@ func TestWeightsPullJoinsTheStream(t *testing.T) {
 	t.Fatal("eight placements in a row kept blocks in DRAM through a scan (each has about one chance in three)")
 }
 
+// pullAcrossKill pulls llama/8b (total bytes) with puller into a fresh
+// directory, SIGKILLing node nd once 24 MiB are in; the pull must succeed
+// and nd must have died mid-transfer. It returns the pull's stats, the
+// directory and how many bytes were in at the kill.
+func pullAcrossKill(ctx context.Context, t *testing.T, puller *weights.Client, nd *testNode, total int64) (weights.PullStats, string, int64) {
+	t.Helper()
+	dst := t.TempDir()
+	var prog weights.Progress
+	atKill := killAfter(ctx, &prog, 24<<20, nd)
+	st, err := puller.Pull(ctx, "llama/8b", dst, &prog)
+	at := atKill()
+	if err != nil {
+		t.Fatalf("pull across the kill of %s: %v", nd.id, err)
+	}
+	select {
+	case <-nd.p.exited:
+	default:
+		t.Fatalf("%s still running", nd.id)
+	}
+	if at >= total {
+		t.Fatalf("%s was killed after %d of %d bytes: not mid-transfer", nd.id, at, total)
+	}
+	return st, dst, at
+}
+
 // sumMetric is the sum over nodes of the metric series name (its name and
 // labels as the exposition writes them).
 func sumMetric(t *testing.T, nodes []*testNode, name string) float64 {
@@ -509,22 +519,7 @@ func TestWeightsPullDirectSurvivesNodeKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer puller.Close()
-	dst := t.TempDir()
-	var prog weights.Progress
-	atKill := killAfter(ctx, &prog, 24<<20, nodes[2])
-	st, err := puller.Pull(ctx, "llama/8b", dst, &prog)
-	at := atKill()
-	if err != nil {
-		t.Fatalf("direct pull across the kill: %v", err)
-	}
-	select {
-	case <-nodes[2].p.exited:
-	default:
-		t.Fatal("node 3 still running")
-	}
-	if at >= total {
-		t.Fatalf("node 3 was killed after %d of %d bytes: not mid-transfer", at, total)
-	}
+	st, dst, at := pullAcrossKill(ctx, t, puller, nodes[2], total)
 	checkPulled(t, dst, want)
 	if st.BytesFetched != total || st.BytesDirect == 0 {
 		t.Errorf("pull stats %+v: want %d bytes fetched, some by descriptor", st, total)
