@@ -17,13 +17,15 @@ import (
 // protocol's DESCRIBE leases a block there, docs/protocol.md). With
 // Config.Direct naming the native address of each co-located endpoint's
 // node, every routed piece that is a whole replicated block (k = 1) held
-// by such a node is first DESCRIBEd there: a block in its DRAM is copied
-// out of the memory file (checked by its version word: the chunk's digest
-// against the manifest still follows, whatever path the bytes took) and
-// the lease released; a block that is only on NVMe (or gone, or anything
-// else) is read over S3 as before, so the holder's read promotes it and
-// each byte still leaves the lower tiers once however many workers pull
-// (an NVMe descriptor would read the segment file once per worker). A
+// by such a node is first DESCRIBEd there, with the promote flag: a block
+// that is only on NVMe is read into the holder's DRAM first (the tier's
+// promotion and single flight, so each byte still leaves the lower tiers
+// once however many workers pull; an NVMe descriptor would have each
+// worker read the segment file), and the DRAM copy is copied out of the
+// memory file (checked by its version word: the chunk's digest against the
+// manifest still follows, whatever path the bytes took), then the lease is
+// released. A block described anywhere but in DRAM (the promotion did not
+// take it), gone, or not whole on that node is read over S3 as before. A
 // node that cannot be dialed, or whose memory file this process cannot
 // open (not co-located after all), is not asked again; one whose DESCRIBE
 // fails as a whole (the connection broke: the node died, say) is out of
